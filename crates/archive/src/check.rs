@@ -1,0 +1,254 @@
+//! `leanrd check`: everything in an image that the kernel would not unpack as intended
+//! (rules in shared/notes/kernel-facts.md), collected rather than stopped at.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+
+use anyhow::Result;
+use leanrd_compress::{Format, ZSTD_MAX_WINDOW_LOG};
+use leanrd_newc::{PATH_MAX, S_IFLNK, S_IFMT, S_IFREG, checksum_update};
+
+use crate::read::{Problem, ReadEntry, Segment, SegmentEnd, Visitor};
+
+/// Identity of a hard-link set member, to spot distinct files sharing an inode number.
+#[derive(PartialEq, Eq, Clone, Copy)]
+struct Ident {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    mtime: u32,
+}
+
+type LinkKey = (u32, u32, u32, u32);
+
+/// Collects problems while the reader walks the image.
+#[derive(Default)]
+pub struct Checker {
+    pub problems: Vec<String>,
+    pub segments: usize,
+    pub entries: usize,
+    /// (dev major, dev minor, ino, type) → first member: identity, data seen, name.
+    links: HashMap<LinkKey, (Ident, bool, String)>,
+    image: Option<std::path::PathBuf>,
+}
+
+impl Checker {
+    /// `image` lets the checker look at segment framing (compression headers).
+    pub fn new(image: Option<&std::path::Path>) -> Checker {
+        Checker { image: image.map(|p| p.to_path_buf()), ..Checker::default() }
+    }
+}
+
+impl Visitor for Checker {
+    fn segment(&mut self, s: &Segment) -> Result<()> {
+        self.segments += 1;
+        self.links.clear(); // the kernel's link table resets with each archive
+        if let Some(path) = &self.image
+            && s.format != Format::None
+        {
+            let mut head = vec![0u8; 64];
+            let mut f = File::open(path)?;
+            f.seek(SeekFrom::Start(s.offset))?;
+            let n = f.read(&mut head)?;
+            head.truncate(n);
+            for m in framing_problems(s.format, &head) {
+                self.problems.push(format!("segment {} ({} at offset {}): {m}", s.index, s.format, s.offset));
+            }
+        }
+        Ok(())
+    }
+
+    fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> Result<()> {
+        self.entries += 1;
+        let h = &e.header;
+        let at = match e.data_offset {
+            Some(_) => format!("segment {} offset {}", e.segment, e.stream_offset),
+            None => format!("segment {} stream offset {}", e.segment, e.stream_offset),
+        };
+        let name = e.name_lossy();
+        let kind = h.mode & S_IFMT;
+        let mut problem = |m: String| self.problems.push(format!("{at}: {name}: {m}"));
+        if kind == S_IFLNK && (h.filesize == 0 || h.filesize > PATH_MAX) {
+            problem(format!("symlink target size {} is outside 1..=4096: the kernel skips it", h.filesize));
+        } else if kind != S_IFREG && kind != S_IFLNK && h.filesize != 0 {
+            problem(format!(
+                "a {} with {} bytes of data: the kernel skips it",
+                leanrd_newc::kind_name(h.mode),
+                h.filesize
+            ));
+        }
+        if h.crc {
+            let mut sum = 0u32;
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                let n = data.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                sum = checksum_update(sum, &buf[..n]);
+            }
+            if sum != h.check {
+                problem(format!("checksum {:08x} does not match the data ({sum:08x}): the kernel stops here", h.check));
+            }
+        }
+        if kind == S_IFREG && h.nlink >= 2 {
+            let key = (h.dev_major, h.dev_minor, h.ino, kind);
+            let id = Ident { mode: h.mode, uid: h.uid, gid: h.gid, mtime: h.mtime };
+            let has_data = h.filesize > 0;
+            match self.links.get_mut(&key) {
+                None => {
+                    self.links.insert(key, (id, has_data, name.clone()));
+                }
+                Some((first, data_seen, first_name)) => {
+                    if *first != id {
+                        let m = format!(
+                            "inode {} is also {first_name}, which has other metadata: the kernel would hard-link them",
+                            h.ino
+                        );
+                        problem(m);
+                    } else if has_data && *data_seen {
+                        problem(format!(
+                            "inode {} is also {first_name}, and both carry data: distinct files share an inode number",
+                            h.ino
+                        ));
+                    }
+                    *data_seen |= has_data;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn segment_end(&mut self, _s: &SegmentEnd) -> Result<()> {
+        Ok(())
+    }
+
+    fn problem(&mut self, p: &Problem) -> Result<()> {
+        self.problems.push(p.to_string());
+        Ok(())
+    }
+}
+
+/// Framing the kernel's decompressors reject, from a segment's first bytes.
+pub fn framing_problems(format: Format, head: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    match format {
+        Format::Xz if head.len() >= 12 => {
+            match head[7] & 0x0f {
+                0x00 | 0x01 => {}
+                c => out.push(format!(
+                    "xz integrity check {} ({}): the kernel's XZ decoder supports only CRC32 or none",
+                    c,
+                    match c {
+                        0x04 => "CRC64",
+                        0x0a => "SHA-256",
+                        _ => "unknown",
+                    }
+                )),
+            }
+            // First block header: filter IDs.
+            let b = &head[12..];
+            if b.len() >= 2 && b[0] != 0 {
+                let nfilters = (b[1] & 3) as usize + 1;
+                let mut p = 2;
+                let varint = |p: &mut usize| -> Option<u64> {
+                    let mut v = 0u64;
+                    for i in 0..9 {
+                        let c = *b.get(*p)?;
+                        *p += 1;
+                        v |= ((c & 0x7f) as u64) << (7 * i);
+                        if c & 0x80 == 0 {
+                            return Some(v);
+                        }
+                    }
+                    None
+                };
+                if b[1] & 0x40 != 0 {
+                    let _ = varint(&mut p);
+                }
+                if b[1] & 0x80 != 0 {
+                    let _ = varint(&mut p);
+                }
+                for _ in 0..nfilters {
+                    let Some(id) = varint(&mut p) else { break };
+                    let Some(psize) = varint(&mut p) else { break };
+                    p += psize as usize;
+                    if id != 0x21 {
+                        out.push(format!(
+                            "xz filter {id:#x} ({}): the kernel decodes LZMA2 only unless built with that BCJ filter",
+                            match id {
+                                0x03 => "delta",
+                                0x04 => "BCJ x86",
+                                0x05..=0x09 => "BCJ",
+                                _ => "unknown",
+                            }
+                        ));
+                    }
+                }
+            }
+        }
+        Format::Zstd if head.len() >= 6 => {
+            let fhd = head[4];
+            let single = fhd & 0x20 != 0;
+            if !single {
+                let wd = head[5];
+                let log = 10 + (wd >> 3) as u32;
+                let base = 1u64 << log;
+                let size = base + (base / 8) * (wd & 7) as u64;
+                if size > 1u64 << ZSTD_MAX_WINDOW_LOG {
+                    out.push(format!(
+                        "zstd window {size} bytes is larger than 2^{ZSTD_MAX_WINDOW_LOG}: the kernel may fail to allocate it"
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// Explain bytes that are not a known segment start, when we recognise them.
+pub fn explain_junk(head: &[u8]) -> Option<&'static str> {
+    if head.starts_with(&[0x04, 0x22, 0x4d, 0x18]) {
+        Some("an lz4 frame-format stream: the kernel reads only the legacy format (lz4 -l)")
+    } else if head.starts_with(b"070707") {
+        Some("an old binary/odc cpio archive: the kernel reads only newc (070701/070702)")
+    } else if head.starts_with(&[0x50, 0x2a, 0x4d, 0x18]) {
+        Some("a zstd skippable frame: the kernel does not recognise it")
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_xz_crc64_and_bcj() {
+        let data = vec![7u8; 1000];
+        let mut enc = liblzma_crc64(&data);
+        let p = framing_problems(Format::Xz, &enc);
+        assert!(p.iter().any(|m| m.contains("CRC64")), "{p:?}");
+        enc[7] = 1;
+        assert!(framing_problems(Format::Xz, &enc).is_empty());
+    }
+
+    fn liblzma_crc64(data: &[u8]) -> Vec<u8> {
+        // A stream with the library default (CRC64) made the way a careless tool would.
+        let ours = leanrd_compress::compress_vec(leanrd_compress::Spec::new(Format::Xz), 1, data).unwrap();
+        let mut v = ours.clone();
+        v[7] = 0x04;
+        v
+    }
+
+    #[test]
+    fn flags_large_zstd_window() {
+        // magic, FHD without single-segment, window descriptor for 2^28.
+        let head = [0x28, 0xb5, 0x2f, 0xfd, 0x00, (28 - 10) << 3, 0, 0];
+        assert_eq!(framing_problems(Format::Zstd, &head).len(), 1);
+        let head = [0x28, 0xb5, 0x2f, 0xfd, 0x00, (27 - 10) << 3, 0, 0];
+        assert!(framing_problems(Format::Zstd, &head).is_empty());
+    }
+}

@@ -1,0 +1,125 @@
+//! The entry model shared by every input and the writer.
+
+use std::fs::Metadata;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+use leanrd_newc::{S_IFMT, S_IFREG};
+
+/// Where an entry's data comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Data {
+    /// No data (directories, devices, fifos, and all but one member of a hard-link set).
+    None,
+    /// Bytes held in memory (symlink targets, generated files).
+    Inline(Vec<u8>),
+    /// A regular file on disk, `size` bytes as seen when the input was read.
+    File { path: PathBuf, size: u64 },
+}
+
+impl Data {
+    pub fn len(&self) -> u64 {
+        match self {
+            Data::None => 0,
+            Data::Inline(v) => v.len() as u64,
+            Data::File { size, .. } => *size,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One archive member, fully resolved: the writer copies these fields into the header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The name as stored, without the terminating NUL.
+    pub name: Vec<u8>,
+    /// File type and permission bits.
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    pub mtime: u32,
+    pub ino: u32,
+    pub dev_major: u32,
+    pub dev_minor: u32,
+    pub rdev_major: u32,
+    pub rdev_minor: u32,
+    pub data: Data,
+}
+
+impl Entry {
+    pub fn is_regular(&self) -> bool {
+        self.mode & S_IFMT == S_IFREG
+    }
+}
+
+/// Normalisation applied to metadata taken from the file system, for reproducible output.
+#[derive(Debug, Clone, Default)]
+pub struct Normalize {
+    /// Every mtime becomes this (`--mtime`).
+    pub mtime: Option<u32>,
+    /// mtimes later than this are clamped to it (SOURCE_DATE_EPOCH).
+    pub clamp_mtime: Option<u32>,
+    /// Every owner becomes this (`--owner`).
+    pub owner: Option<(u32, u32)>,
+    /// Keep the source's st_dev in c_maj/c_min (`--keep-devno`); zero otherwise.
+    pub keep_devno: bool,
+    /// First inode number given out (leanrd: 1; GNU cpio --renumber-inodes: 0).
+    pub first_ino: u32,
+}
+
+impl Normalize {
+    /// Defaults for leanrd: inodes from 1, SOURCE_DATE_EPOCH honoured if set and valid.
+    pub fn from_env() -> Normalize {
+        Normalize {
+            clamp_mtime: std::env::var("SOURCE_DATE_EPOCH").ok().and_then(|v| v.trim().parse::<u32>().ok()),
+            first_ino: 1,
+            ..Normalize::default()
+        }
+    }
+
+    /// The mtime to store for a file whose real mtime is `t` (seconds, may be negative).
+    pub fn mtime(&self, t: i64) -> u32 {
+        if let Some(m) = self.mtime {
+            return m;
+        }
+        let t = t.clamp(0, u32::MAX as i64) as u32;
+        match self.clamp_mtime {
+            Some(c) => t.min(c),
+            None => t,
+        }
+    }
+
+    /// mtime for entries that have no file behind them (manifest dirs, nodes, links).
+    pub fn synthetic_mtime(&self) -> u32 {
+        self.mtime.or(self.clamp_mtime).unwrap_or(0)
+    }
+
+    pub fn owner(&self, uid: u32, gid: u32) -> (u32, u32) {
+        self.owner.unwrap_or((uid, gid))
+    }
+
+    /// Fill an entry's metadata from `lstat` of its source.
+    pub fn entry_from_metadata(&self, name: Vec<u8>, md: &Metadata, ino: u32, data: Data) -> Entry {
+        let (uid, gid) = self.owner(md.uid(), md.gid());
+        let (dev_major, dev_minor) =
+            if self.keep_devno { (rustix::fs::major(md.dev()), rustix::fs::minor(md.dev())) } else { (0, 0) };
+        Entry {
+            name,
+            mode: md.mode(),
+            uid,
+            gid,
+            nlink: md.nlink().min(u32::MAX as u64) as u32,
+            mtime: self.mtime(md.mtime()),
+            ino,
+            dev_major,
+            dev_minor,
+            rdev_major: rustix::fs::major(md.rdev()),
+            rdev_minor: rustix::fs::minor(md.rdev()),
+            data,
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Whole images: one or more segments, each with its own compression, written one after
+//! the other into a file with the padding the kernel needs between them.
+
+use std::fs::File;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+
+use anyhow::{Context, Result};
+use leanrd_compress::{Format, Spec};
+use leanrd_newc::align4;
+
+use crate::entry::Entry;
+use crate::layout::{self, Layout};
+use crate::write::{self, Stats};
+
+/// One segment to write.
+#[derive(Debug, Clone)]
+pub struct SegmentSpec {
+    pub entries: Vec<Entry>,
+    pub compress: Spec,
+    /// Data alignment (uncompressed segments only; meaningless inside a compressed stream).
+    pub data_align: Option<u64>,
+    pub checksum: bool,
+}
+
+/// What writing a segment did.
+#[derive(Debug, Clone)]
+pub struct SegmentStats {
+    pub offset: u64,
+    pub len: u64,
+    pub compress: Spec,
+    pub archive: Stats,
+}
+
+/// Where the next segment may start after `end`, the previous one having been `prev`:
+/// 4-aligned, and after four zero bytes if it was lz4 (its legacy frame has no end marker).
+pub fn next_start(end: u64, prev: Option<Format>) -> u64 {
+    let pad = prev.map(|f| f.trailing_zeros()).unwrap_or(0);
+    align4(end + pad)
+}
+
+/// Write `seg` into `out` starting at `start` (4-aligned). Returns its stats; the file ends
+/// at `start + len` (it is truncated there).
+pub fn write_segment(out: &File, start: u64, seg: SegmentSpec, threads: u32) -> Result<SegmentStats> {
+    let compressed = seg.compress.format != Format::None;
+    let opts = layout::Options {
+        data_align: if compressed { None } else { seg.data_align },
+        checksum: seg.checksum,
+        base: if compressed { 0 } else { start },
+    };
+    let layout = Layout::plan(seg.entries, opts)?;
+    out.set_len(start).context("cannot size the output")?;
+    let archive = if compressed {
+        let mut f = out;
+        f.seek(SeekFrom::Start(start)).context("cannot seek the output")?;
+        let mut buf = BufWriter::with_capacity(1 << 20, f);
+        let mut enc = leanrd_compress::encoder(seg.compress, threads, Some(layout.len()), &mut buf)
+            .with_context(|| format!("cannot start the {} encoder", seg.compress))?;
+        let stats = write::write_stream(&layout, &mut enc)?;
+        enc.finish().context("compression failed")?;
+        buf.flush().context("write to the output failed")?;
+        stats
+    } else {
+        write::write_positional(&layout, out)?
+    };
+    let end = out.metadata().context("cannot stat the output")?.len();
+    Ok(SegmentStats { offset: start, len: end - start, compress: seg.compress, archive })
+}
+
+/// Write all `segments` into `out` from offset `start`.
+pub fn write_image(out: &File, start: u64, segments: Vec<SegmentSpec>, threads: u32) -> Result<Vec<SegmentStats>> {
+    let mut at = start;
+    let mut prev = None;
+    let mut all = Vec::new();
+    for seg in segments {
+        let begin = if at == 0 { 0 } else { next_start(at, prev) };
+        // Zero padding between segments is what set_len leaves.
+        let format = seg.compress.format;
+        let s = write_segment(out, begin, seg, threads)?;
+        at = s.offset + s.len;
+        prev = Some(format);
+        all.push(s);
+    }
+    // An image ending in lz4 gets its four zero bytes too, so that anything appended later
+    // (e.g. by a bootloader concatenating images) is not lost.
+    if prev == Some(Format::Lz4) {
+        out.set_len(at + 4).context("cannot pad the output")?;
+    }
+    Ok(all)
+}

@@ -1,0 +1,419 @@
+//! Every compression the Linux kernel can unpack an initramfs from, in the exact framing it
+//! needs (see `shared/notes/kernel-facts.md`), and the decoders to read them back.
+//!
+//! Encoders are streaming `Write`s. Where the format allows, they use several threads and
+//! give the same bytes whatever the thread count: zstd and xz always run their library's
+//! multi-threaded mode; gzip, lz4 and lzo compress fixed-size chunks independently.
+
+mod chunked;
+mod lz4legacy;
+mod lzop;
+mod pgzip;
+
+use std::fmt;
+use std::io::{self, BufRead, Read, Write};
+use std::str::FromStr;
+
+pub use lz4legacy::{LZ4_LEGACY_MAGIC, Lz4LegacyDecoder, Lz4LegacyEncoder};
+pub use lzop::{LzopDecoder, LzopEncoder};
+pub use pgzip::ParallelGzEncoder;
+
+/// A compression format the kernel recognises by its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    None,
+    Gzip,
+    Bzip2,
+    Lzma,
+    Xz,
+    Lzo,
+    Lz4,
+    Zstd,
+}
+
+impl Format {
+    pub const ALL: [Format; 8] =
+        [Format::None, Format::Zstd, Format::Lz4, Format::Xz, Format::Gzip, Format::Bzip2, Format::Lzma, Format::Lzo];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::None => "none",
+            Format::Gzip => "gzip",
+            Format::Bzip2 => "bzip2",
+            Format::Lzma => "lzma",
+            Format::Xz => "xz",
+            Format::Lzo => "lzo",
+            Format::Lz4 => "lz4",
+            Format::Zstd => "zstd",
+        }
+    }
+
+    /// Recognise a compressed stream by its magic, as `lib/decompress.c` does.
+    pub fn detect(head: &[u8]) -> Option<Format> {
+        let m = |p: &[u8]| head.starts_with(p);
+        Some(if m(&[0x1f, 0x8b]) || m(&[0x1f, 0x9e]) {
+            Format::Gzip
+        } else if m(b"BZh") {
+            Format::Bzip2
+        } else if m(&[0x5d, 0x00, 0x00]) {
+            Format::Lzma
+        } else if m(&[0xfd, b'7', b'z', b'X', b'Z', 0x00]) {
+            Format::Xz
+        } else if m(&[0x89, b'L', b'Z', b'O', 0x00]) {
+            Format::Lzo
+        } else if m(&LZ4_LEGACY_MAGIC.to_le_bytes()) {
+            Format::Lz4
+        } else if m(&[0x28, 0xb5, 0x2f, 0xfd]) {
+            Format::Zstd
+        } else {
+            return None;
+        })
+    }
+
+    /// Level used when none is given.
+    pub fn default_level(self) -> i32 {
+        match self {
+            Format::Zstd => 3,
+            Format::Xz | Format::Lzma => 6,
+            Format::Gzip => 6,
+            Format::Bzip2 => 9,
+            Format::Lz4 | Format::Lzo | Format::None => 1,
+        }
+    }
+
+    /// Valid levels.
+    pub fn levels(self) -> (i32, i32) {
+        match self {
+            Format::Zstd => (1, 22),
+            Format::Xz | Format::Lzma => (0, 9),
+            Format::Gzip | Format::Bzip2 => (1, 9),
+            Format::Lzo => (1, 9),
+            Format::Lz4 | Format::None => (1, 1),
+        }
+    }
+
+    /// Zero bytes the kernel needs after a segment of this format before anything else:
+    /// the lz4 legacy frame has no end marker, so a following segment must be preceded by
+    /// at least four zero bytes.
+    pub fn trailing_zeros(self) -> u64 {
+        if self == Format::Lz4 { 4 } else { 0 }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A format and level, written `FORMAT[:LEVEL]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
+    pub format: Format,
+    pub level: i32,
+}
+
+impl Spec {
+    pub fn new(format: Format) -> Spec {
+        Spec { format, level: format.default_level() }
+    }
+}
+
+impl fmt::Display for Spec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if matches!(self.format, Format::None | Format::Lz4) {
+            write!(f, "{}", self.format)
+        } else {
+            write!(f, "{}:{}", self.format, self.level)
+        }
+    }
+}
+
+impl FromStr for Spec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Spec, String> {
+        let (name, level) = match s.split_once(':') {
+            Some((n, l)) => (n, Some(l)),
+            None => (s, None),
+        };
+        let format = match name {
+            "none" | "cat" => Format::None,
+            "gzip" | "gz" => Format::Gzip,
+            "bzip2" | "bz2" => Format::Bzip2,
+            "lzma" => Format::Lzma,
+            "xz" => Format::Xz,
+            "lzo" | "lzop" => Format::Lzo,
+            "lz4" => Format::Lz4,
+            "zstd" | "zst" => Format::Zstd,
+            _ => {
+                return Err(format!("unknown compression {name:?} (none, zstd, lz4, xz, gzip, bzip2, lzma, lzo)"));
+            }
+        };
+        let level = match level {
+            None => format.default_level(),
+            Some(l) => {
+                let v: i32 = l.parse().map_err(|_| format!("compression level {l:?} is not a number"))?;
+                let (lo, hi) = format.levels();
+                if v < lo || v > hi {
+                    return Err(format!("{name} level {v} is outside {lo}..={hi}"));
+                }
+                v
+            }
+        };
+        Ok(Spec { format, level })
+    }
+}
+
+/// A streaming compressor; call [`Encoder::finish`] to write the end of the stream.
+pub trait Encoder: Write + Send {
+    fn finish(self: Box<Self>) -> io::Result<()>;
+}
+
+struct Plain<W>(W);
+impl<W: Write + Send> Write for Plain<W> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0.write(b)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+impl<W: Write + Send> Encoder for Plain<W> {
+    fn finish(mut self: Box<Self>) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+macro_rules! finishing {
+    ($t:ty, $($g:tt)*) => {
+        impl<$($g)*> Encoder for $t {
+            fn finish(self: Box<Self>) -> io::Result<()> {
+                let mut w = (*self).finish()?;
+                w.flush()
+            }
+        }
+    };
+}
+finishing!(bzip2::write::BzEncoder<W>, W: Write + Send);
+finishing!(liblzma::write::XzEncoder<W>, W: Write + Send);
+
+struct Zstd<'a, W: Write>(zstd::stream::write::Encoder<'a, W>);
+impl<W: Write + Send> Write for Zstd<'_, W> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0.write(b)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+impl<W: Write + Send> Encoder for Zstd<'_, W> {
+    fn finish(self: Box<Self>) -> io::Result<()> {
+        self.0.finish()?.flush()
+    }
+}
+
+/// Threads to use: all cores.
+pub fn default_threads() -> u32 {
+    std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1)
+}
+
+/// Largest zstd window the kernel's decoder is asked to allocate (2^27 = 128 MiB).
+pub const ZSTD_MAX_WINDOW_LOG: u32 = 27;
+/// xz block size: fixed, so that output does not depend on the thread count.
+pub const XZ_BLOCK_SIZE: u64 = 8 << 20;
+
+/// An encoder for `spec` writing into `w`. `size` is the exact number of bytes that will be
+/// written, when known (zstd records it). The output is the same for any `threads` ≥ 1.
+pub fn encoder<'a, W: Write + Send + 'a>(
+    spec: Spec,
+    threads: u32,
+    size: Option<u64>,
+    w: W,
+) -> io::Result<Box<dyn Encoder + 'a>> {
+    let threads = threads.max(1);
+    let level = spec.level;
+    Ok(match spec.format {
+        Format::None => Box::new(Plain(w)),
+        Format::Gzip => Box::new(ParallelGzEncoder::new(w, level as u32, threads)),
+        Format::Bzip2 => Box::new(bzip2::write::BzEncoder::new(w, bzip2::Compression::new(level as u32))),
+        Format::Lz4 => Box::new(Lz4LegacyEncoder::new(w, threads)),
+        Format::Lzo => Box::new(LzopEncoder::new(w, threads)?),
+        Format::Lzma => {
+            let opts = liblzma::stream::LzmaOptions::new_preset(level as u32).map_err(io::Error::other)?;
+            let stream = liblzma::stream::Stream::new_lzma_encoder(&opts).map_err(io::Error::other)?;
+            Box::new(liblzma::write::XzEncoder::new_stream(w, stream))
+        }
+        Format::Xz => {
+            // LZMA2 only (no BCJ filter) and CRC32: the kernel's XZ decoder supports nothing
+            // else. The check is fixed here; no caller can ask for CRC64.
+            let opts = liblzma::stream::LzmaOptions::new_preset(level as u32).map_err(io::Error::other)?;
+            let mut filters = liblzma::stream::Filters::new();
+            filters.lzma2(&opts);
+            let stream = liblzma::stream::MtStreamBuilder::new()
+                .threads(threads)
+                .block_size(XZ_BLOCK_SIZE)
+                .filters(filters)
+                .check(liblzma::stream::Check::Crc32)
+                .encoder()
+                .map_err(io::Error::other)?;
+            Box::new(liblzma::write::XzEncoder::new_stream(w, stream))
+        }
+        Format::Zstd => {
+            use zstd::stream::raw::CParameter;
+            let mut e = zstd::stream::write::Encoder::new(w, level)?;
+            // Multi-threaded mode always (even with one worker): its output does not
+            // depend on the worker count, single-threaded mode's does.
+            e.multithread(threads)?;
+            e.include_checksum(true)?;
+            e.set_pledged_src_size(size)?;
+            if level >= 20 {
+                e.set_parameter(CParameter::WindowLog(ZSTD_MAX_WINDOW_LOG))?;
+            }
+            Box::new(Zstd(e))
+        }
+    })
+}
+
+/// Compress a whole buffer (tests, `advise`).
+pub fn compress_vec(spec: Spec, threads: u32, data: &[u8]) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut e = encoder(spec, threads, Some(data.len() as u64), &mut out)?;
+    e.write_all(data)?;
+    e.finish()?;
+    Ok(out)
+}
+
+/// A decoder for one stream of `format` read from `r`. It consumes exactly the stream's
+/// bytes from `r` (nothing past its end), so what follows can be read from `r` afterwards.
+pub fn decoder<'a, R: BufRead + Send + 'a>(format: Format, r: R) -> io::Result<Box<dyn Read + Send + 'a>> {
+    Ok(match format {
+        Format::None => Box::new(r),
+        Format::Gzip => Box::new(flate2::bufread::GzDecoder::new(r)),
+        Format::Bzip2 => Box::new(bzip2::bufread::BzDecoder::new(r)),
+        Format::Xz => Box::new(liblzma::bufread::XzDecoder::new(r)),
+        Format::Lzma => {
+            let s = liblzma::stream::Stream::new_lzma_decoder(u64::MAX).map_err(io::Error::other)?;
+            Box::new(liblzma::bufread::XzDecoder::new_stream(r, s))
+        }
+        Format::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(r)?.single_frame()),
+        Format::Lz4 => Box::new(Lz4LegacyDecoder::new(r)),
+        Format::Lzo => Box::new(LzopDecoder::new(r)),
+    })
+}
+
+/// Decompress a whole buffer holding one stream (tests).
+pub fn decompress_vec(format: Format, data: &[u8]) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    decoder(format, data)?.read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// Adler-32 as lzop uses it (no crate in the tree exposes it; it is a few lines).
+pub(crate) fn adler32(mut a: u32, data: &[u8]) -> u32 {
+    const MOD: u32 = 65521;
+    let (mut s1, mut s2) = (a & 0xffff, a >> 16);
+    for chunk in data.chunks(5552) {
+        for &b in chunk {
+            s1 += b as u32;
+            s2 += s1;
+        }
+        s1 %= MOD;
+        s2 %= MOD;
+    }
+    a = (s2 << 16) | s1;
+    a
+}
+
+/// Run `f` over `items` on up to `threads` threads, keeping order.
+pub(crate) fn par_map<T: Sync, U: Send>(items: &[T], threads: u32, f: impl Fn(&T) -> U + Sync) -> Vec<U> {
+    if threads <= 1 || items.len() <= 1 {
+        return items.iter().map(&f).collect();
+    }
+    let f = &f;
+    std::thread::scope(|s| {
+        let per = items.len().div_ceil(threads as usize);
+        let handles: Vec<_> = items.chunks(per).map(|c| s.spawn(move || c.iter().map(f).collect::<Vec<U>>())).collect();
+        handles.into_iter().flat_map(|h| h.join().expect("compression worker panicked")).collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(n: usize) -> Vec<u8> {
+        // Compressible but not trivial: a repeating text with a counter.
+        let mut v = Vec::with_capacity(n);
+        let mut i = 0u64;
+        while v.len() < n {
+            v.extend_from_slice(
+                format!("line {i} of the sample, value {}\n", i.wrapping_mul(2654435761) % 1000).as_bytes(),
+            );
+            i += 1;
+        }
+        v.truncate(n);
+        v
+    }
+
+    #[test]
+    fn every_format_round_trips_and_is_detected() {
+        for n in [0usize, 1, 1000, 300_000, 9 << 20] {
+            let data = sample(n);
+            for f in Format::ALL {
+                let c = compress_vec(Spec::new(f), 2, &data).unwrap();
+                if f != Format::None && n > 0 {
+                    assert_eq!(Format::detect(&c), Some(f), "{f} n={n}");
+                }
+                assert_eq!(decompress_vec(f, &c).unwrap(), data, "{f} n={n}");
+            }
+        }
+    }
+
+    #[test]
+    fn output_does_not_depend_on_threads() {
+        let data = sample(20 << 20);
+        for f in [Format::Zstd, Format::Xz, Format::Gzip, Format::Lz4, Format::Lzo] {
+            let a = compress_vec(Spec::new(f), 1, &data).unwrap();
+            let b = compress_vec(Spec::new(f), 2, &data).unwrap();
+            let c = compress_vec(Spec::new(f), 2, &data).unwrap();
+            assert!(a == b && b == c, "{f}");
+        }
+    }
+
+    #[test]
+    fn decoders_stop_at_the_end_of_their_stream() {
+        let data = sample(100_000);
+        for f in Format::ALL.into_iter().filter(|&f| f != Format::None) {
+            let mut c = compress_vec(Spec::new(f), 2, &data).unwrap();
+            let end = c.len();
+            c.extend_from_slice(&[0, 0, 0, 0, b'0', b'7']);
+            let r = &mut &c[..];
+            let mut out = Vec::new();
+            decoder(f, &mut *r).unwrap().read_to_end(&mut out).unwrap();
+            assert_eq!(out, data, "{f}");
+            // Whatever the decoder left must start at or just after the padding.
+            let consumed = c.len() - r.len();
+            assert!(consumed == end || (f == Format::Lz4 && consumed == end + 4), "{f}: {consumed} vs {end}");
+        }
+    }
+
+    #[test]
+    fn xz_uses_crc32() {
+        let c = compress_vec(Spec::new(Format::Xz), 2, b"hello").unwrap();
+        assert_eq!(&c[6..8], &[0x00, 0x01]); // stream flags: check type 1 = CRC32
+    }
+
+    #[test]
+    fn specs_parse() {
+        assert_eq!("zstd:19".parse::<Spec>().unwrap(), Spec { format: Format::Zstd, level: 19 });
+        assert_eq!("xz".parse::<Spec>().unwrap().level, 6);
+        assert!("zstd:23".parse::<Spec>().is_err());
+        assert!("brotli".parse::<Spec>().is_err());
+        assert!("gzip:x".parse::<Spec>().is_err());
+    }
+
+    #[test]
+    fn adler_matches_known_value() {
+        assert_eq!(adler32(1, b"Wikipedia"), 0x11E6_0398);
+    }
+}

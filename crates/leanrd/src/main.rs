@@ -1,0 +1,50 @@
+//! leanrd: a fast, minimal, reflink-aware Linux initramfs builder.
+
+mod cmd_cpio;
+mod cmd_read;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "leanrd", version, about = "A fast, minimal, reflink-aware Linux initramfs builder")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create a newc archive from a manifest, a directory tree or a path list.
+    Cpio(cmd_cpio::CpioArgs),
+    /// List the entries of an image (all segments, any compression).
+    Ls(cmd_read::LsArgs),
+    /// Extract an image into a directory.
+    Extract(cmd_read::ExtractArgs),
+    /// Check an image against the kernel's unpacking rules; exit 0 only if all of it unpacks.
+    Check(cmd_read::CheckArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Cpio(a) => cmd_cpio::run(a),
+        Cmd::Ls(a) => cmd_read::ls(a),
+        Cmd::Extract(a) => cmd_read::extract(a),
+        Cmd::Check(a) => cmd_read::check(a),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            // Broken pipe on stdout (e.g. `leanrd ls | head`) is not an error worth a word.
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("leanrd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
