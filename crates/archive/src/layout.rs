@@ -6,7 +6,8 @@ use std::io::Read;
 
 use anyhow::{Context, Result};
 use leanrd_newc::{
-    Header, PATH_MAX, S_IFDIR, S_IFMT, TRAILER, align4, aligned_namesize, checksum_update, filler_namesize,
+    Header, MAX_ALIGNABLE_NAME, PATH_MAX, S_IFDIR, S_IFMT, TRAILER, align4, aligned_namesize, checksum_update,
+    filler_namesize,
 };
 
 use crate::entry::{Data, Entry};
@@ -108,6 +109,13 @@ impl Layout {
             };
             if let Some(a) = options.data_align.filter(|&a| e.is_regular() && size >= a) {
                 eligible += 1;
+                if e.name.len() > MAX_ALIGNABLE_NAME {
+                    // No padding can align it (see MAX_ALIGNABLE_NAME): leave it unaligned.
+                    last_dir_update(&mut last_dir, e, &header);
+                    placed.push(Placed { offset: off, header, slot: Slot::Entry(i) });
+                    off += header.entry_len();
+                    continue;
+                }
                 while aligned_namesize(off, e.name.len(), a).is_none() {
                     let (dir, name) = last_dir.clone().unwrap_or_else(|| (root_dir(options.checksum), b".".to_vec()));
                     let ns = filler_namesize(off, name.len(), e.name.len(), a).unwrap_or(PATH_MAX);
@@ -119,9 +127,7 @@ impl Layout {
                 header.namesize = aligned_namesize(off, e.name.len(), a).expect("checked above");
                 aligned += 1;
             }
-            if e.mode & S_IFMT == S_IFDIR {
-                last_dir = Some((header, e.name.clone()));
-            }
+            last_dir_update(&mut last_dir, e, &header);
             placed.push(Placed { offset: off, header, slot: Slot::Entry(i) });
             off += header.entry_len();
         }
@@ -160,6 +166,12 @@ impl Layout {
     /// Header, name, NUL padding: the bytes from the header's offset to its data.
     pub fn head_bytes(&self, p: &Placed) -> Vec<u8> {
         leanrd_newc::encode_head(&p.header, self.name(p))
+    }
+}
+
+fn last_dir_update(last_dir: &mut Option<(Header, Vec<u8>)>, e: &Entry, h: &Header) {
+    if e.mode & S_IFMT == S_IFDIR {
+        *last_dir = Some((*h, e.name.clone()));
     }
 }
 
@@ -226,14 +238,16 @@ mod tests {
             entries.push(file(&long[..(3990 + i as usize) % 4095], 5000));
             entries.push(file("small", 10));
         }
+        entries.push(file(&long[..4094], 5000)); // can never be aligned
+        entries.push(file(&long[..4093], 5000)); // can
         let l = Layout::plan(entries, Options { data_align: Some(4096), ..Default::default() }).unwrap();
-        assert_eq!(l.eligible, 100);
-        assert_eq!(l.aligned, 100);
+        assert_eq!(l.eligible, 102);
+        assert_eq!(l.aligned, 101);
         assert!(l.fillers > 0);
         for p in &l.placed {
             assert_eq!(p.offset % 4, 0);
             assert!(p.header.namesize <= PATH_MAX);
-            if p.header.filesize >= 4096 {
+            if p.header.filesize >= 4096 && p.header.namesize < 4095 {
                 assert_eq!(p.data_offset() % 4096, 0, "{:?}", p.header);
             }
         }

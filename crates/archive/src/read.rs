@@ -296,7 +296,7 @@ fn parse_archives(s: &mut Stream, seg: &mut SegState, v: &mut dyn Visitor) -> Re
         let size = h.filesize as u64;
         {
             let mut dr = DataReader { s, left: size };
-            v.entry(&e, &mut dr)?;
+            v.entry(&e, &mut dr).map_err(|err| anyhow::anyhow!("offset {}: {err:#}", abs(seg, start)))?;
             let left = dr.left;
             if s.skip(left)? < left {
                 bail!(

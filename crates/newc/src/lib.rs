@@ -234,6 +234,10 @@ pub fn encode_head(h: &Header, name: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The longest name whose data can be aligned: a 4-aligned header needs
+/// `namesize ≡ 2 (mod 4)` for its data to start 4-aligned, and namesize is at most 4096.
+pub const MAX_ALIGNABLE_NAME: usize = PATH_MAX as usize - 3;
+
 /// The name size (≥ `name_len + 1`, ≤ PATH_MAX) that makes the data of an entry whose
 /// header starts at `header_offset` begin at a multiple of `align`, if there is one.
 /// `align` must be a multiple of 4 and `header_offset` 4-aligned.
@@ -350,20 +354,26 @@ mod tests {
                     assert!(ns as usize > len && ns <= PATH_MAX);
                     assert_eq!((off + HEADER_LEN + ns as u64) % 4096, 0);
                 } else {
-                    // Only long names can miss.
-                    assert!(len + 1 + 4096 > 4096 - HEADER_LEN as usize);
+                    // A miss means the padding needed would pass PATH_MAX.
+                    let need = align_up(off + HEADER_LEN + len as u64 + 1, 4096) - (off + HEADER_LEN);
+                    assert!(need > PATH_MAX as u64);
                 }
             }
         }
         // A filler always makes a 4096 alignment reachable in one step.
         for off in (0..8192u64).step_by(4) {
-            for len in [1usize, 2000, 4000, 4095] {
+            for len in [1usize, 2000, 4000, MAX_ALIGNABLE_NAME] {
                 if aligned_namesize(off, len, 4096).is_none() {
                     let f = filler_namesize(off, 1, len, 4096).expect("filler");
                     let next = off + align4(HEADER_LEN + f as u64);
                     assert!(aligned_namesize(next, len, 4096).is_some());
                 }
             }
+        }
+        // Longer names can never be aligned: namesize would have to be 4097 or more.
+        for off in (0..8192u64).step_by(4) {
+            assert!(aligned_namesize(off, MAX_ALIGNABLE_NAME + 1, 4096).is_none());
+            assert!(filler_namesize(off, 1, MAX_ALIGNABLE_NAME + 1, 4096).is_none());
         }
     }
 
