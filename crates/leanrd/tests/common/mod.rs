@@ -179,3 +179,49 @@ pub fn assert_same_tree(got: &[String], want: &[String], what: &str) {
     let extra: Vec<_> = got.iter().filter(|l| !want.contains(l)).collect();
     assert!(missing.is_empty() && extra.is_empty(), "{what}: missing {missing:#?}\nunexpected {extra:#?}");
 }
+
+/// The kernel to boot: $LEANRD_TEST_KERNEL or the newest /boot/vmlinuz-*. None (test
+/// skipped) without QEMU or a kernel.
+pub fn kernel() -> Option<PathBuf> {
+    if !have("qemu-system-x86_64") {
+        eprintln!("skipping: qemu-system-x86_64 not installed");
+        return None;
+    }
+    if let Some(k) = std::env::var_os("LEANRD_TEST_KERNEL") {
+        return Some(PathBuf::from(k));
+    }
+    let mut ks: Vec<PathBuf> = fs::read_dir("/boot")
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
+        .collect();
+    ks.sort();
+    let k = ks.pop();
+    if k.is_none() {
+        eprintln!("skipping: no /boot/vmlinuz-*");
+    }
+    k
+}
+
+/// Boot `kernel` with `initrd` under QEMU TCG; returns the serial console output. The VM is
+/// killed after `secs` seconds.
+pub fn qemu_boot(kernel: &Path, initrd: &Path, append: &str, extra: &[&str], secs: u64) -> String {
+    let mut c = Command::new("timeout");
+    c.args(["--signal=KILL", &secs.to_string(), "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic"])
+        .args(["-no-reboot", "-monitor", "none", "-kernel"])
+        .arg(kernel)
+        .arg("-initrd")
+        .arg(initrd)
+        .args(["-append", &format!("console=ttyS0 panic=-1 {append}")])
+        .args(extra)
+        .stdin(Stdio::null());
+    let o = c.output().expect("run qemu");
+    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+}
+
+/// sha256 of a file as `sha256sum` prints it.
+pub fn sha256_line(path: &Path, name: &str) -> String {
+    let o = Command::new("sha256sum").arg(path).output().unwrap();
+    let h = String::from_utf8_lossy(&o.stdout).split_whitespace().next().unwrap().to_string();
+    format!("{h}  {name}\n")
+}
