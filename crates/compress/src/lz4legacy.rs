@@ -61,7 +61,9 @@ impl<W: Write + Send> Encoder for Lz4LegacyEncoder<W> {
 /// consumed), or at a further magic (a new stream continues it, as in the kernel).
 pub struct Lz4LegacyDecoder<R> {
     r: R,
+    /// Decompression buffer (kept at 8 MiB once allocated) and how much of it is valid.
     out: Vec<u8>,
+    valid: usize,
     pos: usize,
     started: bool,
     done: bool,
@@ -69,7 +71,7 @@ pub struct Lz4LegacyDecoder<R> {
 
 impl<R: BufRead> Lz4LegacyDecoder<R> {
     pub fn new(r: R) -> Self {
-        Lz4LegacyDecoder { r, out: Vec::new(), pos: 0, started: false, done: false }
+        Lz4LegacyDecoder { r, out: Vec::new(), valid: 0, pos: 0, started: false, done: false }
     }
 
     /// Read 4 bytes, or None at a clean end of input.
@@ -110,10 +112,21 @@ impl<R: BufRead> Lz4LegacyDecoder<R> {
             }
             let mut block = vec![0u8; size];
             self.r.read_exact(&mut block)?;
-            self.out.resize(CHUNK, 0);
-            let n = lz4_flex::block::decompress_into(&block, &mut self.out)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("lz4: {e}")))?;
-            self.out.truncate(n);
+            // The chunk's size is not stored: start from a guess and grow up to 8 MiB, so a
+            // small stream does not pay for zeroing a whole chunk buffer.
+            let mut cap = self.out.len().max((size * 4).min(CHUNK));
+            self.valid = loop {
+                if self.out.len() < cap {
+                    self.out.resize(cap, 0);
+                }
+                match lz4_flex::block::decompress_into(&block, &mut self.out) {
+                    Ok(n) => break n,
+                    Err(lz4_flex::block::DecompressError::OutputTooSmall { .. }) if cap < CHUNK => {
+                        cap = (cap * 2).min(CHUNK);
+                    }
+                    Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, format!("lz4: {e}"))),
+                }
+            };
             self.pos = 0;
             return Ok(true);
         }
@@ -122,13 +135,13 @@ impl<R: BufRead> Lz4LegacyDecoder<R> {
 
 impl<R: BufRead> Read for Lz4LegacyDecoder<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        while self.pos == self.out.len() {
+        while self.pos == self.valid {
             if self.done || !self.next_chunk()? {
                 self.done = true;
                 return Ok(0);
             }
         }
-        let n = buf.len().min(self.out.len() - self.pos);
+        let n = buf.len().min(self.valid - self.pos);
         buf[..n].copy_from_slice(&self.out[self.pos..self.pos + n]);
         self.pos += n;
         Ok(n)

@@ -1,5 +1,6 @@
 //! leanrd: a fast, minimal, reflink-aware Linux initramfs builder.
 
+mod cmd_advise;
 mod cmd_cpio;
 mod cmd_read;
 
@@ -24,6 +25,8 @@ enum Cmd {
     Extract(cmd_read::ExtractArgs),
     /// Check an image against the kernel's unpacking rules; exit 0 only if all of it unpacks.
     Check(cmd_read::CheckArgs),
+    /// Measure every compression on an image or tree and recommend the fastest to load.
+    Advise(cmd_advise::AdviseArgs),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
         Cmd::Ls(a) => cmd_read::ls(a),
         Cmd::Extract(a) => cmd_read::extract(a),
         Cmd::Check(a) => cmd_read::check(a),
+        Cmd::Advise(a) => cmd_advise::run(a),
     };
     match r {
         Ok(code) => code,

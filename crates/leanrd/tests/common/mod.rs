@@ -87,8 +87,7 @@ impl LoopFs {
         let mnt = dir.join("mnt");
         fs::create_dir_all(&mnt).unwrap();
         assert!(Command::new("truncate").args(["-s", size]).arg(&img).status().unwrap().success());
-        let q = if kind == "xfs" { "-q" } else { "-q" };
-        assert!(Command::new(format!("mkfs.{kind}")).arg(q).arg(&img).status().unwrap().success(), "mkfs.{kind}");
+        assert!(Command::new(format!("mkfs.{kind}")).arg("-q").arg(&img).status().unwrap().success(), "mkfs.{kind}");
         let st = Command::new("mount").args(["-o", "loop"]).arg(&img).arg(&mnt).status().unwrap();
         assert!(st.success(), "mount {kind}");
         Some(LoopFs { dir, img, mounted: true })
