@@ -1,6 +1,7 @@
 //! leanrd: a fast, minimal, reflink-aware Linux initramfs builder.
 
 mod cmd_advise;
+mod cmd_build;
 mod cmd_cpio;
 mod cmd_read;
 
@@ -27,6 +28,8 @@ enum Cmd {
     Check(cmd_read::CheckArgs),
     /// Measure every compression on an image or tree and recommend the fastest to load.
     Advise(cmd_advise::AdviseArgs),
+    /// Generate a minimal initramfs for a kernel.
+    Build(cmd_build::BuildArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
         Cmd::Extract(a) => cmd_read::extract(a),
         Cmd::Check(a) => cmd_read::check(a),
         Cmd::Advise(a) => cmd_advise::run(a),
+        Cmd::Build(a) => cmd_build::run(a),
     };
     match r {
         Ok(code) => code,

@@ -1,0 +1,208 @@
+//! Shared-library resolution as glibc's ld.so does it, without running anything: the ELF
+//! interpreter, DT_NEEDED through DT_RPATH (only without DT_RUNPATH; inherited from the
+//! loading objects), DT_RUNPATH, `$ORIGIN`, /etc/ld.so.cache and the default directories.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fs;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use goblin::elf::Elf;
+
+use crate::plan::{Plan, clean, host_path};
+
+/// Entries of /etc/ld.so.cache for this machine's ABI (x86-64: flags 0x0303).
+#[derive(Debug, Default, Clone)]
+pub struct LdCache {
+    pub libs: HashMap<String, String>,
+}
+
+const CACHE_MAGIC: &[u8] = b"glibc-ld.so.cache1.1";
+const FLAGS_X86_64: i32 = 0x0303;
+
+impl LdCache {
+    /// Parse the `glibc-ld.so.cache1.1` format (the only one glibc ≥ 2.32 writes).
+    /// Hand-written: no crate reads it; the layout is from glibc's dl-cache.h.
+    pub fn parse(b: &[u8]) -> Result<LdCache> {
+        if !b.starts_with(CACHE_MAGIC) || b.len() < 48 {
+            bail!("not a glibc-ld.so.cache1.1 file");
+        }
+        let u32_at = |o: usize| -> Result<u32> {
+            Ok(u32::from_le_bytes(b.get(o..o + 4).context("truncated ld.so.cache")?.try_into().unwrap()))
+        };
+        let n = u32_at(20)? as usize;
+        let mut libs = HashMap::new();
+        for i in 0..n {
+            let e = 48 + i * 24;
+            let flags = u32_at(e)? as i32;
+            let key = u32_at(e + 4)? as usize;
+            let value = u32_at(e + 8)? as usize;
+            if flags != FLAGS_X86_64 {
+                continue;
+            }
+            let s = |o: usize| -> Option<String> {
+                let end = b.get(o..)?.iter().position(|&c| c == 0)?;
+                Some(String::from_utf8_lossy(&b[o..o + end]).into_owned())
+            };
+            if let (Some(k), Some(v)) = (s(key), s(value)) {
+                // The first entry for a name wins, as in ld.so.
+                libs.entry(k).or_insert(v);
+            }
+        }
+        Ok(LdCache { libs })
+    }
+
+    pub fn load(sysroot: &Path) -> LdCache {
+        fs::read(host_path(sysroot, "/etc/ld.so.cache")).ok().and_then(|b| LdCache::parse(&b).ok()).unwrap_or_default()
+    }
+}
+
+const DEFAULT_DIRS: &[&str] =
+    &["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"];
+
+struct Info {
+    interp: Option<String>,
+    needed: Vec<String>,
+    rpath: Vec<String>,
+    runpath: Vec<String>,
+}
+
+fn info(data: &[u8], path: &Path) -> Result<Option<Info>> {
+    if !data.starts_with(b"\x7fELF") {
+        return Ok(None);
+    }
+    let elf = Elf::parse(data).with_context(|| format!("{}: bad ELF file", path.display()))?;
+    let split = |v: &[&str]| -> Vec<String> {
+        v.iter().flat_map(|s| s.split(':')).filter(|s| !s.is_empty()).map(str::to_string).collect()
+    };
+    Ok(Some(Info {
+        interp: elf.interpreter.map(str::to_string),
+        needed: elf.libraries.iter().map(|s| s.to_string()).collect(),
+        rpath: split(&elf.rpaths),
+        runpath: split(&elf.runpaths),
+    }))
+}
+
+/// Resolves binaries and their libraries into a [`Plan`].
+pub struct Resolver<'a> {
+    pub plan: &'a mut Plan,
+    cache: LdCache,
+    done: BTreeSet<String>,
+}
+
+impl<'a> Resolver<'a> {
+    pub fn new(plan: &'a mut Plan) -> Resolver<'a> {
+        let cache = LdCache::load(&plan.sysroot);
+        Resolver { plan, cache, done: BTreeSet::new() }
+    }
+
+    /// Find a binary by name in the usual directories (or take an absolute path).
+    pub fn which(&self, name: &str) -> Option<String> {
+        if name.starts_with('/') {
+            return host_path(&self.plan.sysroot, name).exists().then(|| name.to_string());
+        }
+        ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+            .iter()
+            .map(|d| format!("{d}/{name}"))
+            .find(|p| host_path(&self.plan.sysroot, p).is_file())
+    }
+
+    /// Add a binary (image path as on the host) with everything it loads.
+    pub fn add_binary(&mut self, path: &str) -> Result<()> {
+        self.add_object(path, &[])
+    }
+
+    fn add_object(&mut self, path: &str, inherited_rpath: &[String]) -> Result<()> {
+        let real = self.plan.add_host_path(path)?;
+        if !self.done.insert(real.clone()) {
+            return Ok(());
+        }
+        let hp = host_path(&self.plan.sysroot, &real);
+        let data = fs::read(&hp).with_context(|| format!("{}: cannot read", hp.display()))?;
+        let Some(inf) = info(&data, &hp)? else { return Ok(()) };
+        let origin = real.rsplit_once('/').map(|(d, _)| if d.is_empty() { "/" } else { d }).unwrap_or("/").to_string();
+        let expand = |dirs: &[String]| -> Vec<String> {
+            dirs.iter().map(|d| clean(&d.replace("${ORIGIN}", &origin).replace("$ORIGIN", &origin))).collect()
+        };
+        if let Some(interp) = &inf.interp {
+            self.add_object(interp, &[])?;
+        }
+        // DT_RPATH applies only when there is no DT_RUNPATH, and is inherited by what this
+        // object loads; DT_RUNPATH applies to this object's own DT_NEEDED only.
+        let mut rpath: Vec<String> = Vec::new();
+        if inf.runpath.is_empty() {
+            rpath.extend(expand(&inf.rpath));
+            rpath.extend(inherited_rpath.iter().cloned());
+        }
+        let runpath = expand(&inf.runpath);
+        for lib in &inf.needed {
+            let found = if lib.contains('/') { Some(lib.clone()) } else { self.find(lib, &rpath, &runpath) };
+            match found {
+                Some(p) => self.add_object(&p, if inf.runpath.is_empty() { &rpath } else { &[] })?,
+                None => bail!("{}: needs {lib}, which is not found", hp.display()),
+            }
+        }
+        Ok(())
+    }
+
+    fn find(&self, lib: &str, rpath: &[String], runpath: &[String]) -> Option<String> {
+        let exists = |p: &str| host_path(&self.plan.sysroot, p).exists();
+        for d in rpath.iter().chain(runpath) {
+            let p = format!("{d}/{lib}");
+            if exists(&p) {
+                return Some(p);
+            }
+        }
+        if let Some(p) = self.cache.libs.get(lib).filter(|p| exists(p)) {
+            return Some(p.clone());
+        }
+        DEFAULT_DIRS.iter().map(|d| format!("{d}/{lib}")).find(|p| exists(p))
+    }
+
+    /// The interpreter and libraries of a file that is not itself placed at its host path
+    /// (e.g. /init).
+    pub fn add_dependencies_of(&mut self, file: &Path) -> Result<()> {
+        let data = fs::read(file).with_context(|| format!("{}: cannot read", file.display()))?;
+        let Some(inf) = info(&data, file)? else { return Ok(()) };
+        if let Some(interp) = &inf.interp {
+            self.add_object(interp, &[])?;
+        }
+        for lib in &inf.needed {
+            match self.find(lib, &[], &[]) {
+                Some(p) => self.add_object(&p, &[])?,
+                None => bail!("{}: needs {lib}, which is not found", file.display()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Libraries loaded with dlopen that a binary needs but does not list (e.g. libgcc_s
+    /// for pthread_cancel): add them if present.
+    pub fn add_library_if_present(&mut self, lib: &str) -> Result<()> {
+        if let Some(p) = self.find(lib, &[], &[]) {
+            self.add_object(&p, &[])?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_this_machines_cache() {
+        let b = match fs::read("/etc/ld.so.cache") {
+            Ok(b) => b,
+            Err(_) => return,
+        };
+        let c = LdCache::parse(&b).unwrap();
+        assert!(c.libs.get("libc.so.6").is_some_and(|p| p.ends_with("/libc.so.6")), "{:?}", c.libs.get("libc.so.6"));
+    }
+
+    #[test]
+    fn rejects_other_files() {
+        assert!(LdCache::parse(b"ld.so-1.7.0\0").is_err());
+        assert!(LdCache::parse(b"glibc-ld.so.cache1.1").is_err());
+    }
+}

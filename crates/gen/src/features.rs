@@ -1,0 +1,156 @@
+//! Features: small declarative TOML files saying what a capability needs and when it
+//! applies. Built-ins ship inside leanrd (the repository's `features/` directory); files in
+//! /etc/leanrd/features.d/ add features or override built-ins of the same name.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+/// When a feature is in the image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum When {
+    /// Always.
+    Always,
+    /// When host detection finds its condition (`fstypes`, `stack`); always in --universal.
+    #[default]
+    Detected,
+    /// Only in --universal builds (host-only finds these drivers by modalias instead).
+    Universal,
+    /// Only with --include.
+    Requested,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Feature {
+    #[serde(skip)]
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub when: When,
+    /// Detected when the root's (or /usr's) file system type is one of these.
+    #[serde(default)]
+    pub fstypes: Vec<String>,
+    /// Detected when the root's block stack has one of these: crypt, lvm, md, dm.
+    #[serde(default)]
+    pub stack: Vec<String>,
+    /// Module names, aliases (`fs-ext4`), or globs over the module tree (contain a `/`).
+    #[serde(default)]
+    pub modules: Vec<String>,
+    /// Modules added only in --universal builds.
+    #[serde(default)]
+    pub universal_modules: Vec<String>,
+    #[serde(default)]
+    pub binaries: Vec<String>,
+    /// Libraries loaded with dlopen (not in DT_NEEDED).
+    #[serde(default)]
+    pub libraries: Vec<String>,
+    /// Files copied as they are (missing ones are skipped with a warning).
+    #[serde(default)]
+    pub files: Vec<String>,
+    #[serde(default)]
+    pub dirs: Vec<String>,
+    /// Firmware files under /lib/firmware.
+    #[serde(default)]
+    pub firmware: Vec<String>,
+    /// Put CPU microcode in an early uncompressed segment.
+    #[serde(default)]
+    pub microcode: bool,
+}
+
+const BUILTIN: &[(&str, &str)] = &[
+    ("base", include_str!("../../../features/base.toml")),
+    ("fs-ext4", include_str!("../../../features/fs-ext4.toml")),
+    ("fs-xfs", include_str!("../../../features/fs-xfs.toml")),
+    ("fs-btrfs", include_str!("../../../features/fs-btrfs.toml")),
+    ("fs-f2fs", include_str!("../../../features/fs-f2fs.toml")),
+    ("fs-vfat", include_str!("../../../features/fs-vfat.toml")),
+    ("virtio", include_str!("../../../features/virtio.toml")),
+    ("nvme", include_str!("../../../features/nvme.toml")),
+    ("ata", include_str!("../../../features/ata.toml")),
+    ("scsi", include_str!("../../../features/scsi.toml")),
+    ("usb-storage", include_str!("../../../features/usb-storage.toml")),
+    ("mmc", include_str!("../../../features/mmc.toml")),
+    ("luks", include_str!("../../../features/luks.toml")),
+    ("lvm", include_str!("../../../features/lvm.toml")),
+    ("mdraid", include_str!("../../../features/mdraid.toml")),
+    ("microcode", include_str!("../../../features/microcode.toml")),
+    ("rescue", include_str!("../../../features/rescue.toml")),
+];
+
+pub fn parse(name: &str, text: &str, origin: &str) -> Result<Feature> {
+    let mut f: Feature = toml::from_str(text).map_err(|e| {
+        // toml's message names the line and column.
+        anyhow::anyhow!("{origin}: {}", e.to_string().trim_end())
+    })?;
+    f.name = name.to_string();
+    Ok(f)
+}
+
+/// Built-ins, then every `*.toml` in `dir` (overriding built-ins by name).
+pub fn load(dir: Option<&Path>) -> Result<BTreeMap<String, Feature>> {
+    let mut all = BTreeMap::new();
+    for (name, text) in BUILTIN {
+        all.insert(name.to_string(), parse(name, text, &format!("built-in feature {name}"))?);
+    }
+    if let Some(dir) = dir {
+        let rd = match fs::read_dir(dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(all),
+            Err(e) => return Err(e).with_context(|| format!("{}: cannot list", dir.display())),
+        };
+        let mut paths: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+        paths.sort();
+        for p in paths.into_iter().filter(|p| p.extension().is_some_and(|e| e == "toml")) {
+            let name = p.file_stem().expect("has stem").to_string_lossy().into_owned();
+            let text = fs::read_to_string(&p).with_context(|| format!("{}: cannot read", p.display()))?;
+            all.insert(name.clone(), parse(&name, &text, &p.display().to_string())?);
+        }
+    }
+    Ok(all)
+}
+
+/// Check names given on the command line.
+pub fn check_names(all: &BTreeMap<String, Feature>, names: &[String]) -> Result<()> {
+    for n in names {
+        if !all.contains_key(n) {
+            bail!("unknown feature {n:?}; known: {}", all.keys().cloned().collect::<Vec<_>>().join(", "));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_parse() {
+        let all = load(None).unwrap();
+        assert!(all["base"].when == When::Always);
+        assert_eq!(all["fs-ext4"].fstypes, ["ext4"]);
+        assert!(all["luks"].binaries.contains(&"cryptsetup".to_string()));
+    }
+
+    #[test]
+    fn errors_name_the_line_and_overrides_work() {
+        let e = parse("x", "when = \"detected\"\nmodules = [1\n", "x.toml").unwrap_err().to_string();
+        assert!(e.starts_with("x.toml:") && e.contains("line 2"), "{e}");
+        let e = parse("x", "bogus = 1\n", "x.toml").unwrap_err().to_string();
+        assert!(e.contains("bogus"), "{e}");
+        let d = std::env::temp_dir().join(format!("leanrd-feat-{}", std::process::id()));
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("fs-ext4.toml"), "when = \"always\"\nmodules = [\"ext4\", \"crc32c_generic\"]\n").unwrap();
+        fs::write(d.join("mine.toml"), "when = \"requested\"\nbinaries = [\"sh\"]\n").unwrap();
+        let all = load(Some(&d)).unwrap();
+        assert_eq!(all["fs-ext4"].when, When::Always);
+        assert_eq!(all["mine"].binaries, ["sh"]);
+        assert!(check_names(&all, &["nope".into()]).is_err());
+        fs::remove_dir_all(&d).unwrap();
+    }
+}

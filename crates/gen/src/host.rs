@@ -1,0 +1,198 @@
+//! Host-only detection: from /proc/self/mountinfo find the root (and a separate /usr), walk
+//! sysfs from its block device through slaves (partitions, dm, md) down to the hardware, and
+//! collect every ancestor's modalias and driver. Reads a proc/sys root given by the caller,
+//! so it runs on fixture trees too.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+/// One mounted file system that the image must be able to mount.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Mount {
+    pub mountpoint: String,
+    pub fstype: String,
+    pub source: String,
+    pub dev: (u32, u32),
+    pub options: String,
+}
+
+/// What the image needs, as found on the host.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    pub root: Mount,
+    pub usr: Option<Mount>,
+    /// Every modalias on the way from the root's block devices to the hardware.
+    pub modaliases: BTreeSet<String>,
+    /// Drivers bound on the way (module names when sysfs tells them).
+    pub drivers: BTreeSet<String>,
+    /// "crypt", "lvm", "md", "dm" when in the stack.
+    pub stack: BTreeSet<String>,
+    /// Extra modules the stack implies (dm_crypt, raid1, ...).
+    pub modules: BTreeSet<String>,
+    /// Block devices walked, for messages.
+    pub devices: Vec<String>,
+}
+
+/// Parse /proc/self/mountinfo; the last mount at a mountpoint wins.
+pub fn mounts(text: &str) -> Result<Vec<Mount>> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = line.split(' ').collect();
+        let sep = f.iter().position(|x| *x == "-").with_context(|| format!("mountinfo:{}: no ' - '", n + 1))?;
+        if f.len() < sep + 3 || sep < 6 {
+            bail!("mountinfo:{}: too few fields", n + 1);
+        }
+        let (maj, min) = f[2].split_once(':').with_context(|| format!("mountinfo:{}: bad dev {}", n + 1, f[2]))?;
+        out.push(Mount {
+            mountpoint: unescape(f[4]),
+            fstype: f[sep + 1].to_string(),
+            source: unescape(f[sep + 2]),
+            dev: (maj.parse()?, min.parse()?),
+            options: f[5].to_string(),
+        });
+    }
+    Ok(out)
+}
+
+fn unescape(s: &str) -> String {
+    // mountinfo escapes space, tab, newline and backslash as \ooo.
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push(((b[i + 1] - b'0') << 6) | ((b[i + 2] - b'0') << 3) | (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Detect from `root` (normally "/", which holds proc/ and sys/).
+pub fn detect(root: &Path) -> Result<Facts> {
+    let mi = root.join("proc/self/mountinfo");
+    let text = fs::read_to_string(&mi).with_context(|| format!("{}: cannot read", mi.display()))?;
+    let all = mounts(&text)?;
+    let find = |mp: &str| all.iter().rev().find(|m| m.mountpoint == mp).cloned();
+    let mut f = Facts { root: find("/").context("no mount at / in mountinfo")?, ..Facts::default() };
+    f.usr = find("/usr");
+    let mut targets = vec![f.root.clone()];
+    targets.extend(f.usr.clone());
+    for m in targets {
+        if m.dev.0 == 0 {
+            // Not a block device (tmpfs, overlay, nfs, virtiofs...): nothing to walk.
+            continue;
+        }
+        let link = root.join(format!("sys/dev/block/{}:{}", m.dev.0, m.dev.1));
+        let dev = fs::canonicalize(&link).with_context(|| {
+            format!(
+                "the root's block device {}:{} ({}) is not in {}",
+                m.dev.0,
+                m.dev.1,
+                m.source,
+                root.join("sys/dev/block").display()
+            )
+        })?;
+        walk_block(root, &dev, &mut f, 0)?;
+    }
+    Ok(f)
+}
+
+fn read_trim(p: &Path) -> Option<String> {
+    fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+}
+
+fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()> {
+    if depth > 16 {
+        bail!("{}: block device stack too deep", dev.display());
+    }
+    f.devices.push(dev.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+    // device-mapper and md: what they are, then their slaves.
+    if let Some(uuid) = read_trim(&dev.join("dm/uuid")) {
+        f.stack.insert("dm".into());
+        f.modules.insert("dm_mod".into());
+        if uuid.starts_with("CRYPT-") {
+            f.stack.insert("crypt".into());
+            f.modules.insert("dm_crypt".into());
+        } else if uuid.starts_with("LVM-") {
+            f.stack.insert("lvm".into());
+        }
+    }
+    if let Some(level) = read_trim(&dev.join("md/level")) {
+        f.stack.insert("md".into());
+        f.modules.insert("md_mod".into());
+        let m = match level.as_str() {
+            "raid4" | "raid5" | "raid6" => "raid456".to_string(),
+            l => l.to_string(),
+        };
+        f.modules.insert(m);
+    }
+    let slaves = dev.join("slaves");
+    if let Ok(rd) = fs::read_dir(&slaves) {
+        let mut v: Vec<PathBuf> = rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+        v.sort();
+        for s in v {
+            let real = fs::canonicalize(&s).with_context(|| format!("{}: broken link", s.display()))?;
+            walk_block(root, &real, f, depth + 1)?;
+        }
+    }
+    // A partition's disk is its parent directory.
+    let disk =
+        if dev.join("partition").exists() { dev.parent().unwrap_or(dev).to_path_buf() } else { dev.to_path_buf() };
+    // Every ancestor up to /sys/devices: modalias and driver.
+    let top = fs::canonicalize(root.join("sys/devices")).unwrap_or_else(|_| root.join("sys/devices"));
+    let mut cur = disk.as_path();
+    while cur.starts_with(&top) && cur != top {
+        if let Some(a) = read_trim(&cur.join("modalias"))
+            && !a.is_empty()
+        {
+            f.modaliases.insert(a);
+        }
+        if let Ok(drv) = fs::canonicalize(cur.join("driver")) {
+            let module = fs::canonicalize(drv.join("module")).ok().and_then(|m| m.file_name().map(|n| n.to_owned()));
+            let name = module.or_else(|| drv.file_name().map(|n| n.to_owned()));
+            if let Some(n) = name {
+                f.drivers.insert(n.to_string_lossy().replace('-', "_"));
+            }
+        }
+        match cur.parent() {
+            Some(p) => cur = p,
+            None => break,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_mountinfo() {
+        let t = "22 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n\
+                 23 22 0:21 / /proc rw - proc proc rw\n\
+                 30 22 254:2 / /usr rw master:3 - xfs /dev/mapper/vg-usr\\040x rw\n";
+        let m = mounts(t).unwrap();
+        assert_eq!(
+            m[0],
+            Mount {
+                mountpoint: "/".into(),
+                fstype: "ext4".into(),
+                source: "/dev/vda1".into(),
+                dev: (254, 1),
+                options: "rw,relatime".into()
+            }
+        );
+        assert_eq!(m[2].source, "/dev/mapper/vg-usr x");
+        assert!(mounts("garbage\n").is_err());
+    }
+}

@@ -1,0 +1,232 @@
+//! A target kernel's modules: its tables, the files of a resolved module set (decompressed
+//! at build time when the kernel cannot do it), their firmware, and the filtered tables the
+//! image carries for /init.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use goblin::elf::Elf;
+use leanrd_compress::Format;
+use leanrd_kmod::{ModuleDb, Resolved, name_of_path};
+
+use crate::plan::{Item, Plan, host_path};
+
+/// The target kernel.
+pub struct Kernel {
+    pub kver: String,
+    /// Image (and host) path of its module directory, e.g. /lib/modules/6.1.0-56-amd64.
+    pub dir: String,
+    pub db: ModuleDb,
+    /// CONFIG_MODULE_DECOMPRESS: the kernel loads .ko.xz/.ko.zst/.ko.gz itself.
+    pub decompresses: bool,
+}
+
+fn read_opt(p: &Path) -> Result<Vec<u8>> {
+    match fs::read(p) {
+        Ok(b) => Ok(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("{}: cannot read", p.display())),
+    }
+}
+
+impl Kernel {
+    pub fn load(sysroot: &Path, kver: &str) -> Result<Kernel> {
+        let dir = ["/lib/modules", "/usr/lib/modules"]
+            .iter()
+            .map(|d| format!("{d}/{kver}"))
+            .find(|d| host_path(sysroot, d).join("modules.dep").exists())
+            .with_context(|| {
+                format!("no modules.dep for kernel {kver} under {}/lib/modules (run depmod?)", sysroot.display())
+            })?;
+        let hd = host_path(sysroot, &dir);
+        let text = |f: &str| -> Result<String> { Ok(String::from_utf8_lossy(&read_opt(&hd.join(f))?).into_owned()) };
+        let db = ModuleDb::parse(
+            &text("modules.dep")?,
+            &text("modules.alias")?,
+            &text("modules.softdep")?,
+            &text("modules.builtin")?,
+            &read_opt(&hd.join("modules.builtin.modinfo"))?,
+        )
+        .with_context(|| format!("{}: bad module table", hd.display()))?;
+        let config = [format!("/boot/config-{kver}"), format!("{dir}/build/.config"), format!("{dir}/config")]
+            .iter()
+            .find_map(|p| fs::read_to_string(host_path(sysroot, p)).ok())
+            .unwrap_or_default();
+        let decompresses = config.lines().any(|l| l.trim() == "CONFIG_MODULE_DECOMPRESS=y");
+        Ok(Kernel { kver: kver.to_string(), dir, db, decompresses })
+    }
+
+    /// Resolve names/aliases into a module set (dependencies and soft dependencies
+    /// included). Unknown names are returned separately.
+    pub fn resolve<'a>(&self, wanted: impl IntoIterator<Item = &'a str>) -> (BTreeSet<String>, Vec<String>) {
+        let mut set = BTreeSet::new();
+        let mut missing = Vec::new();
+        for w in wanted {
+            match self.db.resolve(w) {
+                Resolved::Modules(m) => set.extend(m),
+                Resolved::Builtin => {}
+                Resolved::Missing => missing.push(w.to_string()),
+            }
+        }
+        (set, missing)
+    }
+
+    /// Add the module files of `set` (and their firmware) to the plan. Compressed modules
+    /// are decompressed into `tmp` unless the kernel does it. Returns warnings.
+    pub fn add_to_plan(&self, plan: &mut Plan, set: &BTreeSet<String>, tmp: &Path) -> Result<Vec<String>> {
+        let mut warnings = Vec::new();
+        let mut firmware = BTreeSet::new();
+        for name in set {
+            let Some(rel) = self.db.paths.get(name) else { continue };
+            let image_path = format!("{}/{rel}", self.dir);
+            let hp = host_path(&plan.sysroot, &image_path);
+            let compressed = [(".xz", Format::Xz), (".zst", Format::Zstd), (".gz", Format::Gzip)]
+                .into_iter()
+                .find(|(ext, _)| rel.ends_with(ext));
+            let data = match compressed {
+                Some((ext, fmt)) if !self.decompresses => {
+                    let raw = fs::read(&hp).with_context(|| format!("{}: cannot read", hp.display()))?;
+                    let mut out = Vec::new();
+                    leanrd_compress::decoder(fmt, &raw[..])?
+                        .read_to_end(&mut out)
+                        .with_context(|| format!("{}: cannot decompress", hp.display()))?;
+                    let plain = image_path.trim_end_matches(ext).to_string();
+                    let dst = tmp.join(plain.trim_start_matches('/'));
+                    fs::create_dir_all(dst.parent().expect("has parent"))?;
+                    fs::write(&dst, &out).with_context(|| format!("{}: cannot write", dst.display()))?;
+                    plan.put(&plain, Item::File { src: dst, mode: 0o644 });
+                    out
+                }
+                _ => {
+                    plan.add_host_path(&image_path)?;
+                    let raw = fs::read(&hp).with_context(|| format!("{}: cannot read", hp.display()))?;
+                    match compressed {
+                        // Kept compressed for the kernel; decompressed here only for its modinfo.
+                        Some((_, fmt)) => {
+                            let mut out = Vec::new();
+                            leanrd_compress::decoder(fmt, &raw[..])?.read_to_end(&mut out)?;
+                            out
+                        }
+                        None => raw,
+                    }
+                }
+            };
+            for fw in modinfo(&data, "firmware") {
+                firmware.insert(fw);
+            }
+        }
+        for fw in firmware {
+            let found = ["", ".zst", ".xz"].iter().map(|ext| format!("/lib/firmware/{fw}{ext}")).find(|p| {
+                let h = host_path(&plan.sysroot, p);
+                h.exists()
+            });
+            match found {
+                Some(p) => {
+                    plan.add_host_path(&p)?;
+                }
+                None => warnings.push(format!("firmware {fw} not found under /lib/firmware")),
+            }
+        }
+        self.add_tables(plan, set);
+        Ok(warnings)
+    }
+
+    /// The module tables /init uses, limited to the modules in the image.
+    fn add_tables(&self, plan: &mut Plan, set: &BTreeSet<String>) {
+        let mut dep = String::new();
+        let mut names: Vec<&String> = set.iter().collect();
+        names.sort_by_key(|n| &self.db.paths[*n]);
+        for n in &names {
+            let path = self.image_rel(n);
+            let deps: Vec<String> =
+                self.db.deps[*n].iter().filter(|d| set.contains(*d)).map(|d| self.image_rel(d)).collect();
+            dep += &format!("{path}:{}{}\n", if deps.is_empty() { "" } else { " " }, deps.join(" "));
+        }
+        let mut alias = String::new();
+        for (pat, m) in &self.db.aliases {
+            if set.contains(m) {
+                alias += &format!("alias {pat} {m}\n");
+            }
+        }
+        let mut soft = String::new();
+        for n in &names {
+            if let Some((pre, post)) = self.db.softdeps.get(*n) {
+                soft += &format!("softdep {n}");
+                if !pre.is_empty() {
+                    soft += &format!(" pre: {}", pre.join(" "));
+                }
+                if !post.is_empty() {
+                    soft += &format!(" post: {}", post.join(" "));
+                }
+                soft.push('\n');
+            }
+        }
+        let builtin: String = {
+            let mut v: Vec<&String> = self.db.builtin.iter().collect();
+            v.sort();
+            v.iter().map(|n| format!("{n}\n")).collect()
+        };
+        for (f, data) in [
+            ("modules.dep", dep),
+            ("modules.alias", alias),
+            ("modules.softdep", soft),
+            ("modules.builtin.names", builtin),
+        ] {
+            plan.put(&format!("{}/{f}", self.dir), Item::Inline { data: data.into_bytes(), mode: 0o644 });
+        }
+    }
+
+    /// A module's path relative to the module directory, as it is in the image.
+    fn image_rel(&self, name: &str) -> String {
+        let rel = &self.db.paths[name];
+        if self.decompresses {
+            rel.clone()
+        } else {
+            rel.trim_end_matches(".xz").trim_end_matches(".zst").trim_end_matches(".gz").to_string()
+        }
+    }
+
+    /// The module name of a file in the tree (for globs).
+    pub fn name_of(rel: &str) -> String {
+        name_of_path(rel)
+    }
+}
+
+/// Values of `key` in an ELF module's .modinfo section.
+pub fn modinfo(data: &[u8], key: &str) -> Vec<String> {
+    let Ok(elf) = Elf::parse(data) else { return Vec::new() };
+    let mut out = Vec::new();
+    for sh in &elf.section_headers {
+        if elf.shdr_strtab.get_at(sh.sh_name) != Some(".modinfo") {
+            continue;
+        }
+        let (a, b) = (sh.sh_offset as usize, (sh.sh_offset + sh.sh_size) as usize);
+        let Some(sec) = data.get(a..b) else { continue };
+        let prefix = format!("{key}=");
+        for rec in sec.split(|&c| c == 0) {
+            if let Ok(s) = std::str::from_utf8(rec)
+                && let Some(v) = s.strip_prefix(&prefix)
+            {
+                out.push(v.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The running kernel's release.
+pub fn running_kernel() -> Result<String> {
+    Ok(rustix_uname())
+}
+
+fn rustix_uname() -> String {
+    fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+/// Where tests and users find a kernel's tree under a sysroot.
+pub fn modules_dir(sysroot: &Path, kver: &str) -> PathBuf {
+    host_path(sysroot, &format!("/lib/modules/{kver}"))
+}

@@ -1,0 +1,237 @@
+//! The plan: what goes into the image, as plain data. Every entry points at its source on
+//! the (sys)root file system — no staging copy — except generated or transformed files.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use leanrd_archive::{Data, Entry, Normalize};
+use leanrd_newc::{S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG};
+
+/// One planned entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    Dir {
+        mode: u32,
+    },
+    File {
+        src: PathBuf,
+        mode: u32,
+    },
+    Symlink {
+        target: String,
+    },
+    /// Generated content (config), kept in memory.
+    Inline {
+        data: Vec<u8>,
+        mode: u32,
+    },
+    Node {
+        mode: u32,
+        major: u32,
+        minor: u32,
+    },
+}
+
+/// Image path (absolute, no trailing slash) → item. Sorted, so parents come first.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    pub sysroot: PathBuf,
+    pub items: BTreeMap<String, Item>,
+}
+
+/// Join an absolute image path under the sysroot.
+pub fn host_path(sysroot: &Path, p: &str) -> PathBuf {
+    sysroot.join(p.trim_start_matches('/'))
+}
+
+/// Lexically normalise an absolute path (`.` and `..` removed; `..` at the root stays there).
+pub fn clean(p: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for c in Path::new(p).components() {
+        match c {
+            Component::Normal(s) => parts.push(s.to_str().unwrap_or("")),
+            Component::ParentDir => {
+                parts.pop();
+            }
+            _ => {}
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+impl Plan {
+    pub fn new(sysroot: &Path) -> Plan {
+        Plan { sysroot: sysroot.to_path_buf(), items: BTreeMap::new() }
+    }
+
+    fn add_dirs_for(&mut self, path: &str) {
+        let mut cur = String::new();
+        let comps: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        for c in &comps[..comps.len().saturating_sub(1)] {
+            cur.push('/');
+            cur.push_str(c);
+            self.items.entry(cur.clone()).or_insert(Item::Dir { mode: 0o755 });
+        }
+    }
+
+    /// Add an item at `path`, with its parent directories. A parent that is a symlink in the
+    /// plan (e.g. `/lib -> usr/lib`) is followed, so the item lands where the link points.
+    pub fn put(&mut self, path: &str, item: Item) {
+        let path = self.resolve_parents(&clean(path));
+        self.add_dirs_for(&path);
+        self.items.insert(path, item);
+    }
+
+    /// `path` with every planned symlink among its parents replaced by its target.
+    pub fn resolve_parents(&self, path: &str) -> String {
+        let mut cur = String::new();
+        let comps: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let mut hops = 0;
+        let mut i = 0;
+        let mut rest: Vec<String> = comps.iter().map(|s| s.to_string()).collect();
+        while i + 1 < rest.len() {
+            let next = format!("{cur}/{}", rest[i]);
+            if let (Some(Item::Symlink { target }), true) = (self.items.get(&next), hops < 40) {
+                hops += 1;
+                let resolved = if target.starts_with('/') { clean(target) } else { clean(&format!("{cur}/{target}")) };
+                let mut new: Vec<String> =
+                    resolved.trim_start_matches('/').split('/').filter(|s| !s.is_empty()).map(str::to_string).collect();
+                new.extend(rest[i + 1..].iter().cloned());
+                rest = new;
+                cur.clear();
+                i = 0;
+                continue;
+            }
+            cur = next;
+            i += 1;
+        }
+        format!("{cur}/{}", rest.last().map(String::as_str).unwrap_or(""))
+    }
+
+    /// Add a host file system path as it is on the host: every symlink on the way (e.g.
+    /// `/lib -> usr/lib`, `/lib64/ld-linux-x86-64.so.2 -> ...`) becomes a symlink in the
+    /// image and is followed. Returns the real (symlink-free) image path of the final file.
+    pub fn add_host_path(&mut self, path: &str) -> Result<String> {
+        let mut todo: Vec<String> = clean(path).trim_start_matches('/').split('/').map(str::to_string).collect();
+        todo.reverse();
+        let mut cur = String::new();
+        let mut hops = 0;
+        while let Some(c) = todo.pop() {
+            if c.is_empty() {
+                continue;
+            }
+            let next = format!("{cur}/{c}");
+            let hp = host_path(&self.sysroot, &next);
+            let md = fs::symlink_metadata(&hp).with_context(|| format!("{}: not found", hp.display()))?;
+            if md.file_type().is_symlink() {
+                hops += 1;
+                if hops > 40 {
+                    bail!("{}: too many levels of symbolic links", hp.display());
+                }
+                let target = fs::read_link(&hp)?.to_string_lossy().into_owned();
+                self.put(&next, Item::Symlink { target: target.clone() });
+                let resolved = if target.starts_with('/') { clean(&target) } else { clean(&format!("{cur}/{target}")) };
+                let mut rest: Vec<String> = resolved.trim_start_matches('/').split('/').map(str::to_string).collect();
+                rest.reverse();
+                // The resolved path replaces what was walked so far.
+                todo.extend(rest);
+                cur.clear();
+                continue;
+            }
+            let item = if md.is_dir() {
+                Item::Dir { mode: md.mode() & 0o7777 }
+            } else if md.is_file() {
+                if !todo.is_empty() {
+                    bail!("{}: not a directory", hp.display());
+                }
+                Item::File { src: hp.clone(), mode: md.permissions().mode() & 0o7777 }
+            } else {
+                bail!("{}: not a regular file, directory or symlink", hp.display());
+            };
+            // Keep an existing entry (e.g. a directory added by a feature).
+            self.items.entry(next.clone()).or_insert(item);
+            cur = next;
+        }
+        Ok(if cur.is_empty() { "/".into() } else { cur })
+    }
+
+    /// Entries for the archiver, normalised: owner 0:0, fixed mtimes.
+    pub fn entries(&self, norm: &Normalize) -> Result<Vec<Entry>> {
+        let mut out = Vec::with_capacity(self.items.len());
+        let mtime = norm.synthetic_mtime();
+        for (ino, (path, item)) in self.items.iter().enumerate() {
+            let name = path.trim_start_matches('/').as_bytes().to_vec();
+            let (mode, data, rdev) = match item {
+                Item::Dir { mode } => (S_IFDIR | mode, Data::None, (0, 0)),
+                Item::File { src, mode } => {
+                    let md = fs::metadata(src).with_context(|| format!("{}: cannot stat", src.display()))?;
+                    leanrd_archive::input::check_size(src, md.len())?;
+                    (S_IFREG | mode, Data::File { path: src.clone(), size: md.len() }, (0, 0))
+                }
+                Item::Symlink { target } => (S_IFLNK | 0o777, Data::Inline(target.as_bytes().to_vec()), (0, 0)),
+                Item::Inline { data, mode } => (S_IFREG | mode, Data::Inline(data.clone()), (0, 0)),
+                Item::Node { mode, major, minor } => (*mode, Data::None, (*major, *minor)),
+            };
+            let (uid, gid) = norm.owner.unwrap_or((0, 0));
+            out.push(Entry {
+                name,
+                mode,
+                uid,
+                gid,
+                nlink: if matches!(item, Item::Dir { .. }) { 2 } else { 1 },
+                mtime,
+                ino: norm.first_ino + ino as u32,
+                dev_major: 0,
+                dev_minor: 0,
+                rdev_major: rdev.0,
+                rdev_minor: rdev.1,
+                data,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Device nodes every initramfs needs before devtmpfs is mounted.
+    pub fn add_console(&mut self) {
+        self.put("/dev/console", Item::Node { mode: S_IFCHR | 0o600, major: 5, minor: 1 });
+        self.put("/dev/null", Item::Node { mode: S_IFCHR | 0o666, major: 1, minor: 3 });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symlink_chains_are_mirrored() {
+        let t = std::env::temp_dir().join(format!("leanrd-plan-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&t);
+        fs::create_dir_all(t.join("usr/lib/x86_64-linux-gnu")).unwrap();
+        std::os::unix::fs::symlink("usr/lib", t.join("lib")).unwrap();
+        fs::create_dir_all(t.join("lib64")).unwrap();
+        fs::write(t.join("usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"), b"ld").unwrap();
+        std::os::unix::fs::symlink("/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", t.join("lib64/ld-linux-x86-64.so.2"))
+            .unwrap();
+        let mut p = Plan::new(&t);
+        let real = p.add_host_path("/lib64/ld-linux-x86-64.so.2").unwrap();
+        assert_eq!(real, "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2");
+        assert_eq!(p.items["/lib"], Item::Symlink { target: "usr/lib".into() });
+        assert!(matches!(p.items["/lib64/ld-linux-x86-64.so.2"], Item::Symlink { .. }));
+        assert!(matches!(p.items["/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"], Item::File { .. }));
+        assert!(p.add_host_path("/nonexistent").is_err());
+        p.put("/lib/modules/x/modules.dep", Item::Inline { data: vec![], mode: 0o644 });
+        assert!(p.items.contains_key("/usr/lib/modules/x/modules.dep"));
+        assert!(!p.items.keys().any(|k| k.starts_with("/lib/")));
+        fs::remove_dir_all(&t).unwrap();
+    }
+
+    #[test]
+    fn clean_paths() {
+        assert_eq!(clean("/a/./b/../c"), "/a/c");
+        assert_eq!(clean("/../x"), "/x");
+        assert_eq!(clean("a//b"), "/a/b");
+    }
+}

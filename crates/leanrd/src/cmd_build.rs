@@ -1,0 +1,248 @@
+//! `leanrd build`: generate a minimal initramfs for a kernel.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use leanrd_archive::image::{self, SegmentSpec};
+use leanrd_archive::write::AtomicFile;
+use leanrd_archive::{Data, Entry, Normalize, manifest};
+use leanrd_compress::{Format, Spec};
+use leanrd_gen::{Options, generate};
+use serde::Deserialize;
+
+#[derive(Args, Default)]
+pub struct BuildArgs {
+    /// Kernel release (default: the running kernel).
+    #[arg(short = 'k', long = "kver", value_name = "KVER")]
+    kver: Option<String>,
+    /// Output image (default: /boot/initrd.img-KVER), written atomically.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Every storage, file-system and crypto driver: an image that boots on any machine.
+    #[arg(long)]
+    universal: bool,
+    /// Root of the system to build for (binaries, libraries, modules, firmware).
+    #[arg(long, value_name = "DIR")]
+    sysroot: Option<PathBuf>,
+    /// Configuration file (default: /etc/leanrd/leanrd.toml if present).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Compression (default zstd:3; `none` gives an uncompressed image aligned for reflinks).
+    #[arg(short, long, value_name = "FORMAT[:LEVEL]")]
+    compress: Option<Spec>,
+    /// Data alignment for uncompressed images (default: 4096 when uncompressed).
+    #[arg(long, value_name = "N")]
+    data_align: Option<u64>,
+    /// Print the image as a gen_init_cpio manifest (for `leanrd cpio`) and write no image.
+    #[arg(long)]
+    print_manifest: bool,
+    /// Add a feature (repeatable).
+    #[arg(long, value_name = "FEATURE")]
+    include: Vec<String>,
+    /// Leave a feature out (repeatable).
+    #[arg(long, value_name = "FEATURE")]
+    exclude: Vec<String>,
+    /// The /init executable (default: $LEANRD_INIT, leanrd-init next to leanrd, /usr/lib/leanrd/leanrd-init).
+    #[arg(long, value_name = "FILE")]
+    init: Option<PathBuf>,
+    /// Directory of user features (default /etc/leanrd/features.d under the sysroot).
+    #[arg(long, value_name = "DIR")]
+    features_dir: Option<PathBuf>,
+    /// Where proc/ and sys/ are read for host detection (testing on fixture trees).
+    #[arg(long, value_name = "DIR", hide = true)]
+    host_root: Option<PathBuf>,
+    /// Compression threads (default: all cores).
+    #[arg(long, value_name = "N")]
+    threads: Option<u32>,
+}
+
+/// /etc/leanrd/leanrd.toml: the same settings as the command line (which wins).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    compress: Option<String>,
+    data_align: Option<u64>,
+    universal: Option<bool>,
+    #[serde(default)]
+    include: Vec<String>,
+    #[serde(default)]
+    exclude: Vec<String>,
+    init: Option<PathBuf>,
+    features_dir: Option<PathBuf>,
+    output: Option<String>,
+}
+
+pub fn load_config(path: &Path, required: bool) -> Result<Config> {
+    match fs::read_to_string(path) {
+        Ok(t) => toml::from_str(&t).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => Ok(Config::default()),
+        Err(e) => Err(e).with_context(|| format!("{}: cannot read", path.display())),
+    }
+}
+
+fn find_init(explicit: Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(p) = explicit {
+        return Ok(p);
+    }
+    if let Some(p) = std::env::var_os("LEANRD_INIT") {
+        return Ok(PathBuf::from(p));
+    }
+    let mut candidates = Vec::new();
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(dir) = exe.parent()
+    {
+        candidates.push(dir.join("leanrd-init"));
+        // A development tree: target/release/leanrd and target/<triple>/init/leanrd-init.
+        if let Some(target) = dir.parent() {
+            candidates.push(target.join("x86_64-unknown-linux-gnu/init/leanrd-init"));
+        }
+    }
+    candidates.push(PathBuf::from("/usr/lib/leanrd/leanrd-init"));
+    candidates.push(PathBuf::from("/usr/local/lib/leanrd/leanrd-init"));
+    candidates.into_iter().find(|p| p.is_file()).context(
+        "no /init binary found: build it with `cargo build --profile init -p leanrd-init --target \
+         x86_64-unknown-linux-gnu` (see README) or pass --init",
+    )
+}
+
+/// Removes a directory tree on drop.
+struct TempTree(PathBuf);
+impl Drop for TempTree {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Entries with inline data get a real file in `dir`, so the printed manifest can be fed to
+/// `leanrd cpio`.
+fn materialise(entries: &mut [Entry], dir: &Path) -> Result<()> {
+    for e in entries.iter_mut().filter(|e| e.is_regular()) {
+        if let Data::Inline(v) = &e.data {
+            let p = dir.join(String::from_utf8_lossy(&e.name).as_ref());
+            fs::create_dir_all(p.parent().expect("has parent"))?;
+            fs::write(&p, v).with_context(|| format!("{}: cannot write", p.display()))?;
+            e.data = Data::File { path: p, size: v.len() as u64 };
+        }
+    }
+    Ok(())
+}
+
+pub fn run(a: BuildArgs) -> Result<ExitCode> {
+    let start = Instant::now();
+    let sysroot = a.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
+    let cfg_path = a.config.clone().unwrap_or_else(|| sysroot.join("etc/leanrd/leanrd.toml"));
+    let cfg = load_config(&cfg_path, a.config.is_some())?;
+    let kver = match a.kver.clone() {
+        Some(k) => k,
+        None => leanrd_gen::modules::running_kernel()?,
+    };
+    let compress = match (&a.compress, &cfg.compress) {
+        (Some(c), _) => *c,
+        (None, Some(c)) => c.parse().map_err(|e| anyhow::anyhow!("{}: compress: {e}", cfg_path.display()))?,
+        (None, None) => Spec::new(Format::Zstd),
+    };
+    let data_align = a.data_align.or(cfg.data_align).or((compress.format == Format::None).then_some(4096));
+    if let Some(n) = data_align
+        && (n < 4 || n % 4 != 0)
+    {
+        bail!("--data-align {n}: must be a positive multiple of 4");
+    }
+    let tmp = TempTree(std::env::temp_dir().join(format!("leanrd-build-{}", std::process::id())));
+    fs::create_dir_all(&tmp.0).with_context(|| format!("{}: cannot create", tmp.0.display()))?;
+    let opts = Options {
+        sysroot: sysroot.clone(),
+        host_root: a.host_root.clone().unwrap_or_else(|| PathBuf::from("/")),
+        kver: kver.clone(),
+        universal: a.universal || cfg.universal.unwrap_or(false),
+        include: a.include.iter().chain(&cfg.include).cloned().collect(),
+        exclude: a.exclude.iter().chain(&cfg.exclude).cloned().collect(),
+        features_dir: Some(
+            a.features_dir
+                .clone()
+                .or(cfg.features_dir.clone())
+                .unwrap_or_else(|| sysroot.join("etc/leanrd/features.d")),
+        ),
+        init: find_init(a.init.clone().or(cfg.init.clone()))?,
+        tmp: tmp.0.clone(),
+    };
+    let g = generate(&opts)?;
+    for w in &g.warnings {
+        eprintln!("leanrd: warning: {w}");
+    }
+    let mut norm = Normalize::from_env();
+    norm.mtime = Some(norm.clamp_mtime.unwrap_or(0));
+    norm.owner = Some((0, 0));
+    let mut early = match &g.early {
+        Some(p) => p.entries(&norm)?,
+        None => Vec::new(),
+    };
+    let mut main = g.main.entries(&norm)?;
+
+    if a.print_manifest {
+        // The generated files must outlive this run for the manifest to be usable.
+        let keep = std::env::temp_dir().join(format!("leanrd-manifest-{kver}-{}", std::process::id()));
+        fs::create_dir_all(&keep)?;
+        materialise(&mut main, &keep)?;
+        for e in early.iter_mut() {
+            if let Data::File { path, .. } = &e.data
+                && path.starts_with(&tmp.0)
+            {
+                let dst = keep.join(path.strip_prefix(&tmp.0).expect("prefix"));
+                fs::create_dir_all(dst.parent().expect("parent"))?;
+                fs::copy(path, &dst)?;
+                *e = Entry { data: Data::File { path: dst.clone(), size: fs::metadata(&dst)?.len() }, ..e.clone() };
+            }
+        }
+        for e in main.iter_mut() {
+            if let Data::File { path, size } = &e.data
+                && path.starts_with(&tmp.0)
+            {
+                let dst = keep.join(path.strip_prefix(&tmp.0).expect("prefix"));
+                fs::create_dir_all(dst.parent().expect("parent"))?;
+                fs::copy(path, &dst)?;
+                e.data = Data::File { path: dst, size: *size };
+            }
+        }
+        println!("# leanrd build --print-manifest: kernel {kver}, features {}", g.features.join(" "));
+        println!("# generated and transformed files are in {}", keep.display());
+        if !early.is_empty() {
+            println!("# early segment (uncompressed):");
+            print!("{}", manifest::print(&early));
+            println!("# main segment:");
+        }
+        print!("{}", manifest::print(&main));
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let out_path = a
+        .output
+        .clone()
+        .or(cfg.output.map(|o| PathBuf::from(o.replace("{kver}", &kver))))
+        .unwrap_or_else(|| sysroot.join(format!("boot/initrd.img-{kver}")));
+    let out = AtomicFile::create(&out_path)?;
+    let mut segs = Vec::new();
+    if !early.is_empty() {
+        segs.push(SegmentSpec { entries: early, compress: Spec::new(Format::None), data_align: None, checksum: false });
+    }
+    segs.push(SegmentSpec { entries: main, compress, data_align, checksum: false });
+    let threads = a.threads.unwrap_or_else(leanrd_compress::default_threads);
+    let stats = image::write_image(out.file(), 0, segs, threads)?;
+    out.commit()?;
+    let size = fs::metadata(&out_path)?.len();
+    let entries: usize = stats.iter().map(|s| s.archive.entries).sum();
+    let cloned: u64 = stats.iter().map(|s| s.archive.cloned).sum();
+    let copied: u64 = stats.iter().map(|s| s.archive.copied).sum();
+    eprintln!(
+        "leanrd: {} in {:.3} s: {entries} entries, {} modules, features {}; {size} bytes, {compress}; {cloned} B cloned, \
+         {copied} B copied",
+        out_path.display(),
+        start.elapsed().as_secs_f64(),
+        g.modules.len(),
+        g.features.join(" ")
+    );
+    Ok(ExitCode::SUCCESS)
+}
