@@ -1,0 +1,470 @@
+//! The generator: module sets against modprobe, library sets against ldd, host detection on
+//! fixture sysfs/proc trees, reproducibility, and the exact contents of a host-only image.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use leanrd_gen::elf::Resolver;
+use leanrd_gen::host;
+use leanrd_gen::modules::Kernel;
+use leanrd_gen::plan::{Item, Plan};
+
+/// The installed kernel with a module tree, if any.
+fn kver() -> Option<String> {
+    let mut v: Vec<String> = fs::read_dir("/lib/modules")
+        .ok()?
+        .flatten()
+        .filter(|e| e.path().join("modules.dep").exists() && e.path().join("kernel").exists())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    let k = v.pop();
+    if k.is_none() {
+        eprintln!("skipping: no kernel module tree in /lib/modules (apt install linux-image-amd64)");
+    }
+    k
+}
+
+fn modprobe_set(kver: &str, what: &str) -> BTreeSet<String> {
+    let o = Command::new("modprobe").args(["-S", kver, "--show-depends", what]).output().unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("insmod "))
+        .map(|p| leanrd_kmod::name_of_path(p.split_whitespace().next().unwrap()))
+        .collect()
+}
+
+/// modprobe's answer plus, until nothing changes, the soft dependencies of every module in
+/// the set (modprobe follows them only for the module asked for).
+fn expected_modules(kver: &str, what: &str, softdeps: &str) -> BTreeSet<String> {
+    let mut set = modprobe_set(kver, what);
+    loop {
+        let mut more = BTreeSet::new();
+        for line in softdeps.lines() {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            if w.len() > 2 && w[0] == "softdep" && set.contains(&leanrd_kmod::normalize(w[1])) {
+                for s in w[2..].iter().filter(|s| !s.ends_with(':')) {
+                    more.extend(modprobe_set(kver, s));
+                }
+            }
+        }
+        if more.is_subset(&set) {
+            return set;
+        }
+        set.extend(more);
+    }
+}
+
+#[test]
+fn module_sets_equal_modprobe_plus_softdeps() {
+    let Some(k) = kver() else { return };
+    if !have("modprobe") {
+        eprintln!("skipping: modprobe (kmod) missing");
+        return;
+    }
+    let kernel = Kernel::load(Path::new("/"), &k).unwrap();
+    let softdeps = fs::read_to_string(format!("/lib/modules/{k}/modules.softdep")).unwrap_or_default();
+    for what in [
+        "ext4",
+        "xfs",
+        "btrfs",
+        "virtio_blk",
+        "nvme",
+        "ahci",
+        "usb_storage",
+        "dm_crypt",
+        "raid1",
+        "pci:v00001AF4d00001001sv00001AF4sd00000002bc01sc00i00",
+        "fs-vfat",
+    ] {
+        let (ours, missing) = kernel.resolve([what]);
+        assert!(missing.is_empty(), "{what}: {missing:?}");
+        let want = expected_modules(&k, what, &softdeps);
+        assert_eq!(ours, want, "{what}");
+    }
+}
+
+/// The real paths of the regular files in a plan (what would be in the image).
+fn plan_files(p: &Plan) -> BTreeSet<String> {
+    p.items
+        .values()
+        .filter_map(|i| match i {
+            Item::File { src, .. } => Some(fs::canonicalize(src).unwrap().display().to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn ldd(bin: &str) -> BTreeSet<String> {
+    let o = Command::new("ldd").arg(bin).output().unwrap();
+    let mut out = BTreeSet::new();
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let path = match line.split_once("=>") {
+            Some((_, r)) => r.split_whitespace().next().unwrap_or(""),
+            None => line.split_whitespace().next().unwrap_or(""),
+        };
+        if path.starts_with('/') {
+            out.insert(fs::canonicalize(path).unwrap().display().to_string());
+        }
+    }
+    out.insert(fs::canonicalize(bin).unwrap().display().to_string());
+    out
+}
+
+#[test]
+fn library_sets_equal_ldd() {
+    if !have("ldd") {
+        return;
+    }
+    let t = TempDir::new("elf");
+    let mut bins: Vec<String> = ["busybox", "cryptsetup", "lvm", "mdadm", "ls"]
+        .iter()
+        .filter_map(|b| {
+            let p = ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+                .iter()
+                .map(|d| format!("{d}/{b}"))
+                .find(|p| Path::new(p).exists());
+            if p.is_none() {
+                eprintln!("note: {b} not installed, not compared");
+            }
+            p
+        })
+        .collect();
+    // A binary with DT_RUNPATH=$ORIGIN/../lib and a library of its own there.
+    if have("cc") {
+        let d = t.path();
+        fs::create_dir_all(d.join("lib")).unwrap();
+        fs::create_dir_all(d.join("bin")).unwrap();
+        fs::write(d.join("foo.c"), "int foo(void) { return 42; }\n").unwrap();
+        fs::write(d.join("main.c"), "int foo(void); int main(void) { return foo() - 42; }\n").unwrap();
+        let st = Command::new("cc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(d.join("lib/libfoo.so"))
+            .arg(d.join("foo.c"))
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let st = Command::new("cc")
+            .arg("-o")
+            .arg(d.join("bin/prog"))
+            .arg(d.join("main.c"))
+            .arg(format!("-L{}", d.join("lib").display()))
+            .args(["-lfoo", "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../lib"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        bins.push(d.join("bin/prog").display().to_string());
+    }
+    assert!(!bins.is_empty());
+    for b in bins {
+        let mut plan = Plan::new(Path::new("/"));
+        Resolver::new(&mut plan).add_binary(&b).unwrap();
+        assert_eq!(plan_files(&plan), ldd(&b), "{b}");
+    }
+}
+
+/// Build a fixture proc/sys tree. `devs` are (sysfs path under sys/devices, modalias, driver)
+/// for the hardware chain; `block` is the root's block device path under sys/devices.
+struct Fixture {
+    root: PathBuf,
+}
+
+impl Fixture {
+    fn new(t: &TempDir, name: &str, mountinfo: &str) -> Fixture {
+        let root = t.join(name);
+        fs::create_dir_all(root.join("proc/self")).unwrap();
+        fs::create_dir_all(root.join("sys/dev/block")).unwrap();
+        fs::create_dir_all(root.join("sys/devices")).unwrap();
+        fs::write(root.join("proc/self/mountinfo"), mountinfo).unwrap();
+        Fixture { root }
+    }
+    fn dev(&self, path: &str, modalias: Option<&str>, driver: Option<&str>) -> &Self {
+        let d = self.root.join("sys/devices").join(path);
+        fs::create_dir_all(&d).unwrap();
+        if let Some(m) = modalias {
+            fs::write(d.join("modalias"), format!("{m}\n")).unwrap();
+        }
+        if let Some(drv) = driver {
+            let dd = self.root.join("sys/bus/x/drivers").join(drv);
+            fs::create_dir_all(&dd).unwrap();
+            symlink(&dd, d.join("driver")).unwrap();
+        }
+        self
+    }
+    /// A block device (and its dev number link). `partition` marks partitions.
+    fn block(&self, path: &str, dev: &str, partition: bool) -> &Self {
+        let d = self.root.join("sys/devices").join(path);
+        fs::create_dir_all(&d).unwrap();
+        if partition {
+            fs::write(d.join("partition"), "1\n").unwrap();
+        }
+        let link = self.root.join("sys/dev/block").join(dev);
+        let _ = fs::remove_file(&link);
+        symlink(format!("../../devices/{path}"), link).unwrap();
+        self
+    }
+    fn dm(&self, name: &str, uuid: &str, slaves: &[&str]) -> &Self {
+        let d = self.root.join("sys/devices/virtual/block").join(name);
+        fs::create_dir_all(d.join("dm")).unwrap();
+        fs::create_dir_all(d.join("slaves")).unwrap();
+        fs::write(d.join("dm/uuid"), format!("{uuid}\n")).unwrap();
+        for s in slaves {
+            let target = self.root.join("sys/devices").join(s);
+            symlink(&target, d.join("slaves").join(Path::new(s).file_name().unwrap())).unwrap();
+        }
+        self
+    }
+}
+
+const VIRTIO_PCI: &str = "pci:v00001AF4d00001001sv00001AF4sd00000002bc01sc00i00";
+const NVME_PCI: &str = "pci:v00008086d00005845sv00001AF4sd00001100bc01sc08i02";
+
+fn virtio_ext4(t: &TempDir) -> Fixture {
+    let f = Fixture::new(
+        t,
+        "virtio-ext4",
+        "22 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n23 22 0:5 / /proc rw - proc proc rw\n",
+    );
+    f.dev("pci0000:00", None, None)
+        .dev("pci0000:00/0000:00:04.0", Some(VIRTIO_PCI), Some("virtio-pci"))
+        .dev("pci0000:00/0000:00:04.0/virtio1", Some("virtio:d00000002v00001AF4"), Some("virtio_blk"))
+        .block("pci0000:00/0000:00:04.0/virtio1/block/vda", "254:0", false)
+        .block("pci0000:00/0000:00:04.0/virtio1/block/vda/vda1", "254:1", true);
+    f
+}
+
+fn nvme_base(t: &TempDir, name: &str, mountinfo: &str) -> Fixture {
+    let f = Fixture::new(t, name, mountinfo);
+    f.dev("pci0000:00/0000:00:05.0", Some(NVME_PCI), Some("nvme"))
+        .dev("pci0000:00/0000:00:05.0/nvme/nvme0", None, None)
+        .block("pci0000:00/0000:00:05.0/nvme/nvme0/nvme0n1", "259:0", false)
+        .block("pci0000:00/0000:00:05.0/nvme/nvme0/nvme0n1/nvme0n1p2", "259:2", true);
+    f
+}
+
+#[test]
+fn host_detection_on_fixture_trees() {
+    let t = TempDir::new("hostfix");
+    // virtio ext4
+    let f = virtio_ext4(&t);
+    let x = host::detect(&f.root).unwrap();
+    assert_eq!(x.root.fstype, "ext4");
+    assert_eq!(x.modaliases, BTreeSet::from([VIRTIO_PCI.to_string(), "virtio:d00000002v00001AF4".to_string()]));
+    assert!(x.drivers.contains("virtio_blk") && x.drivers.contains("virtio_pci"));
+    assert!(x.stack.is_empty());
+    // NVMe partition, XFS
+    let f = nvme_base(&t, "nvme", "22 1 259:2 / / rw - xfs /dev/nvme0n1p2 rw\n");
+    let x = host::detect(&f.root).unwrap();
+    assert_eq!(x.root.fstype, "xfs");
+    assert_eq!(x.modaliases, BTreeSet::from([NVME_PCI.to_string()]));
+    assert!(x.drivers.contains("nvme"));
+    // LUKS on NVMe
+    let f = nvme_base(&t, "luks", "22 1 253:0 / / rw - ext4 /dev/mapper/root rw\n");
+    f.dm("dm-0", "CRYPT-LUKS2-0123456789abcdef-root", &["pci0000:00/0000:00:05.0/nvme/nvme0/nvme0n1/nvme0n1p2"]).block(
+        "virtual/block/dm-0",
+        "253:0",
+        false,
+    );
+    let x = host::detect(&f.root).unwrap();
+    assert_eq!(x.stack, BTreeSet::from(["crypt".to_string(), "dm".to_string()]));
+    assert!(x.modules.contains("dm_crypt"));
+    assert!(x.modaliases.contains(NVME_PCI));
+    // LVM on LUKS
+    let f = nvme_base(&t, "lvm-luks", "22 1 253:1 / / rw - ext4 /dev/mapper/vg-root rw\n");
+    f.dm("dm-0", "CRYPT-LUKS2-0123-root", &["pci0000:00/0000:00:05.0/nvme/nvme0/nvme0n1/nvme0n1p2"])
+        .block("virtual/block/dm-0", "253:0", false)
+        .dm("dm-1", "LVM-abcdefabcdef", &["virtual/block/dm-0"])
+        .block("virtual/block/dm-1", "253:1", false);
+    let x = host::detect(&f.root).unwrap();
+    assert_eq!(x.stack, BTreeSet::from(["crypt".into(), "dm".into(), "lvm".into()]));
+    assert!(x.modaliases.contains(NVME_PCI));
+    // md RAID1 over two SATA disks
+    let f = Fixture::new(&t, "md", "22 1 9:127 / / rw - ext4 /dev/md127 rw\n");
+    f.dev("pci0000:00/0000:00:1f.2", Some("pci:v00008086d00002922sv00001AF4sd00001100bc01sc06i01"), Some("ahci"));
+    for (n, port) in [("sda", "ata1"), ("sdb", "ata2")] {
+        let disk = format!("pci0000:00/0000:00:1f.2/{port}/host0/target0:0:0/0:0:0:0");
+        f.dev(&disk, Some("scsi:t-0x00"), Some("sd"));
+        f.block(&format!("{disk}/block/{n}"), if n == "sda" { "8:0" } else { "8:16" }, false);
+        f.block(&format!("{disk}/block/{n}/{n}1"), if n == "sda" { "8:1" } else { "8:17" }, true);
+    }
+    let md = f.root.join("sys/devices/virtual/block/md127");
+    fs::create_dir_all(md.join("md")).unwrap();
+    fs::create_dir_all(md.join("slaves")).unwrap();
+    fs::write(md.join("md/level"), "raid1\n").unwrap();
+    for (n, port) in [("sda1", "ata1"), ("sdb1", "ata2")] {
+        let disk = &n[..3];
+        symlink(
+            f.root
+                .join(format!("sys/devices/pci0000:00/0000:00:1f.2/{port}/host0/target0:0:0/0:0:0:0/block/{disk}/{n}")),
+            md.join("slaves").join(n),
+        )
+        .unwrap();
+    }
+    f.block("virtual/block/md127", "9:127", false);
+    let x = host::detect(&f.root).unwrap();
+    assert_eq!(x.stack, BTreeSet::from(["md".to_string()]));
+    assert!(x.modules.contains("raid1") && x.modules.contains("md_mod"));
+    assert!(x.modaliases.contains("scsi:t-0x00"));
+    assert!(x.drivers.contains("ahci"));
+    // A root whose block device is not in sysfs: a clear error.
+    let f = Fixture::new(&t, "broken", "22 1 8:99 / / rw - ext4 /dev/sdz9 rw\n");
+    let e = host::detect(&f.root).unwrap_err();
+    assert!(format!("{e:#}").contains("8:99"), "{e:#}");
+}
+
+fn fake_init(t: &TempDir) -> PathBuf {
+    // A static file stands in for /init here; boot tests use the real one.
+    let p = t.join("init");
+    fs::write(&p, b"#!/bin/sh\n").unwrap();
+    p
+}
+
+#[test]
+fn host_only_virtio_ext4_image_holds_exactly_what_it_needs() {
+    let Some(k) = kver() else { return };
+    let t = TempDir::new("hostonly");
+    let f = virtio_ext4(&t);
+    let init = fake_init(&t);
+    let out = String::from_utf8(ok(leanrd()
+        .args(["build", "-k", &k, "--print-manifest", "--host-root"])
+        .arg(&f.root)
+        .arg("--init")
+        .arg(&init)
+        .arg("--features-dir")
+        .arg(t.join("none"))))
+    .unwrap();
+    let files: BTreeSet<String> = out
+        .lines()
+        .filter(|l| l.starts_with("file "))
+        .map(|l| l.split_whitespace().nth(1).unwrap().to_string())
+        .collect();
+    // Expected: /init, its config, the module tables, and exactly the modules modprobe
+    // names for the two modaliases and ext4 (with soft dependencies).
+    let softdeps = fs::read_to_string(format!("/lib/modules/{k}/modules.softdep")).unwrap_or_default();
+    let mut mods = BTreeSet::new();
+    for w in [VIRTIO_PCI, "virtio:d00000002v00001AF4", "fs-ext4", "virtio_blk", "virtio_pci"] {
+        mods.extend(expected_modules(&k, w, &softdeps));
+    }
+    let kernel = Kernel::load(Path::new("/"), &k).unwrap();
+    let moddir = fs::canonicalize(format!("/lib/modules/{k}")).unwrap().display().to_string();
+    let mut want: BTreeSet<String> = mods.iter().map(|m| format!("{moddir}/{}", kernel.db.paths[m])).collect();
+    for t in ["modules.dep", "modules.alias", "modules.softdep", "modules.builtin.names"] {
+        want.insert(format!("{moddir}/{t}"));
+    }
+    want.insert("/init".into());
+    want.insert("/etc/leanrd/init.conf".into());
+    assert_eq!(files, want);
+    assert!(out.contains("features base fs-ext4\n") || out.contains("features base fs-ext4 "), "{out}");
+    // The config tells /init what to load and which root the image was built for.
+    let conf_dir = out.lines().find_map(|l| l.strip_prefix("# generated and transformed files are in ")).unwrap();
+    let conf = fs::read_to_string(Path::new(conf_dir).join("etc/leanrd/init.conf")).unwrap();
+    assert!(conf.contains(&format!("load {VIRTIO_PCI}")) || conf.contains(VIRTIO_PCI), "{conf}");
+    assert!(conf.contains("rootfstype ext4"), "{conf}");
+    let _ = fs::remove_dir_all(conf_dir);
+    // The manifest is valid input for `leanrd cpio`.
+    let m = t.join("manifest");
+    fs::write(&m, &out).unwrap();
+    let _ = m;
+}
+
+#[test]
+fn builds_are_reproducible_and_atomic() {
+    let Some(k) = kver() else { return };
+    let t = TempDir::new("repro");
+    let f = virtio_ext4(&t);
+    let init = fake_init(&t);
+    let build = |out: &Path, extra: &[&str]| {
+        ok(leanrd()
+            .args(["build", "-k", &k, "--host-root"])
+            .arg(&f.root)
+            .arg("--init")
+            .arg(&init)
+            .arg("-o")
+            .arg(out)
+            .args(extra));
+    };
+    let a = t.join("a.img");
+    let b = t.join("b.img");
+    build(&a, &[]);
+    build(&b, &[]);
+    assert!(fs::read(&a).unwrap() == fs::read(&b).unwrap());
+    build(&b, &["--threads", "1"]);
+    assert!(fs::read(&a).unwrap() == fs::read(&b).unwrap(), "thread count changed the image");
+    ok(leanrd().arg("check").arg(&a));
+    // Uncompressed: aligned for reflinks by default.
+    let c = t.join("c.img");
+    build(&c, &["--compress", "none"]);
+    let ls = String::from_utf8(ok(leanrd().args(["ls", "--json"]).arg(&c))).unwrap();
+    for l in ls.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert_eq!(v["uid"], 0);
+        assert_eq!(v["mtime"], 0);
+        if v["type"] == "file" && v["size"].as_u64().unwrap() >= 4096 {
+            assert_eq!(v["data_offset"].as_u64().unwrap() % 4096, 0);
+        }
+    }
+    // A failing build (unknown feature) leaves the previous image alone.
+    let before = fs::read(&a).unwrap();
+    let o = leanrd()
+        .args(["build", "-k", &k, "--include", "no-such-feature", "--host-root"])
+        .arg(&f.root)
+        .arg("--init")
+        .arg(&init)
+        .arg("-o")
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-feature"));
+    assert!(fs::read(&a).unwrap() == before);
+    // A bad configuration file names its line.
+    let cfg = t.join("leanrd.toml");
+    fs::write(&cfg, "compress = \"zstd\"\nuniversal = maybe\n").unwrap();
+    let o = leanrd().args(["build", "-k", &k, "--config"]).arg(&cfg).arg("--init").arg(&init).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err.contains("leanrd.toml") && err.contains("line 2"), "{err}");
+}
+
+#[test]
+fn user_features_add_and_override() {
+    let Some(k) = kver() else { return };
+    let t = TempDir::new("userfeat");
+    let f = virtio_ext4(&t);
+    let init = fake_init(&t);
+    let fd = t.join("features.d");
+    fs::create_dir_all(&fd).unwrap();
+    fs::write(
+        fd.join("tools.toml"),
+        "when = \"requested\"\nbinaries = [\"busybox\"]\nmodules = [\"kernel/fs/fat/*\"]\n",
+    )
+    .unwrap();
+    let out = String::from_utf8(ok(leanrd()
+        .args(["build", "-k", &k, "--print-manifest", "--include", "tools", "--host-root"])
+        .arg(&f.root)
+        .arg("--init")
+        .arg(&init)
+        .arg("--features-dir")
+        .arg(&fd)))
+    .unwrap();
+    if Path::new("/bin/busybox").exists() {
+        assert!(out.contains("/bin/busybox ") || out.contains("/usr/bin/busybox "), "{out}");
+    }
+    assert!(out.contains("/fat/vfat.ko") && out.contains("/fat/fat.ko"), "{out}");
+    // Without --include it is not there.
+    let out = String::from_utf8(ok(leanrd()
+        .args(["build", "-k", &k, "--print-manifest", "--host-root"])
+        .arg(&f.root)
+        .arg("--init")
+        .arg(&init)
+        .arg("--features-dir")
+        .arg(&fd)))
+    .unwrap();
+    assert!(!out.contains("/fat/vfat.ko"));
+}
