@@ -1,0 +1,252 @@
+//! Boot matrix: images made by `leanrd build` with the real static leanrd-init, under QEMU
+//! TCG with the installed Debian kernel, on disks made here. Each root's /sbin/init prints a
+//! marker and powers off. Needs root, qemu, mkfs.{ext4,xfs,btrfs}, sfdisk, busybox-static.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use common::*;
+
+const MARK: &str = "LEANRD-ROOT-OK";
+
+/// Build the static /init once per test process (its own target dir: no lock contention
+/// with the cargo running the tests).
+fn init_binary() -> Option<PathBuf> {
+    static INIT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    INIT.get_or_init(|| {
+        let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let target = ws.join("target/init-test");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .current_dir(&ws)
+            .args(["build", "-q", "--profile", "init", "-p", "leanrd-init", "--target", "x86_64-unknown-linux-gnu"])
+            .arg("--target-dir")
+            .arg(&target)
+            .env("RUSTFLAGS", "-C target-feature=+crt-static")
+            .status()
+            .ok()?;
+        if !st.success() {
+            eprintln!("skipping: could not build leanrd-init");
+            return None;
+        }
+        Some(target.join("x86_64-unknown-linux-gnu/init/leanrd-init"))
+    })
+    .clone()
+}
+
+fn kver_of(kernel: &Path) -> String {
+    kernel.file_name().unwrap().to_string_lossy().trim_start_matches("vmlinuz-").to_string()
+}
+
+/// The root file system's content: busybox and an init that prints the marker.
+fn root_tree(t: &TempDir) -> PathBuf {
+    let r = t.join("rootfs");
+    for d in ["sbin", "bin", "dev", "proc", "sys", "run"] {
+        fs::create_dir_all(r.join(d)).unwrap();
+    }
+    fs::copy("/bin/busybox", r.join("bin/busybox")).unwrap();
+    std::os::unix::fs::symlink("busybox", r.join("bin/sh")).unwrap();
+    fs::write(
+        r.join("sbin/init"),
+        format!("#!/bin/sh\n/bin/busybox echo {MARK} $(/bin/busybox cat /proc/uptime)\n/bin/busybox poweroff -f\n"),
+    )
+    .unwrap();
+    let st = Command::new("chmod").arg("755").arg(r.join("sbin/init")).status().unwrap();
+    assert!(st.success());
+    r
+}
+
+fn sh(cmd: &str) {
+    let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
+    assert!(o.status.success(), "{cmd}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// A file system image of `kind` holding `tree`.
+fn fs_image(t: &TempDir, tree: &Path, kind: &str, uuid: &str, label: &str) -> PathBuf {
+    let img = t.join(format!("{kind}.fs"));
+    let (p, tr) = (img.display(), tree.display());
+    match kind {
+        "ext4" => sh(&format!("truncate -s 64M {p} && mkfs.ext4 -q -d {tr} -U {uuid} -L {label} {p}")),
+        "btrfs" => sh(&format!("truncate -s 200M {p} && mkfs.btrfs -q -f --rootdir {tr} -U {uuid} -L {label} {p}")),
+        "xfs" => {
+            let mnt = t.join("xfs-mnt");
+            fs::create_dir_all(&mnt).unwrap();
+            sh(&format!("truncate -s 300M {p} && mkfs.xfs -q -f -m uuid={uuid} -L {label} {p}"));
+            sh(&format!("mount -o loop {p} {m} && cp -a {tr}/. {m}/; umount {m}", m = mnt.display()));
+        }
+        _ => unreachable!(),
+    }
+    img
+}
+
+/// A disk with one partition (GPT or MBR) holding `fsimg`.
+fn partitioned(t: &TempDir, fsimg: &Path, gpt: bool, partuuid: &str, name: &str) -> PathBuf {
+    let disk = t.join(format!("{name}.disk"));
+    let size = fs::metadata(fsimg).unwrap().len() / 512;
+    let script = if gpt {
+        format!(
+            "label: gpt\nstart=2048, size={size}, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, uuid={partuuid}, name=root\n"
+        )
+    } else {
+        format!("label: dos\nstart=2048, size={size}, type=83\n")
+    };
+    sh(&format!("truncate -s {} {}", (size + 2048 + 2048) * 512, disk.display()));
+    let o = run_stdin(Command::new("sfdisk").arg("-q").arg(&disk), script.as_bytes());
+    assert!(o.status.success(), "sfdisk: {}", String::from_utf8_lossy(&o.stderr));
+    sh(&format!("dd if={} of={} bs=512 seek=2048 conv=notrunc status=none", fsimg.display(), disk.display()));
+    disk
+}
+
+fn tools_ok() -> bool {
+    let need = ["mkfs.ext4", "mkfs.xfs", "mkfs.btrfs", "sfdisk", "qemu-system-x86_64"];
+    if !is_root() || !Path::new("/bin/busybox").exists() || need.iter().any(|t| !have(t)) {
+        eprintln!("skipping: needs root, /bin/busybox and {need:?}");
+        return false;
+    }
+    true
+}
+
+struct Case {
+    name: &'static str,
+    image: PathBuf,
+    append: String,
+    qemu: Vec<String>,
+    expect: Vec<&'static str>,
+}
+
+fn run_cases(kernel: &Path, cases: Vec<Case>) {
+    let results: Vec<(String, String, Vec<&'static str>)> = std::thread::scope(|s| {
+        let mut out = Vec::new();
+        for pair in cases.chunks(2) {
+            let hs: Vec<_> = pair
+                .iter()
+                .map(|c| {
+                    s.spawn(move || {
+                        let q: Vec<&str> = c.qemu.iter().map(String::as_str).collect();
+                        (c.name.to_string(), qemu_boot(kernel, &c.image, &c.append, &q, 150), c.expect.clone())
+                    })
+                })
+                .collect();
+            out.extend(hs.into_iter().map(|h| h.join().unwrap()));
+        }
+        out
+    });
+    let mut failed = Vec::new();
+    for (name, log, expect) in &results {
+        if let Some(l) = log.lines().find(|l| l.contains(MARK)) {
+            eprintln!("{name}: {}", l.trim());
+        }
+        if !expect.iter().all(|e| log.contains(e)) {
+            eprintln!("==== {name} ====\n{}", &log[log.len().saturating_sub(4000)..]);
+            failed.push(name.clone());
+        }
+    }
+    assert!(failed.is_empty(), "failed boots: {failed:?}");
+}
+
+fn args(s: &str) -> Vec<String> {
+    s.split_whitespace().map(str::to_string).collect()
+}
+
+#[test]
+fn boot_matrix() {
+    if !tools_ok() {
+        return;
+    }
+    let Some(kernel) = kernel() else { return };
+    let Some(init) = init_binary() else { return };
+    let kver = kver_of(&kernel);
+    if !Path::new(&format!("/lib/modules/{kver}/modules.dep")).exists() {
+        eprintln!("skipping: no modules for {kver}");
+        return;
+    }
+    let t = TempDir::new("bootinit");
+    let tree = root_tree(&t);
+
+    // Host-only image for a virtio/ext4 machine, from a fixture of that machine's sysfs.
+    let fx = t.join("host");
+    for d in ["proc/self", "sys/dev/block", "sys/bus/pci/drivers/virtio-pci", "sys/bus/virtio/drivers/virtio_blk"] {
+        fs::create_dir_all(fx.join(d)).unwrap();
+    }
+    fs::write(fx.join("proc/self/mountinfo"), "22 1 254:1 / / rw - ext4 /dev/vda1 rw\n").unwrap();
+    let pci = fx.join("sys/devices/pci0000:00/0000:00:04.0");
+    fs::create_dir_all(pci.join("virtio1/block/vda/vda1")).unwrap();
+    fs::write(pci.join("modalias"), "pci:v00001AF4d00001001sv00001AF4sd00000002bc01sc00i00\n").unwrap();
+    fs::write(pci.join("virtio1/modalias"), "virtio:d00000002v00001AF4\n").unwrap();
+    fs::write(pci.join("virtio1/block/vda/vda1/partition"), "1\n").unwrap();
+    std::os::unix::fs::symlink(fx.join("sys/bus/pci/drivers/virtio-pci"), pci.join("driver")).unwrap();
+    std::os::unix::fs::symlink(fx.join("sys/bus/virtio/drivers/virtio_blk"), pci.join("virtio1/driver")).unwrap();
+    std::os::unix::fs::symlink(
+        "../../devices/pci0000:00/0000:00:04.0/virtio1/block/vda/vda1",
+        fx.join("sys/dev/block/254:1"),
+    )
+    .unwrap();
+    let host_img = t.join("host.img");
+    ok(leanrd().args(["build", "-k", &kver, "--host-root"]).arg(&fx).arg("--init").arg(&init).arg("-o").arg(&host_img));
+    let univ = t.join("universal.img");
+    ok(leanrd().args(["build", "-k", &kver, "--universal", "--init"]).arg(&init).arg("-o").arg(&univ));
+
+    let ext4 = fs_image(&t, &tree, "ext4", "11111111-2222-3333-4444-555555555555", "extroot");
+    let ext4_disk = partitioned(&t, &ext4, false, "", "ext4mbr");
+    let xfs = fs_image(&t, &tree, "xfs", "22222222-3333-4444-5555-666666666666", "xfsroot");
+    let btrfs = fs_image(&t, &tree, "btrfs", "33333333-4444-5555-6666-777777777777", "btrroot");
+    let btrfs_disk = partitioned(&t, &btrfs, true, "44444444-5555-6666-7777-888888888888", "btrgpt");
+    let d = |p: &Path| p.display().to_string();
+
+    let cases = vec![
+        Case {
+            name: "host-only ext4 virtio-blk UUID",
+            image: host_img.clone(),
+            append: "quiet root=UUID=11111111-2222-3333-4444-555555555555".into(),
+            qemu: args(&format!("-drive file={},if=virtio,format=raw", d(&ext4_disk))),
+            expect: vec![MARK],
+        },
+        Case {
+            name: "universal xfs virtio-scsi LABEL",
+            image: univ.clone(),
+            append: "quiet root=LABEL=xfsroot".into(),
+            qemu: args(&format!(
+                "-device virtio-scsi-pci,id=scsi0 -drive file={},if=none,id=d0,format=raw -device scsi-hd,drive=d0,bus=scsi0.0",
+                d(&xfs)
+            )),
+            expect: vec![MARK],
+        },
+        Case {
+            name: "universal btrfs AHCI GPT PARTUUID",
+            image: univ.clone(),
+            append: "quiet root=PARTUUID=44444444-5555-6666-7777-888888888888".into(),
+            qemu: args(&format!(
+                "-device ahci,id=ahci0 -drive file={},if=none,id=d0,format=raw -device ide-hd,drive=d0,bus=ahci0.0",
+                d(&btrfs_disk)
+            )),
+            expect: vec![MARK],
+        },
+        Case {
+            name: "universal ext4 NVMe path",
+            image: univ.clone(),
+            append: "quiet root=/dev/nvme0n1p1".into(),
+            qemu: args(&format!(
+                "-drive file={},if=none,id=nv0,format=raw -device nvme,serial=leanrd0,drive=nv0",
+                d(&ext4_disk)
+            )),
+            expect: vec![MARK],
+        },
+        Case {
+            name: "wrong UUID diagnosis",
+            image: host_img.clone(),
+            append: "quiet root=UUID=99999999-9999-9999-9999-999999999999 leanrd.timeout=5".into(),
+            qemu: args(&format!("-drive file={},if=virtio,format=raw", d(&ext4_disk))),
+            expect: vec![
+                "leanrd: cannot boot: waited 5 s for root=UUID=99999999-9999-9999-9999-999999999999",
+                "block devices seen:",
+                "/dev/vda1",
+                "TYPE=ext4 UUID=11111111-2222-3333-4444-555555555555 LABEL=extroot",
+            ],
+        },
+    ];
+    run_cases(&kernel, cases);
+}
