@@ -3,6 +3,7 @@
 mod cmd_advise;
 mod cmd_build;
 mod cmd_cpio;
+mod cmd_inspect;
 mod cmd_read;
 
 use std::process::ExitCode;
@@ -28,6 +29,10 @@ enum Cmd {
     Check(cmd_read::CheckArgs),
     /// Measure every compression on an image or tree and recommend the fastest to load.
     Advise(cmd_advise::AdviseArgs),
+    /// Segments, contents by kind, alignment and on-disk sharing (FIEMAP) of an image.
+    Inspect(cmd_inspect::InspectArgs),
+    /// Entries added, removed or changed between two images (exit 0 when equal).
+    Diff(cmd_inspect::DiffArgs),
     /// Generate a minimal initramfs for a kernel.
     Build(cmd_build::BuildArgs),
 }
@@ -41,6 +46,8 @@ fn main() -> ExitCode {
         Cmd::Check(a) => cmd_read::check(a),
         Cmd::Advise(a) => cmd_advise::run(a),
         Cmd::Build(a) => cmd_build::run(a),
+        Cmd::Inspect(a) => cmd_inspect::inspect(a),
+        Cmd::Diff(a) => cmd_inspect::diff(a),
     };
     match r {
         Ok(code) => code,

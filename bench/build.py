@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Generator benchmark (issue 4), one run, same kernel: `leanrd build` host-only and
+universal vs mkinitramfs (initramfs-tools, MODULES=dep and MODULES=most) and mktirfs
+(tiny-initramfs, unpacked from its .deb because it conflicts with initramfs-tools).
+
+Reports the median wall time of --runs builds, the image size, and the number of entries
+(counted by `leanrd ls`, which reads every format these tools write).
+
+Usage (root, Debian 12): python3 bench/build.py [--runs 5] [--kver KVER]
+"""
+
+import argparse
+import glob
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, shell=True, check=True, **kw)
+
+
+def timed(cmd, runs):
+    t = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        sh(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t.append(time.perf_counter() - t0)
+    return statistics.median(t)
+
+
+def entries(leanrd, img):
+    out = subprocess.run([leanrd, "ls", img], capture_output=True, text=True).stdout
+    return len(out.splitlines())
+
+
+def tirfs(work):
+    """mktirfs from the tiny-initramfs .debs, with its paths pointed at the unpacked copy."""
+    d = os.path.join(work, "tirfs")
+    os.makedirs(d)
+    sh(f"cd {d} && apt-get download -q tiny-initramfs tiny-initramfs-core >/dev/null 2>&1 && "
+       f"for f in *.deb; do dpkg-deb -x $f root; done")
+    script = os.path.join(d, "root/usr/sbin/mktirfs")
+    with open(script) as f:
+        s = f.read()
+    s = s.replace("/usr/lib/x86_64-linux-gnu/tiny-initramfs", os.path.join(d, "root/usr/lib/x86_64-linux-gnu/tiny-initramfs"))
+    s = s.replace("/usr/share/tiny-initramfs", os.path.join(d, "root/usr/share/tiny-initramfs"))
+    with open(script, "w") as f:
+        f.write(s)
+    os.chmod(script, 0o755)
+    return script
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--kver", default=None)
+    a = ap.parse_args()
+    kver = a.kver or sorted(os.listdir("/lib/modules"))[-1]
+    sh("cargo build --release -q -p leanrd", cwd=ROOT)
+    sh("RUSTFLAGS='-C target-feature=+crt-static' cargo build -q --profile init -p leanrd-init "
+       "--target x86_64-unknown-linux-gnu", cwd=ROOT)
+    leanrd = os.path.join(ROOT, "target/release/leanrd")
+    init = os.path.join(ROOT, "target/x86_64-unknown-linux-gnu/init/leanrd-init")
+    work = tempfile.mkdtemp(prefix="leanrd-bench-build-")
+    try:
+        rows = []
+        out = os.path.join(work, "img")
+        lb = f"{leanrd} build -k {kver} --init {init} -o {out}"
+        for name, cmd in [("leanrd host-only (zstd:3)", lb), ("leanrd universal (zstd:3)", lb + " --universal")]:
+            t = timed(cmd, a.runs)
+            rows.append((name, t, os.path.getsize(out), entries(leanrd, out)))
+        for mode in ("dep", "most"):
+            conf = os.path.join(work, f"conf-{mode}")
+            shutil.copytree("/etc/initramfs-tools", conf)
+            sh(f"sed -i 's/^MODULES=.*/MODULES={mode}/' {conf}/initramfs.conf")
+            t = timed(f"mkinitramfs -d {conf} -o {out} {kver}", a.runs)
+            rows.append((f"mkinitramfs MODULES={mode}", t, os.path.getsize(out), entries(leanrd, out)))
+        try:
+            m = tirfs(work)
+            t = timed(f"{m} -o {out} {kver}", a.runs)
+            rows.append(("mktirfs", t, os.path.getsize(out), entries(leanrd, out)))
+        except subprocess.CalledProcessError as e:
+            print(f"(mktirfs not measured: {e})")
+        print(f"## build benchmark, {time.strftime('%Y-%m-%d')}, kernel {kver}, {os.cpu_count()} cores, "
+              f"median of {a.runs}\n")
+        print("| generator | time s | image bytes | entries | time vs leanrd host-only |")
+        print("|---|---:|---:|---:|---:|")
+        base = rows[0][1]
+        for name, t, size, n in rows:
+            print(f"| {name} | {t:.3f} | {size} | {n} | {t / base:.1f}x |")
+    finally:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

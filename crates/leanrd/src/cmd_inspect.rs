@@ -1,0 +1,288 @@
+//! `leanrd inspect` (what is in an image and what it costs on disk) and `leanrd diff` (what
+//! changed between two images).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use leanrd_archive::read::{ReadEntry, Segment, SegmentEnd, Visitor, read_image};
+use leanrd_compress::Format;
+use leanrd_newc::{S_IFLNK, S_IFMT, S_IFREG};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+#[derive(Args)]
+pub struct InspectArgs {
+    image: PathBuf,
+    /// How many of the largest entries to show.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct DiffArgs {
+    a: PathBuf,
+    b: PathBuf,
+}
+
+#[derive(Default)]
+struct Seg {
+    offset: u64,
+    len: u64,
+    format: Option<Format>,
+    uncompressed: u64,
+    entries: usize,
+}
+
+#[derive(Default)]
+struct Inspector {
+    segs: Vec<Seg>,
+    format: Option<Format>,
+    largest: Vec<(u64, String)>,
+    kinds: BTreeMap<&'static str, (usize, u64)>,
+    eligible: usize,
+    aligned: usize,
+}
+
+fn kind(name: &str, mode: u32, head: &[u8]) -> &'static str {
+    let elf = head.starts_with(b"\x7fELF");
+    if name.contains(".ko")
+        && (name.ends_with(".ko") || name.ends_with(".ko.xz") || name.ends_with(".ko.zst") || name.ends_with(".ko.gz"))
+    {
+        "modules"
+    } else if name.contains("lib/firmware/") || name.starts_with("kernel/x86/microcode/") {
+        "firmware"
+    } else if elf && (name.contains(".so") || name.contains("/ld-linux")) {
+        "libraries"
+    } else if elf && mode & 0o111 != 0 {
+        "binaries"
+    } else {
+        "other files"
+    }
+}
+
+impl Visitor for Inspector {
+    fn segment(&mut self, s: &Segment) -> Result<()> {
+        self.format = Some(s.format);
+        Ok(())
+    }
+    fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> Result<()> {
+        let h = &e.header;
+        if h.mode & S_IFMT != S_IFREG {
+            return Ok(());
+        }
+        let name = e.name_lossy();
+        let mut head = [0u8; 4];
+        let n = if h.filesize >= 4 { data.read(&mut head)? } else { 0 };
+        let k = kind(&name, h.mode, &head[..n]);
+        let slot = self.kinds.entry(k).or_default();
+        slot.0 += 1;
+        slot.1 += h.filesize as u64;
+        self.largest.push((h.filesize as u64, name));
+        if let Some(off) = e.data_offset
+            && h.filesize >= 4096
+        {
+            self.eligible += 1;
+            if off % 4096 == 0 {
+                self.aligned += 1;
+            }
+        }
+        Ok(())
+    }
+    fn segment_end(&mut self, s: &SegmentEnd) -> Result<()> {
+        self.segs.push(Seg {
+            offset: s.offset,
+            len: s.len,
+            format: self.format,
+            uncompressed: s.uncompressed,
+            entries: s.entries,
+        });
+        Ok(())
+    }
+}
+
+pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
+    let f = File::open(&a.image).with_context(|| format!("{}: cannot open", a.image.display()))?;
+    let mut v = Inspector::default();
+    read_image(&f, &mut v)?;
+    v.largest.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+    v.largest.truncate(a.top);
+    let size = f.metadata()?.len();
+    let usage = leanrd_archive::fiemap::usage(&f).ok();
+    let share = if v.eligible == 0 { None } else { Some(100.0 * v.aligned as f64 / v.eligible as f64) };
+    if a.json {
+        let out = json!({
+            "image": a.image,
+            "size": size,
+            "segments": v.segs.iter().map(|s| json!({"offset": s.offset, "length": s.len,
+                "compression": s.format.map(|f| f.name()), "uncompressed": s.uncompressed, "entries": s.entries})).collect::<Vec<_>>(),
+            "largest": v.largest.iter().map(|(n, name)| json!({"name": name, "size": n})).collect::<Vec<_>>(),
+            "kinds": v.kinds.iter().map(|(k, (n, b))| (k.to_string(), json!({"files": n, "bytes": b}))).collect::<serde_json::Map<_, _>>(),
+            "eligible": v.eligible,
+            "aligned": v.aligned,
+            "aligned_percent": share,
+            "fiemap": usage.map(|u| json!({"total": u.total, "shared": u.shared, "exclusive": u.exclusive, "extents": u.extents})),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{}: {size} bytes, {} segment(s)", a.image.display(), v.segs.len());
+    println!("{:>4} {:>12} {:>12} {:>8} {:>14} {:>8}", "seg", "offset", "length", "format", "uncompressed", "entries");
+    for (i, s) in v.segs.iter().enumerate() {
+        println!(
+            "{i:>4} {:>12} {:>12} {:>8} {:>14} {:>8}",
+            s.offset,
+            s.len,
+            s.format.map(|f| f.name()).unwrap_or("?"),
+            s.uncompressed,
+            s.entries
+        );
+    }
+    println!("files by kind:");
+    for (k, (n, b)) in &v.kinds {
+        println!("  {k:<12} {n:>6} files {b:>12} bytes");
+    }
+    println!("largest entries:");
+    for (n, name) in &v.largest {
+        println!("  {n:>12} {name}");
+    }
+    match share {
+        Some(p) => println!("data aligned to 4096: {} of {} eligible files ({p:.1} %)", v.aligned, v.eligible),
+        None => println!("data aligned to 4096: no eligible files in uncompressed segments"),
+    }
+    match usage {
+        Some(u) => println!(
+            "on disk (FIEMAP): total {} bytes, shared {} ({:.1} %), exclusive {} ({:.1} %), {} extents",
+            u.total,
+            u.shared,
+            pct(u.shared, u.total),
+            u.exclusive,
+            pct(u.exclusive, u.total),
+            u.extents
+        ),
+        None => println!("on disk (FIEMAP): not supported by this file system"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn pct(a: u64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { 100.0 * a as f64 / b as f64 }
+}
+
+/// What an entry is, for comparison.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Ident {
+    mode: u32,
+    owner: (u32, u32),
+    size: u32,
+    digest: String,
+    target: Option<String>,
+    rdev: (u32, u32),
+}
+
+#[derive(Default)]
+struct Collect(BTreeMap<(usize, String), Ident>);
+
+impl Visitor for Collect {
+    fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> Result<()> {
+        let h = &e.header;
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut target = None;
+        if h.mode & S_IFMT == S_IFLNK {
+            let mut t = Vec::new();
+            data.read_to_end(&mut t)?;
+            target = Some(String::from_utf8_lossy(&t).into_owned());
+        } else if h.filesize > 0 {
+            loop {
+                let n = data.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+            }
+        }
+        let digest: String = hasher.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+        let id = Ident {
+            mode: h.mode,
+            owner: (h.uid, h.gid),
+            size: h.filesize,
+            digest,
+            target,
+            rdev: (h.rdev_major, h.rdev_minor),
+        };
+        let key = (e.segment, e.name_lossy());
+        // Hard-link members without data: keep the member that carries it.
+        match self.0.get(&key) {
+            Some(old) if h.filesize == 0 && old.size > 0 => {}
+            _ => {
+                self.0.insert(key, id);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn collect(p: &Path) -> Result<BTreeMap<(usize, String), Ident>> {
+    let mut c = Collect::default();
+    read_image(File::open(p).with_context(|| format!("{}: cannot open", p.display()))?, &mut c)?;
+    Ok(c.0)
+}
+
+pub fn diff(a: DiffArgs) -> Result<ExitCode> {
+    let (x, y) = (collect(&a.a)?, collect(&a.b)?);
+    let mut n = 0;
+    for (k, v) in &x {
+        match y.get(k) {
+            None => {
+                println!("- segment {} {}", k.0, k.1);
+                n += 1;
+            }
+            Some(w) if w != v => {
+                let mut what = Vec::new();
+                if v.mode != w.mode {
+                    what.push(format!("mode {:o} -> {:o}", v.mode, w.mode));
+                }
+                if v.owner != w.owner {
+                    what.push(format!("owner {}:{} -> {}:{}", v.owner.0, v.owner.1, w.owner.0, w.owner.1));
+                }
+                if v.size != w.size {
+                    what.push(format!("size {} -> {}", v.size, w.size));
+                }
+                if v.digest != w.digest && v.size == w.size {
+                    what.push("content".into());
+                }
+                if v.target != w.target {
+                    what.push(format!(
+                        "target {:?} -> {:?}",
+                        v.target.as_deref().unwrap_or(""),
+                        w.target.as_deref().unwrap_or("")
+                    ));
+                }
+                if v.rdev != w.rdev {
+                    what.push(format!("device {}:{} -> {}:{}", v.rdev.0, v.rdev.1, w.rdev.0, w.rdev.1));
+                }
+                println!("~ segment {} {}: {}", k.0, k.1, what.join(", "));
+                n += 1;
+            }
+            _ => {}
+        }
+    }
+    for k in y.keys().filter(|k| !x.contains_key(*k)) {
+        println!("+ segment {} {}", k.0, k.1);
+        n += 1;
+    }
+    if n == 0 {
+        println!("{} and {} hold the same entries", a.a.display(), a.b.display());
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("{n} difference(s)");
+        Ok(ExitCode::FAILURE)
+    }
+}
