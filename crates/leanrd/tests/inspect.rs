@@ -82,7 +82,7 @@ fn diff_reports_changes_ignoring_order() {
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
     // Change one file's content, one's mode, add and remove one.
     fs::write(src.join("etc.conf"), b"x=2\n").unwrap();
-    let p = fs::Permissions::from(std::os::unix::fs::PermissionsExt::from_mode(0o600));
+    let p: fs::Permissions = std::os::unix::fs::PermissionsExt::from_mode(0o600);
     fs::set_permissions(src.join("big"), p).unwrap();
     fs::write(src.join("new"), b"new").unwrap();
     fs::remove_file(src.join("lib/firmware/fw.bin")).unwrap();
