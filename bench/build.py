@@ -71,7 +71,7 @@ def main():
     try:
         rows = []
         out = os.path.join(work, "img")
-        lb = f"{leanrd} build -k {kver} --init {init} -o {out}"
+        lb = f"{leanrd} build --force -k {kver} --init {init} -o {out}"
         for name, cmd in [("leanrd host-only (zstd:3)", lb), ("leanrd universal (zstd:3)", lb + " --universal")]:
             t = timed(cmd, a.runs)
             rows.append((name, t, os.path.getsize(out), entries(leanrd, out)))

@@ -58,6 +58,53 @@ pub struct BuildArgs {
     /// Compression threads (default: all cores).
     #[arg(long, value_name = "N")]
     threads: Option<u32>,
+    /// Rebuild even if nothing the image is made from has changed.
+    #[arg(long)]
+    force: bool,
+}
+
+/// Where the digest of an image's inputs is kept.
+pub fn digest_path(image: &Path) -> PathBuf {
+    let mut p = image.as_os_str().to_owned();
+    p.push(".leanrd-digest");
+    PathBuf::from(p)
+}
+
+/// A digest of everything an image is made from: settings, every entry's metadata, and for
+/// its data the source's identity (path, size, mtime, inode) or, for generated and
+/// transformed files, the content itself.
+fn inputs_digest(segments: &[(&[Entry], Spec, Option<u64>)], tmp: &Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::fs::MetadataExt;
+    let mut h = Sha256::new();
+    h.update(format!("leanrd {}\n", env!("CARGO_PKG_VERSION")));
+    for (entries, spec, align) in segments {
+        h.update(format!("segment {spec} {align:?}\n"));
+        for e in entries.iter() {
+            h.update(&e.name);
+            h.update(format!(" {:o} {} {} {} {} {}\n", e.mode, e.uid, e.gid, e.mtime, e.rdev_major, e.rdev_minor));
+            match &e.data {
+                Data::None => {}
+                Data::Inline(v) => h.update(v),
+                Data::File { path, .. } if path.starts_with(tmp) => {
+                    h.update(fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?)
+                }
+                Data::File { path, .. } => {
+                    let md = fs::metadata(path).with_context(|| format!("{}: cannot stat", path.display()))?;
+                    h.update(format!(
+                        "{} {} {} {} {} {}\n",
+                        path.display(),
+                        md.len(),
+                        md.mtime(),
+                        md.mtime_nsec(),
+                        md.ino(),
+                        md.dev()
+                    ));
+                }
+            }
+        }
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// /etc/leanrd/leanrd.toml: the same settings as the command line (which wins).
@@ -223,6 +270,12 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         .clone()
         .or(cfg.output.map(|o| PathBuf::from(o.replace("{kver}", &kver))))
         .unwrap_or_else(|| sysroot.join(format!("boot/initrd.img-{kver}")));
+    let digest = inputs_digest(&[(&early, Spec::new(Format::None), None), (&main, compress, data_align)], &tmp.0)?;
+    let dpath = digest_path(&out_path);
+    if !a.force && out_path.exists() && fs::read_to_string(&dpath).is_ok_and(|d| d.trim() == digest) {
+        eprintln!("leanrd: {} is up to date (inputs unchanged; --force rebuilds)", out_path.display());
+        return Ok(ExitCode::SUCCESS);
+    }
     let out = AtomicFile::create(&out_path)?;
     let mut segs = Vec::new();
     if !early.is_empty() {
@@ -232,6 +285,9 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
     let threads = a.threads.unwrap_or_else(leanrd_compress::default_threads);
     let stats = image::write_image(out.file(), 0, segs, threads)?;
     out.commit()?;
+    let d = AtomicFile::create(&dpath)?;
+    std::io::Write::write_all(&mut d.file(), format!("{digest}\n").as_bytes())?;
+    d.commit()?;
     let size = fs::metadata(&out_path)?.len();
     let entries: usize = stats.iter().map(|s| s.archive.entries).sum();
     let cloned: u64 = stats.iter().map(|s| s.archive.cloned).sum();

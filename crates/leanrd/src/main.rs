@@ -3,12 +3,13 @@
 mod cmd_advise;
 mod cmd_build;
 mod cmd_cpio;
+mod cmd_hooks;
 mod cmd_inspect;
 mod cmd_read;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "leanrd", version, about = "A fast, minimal, reflink-aware Linux initramfs builder")]
@@ -35,6 +36,15 @@ enum Cmd {
     Diff(cmd_inspect::DiffArgs),
     /// Generate a minimal initramfs for a kernel.
     Build(cmd_build::BuildArgs),
+    /// Have kernel installs and removals run leanrd (kernel-install plugin, Debian hooks).
+    InstallHooks(cmd_hooks::HooksArgs),
+    /// Print the man page (roff) to stdout.
+    Man,
+    /// Print shell completions to stdout.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() -> ExitCode {
@@ -46,6 +56,15 @@ fn main() -> ExitCode {
         Cmd::Check(a) => cmd_read::check(a),
         Cmd::Advise(a) => cmd_advise::run(a),
         Cmd::Build(a) => cmd_build::run(a),
+        Cmd::InstallHooks(a) => cmd_hooks::run(a),
+        Cmd::Man => clap_mangen::Man::new(Cli::command())
+            .render(&mut std::io::stdout())
+            .map(|_| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
+        Cmd::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "leanrd", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Inspect(a) => cmd_inspect::inspect(a),
         Cmd::Diff(a) => cmd_inspect::diff(a),
     };

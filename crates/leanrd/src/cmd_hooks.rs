@@ -1,0 +1,126 @@
+//! `leanrd install-hooks`: make the distribution call leanrd when a kernel is installed or
+//! removed — a kernel-install plugin and Debian's /etc/kernel/postinst.d and postrm.d hooks —
+//! and, on Debian, stop update-initramfs from overwriting leanrd's images on package
+//! triggers. `--remove` undoes all of it.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use leanrd_archive::write::AtomicFile;
+
+#[derive(Args)]
+pub struct HooksArgs {
+    /// Install into this root instead of / (the hooks then build for that root).
+    #[arg(long, value_name = "DIR")]
+    sysroot: Option<PathBuf>,
+    /// Remove the hooks and restore update-initramfs.
+    #[arg(long)]
+    remove: bool,
+    /// The leanrd the hooks run (default: this executable).
+    #[arg(long, value_name = "FILE")]
+    leanrd: Option<PathBuf>,
+}
+
+const MARK: &str = "# installed by `leanrd install-hooks`";
+const KERNEL_INSTALL: &str = "usr/lib/kernel/install.d/50-leanrd.install";
+const POSTINST: &str = "etc/kernel/postinst.d/zz-leanrd";
+const POSTRM: &str = "etc/kernel/postrm.d/zz-leanrd";
+const UPDATE_CONF: &str = "etc/initramfs-tools/update-initramfs.conf";
+
+fn write_script(path: &Path, text: &str) -> Result<()> {
+    fs::create_dir_all(path.parent().expect("has parent"))
+        .with_context(|| format!("{}: cannot create", path.display()))?;
+    let f = AtomicFile::create(path)?;
+    std::io::Write::write_all(&mut f.file(), text.as_bytes())
+        .with_context(|| format!("{}: cannot write", path.display()))?;
+    f.file().set_permissions(fs::Permissions::from_mode(0o755))?;
+    f.commit()
+}
+
+/// Remove a file only if leanrd wrote it.
+fn remove_ours(path: &Path) -> Result<bool> {
+    match fs::read_to_string(path) {
+        Ok(t) if t.contains(MARK) => {
+            fs::remove_file(path).with_context(|| format!("{}: cannot remove", path.display()))?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+pub fn run(a: HooksArgs) -> Result<ExitCode> {
+    let root = a.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
+    let conf = root.join(UPDATE_CONF);
+    let saved = root.join(format!("{UPDATE_CONF}.leanrd-orig"));
+    if a.remove {
+        for p in [KERNEL_INSTALL, POSTINST, POSTRM] {
+            if remove_ours(&root.join(p))? {
+                println!("removed {}", root.join(p).display());
+            }
+        }
+        if saved.exists() {
+            fs::rename(&saved, &conf).with_context(|| format!("{}: cannot restore", conf.display()))?;
+            println!("restored {}", conf.display());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let leanrd = match a.leanrd {
+        Some(p) => p,
+        None => std::env::current_exe().context("cannot find the leanrd executable")?,
+    };
+    let sysroot_arg = match &a.sysroot {
+        Some(d) => format!(" --sysroot '{}'", d.display()),
+        None => String::new(),
+    };
+    let boot = root.join("boot");
+    let l = leanrd.display();
+    // kernel-install(8): COMMAND KERNEL_VERSION ENTRY_DIR_ABS KERNEL_IMAGE; the initrd goes
+    // to the staging area (systemd ≥ 251) or the entry directory.
+    write_script(
+        &root.join(KERNEL_INSTALL),
+        &format!(
+            "#!/bin/sh\n{MARK}\nset -e\ncommand=\"$1\" kver=\"$2\" entry_dir=\"$3\"\n[ \"$command\" = add ] || exit 0\n\
+             [ -x '{l}' ] || exit 0\nout=\"${{KERNEL_INSTALL_STAGING_AREA:-$entry_dir}}/initrd\"\n\
+             exec '{l}' build{sysroot_arg} -k \"$kver\" -o \"$out\"\n"
+        ),
+    )?;
+    // Debian: /etc/kernel/postinst.d hooks get KVER [IMAGE]; zz- runs after initramfs-tools.
+    write_script(
+        &root.join(POSTINST),
+        &format!(
+            "#!/bin/sh\n{MARK}\nset -e\nkver=\"$1\"\n[ -n \"$kver\" ] && [ -x '{l}' ] || exit 0\n\
+             exec '{l}' build{sysroot_arg} -k \"$kver\" -o '{}'/initrd.img-\"$kver\"\n",
+            boot.display()
+        ),
+    )?;
+    write_script(
+        &root.join(POSTRM),
+        &format!(
+            "#!/bin/sh\n{MARK}\nkver=\"$1\"\n[ -n \"$kver\" ] || exit 0\n\
+             rm -f '{b}'/initrd.img-\"$kver\" '{b}'/initrd.img-\"$kver\".leanrd-digest\n",
+            b = boot.display()
+        ),
+    )?;
+    // Package triggers run `update-initramfs -u`, which would replace leanrd's image: turn
+    // them off (the original file is kept and restored by --remove).
+    if conf.exists() && !saved.exists() {
+        let text = fs::read_to_string(&conf).with_context(|| format!("{}: cannot read", conf.display()))?;
+        fs::copy(&conf, &saved).with_context(|| format!("{}: cannot back up", conf.display()))?;
+        let mut new: String = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("update_initramfs="))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        new += &format!("{MARK}: leanrd builds the initramfs\nupdate_initramfs=no\n");
+        fs::write(&conf, new).with_context(|| format!("{}: cannot write", conf.display()))?;
+        println!("set update_initramfs=no in {}", conf.display());
+    }
+    for p in [KERNEL_INSTALL, POSTINST, POSTRM] {
+        println!("installed {}", root.join(p).display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

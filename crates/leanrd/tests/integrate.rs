@@ -1,0 +1,136 @@
+//! Distribution integration: hooks installed into a temporary root build an image when a
+//! fake kernel is "installed" there, unchanged inputs skip the rebuild, removal undoes it.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+const KVER: &str = "9.9.9-leanrd-test";
+
+/// A root with a (module-less) fake kernel and a leanrd configuration.
+fn sysroot(t: &TempDir) -> std::path::PathBuf {
+    let r = t.join("root");
+    let m = r.join(format!("lib/modules/{KVER}"));
+    fs::create_dir_all(&m).unwrap();
+    fs::create_dir_all(m.join("kernel/fs/demo")).unwrap();
+    fs::write(m.join("kernel/fs/demo/demo.ko"), noise(1, 5000)).unwrap();
+    fs::write(m.join("modules.dep"), "kernel/fs/demo/demo.ko:\n").unwrap();
+    fs::write(m.join("modules.alias"), "alias fs-demo demo\n").unwrap();
+    fs::create_dir_all(r.join("boot")).unwrap();
+    fs::create_dir_all(r.join("etc/initramfs-tools")).unwrap();
+    fs::write(
+        r.join("etc/initramfs-tools/update-initramfs.conf"),
+        "# Debian's\nupdate_initramfs=yes\nbackup_initramfs=no\n",
+    )
+    .unwrap();
+    fs::create_dir_all(r.join("etc/leanrd/features.d")).unwrap();
+    fs::write(r.join("init"), b"#!/bin/sh\n").unwrap();
+    fs::write(
+        r.join("etc/leanrd/leanrd.toml"),
+        format!(
+            "# test configuration\nuniversal = true\ncompress = \"gzip:1\"\ninit = \"{}\"\n",
+            r.join("init").display()
+        ),
+    )
+    .unwrap();
+    fs::write(r.join("etc/leanrd/features.d/demo.toml"), "when = \"always\"\nmodules = [\"fs-demo\"]\n").unwrap();
+    r
+}
+
+fn run(cmd: &Path, args: &[&str]) -> String {
+    let o = Command::new(cmd).args(args).output().unwrap();
+    assert!(o.status.success(), "{}: {}", cmd.display(), String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+}
+
+#[test]
+fn hooks_build_on_kernel_install_and_clean_up_on_removal() {
+    let t = TempDir::new("hooks");
+    let r = sysroot(&t);
+    let leanrd_bin = env!("CARGO_BIN_EXE_leanrd");
+    ok(leanrd().args(["install-hooks", "--leanrd", leanrd_bin, "--sysroot"]).arg(&r));
+    let conf = fs::read_to_string(r.join("etc/initramfs-tools/update-initramfs.conf")).unwrap();
+    assert!(conf.contains("update_initramfs=no") && !conf.contains("update_initramfs=yes"), "{conf}");
+    assert!(conf.contains("backup_initramfs=no"));
+
+    // Debian: the kernel package runs /etc/kernel/postinst.d/* with the version.
+    let postinst = r.join("etc/kernel/postinst.d/zz-leanrd");
+    let out = run(&postinst, &[KVER, &format!("/boot/vmlinuz-{KVER}")]);
+    let img = r.join(format!("boot/initrd.img-{KVER}"));
+    assert!(img.exists(), "{out}");
+    let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&img))).unwrap();
+    assert!(ls.contains(" init\n") && ls.contains("demo.ko"), "{ls}");
+    let inspect: serde_json::Value =
+        serde_json::from_slice(&ok(leanrd().args(["inspect", "--json"]).arg(&img))).unwrap();
+    assert_eq!(inspect["segments"][0]["compression"], "gzip");
+    // Same inputs: nothing rebuilt.
+    let before = fs::metadata(&img).unwrap().modified().unwrap();
+    let out = run(&postinst, &[KVER]);
+    assert!(out.contains("up to date"), "{out}");
+    assert_eq!(fs::metadata(&img).unwrap().modified().unwrap(), before);
+    // A changed input (the module) rebuilds.
+    fs::write(r.join(format!("lib/modules/{KVER}/kernel/fs/demo/demo.ko")), noise(2, 6000)).unwrap();
+    let out = run(&postinst, &[KVER]);
+    assert!(!out.contains("up to date"), "{out}");
+
+    // kernel-install: add writes the initrd into the entry directory (or staging area).
+    let entry = t.join("entry");
+    fs::create_dir_all(&entry).unwrap();
+    let plugin = r.join("usr/lib/kernel/install.d/50-leanrd.install");
+    run(&plugin, &["add", KVER, entry.to_str().unwrap(), "/boot/vmlinuz"]);
+    assert!(entry.join("initrd").exists());
+    let staging = t.join("staging");
+    fs::create_dir_all(&staging).unwrap();
+    let o = Command::new(&plugin)
+        .args(["add", KVER, entry.to_str().unwrap(), "/boot/vmlinuz"])
+        .env("KERNEL_INSTALL_STAGING_AREA", &staging)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(staging.join("initrd").exists());
+    run(&plugin, &["remove", KVER, entry.to_str().unwrap()]);
+
+    // Removal of the kernel removes its image and digest.
+    run(&r.join("etc/kernel/postrm.d/zz-leanrd"), &[KVER]);
+    assert!(!img.exists());
+    assert!(!r.join(format!("boot/initrd.img-{KVER}.leanrd-digest")).exists());
+
+    // --remove undoes everything.
+    ok(leanrd().args(["install-hooks", "--remove", "--sysroot"]).arg(&r));
+    assert!(!postinst.exists() && !plugin.exists());
+    let conf = fs::read_to_string(r.join("etc/initramfs-tools/update-initramfs.conf")).unwrap();
+    assert_eq!(conf, "# Debian's\nupdate_initramfs=yes\nbackup_initramfs=no\n");
+}
+
+#[test]
+fn config_file_settings_and_errors() {
+    let t = TempDir::new("config");
+    let r = sysroot(&t);
+    let out = t.join("img");
+    // The config's compression applies; the command line wins over it.
+    ok(leanrd().args(["build", "-k", KVER, "--sysroot"]).arg(&r).arg("-o").arg(&out));
+    let v: serde_json::Value = serde_json::from_slice(&ok(leanrd().args(["inspect", "--json"]).arg(&out))).unwrap();
+    assert_eq!(v["segments"][0]["compression"], "gzip");
+    ok(leanrd().args(["build", "--force", "-k", KVER, "--compress", "lz4", "--sysroot"]).arg(&r).arg("-o").arg(&out));
+    let v: serde_json::Value = serde_json::from_slice(&ok(leanrd().args(["inspect", "--json"]).arg(&out))).unwrap();
+    assert_eq!(v["segments"][0]["compression"], "lz4");
+    // An unknown key and a bad value name the file and line.
+    for (text, want) in
+        [("universal = true\ncolour = \"red\"\n", "unknown field `colour`"), ("compress = \"zip\"\n", "compress")]
+    {
+        fs::write(r.join("etc/leanrd/leanrd.toml"), text).unwrap();
+        let o = leanrd().args(["build", "-k", KVER, "--sysroot"]).arg(&r).arg("-o").arg(&out).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("leanrd.toml") && err.contains(want), "{err}");
+    }
+    // Man page and completions come from the CLI definition.
+    let man = String::from_utf8(ok(leanrd().arg("man"))).unwrap();
+    assert!(man.contains(".TH leanrd") && man.contains("install\\-hooks"));
+    let bash = String::from_utf8(ok(leanrd().args(["completions", "bash"]))).unwrap();
+    assert!(bash.contains("install-hooks") && bash.contains("--data-align"));
+}
