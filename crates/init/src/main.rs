@@ -338,6 +338,8 @@ impl Init {
                 continue;
             }
             self.log.debug(&format!("unlocking /dev/{} as {name}", d.name));
+            // cryptsetup needs /dev/mapper/control, and the kernel the crypt target.
+            self.mods.load("dm_crypt", &mut self.log);
             let mut c = Command::new("cryptsetup");
             c.env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").args([
                 "open",
@@ -372,9 +374,13 @@ impl Init {
     fn activate_lvm_md(&mut self) {
         let path = "/usr/sbin:/usr/bin:/sbin:/bin";
         if self.feature("mdraid") && !self.cmd.no_md {
+            for m in ["md_mod", "raid1", "raid0", "raid10", "raid456"] {
+                self.mods.load(m, &mut self.log);
+            }
             let _ = Command::new("mdadm").env("PATH", path).args(["--assemble", "--scan", "--run"]).status();
         }
         if self.feature("lvm") && !self.cmd.no_lvm {
+            self.mods.load("dm_mod", &mut self.log);
             // No udev here: lvm creates the device nodes itself.
             let cfg = "activation { udev_sync = 0 udev_rules = 0 } devices { obtain_device_list_from_udev = 0 }";
             let _ =
@@ -390,8 +396,18 @@ impl Init {
         let timeout = Duration::from_secs(self.cmd.timeout);
         let mut last_scan = 0usize;
         let mut last_stack = Instant::now() - Duration::from_secs(10);
+        // Walk sysfs when devices may have appeared: at the start, after uevents, and every
+        // second as a fallback (or always, without a uevent socket).
+        let mut walk = true;
+        let mut last_walk = Instant::now();
         loop {
-            let loaded = self.mods.coldplug(&mut self.log);
+            let loaded = if walk || sock.is_none() || last_walk.elapsed() > Duration::from_secs(1) {
+                last_walk = Instant::now();
+                self.mods.coldplug(&mut self.log)
+            } else {
+                0
+            };
+            walk = false;
             let devs = scan();
             if let Some(d) = find(spec, &devs) {
                 // A LUKS container named as root: unlock it and use what is inside.
@@ -419,7 +435,9 @@ impl Init {
             }
             match &sock {
                 Some(fd) => {
-                    for a in uevents(fd, 100) {
+                    let events = uevents(fd, 100);
+                    walk = !events.is_empty();
+                    for a in events {
                         if self.mods.seen_aliases.insert(a.clone()) {
                             self.mods.load(&a, &mut self.log);
                         }

@@ -250,3 +250,189 @@ fn boot_matrix() {
     ];
     run_cases(&kernel, cases);
 }
+
+const LUKS_UUID: &str = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
+const LUKS_ROOT_UUID: &str = "55555555-6666-7777-8888-999999999999";
+const LVM_ROOT_UUID: &str = "66666666-7777-8888-9999-aaaaaaaaaaaa";
+const PASS: &str = "leanrd-test-passphrase";
+
+/// A prep image: busybox, cryptsetup, lvm and mke2fs with their libraries, the dm modules, the
+/// root tree, and a script that makes a LUKS2 disk on vda and an LVM disk on vdb.
+fn prep_image(t: &TempDir, kver: &str, tree: &Path) -> Option<PathBuf> {
+    use leanrd_gen::elf::Resolver;
+    use leanrd_gen::modules::Kernel;
+    use leanrd_gen::plan::{Item, Plan};
+    let mut plan = Plan::new(Path::new("/"));
+    let mut paths = std::collections::HashMap::new();
+    {
+        let mut r = Resolver::new(&mut plan);
+        for b in ["busybox", "cryptsetup", "lvm", "mke2fs"] {
+            let Some(p) = r.which(b) else {
+                eprintln!("skipping LUKS/LVM boots: {b} not installed");
+                return None;
+            };
+            r.add_binary(&p).unwrap();
+            paths.insert(b, p);
+        }
+        // By its /bin path too, so that /bin (a symlink on merged-/usr systems) is there.
+        r.add_binary("/bin/busybox").unwrap();
+        r.add_library_if_present("libgcc_s.so.1").unwrap();
+    }
+    let kernel = Kernel::load(Path::new("/"), kver).unwrap();
+    let want = ["virtio_pci", "virtio_blk", "dm_mod", "dm_crypt", "xts", "aes_generic", "sha256_generic", "cbc", "ecb"];
+    let (set, _) = kernel.resolve(want);
+    let tmp = t.join("prep-tmp");
+    fs::create_dir_all(&tmp).unwrap();
+    kernel.add_to_plan(&mut plan, &set, &tmp).unwrap();
+    let script = format!(
+        "#!/bin/busybox sh\n/bin/busybox mkdir -p /sbin /proc /sys /dev /run /tmp\n/bin/busybox --install -s /bin\n\
+         /bin/busybox ln -sf /bin/busybox /sbin/modprobe\n\
+         mount -t devtmpfs dev /dev; mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t tmpfs run /run\n\
+         echo /sbin/modprobe > /proc/sys/kernel/modprobe\n\
+         for m in {mods}; do modprobe $m; done\n\
+         for i in 1 2 3 4 5 6 7 8 9 10; do [ -b /dev/vdb ] && break; sleep 1; done\n\
+         printf %s '{PASS}' > /tmp/key\n\
+         C='devices {{ obtain_device_list_from_udev = 0 }} activation {{ udev_sync = 0 udev_rules = 0 }}'\n\
+         cryptsetup={cs}; lvm={lvm}; mke2fs={mk}\n\
+         $cryptsetup luksFormat --batch-mode --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
+           --uuid {LUKS_UUID} --key-file /tmp/key /dev/vda && \
+         $cryptsetup open --key-file /tmp/key /dev/vda prep && \
+         $mke2fs -q -t ext4 -U {LUKS_ROOT_UUID} -d /roottree /dev/mapper/prep && $cryptsetup close prep && \
+         $lvm pvcreate -y --config \"$C\" /dev/vdb && $lvm vgcreate --config \"$C\" vg0 /dev/vdb && \
+         $lvm lvcreate -y --config \"$C\" -L 40M -n root vg0 && \
+         $mke2fs -q -t ext4 -U {LVM_ROOT_UUID} -d /roottree /dev/mapper/vg0-root && \
+         $lvm vgchange -an --config \"$C\" vg0 && sync && echo PREP-DONE\n\
+         poweroff -f\n",
+        mods = want.join(" "),
+        cs = paths["cryptsetup"],
+        lvm = paths["lvm"],
+        mk = paths["mke2fs"],
+    );
+    plan.put("/init", Item::Inline { data: script.into_bytes(), mode: 0o755 });
+    plan.add_console();
+    // The root tree, as files under /roottree.
+    let mut stack = vec![tree.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let rel = format!("/roottree/{}", p.strip_prefix(tree).unwrap().display());
+            let md = fs::symlink_metadata(&p).unwrap();
+            if md.is_dir() {
+                plan.put(&rel, Item::Dir { mode: 0o755 });
+                stack.push(p);
+            } else if md.file_type().is_symlink() {
+                plan.put(&rel, Item::Symlink { target: fs::read_link(&p).unwrap().display().to_string() });
+            } else {
+                plan.put(&rel, Item::File { src: p.clone(), mode: 0o755 });
+            }
+        }
+    }
+    let norm = leanrd_archive::Normalize { mtime: Some(0), owner: Some((0, 0)), first_ino: 1, ..Default::default() };
+    let layout = leanrd_archive::Layout::plan(plan.entries(&norm).unwrap(), Default::default()).unwrap();
+    let img = t.join("prep.img");
+    let f = fs::File::create(&img).unwrap();
+    leanrd_archive::write::write_positional(&layout, &f).unwrap();
+    Some(img)
+}
+
+/// Boot, answering the passphrase prompt on the serial console; returns the console output.
+fn boot_typing(kernel: &Path, initrd: &Path, append: &str, extra: &[String], answer: &str, secs: u64) -> String {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    let mut child = Command::new("timeout")
+        .args(["--signal=KILL", &secs.to_string(), "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic"])
+        .args(["-no-reboot", "-monitor", "none", "-kernel"])
+        .arg(kernel)
+        .arg("-initrd")
+        .arg(initrd)
+        .args(["-append", &format!("console=ttyS0 panic=-1 {append}")])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut log = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut answered = false;
+    loop {
+        let n = stdout.read(&mut buf).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        log.extend_from_slice(&buf[..n]);
+        if !answered && String::from_utf8_lossy(&log).contains("Enter passphrase") {
+            answered = true;
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let _ = stdin.write_all(format!("{answer}\r").as_bytes());
+            let _ = stdin.flush();
+        }
+    }
+    let _ = child.wait();
+    String::from_utf8_lossy(&log).into_owned()
+}
+
+#[test]
+fn boot_luks_and_lvm_roots() {
+    if !tools_ok() {
+        return;
+    }
+    let Some(kernel) = kernel() else { return };
+    let Some(init) = init_binary() else { return };
+    let kver = kver_of(&kernel);
+    let t = TempDir::new("bootstack");
+    let tree = root_tree(&t);
+    let Some(prep) = prep_image(&t, &kver, &tree) else { return };
+    let (luks, lvm) = (t.join("luks.disk"), t.join("lvm.disk"));
+    sh(&format!("truncate -s 64M {} && truncate -s 64M {}", luks.display(), lvm.display()));
+    let drives = |a: &Path, b: Option<&Path>| {
+        let mut v = args(&format!("-drive file={},if=virtio,format=raw", a.display()));
+        if let Some(b) = b {
+            v.extend(args(&format!("-drive file={},if=virtio,format=raw", b.display())));
+        }
+        v
+    };
+    let log = qemu_boot(
+        &kernel,
+        &prep,
+        "quiet",
+        &drives(&luks, Some(&lvm)).iter().map(String::as_str).collect::<Vec<_>>(),
+        240,
+    );
+    assert!(
+        log.contains("PREP-DONE"),
+        "preparing the LUKS/LVM disks failed:\n{}",
+        &log[log.len().saturating_sub(4000)..]
+    );
+
+    let univ = t.join("universal.img");
+    ok(leanrd().args(["build", "-k", &kver, "--universal", "--init"]).arg(&init).arg("-o").arg(&univ));
+    let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&univ))).unwrap();
+    assert!(ls.contains("sbin/cryptsetup") && ls.contains("sbin/lvm"), "the universal image lacks cryptsetup or lvm");
+
+    // LUKS2: the passphrase is typed on the serial console.
+    let log = boot_typing(
+        &kernel,
+        &univ,
+        &format!("quiet root=UUID={LUKS_ROOT_UUID} rd.luks.uuid={LUKS_UUID}"),
+        &drives(&luks, None),
+        PASS,
+        240,
+    );
+    assert!(
+        log.contains("Enter passphrase") && log.contains(MARK),
+        "LUKS boot:\n{}",
+        &log[log.len().saturating_sub(4000)..]
+    );
+    // ext4 on LVM, by mapper name.
+    let log = qemu_boot(
+        &kernel,
+        &univ,
+        "quiet root=/dev/mapper/vg0-root",
+        &drives(&lvm, None).iter().map(String::as_str).collect::<Vec<_>>(),
+        240,
+    );
+    assert!(log.contains(MARK), "LVM boot:\n{}", &log[log.len().saturating_sub(4000)..]);
+}
