@@ -15,41 +15,14 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-UUID = "11111111-2222-3333-4444-555555555555"
-MARK = "LEANRD-ROOT-OK"
-
-
-def sh(cmd, **kw):
-    return subprocess.run(cmd, shell=True, check=True, **kw)
-
-
-def disk(work):
-    tree = os.path.join(work, "rootfs")
-    for d in ("sbin", "bin", "dev", "proc", "sys", "run"):
-        os.makedirs(os.path.join(tree, d))
-    shutil.copy("/bin/busybox", os.path.join(tree, "bin/busybox"))
-    os.symlink("busybox", os.path.join(tree, "bin/sh"))
-    with open(os.path.join(tree, "sbin/init"), "w") as f:
-        f.write(f"#!/bin/sh\n/bin/busybox echo {MARK} $(/bin/busybox cat /proc/uptime)\n/bin/busybox poweroff -f\n")
-    os.chmod(os.path.join(tree, "sbin/init"), 0o755)
-    fsimg, img = os.path.join(work, "root.fs"), os.path.join(work, "disk.img")
-    sh(f"truncate -s 64M {fsimg} && mkfs.ext4 -q -d {tree} -U {UUID} {fsimg}")
-    sh(f"truncate -s 66M {img} && echo 'label: dos\nstart=2048, type=83' | sfdisk -q {img}")
-    sh(f"dd if={fsimg} of={img} bs=512 seek=2048 conv=notrunc status=none")
-    return img
+from common import MARK, build_leanrd, qemu, root_disk, sh, tirfs
 
 
 def boot(kernel, initrd, img):
-    cmd = ["timeout", "--signal=KILL", "120", "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic",
-           "-no-reboot", "-monitor", "none", "-kernel", kernel, "-initrd", initrd,
-           "-drive", f"file={img},if=virtio,format=raw",
-           "-append", f"console=ttyS0 panic=-1 root=UUID={UUID} rootfstype=ext4"]
-    log = subprocess.run(cmd, capture_output=True, text=True, errors="replace").stdout
+    log = qemu(kernel, initrd, img, "rootfstype=ext4")
     m = re.search(MARK + r" ([0-9.]+)", log)
     r = re.search(r"\[\s*([0-9.]+)\] Run /init", log)
     if not m:
@@ -64,14 +37,10 @@ def main():
     a = ap.parse_args()
     kver = a.kver or sorted(os.listdir("/lib/modules"))[-1]
     kernel = f"/boot/vmlinuz-{kver}"
-    sh("cargo build --release -q -p leanrd", cwd=ROOT)
-    sh("RUSTFLAGS='-C target-feature=+crt-static' cargo build -q --profile init -p leanrd-init "
-       "--target x86_64-unknown-linux-gnu", cwd=ROOT)
-    leanrd = os.path.join(ROOT, "target/release/leanrd")
-    init = os.path.join(ROOT, "target/x86_64-unknown-linux-gnu/init/leanrd-init")
+    leanrd, init = build_leanrd()
     work = tempfile.mkdtemp(prefix="leanrd-bench-boot-")
     try:
-        img = disk(work)
+        img = root_disk(work)
         images = {}
         images["leanrd host-only"] = os.path.join(work, "leanrd.img")
         sh(f"{leanrd} build -k {kver} --init {init} -o {images['leanrd host-only']}")
@@ -81,11 +50,7 @@ def main():
         images["initramfs-tools MODULES=dep"] = os.path.join(work, "itools.img")
         sh(f"mkinitramfs -d {conf} -o {images['initramfs-tools MODULES=dep']} {kver}")
         try:
-            import importlib.util
-            spec = importlib.util.spec_from_file_location("b", os.path.join(ROOT, "bench/build.py"))
-            b = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(b)
-            m = b.tirfs(work)
+            m = tirfs(work)
             images["tiny-initramfs"] = os.path.join(work, "tirfs.img")
             sh(f"{m} -o {images['tiny-initramfs']} {kver}")
         except Exception as e:  # noqa: BLE001 - report and go on

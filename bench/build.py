@@ -10,7 +10,6 @@ Usage (root, Debian 12): python3 bench/build.py [--runs 5] [--kver KVER]
 """
 
 import argparse
-import glob
 import os
 import shutil
 import statistics
@@ -18,11 +17,7 @@ import subprocess
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def sh(cmd, **kw):
-    return subprocess.run(cmd, shell=True, check=True, **kw)
+from common import build_leanrd, sh, tirfs
 
 
 def timed(cmd, runs):
@@ -39,34 +34,13 @@ def entries(leanrd, img):
     return len(out.splitlines())
 
 
-def tirfs(work):
-    """mktirfs from the tiny-initramfs .debs, with its paths pointed at the unpacked copy."""
-    d = os.path.join(work, "tirfs")
-    os.makedirs(d)
-    sh(f"cd {d} && apt-get download -q tiny-initramfs tiny-initramfs-core >/dev/null 2>&1 && "
-       f"for f in *.deb; do dpkg-deb -x $f root; done")
-    script = os.path.join(d, "root/usr/sbin/mktirfs")
-    with open(script) as f:
-        s = f.read()
-    s = s.replace("/usr/lib/x86_64-linux-gnu/tiny-initramfs", os.path.join(d, "root/usr/lib/x86_64-linux-gnu/tiny-initramfs"))
-    s = s.replace("/usr/share/tiny-initramfs", os.path.join(d, "root/usr/share/tiny-initramfs"))
-    with open(script, "w") as f:
-        f.write(s)
-    os.chmod(script, 0o755)
-    return script
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--kver", default=None)
     a = ap.parse_args()
     kver = a.kver or sorted(os.listdir("/lib/modules"))[-1]
-    sh("cargo build --release -q -p leanrd", cwd=ROOT)
-    sh("RUSTFLAGS='-C target-feature=+crt-static' cargo build -q --profile init -p leanrd-init "
-       "--target x86_64-unknown-linux-gnu", cwd=ROOT)
-    leanrd = os.path.join(ROOT, "target/release/leanrd")
-    init = os.path.join(ROOT, "target/x86_64-unknown-linux-gnu/init/leanrd-init")
+    leanrd, init = build_leanrd()
     work = tempfile.mkdtemp(prefix="leanrd-bench-build-")
     try:
         rows = []

@@ -23,7 +23,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PAIRS = [
     ("zstd:3", "zstd -q -T0 -3 -c"),
-    ("zstd:19", "zstd -q -T0 -19 -c"),
     ("xz:6", "xz -T0 -6 --check=crc32 -c"),
     ("lz4", "lz4 -q -l -1 -c"),
     ("gzip:6", "pigz -6 -c"),

@@ -24,12 +24,9 @@ import subprocess
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from common import build_leanrd, qemu, root_disk, sh
+
 MODES = [("xz", ["--compress", "xz"]), ("zstd", ["--compress", "zstd"]), ("reflink", ["--compress", "none", "--data-align", "4096"])]
-
-
-def sh(cmd, **kw):
-    return subprocess.run(cmd, shell=True, check=True, **kw)
 
 
 def out(cmd):
@@ -65,27 +62,8 @@ def make_sysroot(leanrd, init, kver, dst):
         shutil.copy2(real, p)
 
 
-def disk(work):
-    tree = os.path.join(work, "rootfs")
-    for d in ("sbin", "bin", "dev", "proc", "sys", "run"):
-        os.makedirs(os.path.join(tree, d))
-    shutil.copy("/bin/busybox", os.path.join(tree, "bin/busybox"))
-    os.symlink("busybox", os.path.join(tree, "bin/sh"))
-    with open(os.path.join(tree, "sbin/init"), "w") as f:
-        f.write("#!/bin/sh\n/bin/busybox poweroff -f\n")
-    os.chmod(os.path.join(tree, "sbin/init"), 0o755)
-    img = os.path.join(work, "disk.img")
-    sh(f"truncate -s 64M {img} && mkfs.ext4 -q -d {tree} -U 11111111-2222-3333-4444-555555555555 {img}")
-    return img
-
-
 def boot_to_init(kernel, initrd, img):
-    log = subprocess.run(
-        ["timeout", "--signal=KILL", "120", "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic", "-no-reboot",
-         "-monitor", "none", "-kernel", kernel, "-initrd", initrd, "-drive", f"file={img},if=virtio,format=raw",
-         "-append", "console=ttyS0 panic=-1 root=UUID=11111111-2222-3333-4444-555555555555"],
-        capture_output=True, text=True, errors="replace").stdout
-    m = re.search(r"\[\s*([0-9.]+)\] Run /init", log)
+    m = re.search(r"\[\s*([0-9.]+)\] Run /init", qemu(kernel, initrd, img))
     return float(m.group(1)) if m else float("nan")
 
 
@@ -100,16 +78,12 @@ def main():
     a = ap.parse_args()
     kver = a.kver or sorted(os.listdir("/lib/modules"))[-1]
     kernel = f"/boot/vmlinuz-{kver}"
-    sh("cargo build --release -q -p leanrd", cwd=ROOT)
-    sh("RUSTFLAGS='-C target-feature=+crt-static' cargo build -q --profile init -p leanrd-init "
-       "--target x86_64-unknown-linux-gnu", cwd=ROOT)
-    leanrd = os.path.join(ROOT, "target/release/leanrd")
-    init0 = os.path.join(ROOT, "target/x86_64-unknown-linux-gnu/init/leanrd-init")
+    leanrd, init0 = build_leanrd()
     work = tempfile.mkdtemp(prefix="leanrd-bench-seeds-")
     print(f"## The seeds' table for leanrd, {time.strftime('%Y-%m-%d')}, kernel {kver}, {os.cpu_count()} cores, "
           f"QEMU TCG; build runtime median of {a.runs}\n")
     try:
-        img = disk(work)
+        img = root_disk(work, partitioned=False)
         for fs in ("btrfs", "xfs"):
             fimg, mnt = os.path.join(work, f"{fs}.img"), os.path.join(work, fs)
             os.makedirs(mnt)

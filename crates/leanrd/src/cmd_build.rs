@@ -178,6 +178,21 @@ fn materialise(entries: &mut [Entry], dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Move entries' transformed files (in `tmp`, removed after the run) into `keep`.
+fn keep_transformed(entries: &mut [Entry], tmp: &Path, keep: &Path) -> Result<()> {
+    for e in entries.iter_mut() {
+        if let Data::File { path, size } = &e.data
+            && path.starts_with(tmp)
+        {
+            let dst = keep.join(path.strip_prefix(tmp).expect("prefix checked"));
+            fs::create_dir_all(dst.parent().expect("has parent"))?;
+            fs::copy(path, &dst).with_context(|| format!("{}: cannot copy", dst.display()))?;
+            e.data = Data::File { path: dst, size: *size };
+        }
+    }
+    Ok(())
+}
+
 pub fn run(a: BuildArgs) -> Result<ExitCode> {
     let start = Instant::now();
     let sysroot = a.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
@@ -234,26 +249,8 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         let keep = std::env::temp_dir().join(format!("leanrd-manifest-{kver}-{}", std::process::id()));
         fs::create_dir_all(&keep)?;
         materialise(&mut main, &keep)?;
-        for e in early.iter_mut() {
-            if let Data::File { path, .. } = &e.data
-                && path.starts_with(&tmp.0)
-            {
-                let dst = keep.join(path.strip_prefix(&tmp.0).expect("prefix"));
-                fs::create_dir_all(dst.parent().expect("parent"))?;
-                fs::copy(path, &dst)?;
-                *e = Entry { data: Data::File { path: dst.clone(), size: fs::metadata(&dst)?.len() }, ..e.clone() };
-            }
-        }
-        for e in main.iter_mut() {
-            if let Data::File { path, size } = &e.data
-                && path.starts_with(&tmp.0)
-            {
-                let dst = keep.join(path.strip_prefix(&tmp.0).expect("prefix"));
-                fs::create_dir_all(dst.parent().expect("parent"))?;
-                fs::copy(path, &dst)?;
-                e.data = Data::File { path: dst, size: *size };
-            }
-        }
+        keep_transformed(&mut early, &tmp.0, &keep)?;
+        keep_transformed(&mut main, &tmp.0, &keep)?;
         println!("# leanrd build --print-manifest: kernel {kver}, features {}", g.features.join(" "));
         println!("# generated and transformed files are in {}", keep.display());
         if !early.is_empty() {

@@ -339,14 +339,8 @@ fn prep_image(t: &TempDir, kver: &str, tree: &Path) -> Option<PathBuf> {
 fn boot_typing(kernel: &Path, initrd: &Path, append: &str, extra: &[String], answer: &str, secs: u64) -> String {
     use std::io::{Read, Write};
     use std::process::Stdio;
-    let mut child = Command::new("timeout")
-        .args(["--signal=KILL", &secs.to_string(), "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic"])
-        .args(["-no-reboot", "-monitor", "none", "-kernel"])
-        .arg(kernel)
-        .arg("-initrd")
-        .arg(initrd)
-        .args(["-append", &format!("console=ttyS0 panic=-1 {append}")])
-        .args(extra)
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let mut child = qemu_command(kernel, initrd, append, &extra, secs)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

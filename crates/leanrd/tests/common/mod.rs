@@ -202,9 +202,8 @@ pub fn kernel() -> Option<PathBuf> {
     k
 }
 
-/// Boot `kernel` with `initrd` under QEMU TCG; returns the serial console output. The VM is
-/// killed after `secs` seconds.
-pub fn qemu_boot(kernel: &Path, initrd: &Path, append: &str, extra: &[&str], secs: u64) -> String {
+/// The QEMU (TCG) command line for a test boot, killed after `secs` seconds.
+pub fn qemu_command(kernel: &Path, initrd: &Path, append: &str, extra: &[&str], secs: u64) -> Command {
     let mut c = Command::new("timeout");
     c.args(["--signal=KILL", &secs.to_string(), "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic"])
         .args(["-no-reboot", "-monitor", "none", "-kernel"])
@@ -212,9 +211,14 @@ pub fn qemu_boot(kernel: &Path, initrd: &Path, append: &str, extra: &[&str], sec
         .arg("-initrd")
         .arg(initrd)
         .args(["-append", &format!("console=ttyS0 panic=-1 {append}")])
-        .args(extra)
-        .stdin(Stdio::null());
-    let o = c.output().expect("run qemu");
+        .args(extra);
+    c
+}
+
+/// Boot `kernel` with `initrd` under QEMU TCG; returns the serial console output. The VM is
+/// killed after `secs` seconds.
+pub fn qemu_boot(kernel: &Path, initrd: &Path, append: &str, extra: &[&str], secs: u64) -> String {
+    let o = qemu_command(kernel, initrd, append, extra, secs).stdin(Stdio::null()).output().expect("run qemu");
     String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
 }
 

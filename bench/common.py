@@ -1,0 +1,69 @@
+"""Helpers shared by the benchmark scripts."""
+
+import os
+import shutil
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+UUID = "11111111-2222-3333-4444-555555555555"
+MARK = "LEANRD-ROOT-OK"
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, shell=True, check=True, **kw)
+
+
+def build_leanrd():
+    """Build leanrd and the static /init; return their paths."""
+    sh("cargo build --release -q -p leanrd", cwd=ROOT)
+    sh("RUSTFLAGS='-C target-feature=+crt-static' cargo build -q --profile init -p leanrd-init "
+       "--target x86_64-unknown-linux-gnu", cwd=ROOT)
+    return (os.path.join(ROOT, "target/release/leanrd"),
+            os.path.join(ROOT, "target/x86_64-unknown-linux-gnu/init/leanrd-init"))
+
+
+def root_disk(work, partitioned=True):
+    """An ext4 root (UUID above) whose /sbin/init prints MARK and /proc/uptime, then powers
+    off; on an MBR partition of a virtio-sized disk image when `partitioned`."""
+    tree = os.path.join(work, "rootfs")
+    for d in ("sbin", "bin", "dev", "proc", "sys", "run"):
+        os.makedirs(os.path.join(tree, d))
+    shutil.copy("/bin/busybox", os.path.join(tree, "bin/busybox"))
+    os.symlink("busybox", os.path.join(tree, "bin/sh"))
+    with open(os.path.join(tree, "sbin/init"), "w") as f:
+        f.write(f"#!/bin/sh\n/bin/busybox echo {MARK} $(/bin/busybox cat /proc/uptime)\n/bin/busybox poweroff -f\n")
+    os.chmod(os.path.join(tree, "sbin/init"), 0o755)
+    fsimg, img = os.path.join(work, "root.fs"), os.path.join(work, "disk.img")
+    sh(f"truncate -s 64M {fsimg} && mkfs.ext4 -q -d {tree} -U {UUID} {fsimg}")
+    if not partitioned:
+        return fsimg
+    sh(f"truncate -s 66M {img} && echo 'label: dos\nstart=2048, type=83' | sfdisk -q {img}")
+    sh(f"dd if={fsimg} of={img} bs=512 seek=2048 conv=notrunc status=none")
+    return img
+
+
+def qemu(kernel, initrd, img, append=""):
+    """Boot under TCG with `img` on virtio-blk; return the console output."""
+    cmd = ["timeout", "--signal=KILL", "120", "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic",
+           "-no-reboot", "-monitor", "none", "-kernel", kernel, "-initrd", initrd,
+           "-drive", f"file={img},if=virtio,format=raw",
+           "-append", f"console=ttyS0 panic=-1 root=UUID={UUID} {append}"]
+    return subprocess.run(cmd, capture_output=True, text=True, errors="replace").stdout
+
+
+def tirfs(work):
+    """mktirfs from the tiny-initramfs .debs (it conflicts with initramfs-tools, so it is
+    unpacked, not installed), with its paths pointed at the unpacked copy."""
+    d = os.path.join(work, "tirfs")
+    os.makedirs(d)
+    sh(f"cd {d} && apt-get download -q tiny-initramfs tiny-initramfs-core >/dev/null 2>&1 && "
+       f"for f in *.deb; do dpkg-deb -x $f root; done")
+    script = os.path.join(d, "root/usr/sbin/mktirfs")
+    with open(script) as f:
+        s = f.read()
+    s = s.replace("/usr/lib/x86_64-linux-gnu/tiny-initramfs", os.path.join(d, "root/usr/lib/x86_64-linux-gnu/tiny-initramfs"))
+    s = s.replace("/usr/share/tiny-initramfs", os.path.join(d, "root/usr/share/tiny-initramfs"))
+    with open(script, "w") as f:
+        f.write(s)
+    os.chmod(script, 0o755)
+    return script
