@@ -101,33 +101,57 @@ impl Modules {
     /// Load a name, alias or modalias with everything it needs. Returns how many modules
     /// were newly loaded.
     fn load(&mut self, what: &str, log: &mut Log) -> usize {
-        let list = match self.db.resolve(what) {
-            leanrd_kmod::Resolved::Modules(m) => m,
-            _ => return 0,
-        };
-        let mut n = 0;
-        for m in list {
-            if self.loaded.contains(&m) || self.failed.contains_key(&m) {
-                continue;
-            }
-            let Some(rel) = self.db.paths.get(&m) else { continue };
-            let path = format!("{}/{rel}", self.dir);
-            let r = match File::open(&path) {
-                // SAFETY: finit_module on an open descriptor with an empty parameter string.
-                Ok(f) => unsafe { libc::syscall(libc::SYS_finit_module, f.as_raw_fd(), c"".as_ptr(), 0) },
-                Err(e) => {
-                    self.failed.insert(m.clone(), e.raw_os_error().unwrap_or(libc::ENOENT));
-                    continue;
+        self.load_many(&[what.to_string()], log)
+    }
+
+    /// Load several names/aliases with everything they need, in waves: every module whose
+    /// dependencies (and pre-softdeps) are loaded goes in the same wave, and a wave's modules
+    /// are loaded concurrently (finit_module on threads).
+    fn load_many(&mut self, whats: &[String], log: &mut Log) -> usize {
+        let mut pending: Vec<String> = Vec::new();
+        for w in whats {
+            if let leanrd_kmod::Resolved::Modules(list) = self.db.resolve(w) {
+                for m in list {
+                    if !self.loaded.contains(&m) && !self.failed.contains_key(&m) && !pending.contains(&m) {
+                        pending.push(m);
+                    }
                 }
+            }
+        }
+        let mut n = 0;
+        while !pending.is_empty() {
+            let waits_for = |m: &String| -> Vec<String> {
+                let mut v: Vec<String> = self.db.deps.get(m).cloned().unwrap_or_default();
+                if let Some((pre, _)) = self.db.softdeps.get(m) {
+                    v.extend(pre.iter().map(|s| leanrd_kmod::normalize(s)));
+                }
+                v
             };
-            if r == 0 || errno() == libc::EEXIST {
-                log.debug(&format!("loaded {m}"));
-                self.loaded.insert(m);
-                n += 1;
-            } else {
-                let e = errno();
-                log.debug(&format!("{m}: {}", strerror(e)));
-                self.failed.insert(m, e);
+            let mut wave: Vec<String> =
+                pending.iter().filter(|m| waits_for(m).iter().all(|d| !pending.contains(d))).cloned().collect();
+            if wave.is_empty() {
+                wave.push(pending[0].clone()); // a cycle: break it in list order
+            }
+            pending.retain(|m| !wave.contains(m));
+            let dir = &self.dir;
+            let paths: Vec<(String, Option<String>)> =
+                wave.iter().map(|m| (m.clone(), self.db.paths.get(m).map(|r| format!("{dir}/{r}")))).collect();
+            let results: Vec<(String, i32)> = std::thread::scope(|s| {
+                let hs: Vec<_> = paths
+                    .iter()
+                    .map(|(m, p)| s.spawn(move || (m.clone(), p.as_deref().map(finit).unwrap_or(libc::ENOENT))))
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+            });
+            for (m, e) in results {
+                if e == 0 {
+                    log.debug(&format!("loaded {m}"));
+                    self.loaded.insert(m);
+                    n += 1;
+                } else {
+                    log.debug(&format!("{m}: {}", strerror(e)));
+                    self.failed.insert(m, e);
+                }
             }
         }
         n
@@ -153,7 +177,19 @@ impl Modules {
                 }
             }
         }
-        aliases.into_iter().map(|a| self.load(&a, log)).sum()
+        self.load_many(&aliases, log)
+    }
+}
+
+/// Load one module file; 0 or the errno (an already loaded module counts as loaded).
+fn finit(path: &str) -> i32 {
+    match File::open(path) {
+        Ok(f) => {
+            // SAFETY: finit_module on an open descriptor with an empty parameter string.
+            let r = unsafe { libc::syscall(libc::SYS_finit_module, f.as_raw_fd(), c"".as_ptr(), 0) };
+            if r == 0 || errno() == libc::EEXIST { 0 } else { errno() }
+        }
+        Err(e) => e.raw_os_error().unwrap_or(libc::ENOENT),
     }
 }
 
@@ -437,11 +473,9 @@ impl Init {
                 Some(fd) => {
                     let events = uevents(fd, 100);
                     walk = !events.is_empty();
-                    for a in events {
-                        if self.mods.seen_aliases.insert(a.clone()) {
-                            self.mods.load(&a, &mut self.log);
-                        }
-                    }
+                    let new: Vec<String> =
+                        events.into_iter().filter(|a| self.mods.seen_aliases.insert(a.clone())).collect();
+                    self.mods.load_many(&new, &mut self.log);
                 }
                 None => std::thread::sleep(Duration::from_millis(100)),
             }
@@ -556,9 +590,8 @@ fn switch_root(init: &mut Init) -> Result<(), String> {
 
 fn boot(init: &mut Init) -> Result<(), String> {
     // Modules the generator listed, then whatever the devices ask for.
-    for w in init.conf.load.clone() {
-        init.mods.load(&w, &mut init.log);
-    }
+    let load = init.conf.load.clone();
+    init.mods.load_many(&load, &mut init.log);
     init.log.debug("listed modules loaded");
     let spec =
         init.cmd.root.clone().or(init.conf.root.clone()).ok_or("no root= on the command line and none in the image")?;
@@ -628,9 +661,8 @@ fn modprobe_mode(args: &[String]) -> i32 {
     let kver = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
     let mut mods = Modules::open(&kver);
     let mut log = Log { debug: false, kmsg: None };
-    for n in names {
-        mods.load(n, &mut log);
-    }
+    let names: Vec<String> = names.into_iter().cloned().collect();
+    mods.load_many(&names, &mut log);
     if mods.failed.is_empty() { 0 } else { 1 }
 }
 
