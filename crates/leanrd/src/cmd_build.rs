@@ -193,6 +193,14 @@ fn keep_transformed(entries: &mut [Entry], tmp: &Path, keep: &Path) -> Result<()
     Ok(())
 }
 
+/// A progress line on a terminal (nothing when stderr is a file or a pipe).
+fn progress(start: Instant, what: &str) {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        eprintln!("leanrd: [{:6.3} s] {what}", start.elapsed().as_secs_f64());
+    }
+}
+
 pub fn run(a: BuildArgs) -> Result<ExitCode> {
     let start = Instant::now();
     let sysroot = a.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
@@ -231,7 +239,12 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         init: find_init(a.init.clone().or(cfg.init.clone()))?,
         tmp: tmp.0.clone(),
     };
+    progress(
+        start,
+        &format!("resolving for kernel {kver} ({})", if opts.universal { "universal" } else { "host-only" }),
+    );
     let g = generate(&opts)?;
+    progress(start, &format!("{} entries planned, features {}", g.main.items.len(), g.features.join(" ")));
     for w in &g.warnings {
         eprintln!("leanrd: warning: {w}");
     }
@@ -273,6 +286,7 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         eprintln!("leanrd: {} is up to date (inputs unchanged; --force rebuilds)", out_path.display());
         return Ok(ExitCode::SUCCESS);
     }
+    progress(start, &format!("writing {} ({compress})", out_path.display()));
     let out = AtomicFile::create(&out_path)?;
     let mut segs = Vec::new();
     if !early.is_empty() {
