@@ -185,6 +185,9 @@ impl Visitor for Extractor {
                 self.files += 1;
             }
             S_IFLNK => {
+                if h.filesize == 0 || h.filesize > leanrd_newc::PATH_MAX {
+                    bail!("{shown}: symlink target of {} bytes (the kernel allows 1 to 4096)", h.filesize);
+                }
                 let mut target = Vec::new();
                 data.read_to_end(&mut target).with_context(|| format!("{shown}: cannot read link target"))?;
                 rustix::fs::symlinkat(target.as_slice(), &dir, *base).map_err(|e| ctx("create symlink", e))?;

@@ -197,7 +197,7 @@ impl Visitor for Collect {
         let mut target = None;
         if h.mode & S_IFMT == S_IFLNK {
             let mut t = Vec::new();
-            data.read_to_end(&mut t)?;
+            data.take(leanrd_newc::PATH_MAX as u64 + 1).read_to_end(&mut t)?;
             target = Some(String::from_utf8_lossy(&t).into_owned());
         } else if h.filesize > 0 {
             loop {

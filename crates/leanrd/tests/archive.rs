@@ -440,3 +440,69 @@ fn extract_refuses_to_leave_the_directory() {
         assert!(!t.join("pwned").exists() && !t.join("x2/pwned").exists() && !Path::new("/pwned").exists());
     }
 }
+
+/// Corrupted images (bytes flipped, cut, zeroed, in plain and compressed segments) give an
+/// error or a listing, never a panic.
+#[test]
+fn corrupted_images_never_panic() {
+    use leanrd_archive::check::Checker;
+    use leanrd_archive::read::read_image;
+    let t = TempDir::new("corrupt");
+    let root = t.join("tree");
+    sample_tree(&root);
+    let mut images = Vec::new();
+    for args in [
+        vec![],
+        vec!["--data-align", "4096"],
+        vec!["--compress", "zstd"],
+        vec!["--compress", "lz4"],
+        vec!["--compress", "gzip"],
+        vec!["--compress", "xz"],
+        vec!["--compress", "lzo"],
+        vec!["--checksum"],
+    ] {
+        images.push(ok(leanrd().args(["cpio", "--root"]).arg(&root).args(&args)));
+    }
+    let mut seed = 0x1234_5678_9abc_def0u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut errors = 0;
+    for (k, img) in images.iter().enumerate() {
+        for round in 0..150 {
+            let mut b = img.clone();
+            match round % 4 {
+                0 => {
+                    for _ in 0..1 + next() % 8 {
+                        let i = (next() as usize) % b.len();
+                        b[i] ^= 1 << (next() % 8);
+                    }
+                }
+                1 => b.truncate((next() as usize) % b.len()),
+                2 => {
+                    let i = (next() as usize) % b.len();
+                    let n = ((next() as usize) % 200).min(b.len() - i);
+                    b[i..i + n].fill(0);
+                }
+                _ => {
+                    // Garbage in a header field: hex digits replaced by other bytes.
+                    let i = (next() as usize) % b.len().min(4096);
+                    b[i] = b"0123456789ABCDEFxyz\xff"[(next() % 20) as usize];
+                }
+            }
+            let r = std::panic::catch_unwind(|| {
+                let mut c = Checker::new(None);
+                read_image(&b[..], &mut c).is_err() || !c.problems.is_empty()
+            });
+            match r {
+                Ok(failed) => errors += failed as usize,
+                Err(_) => panic!("image {k}, round {round}: the reader panicked"),
+            }
+        }
+    }
+    // Most mutations must be noticed.
+    assert!(errors > 600, "only {errors} of 1200 corrupted images were reported");
+}
