@@ -5,21 +5,28 @@ use std::io::{self, Write};
 
 use crate::par_map;
 
-/// Buffers input and hands out batches of whole chunks to compress.
+/// How much of the input before a chunk is handed to its compressor (deflate's window).
+pub(crate) const CONTEXT: usize = 32 * 1024;
+
+/// Buffers input and hands out batches of whole chunks to compress. Each chunk comes with
+/// the input just before it (up to [`CONTEXT`] bytes), for compressors that can prime their
+/// dictionary with it.
 pub(crate) struct Chunked<W> {
     pub out: W,
     chunk: usize,
     threads: u32,
     buf: Vec<u8>,
+    /// The end of the previous batch.
+    tail: Vec<u8>,
 }
 
 impl<W: Write> Chunked<W> {
     pub fn new(out: W, chunk: usize, threads: u32) -> Self {
-        Chunked { out, chunk, threads: threads.max(1), buf: Vec::new() }
+        Chunked { out, chunk, threads: threads.max(1), buf: Vec::new(), tail: Vec::new() }
     }
 
     /// Add input; whenever a batch of `threads` chunks is full, compress and emit it.
-    pub fn push(&mut self, mut b: &[u8], f: &(impl Fn(&[u8]) -> Vec<u8> + Sync)) -> io::Result<()> {
+    pub fn push(&mut self, mut b: &[u8], f: &(impl Fn(&[u8], &[u8]) -> Vec<u8> + Sync)) -> io::Result<()> {
         let batch = self.chunk * self.threads as usize;
         while !b.is_empty() {
             let take = (batch - self.buf.len()).min(b.len());
@@ -33,11 +40,22 @@ impl<W: Write> Chunked<W> {
     }
 
     /// Compress and emit what is buffered (the last chunk may be short).
-    pub fn emit(&mut self, f: &(impl Fn(&[u8]) -> Vec<u8> + Sync)) -> io::Result<()> {
-        let chunks: Vec<&[u8]> = self.buf.chunks(self.chunk).collect();
-        for framed in par_map(&chunks, self.threads, |c| f(c)) {
+    pub fn emit(&mut self, f: &(impl Fn(&[u8], &[u8]) -> Vec<u8> + Sync)) -> io::Result<()> {
+        let (buf, tail) = (&self.buf, &self.tail);
+        let jobs: Vec<(&[u8], &[u8])> = buf
+            .chunks(self.chunk)
+            .enumerate()
+            .map(|(i, c)| {
+                let start = i * self.chunk;
+                let before = if start == 0 { &tail[..] } else { &buf[start.saturating_sub(CONTEXT)..start] };
+                (c, before)
+            })
+            .collect();
+        for framed in par_map(&jobs, self.threads, |(c, before)| f(c, before)) {
             self.out.write_all(&framed)?;
         }
+        let keep = self.buf.len().min(CONTEXT);
+        self.tail = self.buf[self.buf.len() - keep..].to_vec();
         self.buf.clear();
         Ok(())
     }

@@ -16,7 +16,7 @@ pub struct Lz4LegacyEncoder<W: Write> {
     started: bool,
 }
 
-fn frame(chunk: &[u8]) -> Vec<u8> {
+fn frame(chunk: &[u8], _before: &[u8]) -> Vec<u8> {
     let block = lz4_flex::block::compress(chunk);
     let mut v = Vec::with_capacity(block.len() + 4);
     v.extend_from_slice(&(block.len() as u32).to_le_bytes());

@@ -40,7 +40,7 @@ fn header() -> Vec<u8> {
     out
 }
 
-fn block(data: &[u8]) -> Vec<u8> {
+fn block(data: &[u8], _before: &[u8]) -> Vec<u8> {
     let c = lzo1x::compress(data, lzo1x::CompressLevel::default());
     let payload = if c.len() < data.len() { &c[..] } else { data };
     let mut v = Vec::with_capacity(payload.len() + 12);

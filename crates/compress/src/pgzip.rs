@@ -1,5 +1,5 @@
 //! gzip compressed on several threads, as pigz does: the input is cut into 1 MiB chunks,
-//! each deflated on its own and ended with a sync flush (byte-aligned, not final), then an
+//! each deflated on its own (primed with the 32 KiB before it) and ended with a sync flush (byte-aligned, not final), then an
 //! empty final block; one gzip member with the CRC-32 and size of the whole. Hand-written
 //! on top of flate2's raw deflate because the parallel gzip crates pull in a thread pool
 //! and do not promise output independent of the thread count.
@@ -22,8 +22,12 @@ pub struct ParallelGzEncoder<W: Write> {
     started: bool,
 }
 
-fn deflate(level: u32, data: &[u8], flush: FlushCompress) -> Vec<u8> {
+/// Raw deflate of `data`, primed with `dict` (the input just before it, as pigz does).
+fn deflate(level: u32, data: &[u8], dict: &[u8], flush: FlushCompress) -> Vec<u8> {
     let mut c = Compress::new(Compression::new(level), false);
+    if !dict.is_empty() {
+        c.set_dictionary(dict).expect("a raw deflate stream accepts a dictionary");
+    }
     let mut out = Vec::with_capacity(data.len() / 2 + 64);
     loop {
         out.reserve(64.max(data.len() / 8));
@@ -62,7 +66,7 @@ impl<W: Write> Write for ParallelGzEncoder<W> {
         self.crc.update(b);
         self.len += b.len() as u64;
         let level = self.level;
-        self.inner.push(b, &|c: &[u8]| deflate(level, c, FlushCompress::Sync))?;
+        self.inner.push(b, &|c: &[u8], d: &[u8]| deflate(level, c, d, FlushCompress::Sync))?;
         Ok(b.len())
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -74,8 +78,8 @@ impl<W: Write + Send> Encoder for ParallelGzEncoder<W> {
     fn finish(mut self: Box<Self>) -> io::Result<()> {
         self.start()?;
         let level = self.level;
-        self.inner.emit(&|c: &[u8]| deflate(level, c, FlushCompress::Sync))?;
-        let end = deflate(level, &[], FlushCompress::Finish);
+        self.inner.emit(&|c: &[u8], d: &[u8]| deflate(level, c, d, FlushCompress::Sync))?;
+        let end = deflate(level, &[], &[], FlushCompress::Finish);
         self.inner.out.write_all(&end)?;
         let crc = self.crc.clone().finalize();
         self.inner.out.write_all(&crc.to_le_bytes())?;
