@@ -44,6 +44,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--kver", default=None)
     ap.add_argument("--work", default="/var/tmp")
+    ap.add_argument("--formats", default=None, help="comma-separated subset, e.g. gzip:6,lz4")
     a = ap.parse_args()
     subprocess.run("cargo build --release -q -p leanrd", shell=True, check=True, cwd=ROOT)
     leanrd = os.path.join(ROOT, "target/release/leanrd")
@@ -61,6 +62,8 @@ def main():
         print("| format | leanrd s | leanrd MB | reference | reference s | reference MB | leanrd / reference (time) |")
         print("|---|---:|---:|---|---:|---:|---:|")
         for spec, cli in PAIRS:
+            if a.formats and spec not in a.formats.split(","):
+                continue
             tool = cli.split()[0]
             if not shutil.which(tool):
                 print(f"| {spec} | | | {cli} (not installed) | | | |")

@@ -254,6 +254,7 @@ fn boot_matrix() {
 const LUKS_UUID: &str = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
 const LUKS_ROOT_UUID: &str = "55555555-6666-7777-8888-999999999999";
 const LVM_ROOT_UUID: &str = "66666666-7777-8888-9999-aaaaaaaaaaaa";
+const MD_ROOT_UUID: &str = "77777777-8888-9999-aaaa-bbbbbbbbbbbb";
 const PASS: &str = "leanrd-test-passphrase";
 
 /// A prep image: busybox, cryptsetup, lvm and mke2fs with their libraries, the dm modules, the
@@ -266,7 +267,7 @@ fn prep_image(t: &TempDir, kver: &str, tree: &Path) -> Option<PathBuf> {
     let mut paths = std::collections::HashMap::new();
     {
         let mut r = Resolver::new(&mut plan);
-        for b in ["busybox", "cryptsetup", "lvm", "mke2fs"] {
+        for b in ["busybox", "cryptsetup", "lvm", "mke2fs", "mdadm"] {
             let Some(p) = r.which(b) else {
                 eprintln!("skipping LUKS/LVM boots: {b} not installed");
                 return None;
@@ -279,7 +280,19 @@ fn prep_image(t: &TempDir, kver: &str, tree: &Path) -> Option<PathBuf> {
         r.add_library_if_present("libgcc_s.so.1").unwrap();
     }
     let kernel = Kernel::load(Path::new("/"), kver).unwrap();
-    let want = ["virtio_pci", "virtio_blk", "dm_mod", "dm_crypt", "xts", "aes_generic", "sha256_generic", "cbc", "ecb"];
+    let want = [
+        "virtio_pci",
+        "virtio_blk",
+        "dm_mod",
+        "dm_crypt",
+        "xts",
+        "aes_generic",
+        "sha256_generic",
+        "cbc",
+        "ecb",
+        "md_mod",
+        "raid1",
+    ];
     let (set, _) = kernel.resolve(want);
     let tmp = t.join("prep-tmp");
     fs::create_dir_all(&tmp).unwrap();
@@ -290,10 +303,10 @@ fn prep_image(t: &TempDir, kver: &str, tree: &Path) -> Option<PathBuf> {
          mount -t devtmpfs dev /dev; mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t tmpfs run /run\n\
          echo /sbin/modprobe > /proc/sys/kernel/modprobe\n\
          for m in {mods}; do modprobe $m; done\n\
-         for i in 1 2 3 4 5 6 7 8 9 10; do [ -b /dev/vdb ] && break; sleep 1; done\n\
+         for i in 1 2 3 4 5 6 7 8 9 10; do [ -b /dev/vdd ] && break; sleep 1; done\n\
          printf %s '{PASS}' > /tmp/key\n\
          C='devices {{ obtain_device_list_from_udev = 0 }} activation {{ udev_sync = 0 udev_rules = 0 }}'\n\
-         cryptsetup={cs}; lvm={lvm}; mke2fs={mk}\n\
+         cryptsetup={cs}; lvm={lvm}; mke2fs={mk}; mdadm={md}\n\
          $cryptsetup luksFormat --batch-mode --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
            --uuid {LUKS_UUID} --key-file /tmp/key /dev/vda && \
          $cryptsetup open --key-file /tmp/key /dev/vda prep && \
@@ -301,12 +314,16 @@ fn prep_image(t: &TempDir, kver: &str, tree: &Path) -> Option<PathBuf> {
          $lvm pvcreate -y --config \"$C\" /dev/vdb && $lvm vgcreate --config \"$C\" vg0 /dev/vdb && \
          $lvm lvcreate -y --config \"$C\" -L 40M -n root vg0 && \
          $mke2fs -q -t ext4 -U {LVM_ROOT_UUID} -d /roottree /dev/mapper/vg0-root && \
-         $lvm vgchange -an --config \"$C\" vg0 && sync && echo PREP-DONE\n\
+         $lvm vgchange -an --config \"$C\" vg0 && \
+         $mdadm --create /dev/md0 --run --level=1 --raid-devices=2 --metadata=1.2 /dev/vdc /dev/vdd && \
+         $mke2fs -q -t ext4 -U {MD_ROOT_UUID} -d /roottree /dev/md0 && $mdadm --stop /dev/md0 && \
+         sync && echo PREP-DONE\n\
          poweroff -f\n",
         mods = want.join(" "),
         cs = paths["cryptsetup"],
         lvm = paths["lvm"],
         mk = paths["mke2fs"],
+        md = paths["mdadm"],
     );
     plan.put("/init", Item::Inline { data: script.into_bytes(), mode: 0o755 });
     plan.add_console();
@@ -369,7 +386,7 @@ fn boot_typing(kernel: &Path, initrd: &Path, append: &str, extra: &[String], ans
 }
 
 #[test]
-fn boot_luks_and_lvm_roots() {
+fn boot_luks_lvm_and_md_roots() {
     if !tools_ok() {
         return;
     }
@@ -379,39 +396,39 @@ fn boot_luks_and_lvm_roots() {
     let t = TempDir::new("bootstack");
     let tree = root_tree(&t);
     let Some(prep) = prep_image(&t, &kver, &tree) else { return };
-    let (luks, lvm) = (t.join("luks.disk"), t.join("lvm.disk"));
-    sh(&format!("truncate -s 64M {} && truncate -s 64M {}", luks.display(), lvm.display()));
-    let drives = |a: &Path, b: Option<&Path>| {
-        let mut v = args(&format!("-drive file={},if=virtio,format=raw", a.display()));
-        if let Some(b) = b {
-            v.extend(args(&format!("-drive file={},if=virtio,format=raw", b.display())));
-        }
-        v
+    let disks: Vec<PathBuf> = ["luks", "lvm", "md0", "md1"].iter().map(|n| t.join(format!("{n}.disk"))).collect();
+    for d in &disks {
+        sh(&format!("truncate -s 64M {}", d.display()));
+    }
+    let (luks, lvm) = (&disks[0], &disks[1]);
+    let drives = |list: &[&PathBuf]| -> Vec<String> {
+        list.iter().flat_map(|d| args(&format!("-drive file={},if=virtio,format=raw", d.display()))).collect()
     };
-    let log = qemu_boot(
-        &kernel,
-        &prep,
-        "quiet",
-        &drives(&luks, Some(&lvm)).iter().map(String::as_str).collect::<Vec<_>>(),
-        240,
-    );
+    let boot = |append: &str, list: &[&PathBuf], img: &Path| {
+        let d = drives(list);
+        qemu_boot(&kernel, img, append, &d.iter().map(String::as_str).collect::<Vec<_>>(), 240)
+    };
+    let log = boot("quiet", &disks.iter().collect::<Vec<_>>(), &prep);
     assert!(
         log.contains("PREP-DONE"),
-        "preparing the LUKS/LVM disks failed:\n{}",
+        "preparing the LUKS/LVM/md disks failed:\n{}",
         &log[log.len().saturating_sub(4000)..]
     );
 
     let univ = t.join("universal.img");
     ok(leanrd().args(["build", "-k", &kver, "--universal", "--init"]).arg(&init).arg("-o").arg(&univ));
     let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&univ))).unwrap();
-    assert!(ls.contains("sbin/cryptsetup") && ls.contains("sbin/lvm"), "the universal image lacks cryptsetup or lvm");
+    assert!(
+        ls.contains("sbin/cryptsetup") && ls.contains("sbin/lvm") && ls.contains("sbin/mdadm"),
+        "the universal image lacks cryptsetup, lvm or mdadm"
+    );
 
     // LUKS2: the passphrase is typed on the serial console.
     let log = boot_typing(
         &kernel,
         &univ,
         &format!("quiet root=UUID={LUKS_ROOT_UUID} rd.luks.uuid={LUKS_UUID}"),
-        &drives(&luks, None),
+        &drives(&[luks]),
         PASS,
         240,
     );
@@ -421,12 +438,9 @@ fn boot_luks_and_lvm_roots() {
         &log[log.len().saturating_sub(4000)..]
     );
     // ext4 on LVM, by mapper name.
-    let log = qemu_boot(
-        &kernel,
-        &univ,
-        "quiet root=/dev/mapper/vg0-root",
-        &drives(&lvm, None).iter().map(String::as_str).collect::<Vec<_>>(),
-        240,
-    );
+    let log = boot("quiet root=/dev/mapper/vg0-root", &[lvm], &univ);
     assert!(log.contains(MARK), "LVM boot:\n{}", &log[log.len().saturating_sub(4000)..]);
+    // ext4 on md RAID1, assembled by /init with mdadm.
+    let log = boot(&format!("quiet root=UUID={MD_ROOT_UUID}"), &[&disks[2], &disks[3]], &univ);
+    assert!(log.contains(MARK), "md RAID1 boot:\n{}", &log[log.len().saturating_sub(4000)..]);
 }
