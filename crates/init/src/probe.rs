@@ -139,10 +139,13 @@ pub fn partitions(f: &File) -> Vec<PartEntry> {
         let lba = u64::from_le_bytes(h[72..80].try_into().unwrap());
         let n = u32::from_le_bytes(h[80..84].try_into().unwrap()).min(1024);
         let size = u32::from_le_bytes(h[84..88].try_into().unwrap()) as usize;
-        if size < 128 {
+        // A sane entry size (128, or a larger power of two up to 4 KiB); anything else is
+        // garbage, and must not make PID 1 allocate gigabytes.
+        if !(128..=4096).contains(&size) {
             return Vec::new();
         }
-        let Some(t) = read_at(f, lba * sector, n as usize * size) else { return Vec::new() };
+        let Some(off) = lba.checked_mul(sector) else { return Vec::new() };
+        let Some(t) = read_at(f, off, n as usize * size) else { return Vec::new() };
         let mut out = Vec::new();
         for i in 0..n as usize {
             let e = &t[i * size..(i + 1) * size];

@@ -179,6 +179,9 @@ pub fn run(a: AdviseArgs) -> Result<ExitCode> {
         Some(c) => c,
         None => DEFAULT.iter().map(|s| s.parse().expect("valid default")).collect(),
     };
+    if specs.is_empty() {
+        bail!("no candidates to measure");
+    }
     let size_in = fs::metadata(&raw.0)?.len();
     let mut rows = Vec::new();
     for spec in specs {
