@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Generator benchmark (issue 4), one run, same kernel: `leanrd build` host-only and
-universal vs mkinitramfs (initramfs-tools, MODULES=dep and MODULES=most) and mktirfs
-(tiny-initramfs, unpacked from its .deb because it conflicts with initramfs-tools).
+universal vs mkinitramfs (initramfs-tools, MODULES=dep and MODULES=most), dracut (dracut-core,
+--hostonly and --no-hostonly, when installed) and mktirfs (tiny-initramfs, unpacked from its .deb
+because it conflicts with initramfs-tools).
 
 Reports the median wall time of --runs builds, the image size, and the number of entries
 (counted by `leanrd ls`, which reads every format these tools write).
@@ -55,6 +56,13 @@ def main():
             sh(f"sed -i 's/^MODULES=.*/MODULES={mode}/' {conf}/initramfs.conf")
             t = timed(f"mkinitramfs -d {conf} -o {out} {kver}", a.runs)
             rows.append((f"mkinitramfs MODULES={mode}", t, os.path.getsize(out), entries(leanrd, out)))
+        if shutil.which("dracut"):
+            # dracut-core installs beside initramfs-tools; both its modes, zstd as leanrd.
+            for mode in ("--hostonly", "--no-hostonly"):
+                t = timed(f"dracut -q --force --compress zstd {mode} {out} {kver}", a.runs)
+                rows.append((f"dracut {mode}", t, os.path.getsize(out), entries(leanrd, out)))
+        else:
+            print("(dracut not measured: apt-get install dracut-core)")
         try:
             m = tirfs(work)
             t = timed(f"{m} -o {out} {kver}", a.runs)

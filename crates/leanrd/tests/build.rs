@@ -318,6 +318,14 @@ fn host_detection_on_fixture_trees() {
     assert!(format!("{e:#}").contains("8:99"), "{e:#}");
 }
 
+/// `leanrd build -k KVER --host-root FIXTURE --init INIT EXTRA...` (host detection from the
+/// fixture, a stand-in /init).
+fn build_cmd(k: &str, f: &Fixture, init: &Path, extra: &[&str]) -> Command {
+    let mut c = leanrd();
+    c.args(["build", "-k", k]).args(extra).arg("--host-root").arg(&f.root).arg("--init").arg(init);
+    c
+}
+
 fn fake_init(t: &TempDir) -> PathBuf {
     // A static file stands in for /init here; boot tests use the real one.
     let p = t.join("init");
@@ -331,11 +339,7 @@ fn host_only_virtio_ext4_image_holds_exactly_what_it_needs() {
     let t = TempDir::new("hostonly");
     let f = virtio_ext4(&t);
     let init = fake_init(&t);
-    let out = String::from_utf8(ok(leanrd()
-        .args(["build", "-k", &k, "--print-manifest", "--host-root"])
-        .arg(&f.root)
-        .arg("--init")
-        .arg(&init)
+    let out = String::from_utf8(ok(build_cmd(&k, &f, &init, &["--print-manifest"])
         .arg("--features-dir")
         .arg(t.join("none"))))
     .unwrap();
@@ -380,14 +384,7 @@ fn builds_are_reproducible_and_atomic() {
     let f = virtio_ext4(&t);
     let init = fake_init(&t);
     let build = |out: &Path, extra: &[&str]| {
-        ok(leanrd()
-            .args(["build", "-k", &k, "--host-root"])
-            .arg(&f.root)
-            .arg("--init")
-            .arg(&init)
-            .arg("-o")
-            .arg(out)
-            .args(extra));
+        ok(build_cmd(&k, &f, &init, extra).arg("-o").arg(out));
     };
     let a = t.join("a.img");
     let b = t.join("b.img");
@@ -411,15 +408,7 @@ fn builds_are_reproducible_and_atomic() {
     }
     // A failing build (unknown feature) leaves the previous image alone.
     let before = fs::read(&a).unwrap();
-    let o = leanrd()
-        .args(["build", "-k", &k, "--include", "no-such-feature", "--host-root"])
-        .arg(&f.root)
-        .arg("--init")
-        .arg(&init)
-        .arg("-o")
-        .arg(&a)
-        .output()
-        .unwrap();
+    let o = build_cmd(&k, &f, &init, &["--include", "no-such-feature"]).arg("-o").arg(&a).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-feature"));
     assert!(fs::read(&a).unwrap() == before);
@@ -445,11 +434,7 @@ fn user_features_add_and_override() {
         "when = \"requested\"\nbinaries = [\"busybox\"]\nmodules = [\"kernel/fs/fat/*\"]\n",
     )
     .unwrap();
-    let out = String::from_utf8(ok(leanrd()
-        .args(["build", "-k", &k, "--print-manifest", "--include", "tools", "--host-root"])
-        .arg(&f.root)
-        .arg("--init")
-        .arg(&init)
+    let out = String::from_utf8(ok(build_cmd(&k, &f, &init, &["--print-manifest", "--include", "tools"])
         .arg("--features-dir")
         .arg(&fd)))
     .unwrap();
@@ -458,13 +443,7 @@ fn user_features_add_and_override() {
     }
     assert!(out.contains("/fat/vfat.ko") && out.contains("/fat/fat.ko"), "{out}");
     // Without --include it is not there.
-    let out = String::from_utf8(ok(leanrd()
-        .args(["build", "-k", &k, "--print-manifest", "--host-root"])
-        .arg(&f.root)
-        .arg("--init")
-        .arg(&init)
-        .arg("--features-dir")
-        .arg(&fd)))
-    .unwrap();
+    let out =
+        String::from_utf8(ok(build_cmd(&k, &f, &init, &["--print-manifest"]).arg("--features-dir").arg(&fd))).unwrap();
     assert!(!out.contains("/fat/vfat.ko"));
 }
