@@ -52,7 +52,10 @@ fn root_tree(t: &TempDir) -> PathBuf {
     std::os::unix::fs::symlink("busybox", r.join("bin/sh")).unwrap();
     fs::write(
         r.join("sbin/init"),
-        format!("#!/bin/sh\n/bin/busybox echo {MARK} $(/bin/busybox cat /proc/uptime)\n/bin/busybox poweroff -f\n"),
+        format!(
+            "#!/bin/sh\n/bin/busybox echo {MARK} $(/bin/busybox cat /proc/uptime)\n\
+             /bin/busybox echo ROOT-MOUNT $(/bin/busybox grep ' / ' /proc/mounts)\n/bin/busybox poweroff -f\n"
+        ),
     )
     .unwrap();
     let st = Command::new("chmod").arg("755").arg(r.join("sbin/init")).status().unwrap();
@@ -197,12 +200,13 @@ fn boot_matrix() {
     let btrfs_disk = partitioned(&t, &btrfs, true, "44444444-5555-6666-7777-888888888888", "btrgpt");
     let d = |p: &Path| p.display().to_string();
 
+    // snapshot=on: two VMs may boot from the same disk image at once.
     let cases = vec![
         Case {
             name: "host-only ext4 virtio-blk UUID",
             image: host_img.clone(),
             append: "quiet root=UUID=11111111-2222-3333-4444-555555555555".into(),
-            qemu: args(&format!("-drive file={},if=virtio,format=raw", d(&ext4_disk))),
+            qemu: args(&format!("-drive file={},if=virtio,format=raw,snapshot=on", d(&ext4_disk))),
             expect: vec![MARK],
         },
         Case {
@@ -210,7 +214,7 @@ fn boot_matrix() {
             image: univ.clone(),
             append: "quiet root=LABEL=xfsroot".into(),
             qemu: args(&format!(
-                "-device virtio-scsi-pci,id=scsi0 -drive file={},if=none,id=d0,format=raw -device scsi-hd,drive=d0,bus=scsi0.0",
+                "-device virtio-scsi-pci,id=scsi0 -drive file={},if=none,id=d0,format=raw,snapshot=on -device scsi-hd,drive=d0,bus=scsi0.0",
                 d(&xfs)
             )),
             expect: vec![MARK],
@@ -220,17 +224,27 @@ fn boot_matrix() {
             image: univ.clone(),
             append: "quiet root=PARTUUID=44444444-5555-6666-7777-888888888888".into(),
             qemu: args(&format!(
-                "-device ahci,id=ahci0 -drive file={},if=none,id=d0,format=raw -device ide-hd,drive=d0,bus=ahci0.0",
+                "-device ahci,id=ahci0 -drive file={},if=none,id=d0,format=raw,snapshot=on -device ide-hd,drive=d0,bus=ahci0.0",
                 d(&btrfs_disk)
             )),
             expect: vec![MARK],
+        },
+        Case {
+            name: "universal btrfs PARTLABEL rw rootflags init=",
+            image: univ.clone(),
+            append: "quiet root=PARTLABEL=root rw rootflags=compress=zstd init=/sbin/init".into(),
+            qemu: args(&format!(
+                "-device ahci,id=ahci0 -drive file={},if=none,id=d0,format=raw,snapshot=on -device ide-hd,drive=d0,bus=ahci0.0",
+                d(&btrfs_disk)
+            )),
+            expect: vec![MARK, "btrfs rw,", "compress=zstd"],
         },
         Case {
             name: "universal ext4 NVMe path",
             image: univ.clone(),
             append: "quiet root=/dev/nvme0n1p1".into(),
             qemu: args(&format!(
-                "-drive file={},if=none,id=nv0,format=raw -device nvme,serial=leanrd0,drive=nv0",
+                "-drive file={},if=none,id=nv0,format=raw,snapshot=on -device nvme,serial=leanrd0,drive=nv0",
                 d(&ext4_disk)
             )),
             expect: vec![MARK],
@@ -239,7 +253,7 @@ fn boot_matrix() {
             name: "wrong UUID diagnosis",
             image: host_img.clone(),
             append: "quiet root=UUID=99999999-9999-9999-9999-999999999999 leanrd.timeout=5".into(),
-            qemu: args(&format!("-drive file={},if=virtio,format=raw", d(&ext4_disk))),
+            qemu: args(&format!("-drive file={},if=virtio,format=raw,snapshot=on", d(&ext4_disk))),
             expect: vec![
                 "leanrd: cannot boot: waited 5 s for root=UUID=99999999-9999-9999-9999-999999999999",
                 "block devices seen:",
