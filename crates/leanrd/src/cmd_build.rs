@@ -121,6 +121,7 @@ pub struct Config {
     init: Option<PathBuf>,
     features_dir: Option<PathBuf>,
     output: Option<String>,
+    threads: Option<u32>,
 }
 
 pub fn load_config(path: &Path, required: bool) -> Result<Config> {
@@ -293,7 +294,7 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         segs.push(SegmentSpec { entries: early, compress: Spec::new(Format::None), data_align: None, checksum: false });
     }
     segs.push(SegmentSpec { entries: main, compress, data_align, checksum: false });
-    let threads = a.threads.unwrap_or_else(leanrd_compress::default_threads);
+    let threads = a.threads.or(cfg.threads).unwrap_or_else(leanrd_compress::default_threads);
     let stats = image::write_image(out.file(), 0, segs, threads)?;
     out.commit()?;
     let d = AtomicFile::create(&dpath)?;

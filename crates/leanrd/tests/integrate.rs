@@ -32,7 +32,7 @@ fn sysroot(t: &TempDir) -> std::path::PathBuf {
     fs::write(
         r.join("etc/leanrd/leanrd.toml"),
         format!(
-            "# test configuration\nuniversal = true\ncompress = \"gzip:1\"\ninit = \"{}\"\n",
+            "# test configuration\nuniversal = true\ncompress = \"gzip:1\"\nthreads = 1\ninit = \"{}\"\n",
             r.join("init").display()
         ),
     )
