@@ -134,3 +134,69 @@ fn config_file_settings_and_errors() {
     let bash = String::from_utf8(ok(leanrd().args(["completions", "bash"]))).unwrap();
     assert!(bash.contains("install-hooks") && bash.contains("--data-align"));
 }
+
+/// Compressed modules are decompressed at build time (signature and all) unless the target
+/// kernel decompresses them itself; firmware named in a module's .modinfo is included.
+#[test]
+fn compressed_modules_and_firmware() {
+    let Some(kdir) = fs::read_dir("/lib/modules")
+        .ok()
+        .and_then(|rd| rd.flatten().map(|e| e.path()).find(|p| p.join("kernel/drivers/tty/moxa.ko").exists()))
+    else {
+        eprintln!("skipping: no kernel tree with moxa.ko (a module that names firmware)");
+        return;
+    };
+    if !have("xz") || !have("zstd") {
+        eprintln!("skipping: xz and zstd needed to make compressed modules");
+        return;
+    }
+    let original = fs::read(kdir.join("kernel/drivers/tty/moxa.ko")).unwrap();
+    for decompresses in [false, true] {
+        let t = TempDir::new("kocomp");
+        let r = sysroot(&t);
+        let m = r.join(format!("lib/modules/{KVER}"));
+        fs::create_dir_all(m.join("kernel/drivers/tty")).unwrap();
+        fs::create_dir_all(m.join("kernel/lib")).unwrap();
+        fs::write(m.join("kernel/drivers/tty/moxa.ko"), &original).unwrap();
+        fs::write(m.join("kernel/lib/demo2.ko"), noise(9, 3000)).unwrap();
+        let st = Command::new("xz")
+            .args(["-q", "--check=crc32"])
+            .arg(m.join("kernel/drivers/tty/moxa.ko"))
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let st = Command::new("zstd").args(["-q", "--rm"]).arg(m.join("kernel/lib/demo2.ko")).status().unwrap();
+        assert!(st.success());
+        fs::write(
+            m.join("modules.dep"),
+            "kernel/fs/demo/demo.ko:\nkernel/drivers/tty/moxa.ko.xz: kernel/lib/demo2.ko.zst\nkernel/lib/demo2.ko.zst:\n",
+        )
+        .unwrap();
+        fs::write(r.join("etc/leanrd/features.d/demo.toml"), "when = \"always\"\nmodules = [\"moxa\"]\n").unwrap();
+        // One of moxa's firmware files exists, the other does not (a warning).
+        fs::create_dir_all(r.join("lib/firmware")).unwrap();
+        fs::write(r.join("lib/firmware/c320tunx.cod"), b"firmware blob").unwrap();
+        if decompresses {
+            fs::write(r.join(format!("boot/config-{KVER}")), "CONFIG_MODULE_DECOMPRESS=y\n").unwrap();
+        }
+        let img = t.join("img");
+        let o = leanrd().args(["build", "-k", KVER, "--sysroot"]).arg(&r).arg("-o").arg(&img).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert!(err.contains("firmware cp204unx.cod not found"), "{err}");
+        let out = t.join("x");
+        ok(leanrd().arg("extract").arg(&img).arg("-C").arg(&out));
+        let moddir = out.join(format!("lib/modules/{KVER}/kernel"));
+        if decompresses {
+            assert!(moddir.join("drivers/tty/moxa.ko.xz").exists());
+            assert!(moddir.join("lib/demo2.ko.zst").exists());
+        } else {
+            // Decompressed, byte for byte (the appended signature included).
+            assert_eq!(fs::read(moddir.join("drivers/tty/moxa.ko")).unwrap(), original);
+            assert_eq!(fs::read(moddir.join("lib/demo2.ko")).unwrap(), noise(9, 3000));
+            let dep = fs::read_to_string(out.join(format!("lib/modules/{KVER}/modules.dep"))).unwrap();
+            assert!(dep.contains("kernel/drivers/tty/moxa.ko: kernel/lib/demo2.ko"), "{dep}");
+        }
+        assert_eq!(fs::read(out.join("lib/firmware/c320tunx.cod")).unwrap(), b"firmware blob");
+    }
+}
