@@ -39,7 +39,10 @@ impl Kernel {
             .map(|d| format!("{d}/{kver}"))
             .find(|d| host_path(sysroot, d).join("modules.dep").exists())
             .with_context(|| {
-                format!("no modules.dep for kernel {kver} under {}/lib/modules (run depmod?)", sysroot.display())
+                format!(
+                    "no modules.dep for kernel {kver} under {} (run depmod?)",
+                    host_path(sysroot, "/lib/modules").display()
+                )
             })?;
         let hd = host_path(sysroot, &dir);
         let text = |f: &str| -> Result<String> { Ok(String::from_utf8_lossy(&read_opt(&hd.join(f))?).into_owned()) };
