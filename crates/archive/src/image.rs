@@ -38,6 +38,19 @@ pub fn next_start(end: u64, prev: Option<Format>) -> u64 {
     align4(end + pad)
 }
 
+/// Stream a planned archive through `spec`'s encoder (or as it is, for `none`) into `w`. The
+/// caller flushes `w`.
+pub fn write_compressed(layout: &Layout, spec: Spec, threads: u32, w: &mut (dyn Write + Send)) -> Result<Stats> {
+    if spec.format == Format::None {
+        return write::write_stream(layout, w);
+    }
+    let mut enc = leanrd_compress::encoder(spec, threads, Some(layout.len()), w)
+        .with_context(|| format!("cannot start the {spec} encoder"))?;
+    let stats = write::write_stream(layout, &mut enc)?;
+    enc.finish().context("compression failed")?;
+    Ok(stats)
+}
+
 /// Write `seg` into `out` starting at `start` (4-aligned). Returns its stats; the file ends
 /// at `start + len` (it is truncated there).
 pub fn write_segment(out: &File, start: u64, seg: SegmentSpec, threads: u32) -> Result<SegmentStats> {
@@ -53,10 +66,7 @@ pub fn write_segment(out: &File, start: u64, seg: SegmentSpec, threads: u32) -> 
         let mut f = out;
         f.seek(SeekFrom::Start(start)).context("cannot seek the output")?;
         let mut buf = BufWriter::with_capacity(1 << 20, f);
-        let mut enc = leanrd_compress::encoder(seg.compress, threads, Some(layout.len()), &mut buf)
-            .with_context(|| format!("cannot start the {} encoder", seg.compress))?;
-        let stats = write::write_stream(&layout, &mut enc)?;
-        enc.finish().context("compression failed")?;
+        let stats = write_compressed(&layout, seg.compress, threads, &mut buf)?;
         buf.flush().context("write to the output failed")?;
         stats
     } else {

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use leanrd_archive::image::{self, SegmentSpec};
 use leanrd_archive::write::AtomicFile;
-use leanrd_archive::{Entry, Layout, Normalize, input, layout, manifest, write};
+use leanrd_archive::{Entry, Layout, Normalize, input, layout, manifest};
 use leanrd_compress::{Format, Spec};
 
 #[derive(Args)]
@@ -121,14 +121,7 @@ pub fn run(a: CpioArgs) -> Result<ExitCode> {
                 layout::Options { data_align: seg.data_align, checksum: seg.checksum, base: 0 },
             )?;
             let mut buf = BufWriter::with_capacity(1 << 20, io::stdout());
-            let s = if a.compress.format == Format::None {
-                write::write_stream(&layout, &mut buf)?
-            } else {
-                let mut enc = leanrd_compress::encoder(a.compress, threads, Some(layout.len()), &mut buf)?;
-                let s = write::write_stream(&layout, &mut enc)?;
-                enc.finish().context("compression failed")?;
-                s
-            };
+            let s = image::write_compressed(&layout, a.compress, threads, &mut buf)?;
             buf.flush().context("write to stdout failed")?;
             vec![(0, layout.len(), a.compress, s)]
         }
