@@ -10,7 +10,6 @@ host-only images built here fit it), root=UUID=. The root's init prints /proc/up
 Usage (root, Debian 12, busybox-static): python3 bench/boot.py [--runs 3] [--kver KVER]
 """
 
-import argparse
 import os
 import re
 import shutil
@@ -18,7 +17,7 @@ import statistics
 import tempfile
 import time
 
-from common import MARK, build_leanrd, qemu, root_disk, sh, tirfs
+from common import MARK, boot_setup, qemu, root_disk, sh, tirfs
 
 
 def boot(kernel, initrd, img):
@@ -31,13 +30,7 @@ def boot(kernel, initrd, img):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--kver", default=None)
-    a = ap.parse_args()
-    kver = a.kver or sorted(os.listdir("/lib/modules"))[-1]
-    kernel = f"/boot/vmlinuz-{kver}"
-    leanrd, init = build_leanrd()
+    a, kver, kernel, leanrd, init = boot_setup()
     work = tempfile.mkdtemp(prefix="leanrd-bench-boot-")
     try:
         img = root_disk(work)

@@ -13,6 +13,19 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, shell=True, check=True, **kw)
 
 
+def boot_setup():
+    """The options every boot benchmark takes (--runs, --kver), the kernel to boot, and
+    freshly built leanrd and /init: (args, kver, kernel, leanrd, init)."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--kver", default=None)
+    a = ap.parse_args()
+    kver = a.kver or sorted(os.listdir("/lib/modules"))[-1]
+    leanrd, init = build_leanrd()
+    return a, kver, f"/boot/vmlinuz-{kver}", leanrd, init
+
+
 def build_leanrd():
     """Build leanrd and the static /init; return their paths."""
     sh("cargo build --release -q -p leanrd", cwd=ROOT)

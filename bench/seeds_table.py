@@ -14,7 +14,6 @@ with percentages against the xz column.
 Usage (root, Debian 12): python3 bench/seeds_table.py [--runs 3] [--kver KVER]
 """
 
-import argparse
 import json
 import os
 import re
@@ -24,7 +23,7 @@ import subprocess
 import tempfile
 import time
 
-from common import build_leanrd, qemu, root_disk, sh
+from common import boot_setup, qemu, root_disk, sh
 
 MODES = [("xz", ["--compress", "xz"]), ("zstd", ["--compress", "zstd"]), ("reflink", ["--compress", "none", "--data-align", "4096"])]
 
@@ -72,13 +71,7 @@ def pct(v, ref):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--kver", default=None)
-    a = ap.parse_args()
-    kver = a.kver or sorted(os.listdir("/lib/modules"))[-1]
-    kernel = f"/boot/vmlinuz-{kver}"
-    leanrd, init0 = build_leanrd()
+    a, kver, kernel, leanrd, init0 = boot_setup()
     work = tempfile.mkdtemp(prefix="leanrd-bench-seeds-")
     print(f"## The seeds' table for leanrd, {time.strftime('%Y-%m-%d')}, kernel {kver}, {os.cpu_count()} cores, "
           f"QEMU TCG; build runtime median of {a.runs}\n")

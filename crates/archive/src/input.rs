@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -157,15 +157,6 @@ pub fn check_size(path: &Path, len: u64) -> Result<()> {
         bail!("{}: {} bytes is larger than newc's 4 GiB limit", path.display(), len);
     }
     Ok(())
-}
-
-trait IntoVec {
-    fn into_vec(self) -> Vec<u8>;
-}
-impl IntoVec for std::ffi::OsString {
-    fn into_vec(self) -> Vec<u8> {
-        std::os::unix::ffi::OsStringExt::into_vec(self)
-    }
 }
 
 #[cfg(test)]

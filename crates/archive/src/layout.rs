@@ -6,8 +6,7 @@ use std::io::Read;
 
 use anyhow::{Context, Result};
 use leanrd_newc::{
-    Header, MAX_ALIGNABLE_NAME, PATH_MAX, S_IFDIR, S_IFMT, TRAILER, align4, aligned_namesize, checksum_update,
-    filler_namesize,
+    Header, MAX_ALIGNABLE_NAME, PATH_MAX, S_IFDIR, S_IFMT, TRAILER, aligned_namesize, checksum_update, filler_namesize,
 };
 
 use crate::entry::{Data, Entry};
@@ -199,11 +198,6 @@ fn checksum(e: &Entry) -> Result<u32> {
             sum
         }
     })
-}
-
-/// Round an image offset up to where the next uncompressed segment may start.
-pub fn next_segment_start(end: u64) -> u64 {
-    align4(end)
 }
 
 #[cfg(test)]

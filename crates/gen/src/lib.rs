@@ -128,7 +128,7 @@ pub fn generate(o: &Options) -> Result<Generated> {
         for m in list {
             let names: Vec<String> =
                 if m.contains('/') { kernel.db.glob(m).into_iter().collect() } else { vec![m.clone()] };
-            if *required && !f.fstypes.iter().any(|_| o.universal) {
+            if *required {
                 load.extend(names.iter().cloned());
             }
             wanted.extend(names);

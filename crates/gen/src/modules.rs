@@ -5,12 +5,12 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 use goblin::elf::Elf;
 use leanrd_compress::Format;
-use leanrd_kmod::{ModuleDb, Resolved, name_of_path};
+use leanrd_kmod::{ModuleDb, Resolved};
 
 use crate::plan::{Item, Plan, host_path};
 
@@ -191,11 +191,6 @@ impl Kernel {
             rel.trim_end_matches(".xz").trim_end_matches(".zst").trim_end_matches(".gz").to_string()
         }
     }
-
-    /// The module name of a file in the tree (for globs).
-    pub fn name_of(rel: &str) -> String {
-        name_of_path(rel)
-    }
 }
 
 /// Values of `key` in an ELF module's .modinfo section.
@@ -220,16 +215,11 @@ pub fn modinfo(data: &[u8], key: &str) -> Vec<String> {
     out
 }
 
-/// The running kernel's release.
+/// The running kernel's release (the default target).
 pub fn running_kernel() -> Result<String> {
-    Ok(rustix_uname())
-}
-
-fn rustix_uname() -> String {
-    fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
-}
-
-/// Where tests and users find a kernel's tree under a sysroot.
-pub fn modules_dir(sysroot: &Path, kver: &str) -> PathBuf {
-    host_path(sysroot, &format!("/lib/modules/{kver}"))
+    let p = "/proc/sys/kernel/osrelease";
+    let r = fs::read_to_string(p).with_context(|| format!("{p}: cannot read the running kernel's release (use -k)"))?;
+    let r = r.trim().to_string();
+    anyhow::ensure!(!r.is_empty(), "{p} is empty: cannot tell the running kernel's release (use -k)");
+    Ok(r)
 }

@@ -76,26 +76,30 @@ struct Modules {
     loaded: HashSet<String>,
     failed: BTreeMap<String, i32>,
     seen_aliases: HashSet<String>,
+    /// Why the image's module tables could not be read, if they could not.
+    table_error: Option<String>,
 }
 
 impl Modules {
     fn open(kver: &str) -> Modules {
         let dir = format!("/lib/modules/{kver}");
         let rd = |f: &str| fs::read_to_string(format!("{dir}/{f}")).unwrap_or_default();
-        let db = ModuleDb::parse(
+        let (db, table_error) = match ModuleDb::parse(
             &rd("modules.dep"),
             &rd("modules.alias"),
             &rd("modules.softdep"),
             &rd("modules.builtin.names"),
             b"",
-        )
-        .unwrap_or_default();
+        ) {
+            Ok(db) => (db, None),
+            Err(e) => (ModuleDb::default(), Some(format!("{dir}/{e}: no modules can be loaded"))),
+        };
         let loaded = fs::read_to_string("/proc/modules")
             .unwrap_or_default()
             .lines()
             .filter_map(|l| l.split_whitespace().next().map(str::to_string))
             .collect();
-        Modules { dir, db, loaded, failed: BTreeMap::new(), seen_aliases: HashSet::new() }
+        Modules { dir, db, loaded, failed: BTreeMap::new(), seen_aliases: HashSet::new(), table_error }
     }
 
     /// Load a name, alias or modalias with everything it needs. Returns how many modules
@@ -512,6 +516,9 @@ impl Init {
             }
         }
         s += &format!("leanrd: {} modules loaded\n", self.mods.loaded.len());
+        if let Some(e) = &self.mods.table_error {
+            s += &format!("leanrd: {e}\n");
+        }
         for n in &self.notes {
             s += &format!("leanrd: {n}\n");
         }
