@@ -1,5 +1,8 @@
 //! The kernel command line and the configuration file the generator wrote into the image.
 
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
 /// Settings from the kernel command line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cmdline {
@@ -42,7 +45,7 @@ pub fn words(s: &str) -> Vec<String> {
             }
             c if c.is_whitespace() && !quoted => {
                 if any {
-                    out.push(std::mem::take(&mut cur));
+                    out.push(core::mem::take(&mut cur));
                     any = false;
                 }
             }

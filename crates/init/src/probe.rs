@@ -3,8 +3,13 @@
 //! PARTUUID/PARTLABEL. Hand-written: the probing crates are either bindings to libblkid or
 //! far larger than the few offsets needed here.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use rustix::fd::AsFd;
+
+use crate::sys::read_at;
 
 /// What a device says about itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -14,12 +19,6 @@ pub struct Probe {
     pub label: Option<String>,
     pub partuuid: Option<String>,
     pub partlabel: Option<String>,
-}
-
-fn read_at(f: &File, off: u64, len: usize) -> Option<Vec<u8>> {
-    let mut b = vec![0u8; len];
-    f.read_exact_at(&mut b, off).ok()?;
-    Some(b)
 }
 
 fn uuid_str(b: &[u8]) -> String {
@@ -50,7 +49,8 @@ fn cstr(b: &[u8]) -> Option<String> {
 }
 
 /// Probe the file system (or LUKS header) on a device.
-pub fn probe_fs(f: &File) -> Probe {
+pub fn probe_fs<Fd: AsFd>(fd: Fd) -> Probe {
+    let f = fd.as_fd();
     let mut p = Probe::default();
     // LUKS1/2: magic at 0, UUID string at 168.
     if let Some(b) = read_at(f, 0, 512) {
@@ -130,7 +130,8 @@ pub struct PartEntry {
 }
 
 /// Read the partition table of a whole disk (GPT with 512 or 4096-byte sectors, else MBR).
-pub fn partitions(f: &File) -> Vec<PartEntry> {
+pub fn partitions<Fd: AsFd>(fd: Fd) -> Vec<PartEntry> {
+    let f = fd.as_fd();
     for sector in [512u64, 4096] {
         let Some(h) = read_at(f, sector, 92) else { continue };
         if &h[0..8] != b"EFI PART" {

@@ -3,10 +3,21 @@
 //! modules to load, as `modprobe --show-depends` does, plus soft dependencies.
 //!
 //! Hand-written: the tables are simple text, and the existing crates bind libkmod (C), which
-//! the static /init must not need. No dependencies, so /init can share this code.
+//! the static /init must not need. No dependencies and `no_std` (alloc only), so the libc-free
+//! /init shares this code.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::fmt;
+#![no_std]
+
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
+
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
 
 /// A module's canonical name: file stem without `.ko*`, `-` turned into `_`.
 pub fn normalize(name: &str) -> String {
@@ -138,7 +149,7 @@ impl fmt::Display for ParseError {
     }
 }
 
-impl std::error::Error for ParseError {}
+impl core::error::Error for ParseError {}
 
 /// What a name or alias resolves to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,19 +167,19 @@ pub enum Resolved {
 #[derive(Debug, Default, Clone)]
 pub struct ModuleDb {
     /// name → path relative to /lib/modules/KVER.
-    pub paths: HashMap<String, String>,
+    pub paths: BTreeMap<String, String>,
     /// name → direct and indirect dependencies, as modules.dep lists them.
-    pub deps: HashMap<String, Vec<String>>,
+    pub deps: BTreeMap<String, Vec<String>>,
     /// (pattern, normalised) and module name, in file order (order matters: modprobe
     /// returns matches in this order).
     pub aliases: Vec<(String, String)>,
     /// name → (pre, post) soft dependencies, all lines merged.
-    pub softdeps: HashMap<String, (Vec<String>, Vec<String>)>,
-    pub builtin: HashSet<String>,
+    pub softdeps: BTreeMap<String, (Vec<String>, Vec<String>)>,
+    pub builtin: BTreeSet<String>,
     /// Aliases of built-in modules (from modules.builtin.modinfo).
     pub builtin_aliases: Vec<(String, String)>,
     /// Prefix index over `aliases`: first 4 bytes of the pattern (when literal) → indices.
-    index: HashMap<[u8; 4], Vec<usize>>,
+    index: BTreeMap<[u8; 4], Vec<usize>>,
     wild: Vec<usize>,
 }
 
@@ -234,7 +245,7 @@ impl ModuleDb {
             db.builtin.insert(name_of_path(line.trim()));
         }
         for rec in builtin_modinfo.split(|&b| b == 0) {
-            let Ok(rec) = std::str::from_utf8(rec) else { continue };
+            let Ok(rec) = core::str::from_utf8(rec) else { continue };
             if let Some((m, v)) = rec.split_once(".alias=") {
                 db.builtin.insert(normalize(m));
                 db.builtin_aliases.push((normalize_alias(v), normalize(m)));
@@ -300,7 +311,7 @@ impl ModuleDb {
             m
         };
         let mut out = Vec::new();
-        let mut seen = HashSet::new();
+        let mut seen = BTreeSet::new();
         for m in mods {
             self.closure(&m, &mut out, &mut seen, 0);
         }
@@ -308,7 +319,7 @@ impl ModuleDb {
     }
 
     /// Dependencies first, then the module; pre-softdeps before, post-softdeps after.
-    fn closure(&self, name: &str, out: &mut Vec<String>, seen: &mut HashSet<String>, depth: usize) {
+    fn closure(&self, name: &str, out: &mut Vec<String>, seen: &mut BTreeSet<String>, depth: usize) {
         if depth > 64 || !seen.insert(name.to_string()) || !self.paths.contains_key(name) {
             return;
         }
@@ -328,7 +339,7 @@ impl ModuleDb {
         }
     }
 
-    fn soft(&self, what: &str, out: &mut Vec<String>, seen: &mut HashSet<String>, depth: usize) {
+    fn soft(&self, what: &str, out: &mut Vec<String>, seen: &mut BTreeSet<String>, depth: usize) {
         let n = normalize(what);
         if self.paths.contains_key(&n) {
             self.closure(&n, out, seen, depth + 1);

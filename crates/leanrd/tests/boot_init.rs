@@ -23,10 +23,9 @@ fn init_binary() -> Option<PathBuf> {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let st = Command::new(cargo)
             .current_dir(&ws)
-            .args(["build", "-q", "--profile", "init", "-p", "leanrd-init", "--target", "x86_64-unknown-linux-gnu"])
-            .arg("--target-dir")
+            .args(["build", "-q", "--manifest-path", "crates/init/Cargo.toml", "--profile", "init"])
+            .args(["--target", "x86_64-unknown-linux-gnu", "--target-dir"])
             .arg(&target)
-            .env("RUSTFLAGS", "-C target-feature=+crt-static")
             .status()
             .ok()?;
         if !st.success() {

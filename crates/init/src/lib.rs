@@ -1,0 +1,716 @@
+//! leanrd's /init. As PID 1: mount the API file systems, load the modules the generator
+//! listed, coldplug every device's modalias (and keep listening for uevents), find the root
+//! by UUID/LABEL/PARTUUID/PARTLABEL/path, unlock/activate LUKS, LVM and md when the image has
+//! them, mount the root and switch to it. On failure it says why, on one screen, and never
+//! exits (PID 1 exiting panics the kernel without a word).
+//!
+//! As anything else it is the kernel's module helper (/proc/sys/kernel/modprobe points here):
+//! `/init -q -- MODULE` loads MODULE with its dependencies.
+
+//!
+//! No libc: the binary (src/main.rs) starts the process itself and everything here runs on
+//! rustix's raw syscalls ([`sys`]), with `alloc` for strings and tables. The library is
+//! `no_std` so that its unit tests run on the host with std.
+
+#![cfg_attr(not(test), no_std)]
+
+extern crate alloc;
+
+pub mod config;
+pub mod probe;
+pub mod sys;
+
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec;
+use alloc::vec::Vec;
+
+use config::{Cmdline, Conf};
+use leanrd_kmod::ModuleDb;
+use rustix::fd::OwnedFd;
+use rustix::fs::FileType;
+use rustix::mount::{MountFlags, UnmountFlags};
+use sys::{Errno, eprint, exists as has, strerror};
+
+const CONF: &str = "/etc/leanrd/init.conf";
+
+fn read_text(path: &str) -> String {
+    sys::read_string(path).unwrap_or_default()
+}
+
+/// Log to the kernel log (timestamped by the kernel) when debugging, and to the console for
+/// errors.
+struct Log {
+    debug: bool,
+    kmsg: Option<OwnedFd>,
+}
+
+impl Log {
+    fn debug(&mut self, msg: &str) {
+        if self.debug
+            && let Some(k) = &self.kmsg
+        {
+            sys::write_all(k, format!("<5>leanrd: {msg}\n").as_bytes());
+        }
+    }
+    fn error(&mut self, msg: &str) {
+        eprint(&format!("leanrd: {msg}\n"));
+    }
+}
+
+fn mount(src: &str, target: &str, fstype: &str, flags: MountFlags, data: Option<&str>) -> Result<(), Errno> {
+    sys::mkdir_p(target);
+    let data = data.map(|d| alloc::ffi::CString::new(d).map_err(|_| Errno::INVAL)).transpose()?;
+    rustix::mount::mount(src, target, fstype, flags, data.as_deref())
+}
+
+/// The module tables in the image and what has been loaded.
+struct Modules {
+    dir: String,
+    db: ModuleDb,
+    loaded: BTreeSet<String>,
+    failed: BTreeMap<String, Errno>,
+    seen_aliases: BTreeSet<String>,
+    /// Why the image's module tables could not be read, if they could not.
+    table_error: Option<String>,
+}
+
+impl Modules {
+    fn open(kver: &str) -> Modules {
+        let dir = format!("/lib/modules/{kver}");
+        let rd = |f: &str| read_text(&format!("{dir}/{f}"));
+        let (db, table_error) = match ModuleDb::parse(
+            &rd("modules.dep"),
+            &rd("modules.alias"),
+            &rd("modules.softdep"),
+            &rd("modules.builtin.names"),
+            b"",
+        ) {
+            Ok(db) => (db, None),
+            Err(e) => (ModuleDb::default(), Some(format!("{dir}/{e}: no modules can be loaded"))),
+        };
+        let loaded = read_text("/proc/modules")
+            .lines()
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .collect();
+        Modules { dir, db, loaded, failed: BTreeMap::new(), seen_aliases: BTreeSet::new(), table_error }
+    }
+
+    /// Load a name, alias or modalias with everything it needs. Returns how many modules
+    /// were newly loaded.
+    fn load(&mut self, what: &str, log: &mut Log) -> usize {
+        self.load_many(&[what.to_string()], log)
+    }
+
+    /// Load several names/aliases with everything they need, in waves: every module whose
+    /// dependencies (and pre-softdeps) are loaded goes in the same wave, and a wave's modules
+    /// are loaded concurrently (finit_module in forked children).
+    fn load_many(&mut self, whats: &[String], log: &mut Log) -> usize {
+        let mut pending: Vec<String> = Vec::new();
+        for w in whats {
+            if let leanrd_kmod::Resolved::Modules(list) = self.db.resolve(w) {
+                for m in list {
+                    if !self.loaded.contains(&m) && !self.failed.contains_key(&m) && !pending.contains(&m) {
+                        pending.push(m);
+                    }
+                }
+            }
+        }
+        let mut n = 0;
+        while !pending.is_empty() {
+            let waits_for = |m: &String| -> Vec<String> {
+                let mut v: Vec<String> = self.db.deps.get(m).cloned().unwrap_or_default();
+                if let Some((pre, _)) = self.db.softdeps.get(m) {
+                    v.extend(pre.iter().map(|s| leanrd_kmod::normalize(s)));
+                }
+                v
+            };
+            let mut wave: Vec<String> =
+                pending.iter().filter(|m| waits_for(m).iter().all(|d| !pending.contains(d))).cloned().collect();
+            if wave.is_empty() {
+                wave.push(pending[0].clone()); // a cycle: break it in list order
+            }
+            pending.retain(|m| !wave.contains(m));
+            let dir = &self.dir;
+            let paths: Vec<(String, Option<String>)> =
+                wave.iter().map(|m| (m.clone(), self.db.paths.get(m).map(|r| format!("{dir}/{r}")))).collect();
+            for (m, r) in load_wave(paths) {
+                match r {
+                    Ok(()) => {
+                        log.debug(&format!("loaded {m}"));
+                        self.loaded.insert(m);
+                        n += 1;
+                    }
+                    Err(e) => {
+                        log.debug(&format!("{m}: {}", strerror(e)));
+                        self.failed.insert(m, e);
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    /// Load drivers for every device in sysfs not seen before. Returns modules loaded.
+    fn coldplug(&mut self, log: &mut Log) -> usize {
+        let mut aliases = Vec::new();
+        let mut stack = vec!["/sys/devices".to_string()];
+        while let Some(d) = stack.pop() {
+            let Ok(rd) = sys::list_dir(&d) else { continue };
+            for (name, ft) in rd {
+                if ft == FileType::Directory {
+                    stack.push(format!("{d}/{name}"));
+                } else if name == "modalias"
+                    && let Some(a) = sys::read_string(&format!("{d}/{name}"))
+                {
+                    let a = a.trim().to_string();
+                    if !a.is_empty() && self.seen_aliases.insert(a.clone()) {
+                        aliases.push(a);
+                    }
+                }
+            }
+        }
+        self.load_many(&aliases, log)
+    }
+}
+
+/// Load one module file (an already loaded module counts as loaded).
+fn finit(path: &str) -> Result<(), Errno> {
+    let f = sys::open(path)?;
+    match rustix::system::finit_module(&f, c"", 0) {
+        Ok(()) | Err(Errno::EXIST) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Load one wave of independent modules at once: one forked child per module (/init has no
+/// threads without libc; a fork of this small process is cheap), each reporting its errno as
+/// its exit status. A single module, or a failed fork, loads in this process.
+fn load_wave(paths: Vec<(String, Option<String>)>) -> Vec<(String, Result<(), Errno>)> {
+    let mut out = Vec::new();
+    let mut kids = Vec::new();
+    let single = paths.len() == 1;
+    for (m, p) in paths {
+        let Some(p) = p else {
+            out.push((m, Err(Errno::NOENT)));
+            continue;
+        };
+        match if single { Err(Errno::AGAIN) } else { sys::fork() } {
+            Ok(0) => sys::exit(finit(&p).err().map_or(0, |e| e.raw_os_error())),
+            Ok(pid) => kids.push((m, pid)),
+            Err(_) => out.push((m, finit(&p))),
+        }
+    }
+    for (m, pid) in kids {
+        let st = sys::wait(pid);
+        let r = match st {
+            st if st & 0x7f == 0 => match (st >> 8) & 0xff {
+                0 => Ok(()),
+                e => Err(Errno::from_raw_os_error(e)),
+            },
+            _ => Err(Errno::CHILD),
+        };
+        out.push((m, r));
+    }
+    out
+}
+
+/// A netlink socket for kernel uevents: devices that appear later get their drivers.
+fn uevent_socket() -> Option<OwnedFd> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType, netlink};
+    let fd = rustix::net::socket_with(
+        AddressFamily::NETLINK,
+        SocketType::DGRAM,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        Some(netlink::KOBJECT_UEVENT),
+    )
+    .ok()?;
+    rustix::net::bind(&fd, &netlink::SocketAddrNetlink::new(0, 1)).ok()?;
+    Some(fd)
+}
+
+/// Wait up to `ms` for uevents; returns the MODALIAS values received.
+fn uevents(fd: &OwnedFd, ms: u64) -> Vec<String> {
+    use rustix::event::{PollFd, PollFlags};
+    let mut out = Vec::new();
+    let t = rustix::time::Timespec { tv_sec: (ms / 1000) as i64, tv_nsec: ((ms % 1000) * 1_000_000) as i64 };
+    if !rustix::event::poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&t)).is_ok_and(|n| n > 0) {
+        return out;
+    }
+    let mut buf = vec![0u8; 8192];
+    loop {
+        let n = match rustix::net::recv(fd, &mut buf[..], rustix::net::RecvFlags::empty()) {
+            Ok((n, _)) if n > 0 => n,
+            _ => break,
+        };
+        for field in buf[..n].split(|&b| b == 0) {
+            if let Some(a) = field.strip_prefix(b"MODALIAS=") {
+                out.push(String::from_utf8_lossy(a).into_owned());
+            }
+        }
+    }
+    out
+}
+
+/// A block device and what probing found.
+#[derive(Debug, Clone)]
+struct Dev {
+    name: String,
+    probe: probe::Probe,
+}
+
+fn sys_block_names() -> Vec<String> {
+    let mut v: Vec<String> =
+        sys::list_dir("/sys/class/block").map(|rd| rd.into_iter().map(|(n, _)| n).collect()).unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Probe every block device (file systems; partition tables of whole disks).
+fn scan() -> Vec<Dev> {
+    let names = sys_block_names();
+    let mut devs: BTreeMap<String, Dev> = BTreeMap::new();
+    for n in &names {
+        let Ok(f) = sys::open(&format!("/dev/{n}")) else { continue };
+        devs.insert(n.clone(), Dev { name: n.clone(), probe: probe::probe_fs(&f) });
+    }
+    // PARTUUID/PARTLABEL: from each disk's table, matched to its partitions by number.
+    for n in &names {
+        let sys = format!("/sys/class/block/{n}");
+        if has(&format!("{sys}/partition")) {
+            continue;
+        }
+        let Ok(f) = sys::open(&format!("/dev/{n}")) else { continue };
+        let parts = probe::partitions(&f);
+        if parts.is_empty() {
+            continue;
+        }
+        for p in &names {
+            let psys = format!("/sys/class/block/{p}");
+            // The link is ../../devices/.../DISK/PART for a partition of DISK.
+            let link = sys::readlink(&psys).unwrap_or_default();
+            if link.rsplit('/').nth(1) != Some(n.as_str()) {
+                continue;
+            }
+            let num: u32 = read_text(&format!("{psys}/partition")).trim().parse().unwrap_or(0);
+            if let (Some(e), Some(d)) = (parts.iter().find(|e| e.number == num), devs.get_mut(p)) {
+                d.probe.partuuid = Some(e.partuuid.clone());
+                d.probe.partlabel = e.partlabel.clone();
+            }
+        }
+    }
+    devs.into_values().collect()
+}
+
+fn dm_name(dev: &str) -> Option<String> {
+    sys::read_string(&format!("/sys/class/block/{dev}/dm/name")).map(|s| s.trim().to_string())
+}
+
+/// Find the device a root= spec names.
+fn find(spec: &str, devs: &[Dev]) -> Option<String> {
+    let eq = |a: &Option<String>, b: &str| a.as_deref().is_some_and(|x| x.eq_ignore_ascii_case(b));
+    let by = |f: &dyn Fn(&Dev) -> bool| devs.iter().find(|d| f(d)).map(|d| format!("/dev/{}", d.name));
+    if let Some(u) = spec.strip_prefix("UUID=").or_else(|| spec.strip_prefix("/dev/disk/by-uuid/")) {
+        return by(&|d| eq(&d.probe.uuid, u));
+    }
+    if let Some(l) = spec.strip_prefix("LABEL=").or_else(|| spec.strip_prefix("/dev/disk/by-label/")) {
+        return by(&|d| d.probe.label.as_deref() == Some(l));
+    }
+    if let Some(u) = spec.strip_prefix("PARTUUID=").or_else(|| spec.strip_prefix("/dev/disk/by-partuuid/")) {
+        return by(&|d| eq(&d.probe.partuuid, u));
+    }
+    if let Some(l) = spec.strip_prefix("PARTLABEL=").or_else(|| spec.strip_prefix("/dev/disk/by-partlabel/")) {
+        return by(&|d| d.probe.partlabel.as_deref() == Some(l));
+    }
+    if let Some(m) = spec.strip_prefix("/dev/mapper/") {
+        return devs.iter().find(|d| dm_name(&d.name).as_deref() == Some(m)).map(|d| format!("/dev/{}", d.name));
+    }
+    // A major:minor number, as the kernel accepts.
+    if let Some((a, b)) = spec.split_once(':')
+        && let (Ok(ma), Ok(mi)) = (a.parse::<u32>(), b.parse::<u32>())
+    {
+        return devs
+            .iter()
+            .find(|d| read_text(&format!("/sys/class/block/{}/dev", d.name)).trim() == format!("{ma}:{mi}"))
+            .map(|d| format!("/dev/{}", d.name));
+    }
+    let name = spec.strip_prefix("/dev/").unwrap_or(spec);
+    devs.iter().find(|d| d.name == name).map(|d| format!("/dev/{}", d.name))
+}
+
+struct Init {
+    log: Log,
+    cmd: Cmdline,
+    conf: Conf,
+    mods: Modules,
+    cmdline_text: String,
+    notes: Vec<String>,
+}
+
+impl Init {
+    fn feature(&self, f: &str) -> bool {
+        self.conf.features.iter().any(|x| x == f)
+    }
+
+    /// Unlock LUKS containers asked for on the command line, or the root itself when its
+    /// UUID names a LUKS container. Returns true if something was unlocked.
+    fn unlock(&mut self, devs: &[Dev], root: &str) -> bool {
+        if self.cmd.no_luks || !self.feature("luks") || !has("/usr/sbin/cryptsetup") && !has("/sbin/cryptsetup") {
+            return false;
+        }
+        let mut wanted: Vec<String> = self.cmd.luks_uuids.clone();
+        if let Some(u) = root.strip_prefix("UUID=") {
+            wanted.push(u.to_string());
+        }
+        let mut done = false;
+        for d in devs.iter().filter(|d| d.probe.fstype.as_deref() == Some("crypto_LUKS")) {
+            let Some(uuid) = d.probe.uuid.clone() else { continue };
+            let all_luks = self.cmd.luks_uuids.is_empty() && !root.starts_with("UUID=");
+            if !all_luks && !wanted.iter().any(|w| w.eq_ignore_ascii_case(&uuid)) {
+                continue;
+            }
+            let name = self
+                .cmd
+                .luks_names
+                .iter()
+                .find(|(u, _)| u.eq_ignore_ascii_case(&uuid))
+                .map(|(_, n)| n.clone())
+                .unwrap_or_else(|| format!("luks-{uuid}"));
+            if has(&format!("/dev/mapper/{name}")) {
+                continue;
+            }
+            self.log.debug(&format!("unlocking /dev/{} as {name}", d.name));
+            // cryptsetup needs /dev/mapper/control, and the kernel the crypt target.
+            self.mods.load("dm_crypt", &mut self.log);
+            let dev = format!("/dev/{}", d.name);
+            let mut args = vec!["open", "--type", "luks", &dev, &name];
+            if let Some(k) = &self.cmd.luks_key {
+                args.extend(["--key-file", k]);
+            }
+            for _ in 0..3 {
+                match sys::run("cryptsetup", &args) {
+                    Ok(Ok(())) => {
+                        done = true;
+                        break;
+                    }
+                    Ok(Err(how)) => self.notes.push(format!("cryptsetup open {dev} failed ({how})")),
+                    Err(e) => {
+                        self.notes.push(e);
+                        break;
+                    }
+                }
+                if self.cmd.luks_key.is_some() {
+                    break;
+                }
+            }
+        }
+        done
+    }
+
+    fn activate_lvm_md(&mut self) {
+        if self.feature("mdraid") && !self.cmd.no_md {
+            for m in ["md_mod", "raid1", "raid0", "raid10", "raid456"] {
+                self.mods.load(m, &mut self.log);
+            }
+            self.helper("mdadm", &["--assemble", "--scan", "--run"]);
+        }
+        if self.feature("lvm") && !self.cmd.no_lvm {
+            self.mods.load("dm_mod", &mut self.log);
+            // No udev here: lvm creates the device nodes itself.
+            let cfg = "activation { udev_sync = 0 udev_rules = 0 } devices { obtain_device_list_from_udev = 0 }";
+            self.helper("lvm", &["vgchange", "-ay", "--sysinit", "--config", cfg]);
+        }
+    }
+
+    /// Run a helper; its failure is kept for the diagnosis (a failing step need not be fatal:
+    /// the root may be elsewhere).
+    fn helper(&mut self, prog: &str, args: &[&str]) {
+        match sys::run(prog, args) {
+            Ok(Ok(())) => {}
+            Ok(Err(how)) => self.notes.push(format!("{prog} {} failed ({how})", args.join(" "))),
+            Err(e) => self.notes.push(e),
+        }
+        sys::reap();
+    }
+
+    /// Wait for the root device: coldplug, uevents, LUKS/LVM/md. Returns the device path.
+    fn wait_for_root(&mut self, spec: &str) -> Result<String, String> {
+        let start = sys::now_ms();
+        let sock = uevent_socket();
+        let forever = self.cmd.rootwait;
+        let timeout = self.cmd.timeout.saturating_mul(1000);
+        let mut last_scan = 0usize;
+        let mut last_stack: Option<u64> = None;
+        // Walk sysfs when devices may have appeared: at the start, after uevents, and every
+        // second as a fallback (or always, without a uevent socket).
+        let mut walk = true;
+        let mut last_walk = sys::now_ms();
+        loop {
+            let loaded = if walk || sock.is_none() || sys::now_ms() - last_walk > 1000 {
+                last_walk = sys::now_ms();
+                self.mods.coldplug(&mut self.log)
+            } else {
+                0
+            };
+            walk = false;
+            let devs = scan();
+            if let Some(d) = find(spec, &devs) {
+                // A LUKS container named as root: unlock it and use what is inside.
+                let is_luks = devs
+                    .iter()
+                    .any(|x| format!("/dev/{}", x.name) == d && x.probe.fstype.as_deref() == Some("crypto_LUKS"));
+                if !is_luks {
+                    return Ok(d);
+                }
+            }
+            if devs.len() != last_scan || loaded > 0 || last_stack.is_none_or(|t| sys::now_ms() - t > 2000) {
+                last_scan = devs.len();
+                last_stack = Some(sys::now_ms());
+                let before = sys_block_names().len();
+                if self.unlock(&devs, spec) {
+                    continue;
+                }
+                self.activate_lvm_md();
+                if sys_block_names().len() != before {
+                    continue;
+                }
+            }
+            if !forever && sys::now_ms() - start > timeout {
+                return Err(format!("waited {} s for root={spec}", self.cmd.timeout));
+            }
+            match &sock {
+                Some(fd) => {
+                    let events = uevents(fd, 100);
+                    walk = !events.is_empty();
+                    let new: Vec<String> =
+                        events.into_iter().filter(|a| self.mods.seen_aliases.insert(a.clone())).collect();
+                    self.mods.load_many(&new, &mut self.log);
+                }
+                None => sys::sleep_ms(100),
+            }
+        }
+    }
+
+    /// Everything useful about a failure, on one screen.
+    fn diagnose(&mut self, why: &str) {
+        let mut s = format!(
+            "leanrd: cannot boot: {why}\nleanrd: kernel command line: {}\nleanrd: block devices seen:\n",
+            self.cmdline_text.trim()
+        );
+        let devs = scan();
+        if devs.is_empty() {
+            s += "  (none: no driver for the disk controller was loaded?)\n";
+        }
+        for d in &devs {
+            let p = &d.probe;
+            let f = |k: &str, v: &Option<String>| v.as_ref().map(|x| format!(" {k}={x}")).unwrap_or_default();
+            s += &format!(
+                "  /dev/{:<10} TYPE={}{}{}{}{}\n",
+                d.name,
+                p.fstype.as_deref().unwrap_or("?"),
+                f("UUID", &p.uuid),
+                f("LABEL", &p.label),
+                f("PARTUUID", &p.partuuid),
+                f("PARTLABEL", &p.partlabel)
+            );
+        }
+        if !self.mods.failed.is_empty() {
+            s += "leanrd: modules that failed to load:\n";
+            for (m, e) in &self.mods.failed {
+                s += &format!("  {m}: {}\n", strerror(*e));
+            }
+        }
+        s += &format!("leanrd: {} modules loaded\n", self.mods.loaded.len());
+        if let Some(e) = &self.mods.table_error {
+            s += &format!("leanrd: {e}\n");
+        }
+        for n in &self.notes {
+            s += &format!("leanrd: {n}\n");
+        }
+        eprint(&s);
+    }
+
+    fn shell(&self) {
+        for sh in ["/bin/sh", "/usr/bin/sh", "/bin/busybox"] {
+            if has(sh) {
+                eprint("leanrd: starting a rescue shell; exit it to try again\n");
+                let args: &[&str] = if sh.ends_with("busybox") { &["sh"] } else { &[] };
+                if let Err(e) = sys::run(sh, args) {
+                    eprint(&format!("leanrd: {e}\n"));
+                }
+                sys::reap();
+                return;
+            }
+        }
+    }
+}
+
+/// Delete the initramfs contents (not crossing into other mounts), as switch_root must.
+fn delete_tree(dir: &str, dev: u64) {
+    let Ok(rd) = sys::list_dir(dir) else { return };
+    for (name, _) in rd {
+        let p = format!("{}/{name}", dir.trim_end_matches('/'));
+        let Ok(st) = rustix::fs::lstat(p.as_str()) else { continue };
+        if st.st_dev != dev {
+            continue;
+        }
+        let is_dir = FileType::from_raw_mode(st.st_mode) == FileType::Directory;
+        if is_dir {
+            delete_tree(&p, dev);
+        }
+        sys::remove(&p, is_dir);
+    }
+}
+
+fn switch_root(init: &mut Init) -> Result<(), String> {
+    let new = "/newroot";
+    for m in ["/dev", "/proc", "/sys", "/run"] {
+        let target = format!("{new}{m}");
+        if sys::is_dir(&target) {
+            let _ = rustix::mount::mount_move(m, target.as_str());
+        }
+    }
+    let root_dev = rustix::fs::stat("/").map(|m| m.st_dev).map_err(|e| format!("stat /: {}", strerror(e)))?;
+    rustix::process::chdir(new).map_err(|e| format!("cannot chdir to the new root: {}", strerror(e)))?;
+    delete_tree("/", root_dev);
+    rustix::mount::mount_move(".", "/").map_err(|e| format!("cannot move the new root to /: {}", strerror(e)))?;
+    rustix::process::chroot(".").map_err(|e| format!("chroot failed: {}", strerror(e)))?;
+    let _ = rustix::process::chdir("/");
+    // Give module loading back to the real system.
+    let _ = sys::write_file("/proc/sys/kernel/modprobe", "/sbin/modprobe");
+    let mut candidates: Vec<String> = init.cmd.init.iter().cloned().collect();
+    candidates.extend(["/sbin/init", "/etc/init", "/bin/init", "/bin/sh"].map(String::from));
+    init.log.debug("switch_root done; exec init");
+    for c in candidates {
+        if !has(&c) {
+            continue;
+        }
+        // The kernel starts init with HOME=/ and TERM=linux; so does switch_root.
+        let e = sys::Exec::new(&c, &[&c], &["HOME=/", "TERM=linux"]).exec();
+        init.notes.push(format!("exec {c}: {}", strerror(e)));
+    }
+    Err("no init found in the new root (tried init=, /sbin/init, /etc/init, /bin/init, /bin/sh)".into())
+}
+
+fn boot(init: &mut Init) -> Result<(), String> {
+    // Modules the generator listed, then whatever the devices ask for.
+    let load = init.conf.load.clone();
+    init.mods.load_many(&load, &mut init.log);
+    init.log.debug("listed modules loaded");
+    let spec =
+        init.cmd.root.clone().or(init.conf.root.clone()).ok_or("no root= on the command line and none in the image")?;
+    if init.cmd.rootdelay > 0 {
+        sys::sleep_ms(init.cmd.rootdelay.saturating_mul(1000));
+    }
+    let dev = init.wait_for_root(&spec)?;
+    init.log.debug(&format!("root is {dev}"));
+    let probed = sys::open(&dev).ok().map(|f| probe::probe_fs(&f)).unwrap_or_default();
+    let fstype = init.cmd.rootfstype.clone().or(probed.fstype.clone()).or(init.conf.rootfstype.clone());
+    if let Some(t) = &fstype {
+        init.mods.load(&format!("fs-{t}"), &mut init.log);
+    }
+    let flags = if init.cmd.rw { MountFlags::empty() } else { MountFlags::RDONLY };
+    let types: Vec<String> = match &fstype {
+        Some(t) => vec![t.clone()],
+        None => read_text("/proc/filesystems")
+            .lines()
+            .filter(|l| !l.starts_with("nodev"))
+            .map(|l| l.trim().to_string())
+            .collect(),
+    };
+    let mut last = Errno::NODEV;
+    let mut ok = false;
+    for t in &types {
+        match mount(&dev, "/newroot", t, flags, init.cmd.rootflags.as_deref()) {
+            Ok(()) => {
+                ok = true;
+                break;
+            }
+            Err(e) => last = e,
+        }
+    }
+    if !ok {
+        return Err(format!("cannot mount {dev} ({}) on /newroot: {}", types.join(","), strerror(last)));
+    }
+    init.log.debug("root mounted");
+    if init.cmd.shell {
+        init.shell();
+    }
+    switch_root(init)
+}
+
+fn reboot_or_wait(cmd: &Cmdline) -> ! {
+    match cmd.panic {
+        Some(n) if n != 0 => {
+            if n > 0 {
+                sys::sleep_ms(n as u64 * 1000);
+            }
+            rustix::fs::sync();
+            let _ = rustix::system::reboot(rustix::system::RebootCommand::Restart);
+        }
+        _ => {}
+    }
+    loop {
+        sys::sleep_ms(3_600_000);
+    }
+}
+
+/// The kernel's module helper: `/init -q -- MODULE...`.
+fn modprobe_mode(args: &[String]) -> i32 {
+    let names: Vec<&String> = args.iter().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let kver = read_text("/proc/sys/kernel/osrelease").trim().to_string();
+    let mut mods = Modules::open(&kver);
+    let mut log = Log { debug: false, kmsg: None };
+    let names: Vec<String> = names.into_iter().cloned().collect();
+    mods.load_many(&names, &mut log);
+    if mods.failed.is_empty() { 0 } else { 1 }
+}
+
+/// The program: /init as PID 1, the module helper otherwise. Never returns.
+pub fn main(args: Vec<String>) -> ! {
+    if !rustix::process::getpid().is_init() {
+        if args.len() > 1 {
+            sys::exit(modprobe_mode(&args));
+        }
+        eprint("leanrd-init: this is an initramfs /init and must run as PID 1\n");
+        sys::exit(1);
+    }
+    let (nosuid, nodev, noexec) = (MountFlags::NOSUID, MountFlags::NODEV, MountFlags::NOEXEC);
+    let _ = mount("devtmpfs", "/dev", "devtmpfs", nosuid, Some("mode=0755"));
+    let _ = mount("proc", "/proc", "proc", nosuid | nodev | noexec, None);
+    let _ = mount("sysfs", "/sys", "sysfs", nosuid | nodev | noexec, None);
+    let _ = mount("tmpfs", "/run", "tmpfs", nosuid | nodev, Some("mode=0755"));
+    let cmdline_text = read_text("/proc/cmdline");
+    let cmd = Cmdline::parse(&cmdline_text);
+    let conf = Conf::parse(&read_text(CONF));
+    let kver = conf.kver.clone().unwrap_or_else(|| read_text("/proc/sys/kernel/osrelease").trim().to_string());
+    // The kernel asks for modules (crypto-crc32c, fs-*) through its helper: us.
+    let _ = sys::write_file("/proc/sys/kernel/modprobe", "/init");
+    let kmsg = sys::open_write("/dev/kmsg").ok();
+    let mut init = Init {
+        log: Log { debug: cmd.debug, kmsg },
+        mods: Modules::open(&kver),
+        cmd,
+        conf,
+        cmdline_text,
+        notes: Vec::new(),
+    };
+    init.log.debug("started");
+    loop {
+        let err = match boot(&mut init) {
+            Ok(()) => "switch_root returned".to_string(),
+            Err(e) => e,
+        };
+        init.diagnose(&err);
+        let rescue = init.feature("rescue") || has("/bin/sh");
+        if rescue {
+            init.shell();
+            // After the shell, try once more (the user may have fixed things).
+            let _ = rustix::mount::unmount("/newroot", UnmountFlags::DETACH);
+            continue;
+        }
+        init.log.error("no rescue shell in this image (add --include rescue)");
+        reboot_or_wait(&init.cmd);
+    }
+}

@@ -1,0 +1,361 @@
+//! The operating-system layer /init needs, without libc: files, directories, mounts,
+//! processes and time, on rustix's raw-syscall backend.
+//!
+//! Hand-written here: `exit_group`, `fork` and `execve`. rustix keeps process start-up,
+//! fork and exec in its private `runtime` module (it is for libc implementations and not
+//! covered by semver), and the crates that wrap it (origin) do not build against rustix 1.x.
+//! They are three syscalls on x86_64; everything else goes through rustix.
+
+use alloc::ffi::CString;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+pub use rustix::io::Errno;
+
+#[cfg(not(target_arch = "x86_64"))]
+compile_error!("leanrd-init's raw syscalls are written for x86_64");
+
+/// The directories searched for helper programs (cryptsetup, lvm, mdadm, sh).
+pub const PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// A raw three-argument syscall; returns the kernel's value (negative errno on failure).
+///
+/// # Safety
+/// The caller passes arguments valid for syscall `n`.
+unsafe fn syscall3(n: usize, a: usize, b: usize, c: usize) -> isize {
+    let r: isize;
+    // SAFETY: the x86_64 syscall ABI: number in rax, arguments in rdi/rsi/rdx; rcx and
+    // r11 are clobbered by the instruction.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") n as isize => r,
+            in("rdi") a, in("rsi") b, in("rdx") c,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack)
+        );
+    }
+    r
+}
+
+fn check(r: isize) -> Result<usize, Errno> {
+    if (-4095..0).contains(&r) { Err(Errno::from_raw_os_error(-r as i32)) } else { Ok(r as usize) }
+}
+
+const SYS_FORK: usize = 57;
+const SYS_EXECVE: usize = 59;
+const SYS_EXIT_GROUP: usize = 231;
+
+/// End the process (all of it).
+pub fn exit(code: i32) -> ! {
+    // SAFETY: exit_group takes a plain integer and does not return.
+    unsafe {
+        core::arch::asm!("syscall", in("rax") SYS_EXIT_GROUP, in("rdi") code as isize, options(noreturn, nostack));
+    }
+}
+
+/// fork(2): `Ok(0)` in the child, the child's pid in the parent. /init is single-threaded,
+/// so the child may use everything the parent had (including the allocator).
+pub fn fork() -> Result<i32, Errno> {
+    // SAFETY: fork takes no arguments; both processes continue from here.
+    check(unsafe { syscall3(SYS_FORK, 0, 0, 0) }).map(|p| p as i32)
+}
+
+/// A program with its arguments and environment, ready for execve(2): everything is
+/// allocated before a fork, so the child allocates nothing.
+pub struct Exec {
+    _strings: Vec<CString>,
+    path: *const u8,
+    argv: Vec<*const u8>,
+    envp: Vec<*const u8>,
+}
+
+impl Exec {
+    pub fn new(path: &str, args: &[&str], env: &[&str]) -> Exec {
+        let c = |s: &str| CString::new(s).unwrap_or_default();
+        let mut strings: Vec<CString> = alloc::vec![c(path)];
+        strings.extend(args.iter().chain(env).map(|s| c(s)));
+        let ptrs: Vec<*const u8> = strings.iter().map(|s| s.as_ptr() as *const u8).collect();
+        let mut argv = ptrs[1..1 + args.len()].to_vec();
+        argv.push(core::ptr::null());
+        let mut envp = ptrs[1 + args.len()..].to_vec();
+        envp.push(core::ptr::null());
+        Exec { path: ptrs[0], _strings: strings, argv, envp }
+    }
+
+    /// execve(2); returns only on failure, with the errno. Allocates nothing.
+    pub fn exec(&self) -> Errno {
+        // SAFETY: path, argv and envp point into `_strings` (NUL-terminated, alive as long as
+        // self) and the arrays end with NULL.
+        let r = unsafe {
+            syscall3(SYS_EXECVE, self.path as usize, self.argv.as_ptr() as usize, self.envp.as_ptr() as usize)
+        };
+        check(r).err().unwrap_or(Errno::INVAL)
+    }
+}
+
+/// Find a program in [`PATH`] (or take a path as it is).
+pub fn which(prog: &str) -> Option<String> {
+    if prog.contains('/') {
+        return exists(prog).then(|| prog.to_string());
+    }
+    PATH.split(':').map(|d| alloc::format!("{d}/{prog}")).find(|p| exists(p))
+}
+
+/// Run a program with `PATH` set, on the console, and wait for it. `Ok` holds a
+/// description of how it ended when it did not exit with 0.
+pub fn run(prog: &str, args: &[&str]) -> Result<Result<(), String>, String> {
+    let path = which(prog).ok_or_else(|| alloc::format!("cannot run {prog}: not found in {PATH}"))?;
+    let mut argv = alloc::vec![prog];
+    argv.extend_from_slice(args);
+    let env = alloc::format!("PATH={PATH}");
+    let x = Exec::new(&path, &argv, &[&env, "TERM=linux"]);
+    match fork() {
+        Err(e) => Err(alloc::format!("cannot run {prog}: fork: {}", strerror(e))),
+        Ok(0) => {
+            let e = x.exec();
+            for part in ["leanrd: exec ", &path, ": ", errstr(e), "\n"] {
+                eprint(part);
+            }
+            exit(127)
+        }
+        Ok(pid) => Ok(describe_status(wait(pid))),
+    }
+}
+
+/// Wait for one child; its wait status (or -1).
+pub fn wait(pid: i32) -> i32 {
+    let pid = rustix::process::Pid::from_raw(pid);
+    loop {
+        match rustix::process::waitpid(pid, rustix::process::WaitOptions::empty()) {
+            Ok(Some((_, st))) => return st.as_raw(),
+            Err(Errno::INTR) => continue,
+            _ => return -1,
+        }
+    }
+}
+
+/// `Ok(())` for exit status 0, otherwise how the process ended.
+pub fn describe_status(st: i32) -> Result<(), String> {
+    if st == -1 {
+        return Err("lost".into());
+    }
+    let (sig, code) = (st & 0x7f, (st >> 8) & 0xff);
+    match (sig, code) {
+        (0, 0) => Ok(()),
+        (0, c) => Err(alloc::format!("exit status {c}")),
+        (s, _) => Err(alloc::format!("killed by signal {s}")),
+    }
+}
+
+/// Reap children that ended without anyone waiting for them (daemons started by helpers).
+pub fn reap() {
+    while let Ok(Some(_)) = rustix::process::waitpid(None, rustix::process::WaitOptions::NOHANG) {}
+}
+
+/// Write all of `s` to stderr (the console for PID 1).
+pub fn eprint(s: &str) {
+    // SAFETY: fd 2 is the console the kernel opened for init; nothing closes it.
+    let fd = unsafe { rustix::stdio::stderr() };
+    write_all(fd, s.as_bytes());
+}
+
+pub fn write_all<Fd: AsFd>(fd: Fd, mut b: &[u8]) -> bool {
+    while !b.is_empty() {
+        match rustix::io::write(&fd, b) {
+            Ok(0) => return false,
+            Ok(n) => b = &b[n..],
+            Err(Errno::INTR) => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+pub fn open(path: &str) -> Result<OwnedFd, Errno> {
+    rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+}
+
+pub fn open_write(path: &str) -> Result<OwnedFd, Errno> {
+    rustix::fs::open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())
+}
+
+/// The whole content of a file.
+pub fn read(path: &str) -> Result<Vec<u8>, Errno> {
+    let fd = open(path)?;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match rustix::io::read(&fd, &mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A file's text (lossy UTF-8), or `None` when it cannot be read.
+pub fn read_string(path: &str) -> Option<String> {
+    read(path).ok().map(|b| String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into()))
+}
+
+/// Exactly `len` bytes at `off`, or `None`.
+pub fn read_at<Fd: AsFd>(fd: Fd, off: u64, len: usize) -> Option<Vec<u8>> {
+    let mut b = alloc::vec![0u8; len];
+    let mut done = 0;
+    while done < len {
+        match rustix::io::pread(&fd, &mut b[done..], off + done as u64) {
+            Ok(0) => return None,
+            Ok(n) => done += n,
+            Err(Errno::INTR) => {}
+            Err(_) => return None,
+        }
+    }
+    Some(b)
+}
+
+pub fn write_file(path: &str, data: &str) -> Result<(), Errno> {
+    let fd = open_write(path)?;
+    if write_all(&fd, data.as_bytes()) { Ok(()) } else { Err(Errno::IO) }
+}
+
+pub fn exists(path: &str) -> bool {
+    rustix::fs::stat(path).is_ok()
+}
+
+pub fn is_dir(path: &str) -> bool {
+    rustix::fs::stat(path).is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Directory)
+}
+
+/// `mkdir -p`, errors ignored (the mount that follows reports them).
+pub fn mkdir_p(path: &str) {
+    let mut cur = String::new();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        cur.push('/');
+        cur.push_str(part);
+        let _ = rustix::fs::mkdir(cur.as_str(), Mode::from_raw_mode(0o755));
+    }
+}
+
+/// The entries of a directory (without `.` and `..`) with their types.
+pub fn list_dir(path: &str) -> Result<Vec<(String, FileType)>, Errno> {
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    let mut out = Vec::new();
+    for e in rustix::fs::Dir::read_from(&fd)? {
+        let Ok(e) = e else { break };
+        let name = e.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        out.push((String::from_utf8_lossy(name).into_owned(), e.file_type()));
+    }
+    Ok(out)
+}
+
+pub fn readlink(path: &str) -> Option<String> {
+    rustix::fs::readlink(path, Vec::new()).ok().map(|c| c.to_string_lossy().into_owned())
+}
+
+/// Remove a file, or an (empty) directory.
+pub fn remove(path: &str, dir: bool) {
+    let flags = if dir { AtFlags::REMOVEDIR } else { AtFlags::empty() };
+    let _ = rustix::fs::unlinkat(rustix::fs::CWD, path, flags);
+}
+
+/// Milliseconds on the monotonic clock.
+pub fn now_ms() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000
+}
+
+pub fn sleep_ms(ms: u64) {
+    let t = rustix::time::Timespec { tv_sec: (ms / 1000) as i64, tv_nsec: ((ms % 1000) * 1_000_000) as i64 };
+    let _ = rustix::thread::nanosleep(&t);
+}
+
+/// The C library's message for an errno, or the number.
+pub fn strerror(e: Errno) -> String {
+    match errstr(e) {
+        "" => alloc::format!("error {}", e.raw_os_error()),
+        s => s.to_string(),
+    }
+}
+
+/// The C library's message for the errnos /init can meet (module loading, mounting, exec);
+/// "" for others.
+pub fn errstr(e: Errno) -> &'static str {
+    match e {
+        Errno::PERM => "Operation not permitted",
+        Errno::NOENT => "No such file or directory",
+        Errno::INTR => "Interrupted system call",
+        Errno::IO => "Input/output error",
+        Errno::NXIO => "No such device or address",
+        Errno::NOEXEC => "Exec format error",
+        Errno::BADF => "Bad file descriptor",
+        Errno::AGAIN => "Resource temporarily unavailable",
+        Errno::NOMEM => "Cannot allocate memory",
+        Errno::ACCESS => "Permission denied",
+        Errno::FAULT => "Bad address",
+        Errno::NOTBLK => "Block device required",
+        Errno::BUSY => "Device or resource busy",
+        Errno::EXIST => "File exists",
+        Errno::NODEV => "No such device",
+        Errno::NOTDIR => "Not a directory",
+        Errno::ISDIR => "Is a directory",
+        Errno::INVAL => "Invalid argument",
+        Errno::NOSPC => "No space left on device",
+        Errno::ROFS => "Read-only file system",
+        Errno::NOSYS => "Function not implemented",
+        Errno::NAMETOOLONG => "File name too long",
+        Errno::NODATA => "No data available",
+        Errno::TIME => "Timer expired",
+        Errno::NOPKG => "Package not installed",
+        Errno::NOTSUP => "Operation not supported",
+        Errno::UCLEAN => "Structure needs cleaning",
+        Errno::NOKEY => "Required key not available",
+        Errno::KEYREJECTED => "Key was rejected by service",
+        Errno::BADMSG => "Bad message",
+        Errno::OVERFLOW => "Value too large for defined data type",
+        Errno::TIMEDOUT => "Connection timed out",
+        Errno::STALE => "Stale file handle",
+        Errno::MEDIUMTYPE => "Wrong medium type",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_programs_and_reports_how_they_ended() {
+        assert_eq!(run("true", &[]), Ok(Ok(())));
+        assert_eq!(run("sh", &["-c", "exit 3"]), Ok(Err("exit status 3".into())));
+        assert_eq!(run("sh", &["-c", "kill -9 $$"]), Ok(Err("killed by signal 9".into())));
+        assert!(run("no-such-program-leanrd", &[]).unwrap_err().contains("not found"));
+        // PATH is what the helper sees.
+        let out = "/tmp/leanrd-init-sys-test";
+        assert_eq!(run("sh", &["-c", &alloc::format!("echo \"$PATH\" > {out}")]), Ok(Ok(())));
+        assert_eq!(read_string(out).unwrap().trim(), PATH);
+        remove(out, false);
+    }
+
+    #[test]
+    fn files_and_directories() {
+        assert!(read_string("/proc/self/status").unwrap().contains("Pid:"));
+        assert_eq!(read("/nonexistent/x"), Err(Errno::NOENT));
+        assert_eq!(strerror(Errno::NOENT), "No such file or directory");
+        assert_eq!(strerror(Errno::from_raw_os_error(4000)), "error 4000");
+        let names: Vec<String> = list_dir("/proc/self").unwrap().into_iter().map(|(n, _)| n).collect();
+        assert!(names.iter().any(|n| n == "status") && !names.iter().any(|n| n == "." || n == ".."));
+        assert!(is_dir("/proc") && !is_dir("/proc/self/status") && exists("/proc/self/status"));
+        let fd = open("/proc/self/cmdline").unwrap();
+        assert!(read_at(&fd, 0, 1).is_some() && read_at(&fd, 1 << 40, 1).is_none());
+        let t = now_ms();
+        sleep_ms(20);
+        assert!(now_ms() >= t + 20);
+    }
+}
