@@ -103,9 +103,10 @@ impl Modules {
         self.load_many(&[what.to_string()], log)
     }
 
-    /// Load several names/aliases with everything they need, in waves: every module whose
-    /// dependencies (and pre-softdeps) are loaded goes in the same wave, and a wave's modules
-    /// are loaded concurrently (finit_module in forked children).
+    /// Load several names/aliases with everything they need, concurrently: each module
+    /// starts (finit_module in a forked child) as soon as its dependencies and pre-softdeps
+    /// are done, not when a whole "wave" is, so a slow module (ext4) does not hold back an
+    /// unrelated chain (virtio_pci, then virtio_blk).
     fn load_many(&mut self, whats: &[String], log: &mut Log) -> usize {
         let mut pending: Vec<String> = Vec::new();
         for w in whats {
@@ -118,24 +119,54 @@ impl Modules {
             }
         }
         let mut n = 0;
-        while !pending.is_empty() {
-            let waits_for = |m: &String| -> Vec<String> {
-                let mut v: Vec<String> = self.db.deps.get(m).cloned().unwrap_or_default();
-                if let Some((pre, _)) = self.db.softdeps.get(m) {
-                    v.extend(pre.iter().map(|s| leanrd_kmod::normalize(s)));
-                }
-                v
+        let mut running: Vec<(i32, String)> = Vec::new();
+        while !pending.is_empty() || !running.is_empty() {
+            let busy = |d: &String| pending.contains(d) || running.iter().any(|(_, r)| r == d);
+            let waits = |m: &String| {
+                self.db.deps.get(m).is_some_and(|v| v.iter().any(busy))
+                    || self
+                        .db
+                        .softdeps
+                        .get(m)
+                        .is_some_and(|(pre, _)| pre.iter().any(|s| busy(&leanrd_kmod::normalize(s))))
             };
-            let mut wave: Vec<String> =
-                pending.iter().filter(|m| waits_for(m).iter().all(|d| !pending.contains(d))).cloned().collect();
-            if wave.is_empty() {
-                wave.push(pending[0].clone()); // a cycle: break it in list order
+            let mut ready: Vec<String> = pending.iter().filter(|m| !waits(m)).cloned().collect();
+            if ready.is_empty() && running.is_empty() {
+                ready.push(pending[0].clone()); // a cycle: break it in list order
             }
-            pending.retain(|m| !wave.contains(m));
-            let dir = &self.dir;
-            let paths: Vec<(String, Option<String>)> =
-                wave.iter().map(|m| (m.clone(), self.db.paths.get(m).map(|r| format!("{dir}/{r}")))).collect();
-            for (m, r) in load_wave(paths) {
+            pending.retain(|m| !ready.contains(m));
+            let alone = ready.len() == 1 && running.is_empty();
+            let mut done: Vec<(String, Result<(), Errno>)> = Vec::new();
+            for m in ready {
+                let Some(path) = self.db.paths.get(&m).map(|r| format!("{}/{r}", self.dir)) else {
+                    done.push((m, Err(Errno::NOENT)));
+                    continue;
+                };
+                // One module with nothing else to overlap: no need for a child.
+                match if alone { Err(Errno::AGAIN) } else { sys::fork() } {
+                    Ok(0) => sys::exit(finit(&path).err().map_or(0, |e| e.raw_os_error())),
+                    Ok(pid) => running.push((pid, m)),
+                    Err(_) => done.push((m, finit(&path))),
+                }
+            }
+            if done.is_empty() && !running.is_empty() {
+                match sys::wait_any() {
+                    // Another child (a helper's orphan, reparented to PID 1): just reaped.
+                    Some((pid, st)) => {
+                        if let Some(i) = running.iter().position(|(p, _)| *p == pid) {
+                            let (_, m) = running.swap_remove(i);
+                            let r = match st {
+                                0 => Ok(()),
+                                st if st & 0x7f == 0 => Err(Errno::from_raw_os_error((st >> 8) & 0xff)),
+                                _ => Err(Errno::CHILD),
+                            };
+                            done.push((m, r));
+                        }
+                    }
+                    None => done.extend(running.drain(..).map(|(_, m)| (m, Err(Errno::CHILD)))),
+                }
+            }
+            for (m, r) in done {
                 match r {
                     Ok(()) => {
                         log.debug(&format!("loaded {m}"));
@@ -182,38 +213,6 @@ fn finit(path: &str) -> Result<(), Errno> {
         Ok(()) | Err(Errno::EXIST) => Ok(()),
         Err(e) => Err(e),
     }
-}
-
-/// Load one wave of independent modules at once: one forked child per module (/init has no
-/// threads without libc; a fork of this small process is cheap), each reporting its errno as
-/// its exit status. A single module, or a failed fork, loads in this process.
-fn load_wave(paths: Vec<(String, Option<String>)>) -> Vec<(String, Result<(), Errno>)> {
-    let mut out = Vec::new();
-    let mut kids = Vec::new();
-    let single = paths.len() == 1;
-    for (m, p) in paths {
-        let Some(p) = p else {
-            out.push((m, Err(Errno::NOENT)));
-            continue;
-        };
-        match if single { Err(Errno::AGAIN) } else { sys::fork() } {
-            Ok(0) => sys::exit(finit(&p).err().map_or(0, |e| e.raw_os_error())),
-            Ok(pid) => kids.push((m, pid)),
-            Err(_) => out.push((m, finit(&p))),
-        }
-    }
-    for (m, pid) in kids {
-        let st = sys::wait(pid);
-        let r = match st {
-            st if st & 0x7f == 0 => match (st >> 8) & 0xff {
-                0 => Ok(()),
-                e => Err(Errno::from_raw_os_error(e)),
-            },
-            _ => Err(Errno::CHILD),
-        };
-        out.push((m, r));
-    }
-    out
 }
 
 /// A netlink socket for kernel uevents: devices that appear later get their drivers.
@@ -346,6 +345,10 @@ struct Init {
     mods: Modules,
     cmdline_text: String,
     notes: Vec<String>,
+    /// The arguments and environment the kernel gave /init (command-line words it did not
+    /// know, such as `single`, and `HOME`, `TERM`, `x=y`): handed on to the root's init.
+    args: Vec<String>,
+    env: Vec<String>,
 }
 
 impl Init {
@@ -443,17 +446,11 @@ impl Init {
         let mut last_scan = 0usize;
         let mut last_stack: Option<u64> = None;
         // Walk sysfs when devices may have appeared: at the start, after uevents, and every
-        // second as a fallback (or always, without a uevent socket).
+        // second as a fallback (or always, without a uevent socket). Look for the root first:
+        // the listed modules usually bring it, and then the walk is not needed at all.
         let mut walk = true;
         let mut last_walk = sys::now_ms();
         loop {
-            let loaded = if walk || sock.is_none() || sys::now_ms() - last_walk > 1000 {
-                last_walk = sys::now_ms();
-                self.mods.coldplug(&mut self.log)
-            } else {
-                0
-            };
-            walk = false;
             let devs = scan();
             if let Some(d) = find(spec, &devs) {
                 // A LUKS container named as root: unlock it and use what is inside.
@@ -463,6 +460,19 @@ impl Init {
                 if !is_luks {
                     return Ok(d);
                 }
+            }
+            let loaded = if walk || sock.is_none() || sys::now_ms() - last_walk > 1000 {
+                last_walk = sys::now_ms();
+                self.mods.coldplug(&mut self.log)
+            } else {
+                0
+            };
+            if walk {
+                self.log.debug(&format!("coldplug: {loaded} modules"));
+            }
+            walk = false;
+            if loaded > 0 && !devs.is_empty() && sys_block_names().len() != devs.len() {
+                continue; // new block devices: look again before anything else
             }
             if devs.len() != last_scan || loaded > 0 || last_stack.is_none_or(|t| sys::now_ms() - t > 2000) {
                 last_scan = devs.len();
@@ -586,8 +596,15 @@ fn switch_root(init: &mut Init) -> Result<(), String> {
         if !has(&c) {
             continue;
         }
-        // The kernel starts init with HOME=/ and TERM=linux; so does switch_root.
-        let e = sys::Exec::new(&c, &[&c], &["HOME=/", "TERM=linux"]).exec();
+        // The root's init gets what the kernel gave us, as with the kernel starting it.
+        let mut argv = vec![c.as_str()];
+        argv.extend(init.args.iter().skip(1).map(String::as_str));
+        let env: Vec<&str> = if init.env.is_empty() {
+            vec!["HOME=/", "TERM=linux"]
+        } else {
+            init.env.iter().map(String::as_str).collect()
+        };
+        let e = sys::Exec::new(&c, &argv, &env).exec();
         init.notes.push(format!("exec {c}: {}", strerror(e)));
     }
     Err("no init found in the new root (tried init=, /sbin/init, /etc/init, /bin/init, /bin/sh)".into())
@@ -656,19 +673,21 @@ fn reboot_or_wait(cmd: &Cmdline) -> ! {
     }
 }
 
-/// The kernel's module helper: `/init -q -- MODULE...`.
+/// The kernel's module helper: `/init -q -- MODULE...`. Exits 1, as modprobe does, when a
+/// module is unknown or fails to load.
 fn modprobe_mode(args: &[String]) -> i32 {
-    let names: Vec<&String> = args.iter().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let names: Vec<String> = args.iter().skip(1).filter(|a| !a.starts_with('-')).cloned().collect();
     let kver = read_text("/proc/sys/kernel/osrelease").trim().to_string();
     let mut mods = Modules::open(&kver);
     let mut log = Log { debug: false, kmsg: None };
-    let names: Vec<String> = names.into_iter().cloned().collect();
+    let missing = names.iter().any(|n| matches!(mods.db.resolve(n), leanrd_kmod::Resolved::Missing));
     mods.load_many(&names, &mut log);
-    if mods.failed.is_empty() { 0 } else { 1 }
+    if mods.failed.is_empty() && !missing { 0 } else { 1 }
 }
 
-/// The program: /init as PID 1, the module helper otherwise. Never returns.
-pub fn main(args: Vec<String>) -> ! {
+/// The program: /init as PID 1, the module helper otherwise, with the arguments and
+/// environment the kernel passed. Never returns.
+pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
     if !rustix::process::getpid().is_init() {
         if args.len() > 1 {
             sys::exit(modprobe_mode(&args));
@@ -687,16 +706,16 @@ pub fn main(args: Vec<String>) -> ! {
     let kver = conf.kver.clone().unwrap_or_else(|| read_text("/proc/sys/kernel/osrelease").trim().to_string());
     // The kernel asks for modules (crypto-crc32c, fs-*) through its helper: us.
     let _ = sys::write_file("/proc/sys/kernel/modprobe", "/init");
-    let kmsg = sys::open_write("/dev/kmsg").ok();
-    let mut init = Init {
-        log: Log { debug: cmd.debug, kmsg },
-        mods: Modules::open(&kver),
-        cmd,
-        conf,
-        cmdline_text,
-        notes: Vec::new(),
-    };
-    init.log.debug("started");
+    // /dev/kmsg drops a writer's lines after a burst of 10 unless told otherwise: every step
+    // is wanted when debugging.
+    if cmd.debug {
+        let _ = sys::write_file("/proc/sys/kernel/printk_devkmsg", "on\n");
+    }
+    let mut log = Log { debug: cmd.debug, kmsg: sys::open_write("/dev/kmsg").ok() };
+    log.debug("started");
+    let mods = Modules::open(&kver);
+    log.debug(&format!("module tables read: {} modules, {} loaded", mods.db.paths.len(), mods.loaded.len()));
+    let mut init = Init { log, mods, cmd, conf, cmdline_text, notes: Vec::new(), args, env };
     loop {
         let err = match boot(&mut init) {
             Ok(()) => "switch_root returned".to_string(),

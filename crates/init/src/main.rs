@@ -36,13 +36,25 @@ core::arch::global_asm!(
 /// # Safety
 /// Called once, by `_start`, with the initial stack pointer.
 unsafe extern "C" fn start(sp: *const usize) -> ! {
-    // SAFETY: the kernel's initial stack layout (see above).
-    let args: Vec<String> = unsafe {
+    let s = |p: *const core::ffi::c_char| {
+        // SAFETY: the kernel's strings are NUL-terminated.
+        unsafe { core::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    };
+    // SAFETY: the kernel's initial stack layout (see above): argc pointers, NULL, then the
+    // environment up to a NULL.
+    let (args, env): (Vec<String>, Vec<String>) = unsafe {
         let argc = *sp;
         let argv = sp.add(1) as *const *const core::ffi::c_char;
-        (0..argc).map(|i| core::ffi::CStr::from_ptr(*argv.add(i)).to_string_lossy().into_owned()).collect()
+        let args = (0..argc).map(|i| s(*argv.add(i))).collect();
+        let mut env = Vec::new();
+        let mut e = argv.add(argc + 1);
+        while !(*e).is_null() {
+            env.push(s(*e));
+            e = e.add(1);
+        }
+        (args, env)
     };
-    leanrd_init::main(args)
+    leanrd_init::main(args, env)
 }
 
 /// A bug in /init: say so on the console. PID 1 must not exit (the kernel would panic

@@ -137,6 +137,17 @@ pub fn wait(pid: i32) -> i32 {
     }
 }
 
+/// Wait for any child: its pid and wait status; `None` when there are no children.
+pub fn wait_any() -> Option<(i32, i32)> {
+    loop {
+        match rustix::process::wait(rustix::process::WaitOptions::empty()) {
+            Ok(Some((pid, st))) => return Some((pid.as_raw_nonzero().get(), st.as_raw())),
+            Err(Errno::INTR) => continue,
+            _ => return None,
+        }
+    }
+}
+
 /// `Ok(())` for exit status 0, otherwise how the process ended.
 pub fn describe_status(st: i32) -> Result<(), String> {
     if st == -1 {

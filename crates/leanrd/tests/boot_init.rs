@@ -53,7 +53,8 @@ fn root_tree(t: &TempDir) -> PathBuf {
         r.join("sbin/init"),
         format!(
             "#!/bin/sh\n/bin/busybox echo {MARK} $(/bin/busybox cat /proc/uptime)\n\
-             /bin/busybox echo ROOT-MOUNT $(/bin/busybox grep ' / ' /proc/mounts)\n/bin/busybox poweroff -f\n"
+             /bin/busybox echo ROOT-MOUNT $(/bin/busybox grep ' / ' /proc/mounts)\n\
+             /bin/busybox echo \"INIT-ARGS [$*] INIT-ENV [$leanrd_t]\"\n/bin/busybox poweroff -f\n"
         ),
     )
     .unwrap();
@@ -229,14 +230,16 @@ fn boot_matrix() {
             expect: vec![MARK],
         },
         Case {
-            name: "universal btrfs PARTLABEL rw rootflags init=",
+            // Words the kernel does not know go to init as arguments (`single`) or environment
+            // (`leanrd_t=...`); /init hands them on to the root's init.
+            name: "universal btrfs PARTLABEL rw rootflags init= args",
             image: univ.clone(),
-            append: "quiet root=PARTLABEL=root rw rootflags=compress=zstd init=/sbin/init".into(),
+            append: "quiet root=PARTLABEL=root rw rootflags=compress=zstd init=/sbin/init single leanrd_t=fwd".into(),
             qemu: args(&format!(
                 "-device ahci,id=ahci0 -drive file={},if=none,id=d0,format=raw,snapshot=on -device ide-hd,drive=d0,bus=ahci0.0",
                 d(&btrfs_disk)
             )),
-            expect: vec![MARK, "btrfs rw,", "compress=zstd"],
+            expect: vec![MARK, "btrfs rw,", "compress=zstd", "INIT-ARGS [single] INIT-ENV [fwd]"],
         },
         Case {
             name: "universal ext4 NVMe path",
