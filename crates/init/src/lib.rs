@@ -253,9 +253,14 @@ fn uevents(fd: &OwnedFd, ms: u64) -> Vec<String> {
 }
 
 /// A block device and what probing found.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct Dev {
     name: String,
+    /// MAJOR:MINOR, as sysfs gives it.
+    devno: String,
+    /// For a partition: its disk and its number there.
+    disk: Option<String>,
+    partno: u32,
     probe: probe::Probe,
 }
 
@@ -268,74 +273,114 @@ fn sys_block_names() -> Vec<String> {
 
 /// Probe every block device (file systems; partition tables of whole disks).
 fn scan() -> Vec<Dev> {
-    let names = sys_block_names();
-    let mut devs: BTreeMap<String, Dev> = BTreeMap::new();
-    for n in &names {
+    let mut devs: Vec<Dev> = Vec::new();
+    for n in sys_block_names() {
+        let sys = format!("/sys/class/block/{n}");
         let Ok(f) = sys::open(&format!("/dev/{n}")) else { continue };
-        devs.insert(n.clone(), Dev { name: n.clone(), probe: probe::probe_fs(&f) });
+        let partno: u32 = read_text(&format!("{sys}/partition")).trim().parse().unwrap_or(0);
+        // The link is ../../devices/.../DISK/PART for a partition of DISK.
+        let disk =
+            (partno > 0).then(|| sys::readlink(&sys).and_then(|l| l.rsplit('/').nth(1).map(str::to_string))).flatten();
+        let devno = read_text(&format!("{sys}/dev")).trim().to_string();
+        devs.push(Dev { probe: probe::probe_fs(&f), name: n, devno, disk, partno });
     }
     // PARTUUID/PARTLABEL: from each disk's table, matched to its partitions by number.
-    for n in &names {
-        let sys = format!("/sys/class/block/{n}");
-        if has(&format!("{sys}/partition")) {
+    for i in 0..devs.len() {
+        if devs[i].disk.is_some() || !devs.iter().any(|p| p.disk.as_ref() == Some(&devs[i].name)) {
             continue;
         }
-        let Ok(f) = sys::open(&format!("/dev/{n}")) else { continue };
+        let Ok(f) = sys::open(&format!("/dev/{}", devs[i].name)) else { continue };
         let parts = probe::partitions(&f);
-        if parts.is_empty() {
-            continue;
-        }
-        for p in &names {
-            let psys = format!("/sys/class/block/{p}");
-            // The link is ../../devices/.../DISK/PART for a partition of DISK.
-            let link = sys::readlink(&psys).unwrap_or_default();
-            if link.rsplit('/').nth(1) != Some(n.as_str()) {
-                continue;
-            }
-            let num: u32 = read_text(&format!("{psys}/partition")).trim().parse().unwrap_or(0);
-            if let (Some(e), Some(d)) = (parts.iter().find(|e| e.number == num), devs.get_mut(p)) {
+        let disk = devs[i].name.clone();
+        for d in devs.iter_mut().filter(|p| p.disk.as_ref() == Some(&disk)) {
+            if let Some(e) = parts.iter().find(|e| e.number == d.partno) {
                 d.probe.partuuid = Some(e.partuuid.clone());
                 d.probe.partlabel = e.partlabel.clone();
             }
         }
     }
-    devs.into_values().collect()
+    devs
 }
 
 fn dm_name(dev: &str) -> Option<String> {
     sys::read_string(&format!("/sys/class/block/{dev}/dm/name")).map(|s| s.trim().to_string())
 }
 
-/// Find the device a root= spec names.
+/// Undo udev's `\xNN` escapes in /dev/disk/by-label/ and by-partlabel/ names.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && b.get(i + 1) == Some(&b'x')
+            && let Some(v) = s.get(i + 2..i + 4).and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Find the device a root= spec names, as the kernel and udev's /dev/disk links do:
+/// UUID=, LABEL=, PARTUUID= (optionally `/PARTNROFF=N`), PARTLABEL=, /dev/disk/by-*/...,
+/// /dev/mapper/NAME, MAJOR:MINOR, /dev/NAME, or any other path to a block device node
+/// (/dev/VG/LV, /dev/md/NAME).
 fn find(spec: &str, devs: &[Dev]) -> Option<String> {
     let eq = |a: &Option<String>, b: &str| a.as_deref().is_some_and(|x| x.eq_ignore_ascii_case(b));
-    let by = |f: &dyn Fn(&Dev) -> bool| devs.iter().find(|d| f(d)).map(|d| format!("/dev/{}", d.name));
+    let dev = |d: &Dev| format!("/dev/{}", d.name);
+    let by = |f: &dyn Fn(&Dev) -> bool| devs.iter().find(|d| f(d)).map(dev);
     if let Some(u) = spec.strip_prefix("UUID=").or_else(|| spec.strip_prefix("/dev/disk/by-uuid/")) {
         return by(&|d| eq(&d.probe.uuid, u));
     }
-    if let Some(l) = spec.strip_prefix("LABEL=").or_else(|| spec.strip_prefix("/dev/disk/by-label/")) {
+    if let Some(l) = spec.strip_prefix("LABEL=") {
         return by(&|d| d.probe.label.as_deref() == Some(l));
     }
-    if let Some(u) = spec.strip_prefix("PARTUUID=").or_else(|| spec.strip_prefix("/dev/disk/by-partuuid/")) {
-        return by(&|d| eq(&d.probe.partuuid, u));
+    if let Some(l) = spec.strip_prefix("/dev/disk/by-label/") {
+        return by(&|d| d.probe.label.as_deref() == Some(&unescape(l)));
     }
-    if let Some(l) = spec.strip_prefix("PARTLABEL=").or_else(|| spec.strip_prefix("/dev/disk/by-partlabel/")) {
+    if let Some(u) = spec.strip_prefix("PARTUUID=").or_else(|| spec.strip_prefix("/dev/disk/by-partuuid/")) {
+        let (u, off) = match u.split_once("/PARTNROFF=") {
+            Some((u, off)) => (u, off.parse::<i64>().ok()?),
+            None => (u, 0),
+        };
+        let base = devs.iter().find(|d| eq(&d.probe.partuuid, u))?;
+        if off == 0 {
+            return Some(dev(base));
+        }
+        let want = base.partno as i64 + off;
+        return devs.iter().find(|d| d.disk.is_some() && d.disk == base.disk && d.partno as i64 == want).map(dev);
+    }
+    if let Some(l) = spec.strip_prefix("PARTLABEL=") {
         return by(&|d| d.probe.partlabel.as_deref() == Some(l));
     }
+    if let Some(l) = spec.strip_prefix("/dev/disk/by-partlabel/") {
+        return by(&|d| d.probe.partlabel.as_deref() == Some(&unescape(l)));
+    }
     if let Some(m) = spec.strip_prefix("/dev/mapper/") {
-        return devs.iter().find(|d| dm_name(&d.name).as_deref() == Some(m)).map(|d| format!("/dev/{}", d.name));
+        return by(&|d| dm_name(&d.name).as_deref() == Some(m));
     }
     // A major:minor number, as the kernel accepts.
     if let Some((a, b)) = spec.split_once(':')
         && let (Ok(ma), Ok(mi)) = (a.parse::<u32>(), b.parse::<u32>())
     {
-        return devs
-            .iter()
-            .find(|d| read_text(&format!("/sys/class/block/{}/dev", d.name)).trim() == format!("{ma}:{mi}"))
-            .map(|d| format!("/dev/{}", d.name));
+        return by(&|d| d.devno == format!("{ma}:{mi}"));
     }
     let name = spec.strip_prefix("/dev/").unwrap_or(spec);
-    devs.iter().find(|d| d.name == name).map(|d| format!("/dev/{}", d.name))
+    if let Some(d) = devs.iter().find(|d| d.name == name) {
+        return Some(dev(d));
+    }
+    // Any other node or link (lvm's /dev/VG/LV, mdadm's /dev/md/NAME): by device number.
+    let st = rustix::fs::stat(spec).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::BlockDevice {
+        return None;
+    }
+    let devno = format!("{}:{}", rustix::fs::major(st.st_rdev), rustix::fs::minor(st.st_rdev));
+    by(&|d| d.devno == devno)
 }
 
 struct Init {
@@ -624,12 +669,13 @@ fn boot(init: &mut Init) -> Result<(), String> {
     init.log.debug(&format!("root is {dev}"));
     let probed = sys::open(&dev).ok().map(|f| probe::probe_fs(&f)).unwrap_or_default();
     let fstype = init.cmd.rootfstype.clone().or(probed.fstype.clone()).or(init.conf.rootfstype.clone());
-    if let Some(t) = &fstype {
+    for t in fstype.iter().flat_map(|t| t.split(',')).filter(|t| !t.is_empty()) {
         init.mods.load(&format!("fs-{t}"), &mut init.log);
     }
     let flags = if init.cmd.rw { MountFlags::empty() } else { MountFlags::RDONLY };
+    // rootfstype= may list several types, as for the kernel.
     let types: Vec<String> = match &fstype {
-        Some(t) => vec![t.clone()],
+        Some(t) => t.split(',').filter(|t| !t.is_empty()).map(str::to_string).collect(),
         None => read_text("/proc/filesystems")
             .lines()
             .filter(|l| !l.starts_with("nodev"))
@@ -731,5 +777,59 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
         }
         init.log.error("no rescue shell in this image (add --include rescue)");
         reboot_or_wait(&init.cmd);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev(name: &str, devno: &str, disk: Option<&str>, partno: u32, p: probe::Probe) -> Dev {
+        Dev { name: name.into(), devno: devno.into(), disk: disk.map(Into::into), partno, probe: p }
+    }
+
+    fn devs() -> Vec<Dev> {
+        let fs = |t: &str, u: &str, l: Option<&str>, pu: Option<&str>, pl: Option<&str>| probe::Probe {
+            fstype: Some(t.into()),
+            uuid: Some(u.into()),
+            label: l.map(Into::into),
+            partuuid: pu.map(Into::into),
+            partlabel: pl.map(Into::into),
+        };
+        vec![
+            dev("sda", "8:0", None, 0, probe::Probe::default()),
+            dev("sda1", "8:1", Some("sda"), 1, fs("vfat", "AB12-CD34", Some("EFI"), Some("aaaa-1"), Some("esp"))),
+            dev("sda2", "8:2", Some("sda"), 2, fs("ext4", "1111-2222", Some("my root"), Some("aaaa-2"), Some("r"))),
+            dev("vda", "254:0", None, 0, fs("xfs", "3333-4444", Some("data"), None, None)),
+        ]
+    }
+
+    #[test]
+    fn finds_root_by_every_kind_of_name() {
+        let d = devs();
+        let f = |s: &str| find(s, &d);
+        assert_eq!(f("UUID=1111-2222").as_deref(), Some("/dev/sda2"));
+        assert_eq!(f("UUID=ab12-cd34").as_deref(), Some("/dev/sda1"), "UUIDs compare without case");
+        assert_eq!(f("/dev/disk/by-uuid/3333-4444").as_deref(), Some("/dev/vda"));
+        assert_eq!(f("LABEL=my root").as_deref(), Some("/dev/sda2"));
+        assert_eq!(f("/dev/disk/by-label/my\\x20root").as_deref(), Some("/dev/sda2"));
+        assert_eq!(f("PARTUUID=AAAA-2").as_deref(), Some("/dev/sda2"));
+        assert_eq!(f("PARTUUID=aaaa-1/PARTNROFF=1").as_deref(), Some("/dev/sda2"));
+        assert_eq!(f("PARTUUID=aaaa-1/PARTNROFF=5"), None);
+        assert_eq!(f("PARTLABEL=esp").as_deref(), Some("/dev/sda1"));
+        assert_eq!(f("/dev/disk/by-partlabel/r").as_deref(), Some("/dev/sda2"));
+        assert_eq!(f("8:2").as_deref(), Some("/dev/sda2"));
+        assert_eq!(f("/dev/vda").as_deref(), Some("/dev/vda"));
+        assert_eq!(f("vda").as_deref(), Some("/dev/vda"));
+        assert_eq!(f("UUID=none"), None);
+        assert_eq!(f("LABEL=data2"), None);
+        assert_eq!(f("/dev/nonexistent/x"), None);
+    }
+
+    #[test]
+    fn unescapes_udev_names() {
+        assert_eq!(unescape("a\\x20b\\x2fc"), "a b/c");
+        assert_eq!(unescape("plain"), "plain");
+        assert_eq!(unescape("bad\\xZZ\\x"), "bad\\xZZ\\x");
     }
 }

@@ -179,10 +179,83 @@ pub fn partitions<Fd: AsFd>(fd: Fd) -> Vec<PartEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     #[test]
     fn guid_is_mixed_endian() {
         let b = [0x28, 0x73, 0x2a, 0xc1, 0x1f, 0xf8, 0xd2, 0x11, 0xba, 0x4b, 0x00, 0xa0, 0xc9, 0x3e, 0xc9, 0x3b];
         assert_eq!(guid_str(&b), "c12a7328-f81f-11d2-ba4b-00a0c93ec93b");
+    }
+
+    /// blkid's view of an image file: TYPE, UUID, LABEL.
+    fn blkid(path: &str) -> Probe {
+        let o = Command::new("blkid").args(["-p", "-o", "export", path]).output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        // The export format escapes a space as "\\ ".
+        let get = |k: &str| text.lines().find_map(|l| l.strip_prefix(&format!("{k}=")).map(|v| v.replace("\\ ", " ")));
+        Probe { fstype: get("TYPE"), uuid: get("UUID"), label: get("LABEL"), partuuid: None, partlabel: None }
+    }
+
+    fn sh(cmd: &str) -> bool {
+        Command::new("sh").args(["-c", cmd]).output().is_ok_and(|o| o.status.success())
+    }
+
+    /// Every file system /init probes, made by its own mkfs (unprivileged, in image files),
+    /// must read as blkid reads it.
+    #[test]
+    fn probes_like_blkid() {
+        if !sh("command -v blkid") {
+            std::eprintln!("skipping: no blkid");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("leanrd-probe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cases = [
+            ("ext4", "mkfs.ext4 -q -F -L root-ext4 IMG", 64),
+            ("ext2", "mkfs.ext2 -q -F -L e2 IMG", 64),
+            ("xfs", "mkfs.xfs -q -f -L xfsroot IMG", 320),
+            ("btrfs", "mkfs.btrfs -q -f -L 'btrfs root' IMG", 128),
+            ("vfat", "mkfs.vfat -n ESP IMG", 64),
+            ("f2fs", "mkfs.f2fs -q -f -l f2label IMG", 128),
+            (
+                "luks",
+                "echo pw | cryptsetup luksFormat -q --type luks2 --label sealed --pbkdf pbkdf2 \\
+                 --pbkdf-force-iterations 1000 IMG -",
+                32,
+            ),
+        ];
+        let mut checked = 0;
+        for (name, mkfs, mb) in cases {
+            let img = dir.join(name);
+            let img = img.to_str().unwrap();
+            if !sh(&format!("truncate -s {mb}M {img} && {}", mkfs.replace("IMG", img))) {
+                std::eprintln!("skipping {name}: its mkfs is missing or failed");
+                continue;
+            }
+            let f = crate::sys::open(img).unwrap();
+            assert_eq!(probe_fs(&f), blkid(img), "{name}");
+            checked += 1;
+        }
+        // GPT: PARTUUID and PARTLABEL of each entry, as sfdisk wrote them.
+        let gpt = dir.join("gpt");
+        let gpt = gpt.to_str().unwrap();
+        std::fs::write(format!("{gpt}.sfdisk"), "label: gpt\nsize=4M, type=L, name=boot\ntype=L, name=\"my root\"\n")
+            .unwrap();
+        assert!(sh(&format!("truncate -s 16M {gpt} && sfdisk -q {gpt} < {gpt}.sfdisk")));
+        let o = Command::new("sfdisk").args(["--part-uuid", gpt, "2"]).output().unwrap();
+        let uuid2 = String::from_utf8_lossy(&o.stdout).trim().to_lowercase();
+        let parts = partitions(crate::sys::open(gpt).unwrap());
+        assert_eq!(parts.len(), 2);
+        assert_eq!((parts[1].number, parts[1].partuuid.as_str()), (2, uuid2.as_str()));
+        assert_eq!(parts[1].partlabel.as_deref(), Some("my root"));
+        assert_eq!(parts[0].partlabel.as_deref(), Some("boot"));
+        // MBR: the disk signature and the partition number.
+        std::fs::write(format!("{gpt}.sfdisk"), "label: dos\nlabel-id: 0x1234abcd\n,4M,L\n,,L\n").unwrap();
+        assert!(sh(&format!("truncate -s 16M {gpt}.mbr && sfdisk -q {gpt}.mbr < {gpt}.sfdisk")));
+        let parts = partitions(crate::sys::open(&format!("{gpt}.mbr")).unwrap());
+        let ids: Vec<&str> = parts.iter().map(|p| p.partuuid.as_str()).collect();
+        assert_eq!(ids, ["1234abcd-01", "1234abcd-02"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(checked >= 3, "too few file systems could be made here");
     }
 }
