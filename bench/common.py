@@ -29,8 +29,8 @@ def boot_setup():
 def build_leanrd():
     """Build leanrd and the static /init; return their paths."""
     sh("cargo build --release -q -p leanrd", cwd=ROOT)
-    sh("cargo build -q --manifest-path crates/init/Cargo.toml --profile init "
-       "--target x86_64-unknown-linux-gnu --target-dir target", cwd=ROOT)
+    sh("cargo build -q --profile init -p leanrd-init --features standalone "
+       "--target x86_64-unknown-linux-gnu", cwd=ROOT)
     return (os.path.join(ROOT, "target/release/leanrd"),
             os.path.join(ROOT, "target/x86_64-unknown-linux-gnu/init/leanrd-init"))
 

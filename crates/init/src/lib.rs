@@ -573,7 +573,7 @@ impl Init {
         if !self.mods.failed.is_empty() {
             s += "leanrd: modules that failed to load:\n";
             for (m, e) in &self.mods.failed {
-                s += &format!("  {m}: {}\n", strerror(*e));
+                s += &format!("  {m}: {} (errno {})\n", strerror(*e), e.raw_os_error());
             }
         }
         s += &format!("leanrd: {} modules loaded\n", self.mods.loaded.len());

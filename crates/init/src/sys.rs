@@ -169,7 +169,7 @@ pub fn reap() {
 /// Write all of `s` to stderr (the console for PID 1).
 pub fn eprint(s: &str) {
     // SAFETY: fd 2 is the console the kernel opened for init; nothing closes it.
-    let fd = unsafe { rustix::stdio::stderr() };
+    let fd = unsafe { rustix::fd::BorrowedFd::borrow_raw(2) };
     write_all(fd, s.as_bytes());
 }
 

@@ -152,8 +152,8 @@ fn find_init(explicit: Option<PathBuf>) -> Result<PathBuf> {
     candidates.push(PathBuf::from("/usr/lib/leanrd/leanrd-init"));
     candidates.push(PathBuf::from("/usr/local/lib/leanrd/leanrd-init"));
     candidates.into_iter().find(|p| p.is_file()).context(
-        "no /init binary found: build it with `cargo build --manifest-path crates/init/Cargo.toml --profile \
-         init --target x86_64-unknown-linux-gnu --target-dir target` (see README) or pass --init",
+        "no /init binary found: build it with `cargo build --profile init -p leanrd-init --features \
+         standalone --target x86_64-unknown-linux-gnu` (see README) or pass --init",
     )
 }
 

@@ -23,7 +23,7 @@ fn init_binary() -> Option<PathBuf> {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let st = Command::new(cargo)
             .current_dir(&ws)
-            .args(["build", "-q", "--manifest-path", "crates/init/Cargo.toml", "--profile", "init"])
+            .args(["build", "-q", "--profile", "init", "-p", "leanrd-init", "--features", "standalone"])
             .args(["--target", "x86_64-unknown-linux-gnu", "--target-dir"])
             .arg(&target)
             .status()
