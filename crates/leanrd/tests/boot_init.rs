@@ -252,6 +252,18 @@ fn boot_matrix() {
             expect: vec![MARK],
         },
         Case {
+            // USB disks appear asynchronously (xhci, then the hub, then usb-storage, then sd):
+            // only uevents bring them.
+            name: "universal ext4 USB by-uuid path",
+            image: univ.clone(),
+            append: "quiet root=/dev/disk/by-uuid/11111111-2222-3333-4444-555555555555 rootwait".into(),
+            qemu: args(&format!(
+                "-device qemu-xhci,id=xhci -drive file={},if=none,id=u0,format=raw,snapshot=on -device usb-storage,bus=xhci.0,drive=u0",
+                d(&ext4_disk)
+            )),
+            expect: vec![MARK],
+        },
+        Case {
             name: "wrong UUID diagnosis",
             image: host_img.clone(),
             append: "quiet root=UUID=99999999-9999-9999-9999-999999999999 leanrd.timeout=5".into(),
