@@ -131,6 +131,12 @@ impl Drop for AtomicFile {
     }
 }
 
+/// Whether a file's data is written by a worker (cloned or copied in the kernel) rather than
+/// read into the header buffer: large files, and files with a whole block at a block boundary.
+fn by_worker(size: u64, dst: u64, block: u64) -> bool {
+    size >= INLINE_MAX || (size >= block && dst.is_multiple_of(block))
+}
+
 struct Job<'a> {
     path: &'a Path,
     size: u64,
@@ -151,7 +157,7 @@ pub fn write_positional(layout: &Layout, out: &File) -> Result<Stats> {
     for p in &layout.placed {
         if let Data::File { path, size } = layout.data(p) {
             let dst = p.data_offset();
-            if *size >= INLINE_MAX || (*size >= block && dst % block == 0) {
+            if by_worker(*size, dst, block) {
                 jobs.push(Job { path, size: *size, dst });
             }
         }
@@ -227,8 +233,7 @@ fn write_buffered(layout: &Layout, out: &File, block: u64) -> Result<u64> {
                 buf.resize(align4(buf.len() as u64) as usize, 0);
             }
             Data::File { path, size } => {
-                let dst = p.data_offset();
-                if *size >= INLINE_MAX || (*size >= block && dst % block == 0) {
+                if by_worker(*size, p.data_offset(), block) {
                     // A worker writes this one; what follows starts a new run.
                     flush(&mut buf, buf_start)?;
                     continue;

@@ -25,41 +25,30 @@ pub enum When {
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
+// Every field may be left out.
+#[serde(deny_unknown_fields, default)]
 pub struct Feature {
     #[serde(skip)]
     pub name: String,
-    #[serde(default)]
     pub description: String,
-    #[serde(default)]
     pub when: When,
     /// Detected when the root's (or /usr's) file system type is one of these.
-    #[serde(default)]
     pub fstypes: Vec<String>,
     /// Detected when the root's block stack has one of these: crypt, lvm, md, dm.
-    #[serde(default)]
     pub stack: Vec<String>,
     /// Module names, aliases (`fs-ext4`), or globs over the module tree (contain a `/`).
-    #[serde(default)]
     pub modules: Vec<String>,
     /// Modules added only in --universal builds.
-    #[serde(default)]
     pub universal_modules: Vec<String>,
-    #[serde(default)]
     pub binaries: Vec<String>,
     /// Libraries loaded with dlopen (not in DT_NEEDED).
-    #[serde(default)]
     pub libraries: Vec<String>,
     /// Files copied as they are (missing ones are skipped with a warning).
-    #[serde(default)]
     pub files: Vec<String>,
-    #[serde(default)]
     pub dirs: Vec<String>,
     /// Firmware files under /lib/firmware.
-    #[serde(default)]
     pub firmware: Vec<String>,
     /// Put CPU microcode in an early uncompressed segment.
-    #[serde(default)]
     pub microcode: bool,
 }
 

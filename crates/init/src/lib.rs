@@ -54,7 +54,7 @@ impl Log {
             sys::write_all(k, format!("<5>leanrd: {msg}\n").as_bytes());
         }
     }
-    fn error(&mut self, msg: &str) {
+    fn error(&self, msg: &str) {
         eprint(&format!("leanrd: {msg}\n"));
     }
 }
@@ -155,10 +155,11 @@ impl Modules {
                     Some((pid, st)) => {
                         if let Some(i) = running.iter().position(|(p, _)| *p == pid) {
                             let (_, m) = running.swap_remove(i);
-                            let r = match st {
-                                0 => Ok(()),
-                                st if st & 0x7f == 0 => Err(Errno::from_raw_os_error((st >> 8) & 0xff)),
-                                _ => Err(Errno::CHILD),
+                            // The child's exit status is the errno (0: loaded).
+                            let r = match sys::exit_code(st) {
+                                Some(0) => Ok(()),
+                                Some(e) => Err(Errno::from_raw_os_error(e)),
+                                None => Err(Errno::CHILD),
                             };
                             done.push((m, r));
                         }
@@ -229,13 +230,13 @@ fn uevent_socket() -> Option<OwnedFd> {
     Some(fd)
 }
 
-/// Wait up to `ms` for uevents; returns the MODALIAS values received.
-fn uevents(fd: &OwnedFd, ms: u64) -> Vec<String> {
+/// Wait up to `ms` for uevents; returns whether any came (a disk appearing has no MODALIAS)
+/// and the MODALIAS values received.
+fn uevents(fd: &OwnedFd, ms: u64) -> (bool, Vec<String>) {
     use rustix::event::{PollFd, PollFlags};
     let mut out = Vec::new();
-    let t = rustix::time::Timespec { tv_sec: (ms / 1000) as i64, tv_nsec: ((ms % 1000) * 1_000_000) as i64 };
-    if !rustix::event::poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&t)).is_ok_and(|n| n > 0) {
-        return out;
+    if !rustix::event::poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&sys::timespec_ms(ms))).is_ok_and(|n| n > 0) {
+        return (false, out);
     }
     let mut buf = vec![0u8; 8192];
     loop {
@@ -249,7 +250,7 @@ fn uevents(fd: &OwnedFd, ms: u64) -> Vec<String> {
             }
         }
     }
-    out
+    (true, out)
 }
 
 /// A block device and what probing found.
@@ -495,15 +496,25 @@ impl Init {
         // the listed modules usually bring it, and then the walk is not needed at all.
         let mut walk = true;
         let mut last_walk = sys::now_ms();
+        // Probe the block devices when they may have changed (at the start, after uevents,
+        // after helpers made new ones), and every second as a fallback; not on every 100 ms
+        // tick of an idle wait.
+        let mut rescan = true;
+        let mut scanned_at = 0;
+        let mut devs = Vec::new();
         loop {
-            let devs = scan();
-            if let Some(d) = find(spec, &devs) {
-                // A LUKS container named as root: unlock it and use what is inside.
-                let is_luks = devs
-                    .iter()
-                    .any(|x| format!("/dev/{}", x.name) == d && x.probe.fstype.as_deref() == Some("crypto_LUKS"));
-                if !is_luks {
-                    return Ok(d);
+            if rescan || sock.is_none() || sys::now_ms() - scanned_at >= 1000 {
+                devs = scan();
+                scanned_at = sys::now_ms();
+                rescan = false;
+                if let Some(d) = find(spec, &devs) {
+                    // A LUKS container named as root: unlock it and use what is inside.
+                    let is_luks = devs
+                        .iter()
+                        .any(|x| format!("/dev/{}", x.name) == d && x.probe.fstype.as_deref() == Some("crypto_LUKS"));
+                    if !is_luks {
+                        return Ok(d);
+                    }
                 }
             }
             let loaded = if walk || sock.is_none() || sys::now_ms() - last_walk > 1000 {
@@ -517,6 +528,7 @@ impl Init {
             }
             walk = false;
             if loaded > 0 && !devs.is_empty() && sys_block_names().len() != devs.len() {
+                rescan = true;
                 continue; // new block devices: look again before anything else
             }
             if devs.len() != last_scan || loaded > 0 || last_stack.is_none_or(|t| sys::now_ms() - t > 2000) {
@@ -524,10 +536,12 @@ impl Init {
                 last_stack = Some(sys::now_ms());
                 let before = sys_block_names().len();
                 if self.unlock(&devs, spec) {
+                    rescan = true;
                     continue;
                 }
                 self.activate_lvm_md();
                 if sys_block_names().len() != before {
+                    rescan = true;
                     continue;
                 }
             }
@@ -536,10 +550,11 @@ impl Init {
             }
             match &sock {
                 Some(fd) => {
-                    let events = uevents(fd, 100);
-                    walk = !events.is_empty();
+                    let (any, aliases) = uevents(fd, 100);
+                    rescan = any;
+                    walk = !aliases.is_empty();
                     let new: Vec<String> =
-                        events.into_iter().filter(|a| self.mods.seen_aliases.insert(a.clone())).collect();
+                        aliases.into_iter().filter(|a| self.mods.seen_aliases.insert(a.clone())).collect();
                     self.mods.load_many(&new, &mut self.log);
                 }
                 None => sys::sleep_ms(100),

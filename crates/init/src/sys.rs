@@ -148,16 +148,18 @@ pub fn wait_any() -> Option<(i32, i32)> {
     }
 }
 
+/// The exit status of a child that exited (rather than was killed), from its wait status.
+pub fn exit_code(st: i32) -> Option<i32> {
+    (st != -1 && st & 0x7f == 0).then_some((st >> 8) & 0xff)
+}
+
 /// `Ok(())` for exit status 0, otherwise how the process ended.
 pub fn describe_status(st: i32) -> Result<(), String> {
-    if st == -1 {
-        return Err("lost".into());
-    }
-    let (sig, code) = (st & 0x7f, (st >> 8) & 0xff);
-    match (sig, code) {
-        (0, 0) => Ok(()),
-        (0, c) => Err(alloc::format!("exit status {c}")),
-        (s, _) => Err(alloc::format!("killed by signal {s}")),
+    match exit_code(st) {
+        Some(0) => Ok(()),
+        Some(c) => Err(alloc::format!("exit status {c}")),
+        None if st == -1 => Err("lost".into()),
+        None => Err(alloc::format!("killed by signal {}", st & 0x7f)),
     }
 }
 
@@ -282,9 +284,12 @@ pub fn now_ms() -> u64 {
     t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000
 }
 
+pub fn timespec_ms(ms: u64) -> rustix::time::Timespec {
+    rustix::time::Timespec { tv_sec: (ms / 1000) as i64, tv_nsec: ((ms % 1000) * 1_000_000) as i64 }
+}
+
 pub fn sleep_ms(ms: u64) {
-    let t = rustix::time::Timespec { tv_sec: (ms / 1000) as i64, tv_nsec: ((ms % 1000) * 1_000_000) as i64 };
-    let _ = rustix::thread::nanosleep(&t);
+    let _ = rustix::thread::nanosleep(&timespec_ms(ms));
 }
 
 /// The C library's message for an errno, or the number.
