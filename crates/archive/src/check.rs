@@ -7,8 +7,9 @@ use std::io::{Read, Seek, SeekFrom};
 
 use anyhow::Result;
 use leanrd_compress::{Format, ZSTD_MAX_WINDOW_LOG};
-use leanrd_newc::{PATH_MAX, S_IFLNK, S_IFMT, S_IFREG, checksum_update};
+use leanrd_newc::{FileKind, PATH_MAX, S_IFLNK, S_IFMT, S_IFREG, checksum_update};
 
+use crate::names::Namespace;
 use crate::read::{Problem, ReadEntry, Segment, SegmentEnd, Visitor};
 
 /// Identity of a hard-link set member, to spot distinct files sharing an inode number.
@@ -30,6 +31,8 @@ pub struct Checker {
     pub entries: usize,
     /// (dev major, dev minor, ino, type) → first member: identity, data seen, name.
     links: HashMap<LinkKey, (Ident, bool, String)>,
+    /// What the kernel has created so far (the rootfs persists across segments).
+    names: Namespace<String>,
     image: Option<std::path::PathBuf>,
 }
 
@@ -37,6 +40,25 @@ impl Checker {
     /// `image` lets the checker look at segment framing (compression headers).
     pub fn new(image: Option<&std::path::Path>) -> Checker {
         Checker { image: image.map(|p| p.to_path_buf()), ..Checker::default() }
+    }
+}
+
+impl Checker {
+    /// Names with `..`, and names the kernel cannot create because of what came before.
+    fn names_problems(&mut self, e: &ReadEntry, at: &str) {
+        let name = e.name_lossy();
+        let clean: Vec<&[u8]> = e.name.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".").collect();
+        if clean.contains(&&b".."[..]) {
+            self.problems.push(format!("{at}: {name}: name has a '..' component: it unpacks outside where it says"));
+            return;
+        }
+        let Some(kind) = FileKind::from_mode(e.header.mode) else { return };
+        if clean.is_empty() {
+            return;
+        }
+        if let Err((m, first)) = self.names.insert(&clean.join(&b'/'), kind, at.to_string()) {
+            self.problems.push(format!("{at}: {name}: the kernel cannot create it: {m} ({first})"));
+        }
     }
 }
 
@@ -78,6 +100,8 @@ impl Visitor for Checker {
                 h.filesize
             ));
         }
+        self.names_problems(e, &at);
+        let mut problem = |m: String| self.problems.push(format!("{at}: {name}: {m}"));
         if h.crc {
             let mut sum = 0u32;
             let mut buf = vec![0u8; 1 << 16];

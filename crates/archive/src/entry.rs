@@ -2,7 +2,11 @@
 
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::borrow::Cow;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use leanrd_newc::{S_IFMT, S_IFREG};
 
@@ -12,17 +16,46 @@ pub enum Data {
     /// No data (directories, devices, fifos, and all but one member of a hard-link set).
     None,
     /// Bytes held in memory (symlink targets, generated files).
-    Inline(Vec<u8>),
-    /// A regular file on disk, `size` bytes as seen when the input was read.
-    File { path: PathBuf, size: u64 },
+    Inline(Box<[u8]>),
+    /// A regular file on disk, `size` bytes as seen when the input was read (newc sizes
+    /// are 32-bit: see [`Data::file`]).
+    File { path: Box<Path>, size: u32 },
+    /// A regular file at `root/NAME` (NAME: the entry's name), `size` bytes: what a tree
+    /// input makes, so that 200,000 entries do not hold their path twice.
+    Tree { root: Arc<Path>, size: u32 },
+}
+
+/// A file larger than newc can describe.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {size} bytes is larger than newc's 4 GiB limit", path.display())]
+pub struct TooLarge {
+    pub path: PathBuf,
+    pub size: u64,
+}
+
+/// newc stores sizes in 32 bits.
+pub fn newc_size(path: &Path, size: u64) -> Result<u32, TooLarge> {
+    u32::try_from(size).map_err(|_| TooLarge { path: path.to_path_buf(), size })
 }
 
 impl Data {
+    /// The data of the regular file at `path`, `size` bytes long.
+    pub fn file(path: impl Into<PathBuf>, size: u64) -> Result<Data, TooLarge> {
+        let path = path.into();
+        let size = newc_size(&path, size)?;
+        Ok(Data::File { path: path.into_boxed_path(), size })
+    }
+
+    /// Bytes held in memory.
+    pub fn inline(bytes: impl Into<Box<[u8]>>) -> Data {
+        Data::Inline(bytes.into())
+    }
+
     pub fn len(&self) -> u64 {
         match self {
             Data::None => 0,
             Data::Inline(v) => v.len() as u64,
-            Data::File { size, .. } => *size,
+            Data::File { size, .. } | Data::Tree { size, .. } => *size as u64,
         }
     }
 
@@ -35,7 +68,7 @@ impl Data {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     /// The name as stored, without the terminating NUL.
-    pub name: Vec<u8>,
+    pub name: Box<[u8]>,
     /// File type and permission bits.
     pub mode: u32,
     pub uid: u32,
@@ -54,6 +87,30 @@ impl Entry {
     pub fn is_regular(&self) -> bool {
         self.mode & S_IFMT == S_IFREG
     }
+
+    /// Where a regular file's data is read from.
+    pub fn source(&self) -> Option<Cow<'_, Path>> {
+        match &self.data {
+            Data::File { path, .. } => Some(Cow::Borrowed(path)),
+            Data::Tree { root, .. } => Some(Cow::Owned(root.join(OsStr::from_bytes(&self.name)))),
+            Data::None | Data::Inline(_) => None,
+        }
+    }
+}
+
+/// The first entry that makes an archive a secret: a regular file that others may not read,
+/// by its mode in the archive or by its source's mode on disk. An image holding one must not
+/// be readable by others either (see [`crate::output::output_mode`]).
+pub fn first_secret(entries: &[Entry]) -> Option<&Entry> {
+    use crate::output::is_secret;
+    entries.iter().filter(|e| e.is_regular()).find(|e| {
+        is_secret(e.mode)
+            || match &e.data {
+                Data::File { path, .. } => std::fs::metadata(path).is_ok_and(|m| is_secret(m.mode())),
+                // A tree entry's mode is its source's mode.
+                _ => false,
+            }
+    })
 }
 
 /// Normalisation applied to metadata taken from the file system, for reproducible output.
@@ -103,7 +160,7 @@ impl Normalize {
     }
 
     /// Fill an entry's metadata from `lstat` of its source.
-    pub fn entry_from_metadata(&self, name: Vec<u8>, md: &Metadata, ino: u32, data: Data) -> Entry {
+    pub fn entry_from_metadata(&self, name: Box<[u8]>, md: &Metadata, ino: u32, data: Data) -> Entry {
         let (uid, gid) = self.owner(md.uid(), md.gid());
         let (dev_major, dev_minor) =
             if self.keep_devno { (rustix::fs::major(md.dev()), rustix::fs::minor(md.dev())) } else { (0, 0) };

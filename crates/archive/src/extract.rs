@@ -1,29 +1,69 @@
-//! Restore an image's entries under a directory, safely: names are checked (no absolute
-//! names, no `..`), and every parent directory is opened with `openat2(RESOLVE_BENEATH)`, so
-//! a symlink in the archive can never send a later write outside the target directory.
+//! Restore an image's entries under a directory, safely.
+//!
+//! The rules, each against a name an archive can plant:
+//! - names are checked: no absolute names, no `..` ([`safe_components`]);
+//! - every parent directory is opened with `openat2(RESOLVE_BENEATH)`, so a symlink in the
+//!   archive can never send a later entry outside the target directory;
+//! - an existing name is replaced, never followed: a directory entry over a symlink (or any
+//!   other non-directory) removes it first, as the kernel's `clean_path` does;
+//! - every metadata call (chown, chmod, utimes) goes through a descriptor opened with
+//!   `O_NOFOLLOW` (`O_PATH` for nodes and directories) and checked to be the kind of file
+//!   the entry made, or through `AT_SYMLINK_NOFOLLOW`; never through a name that is followed;
+//! - a hard link is made only to the very file this extraction created for its set (checked
+//!   by device and inode), so a set member replaced by a device node or a fifo is refused.
+//!
+//! An entry that cannot be restored is recorded in [`Extractor::errors`] and the walk goes
+//! on, as the kernel's unpacker does; the caller reports them and fails.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
-use leanrd_newc::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK};
+use anyhow::{Context, Result, anyhow, bail};
+use leanrd_newc::{FileKind, PATH_MAX};
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Timespec, Timestamps};
 
-use crate::read::{ReadEntry, Visitor};
+use crate::read::{Problem, ReadEntry, Visitor};
+
+/// A file this extraction made, by identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ident {
+    dev: u64,
+    ino: u64,
+}
+
+impl Ident {
+    fn of(st: &rustix::fs::Stat) -> Ident {
+        Ident { dev: st.st_dev, ino: st.st_ino }
+    }
+}
+
+/// A directory whose mode and mtime are applied at the end (children are created first).
+struct DirMeta {
+    name: Vec<u8>,
+    ident: Ident,
+    perm: u32,
+    mtime: u32,
+}
 
 /// An extraction in progress; use as the [`Visitor`] of [`crate::read::read_image`], then
 /// call [`Extractor::finish`].
 pub struct Extractor {
     root: OwnedFd,
     as_root: bool,
-    /// Hard-link sets seen: (segment, dev, ino) → path of the first member.
-    links: HashMap<(usize, u32, u32, u32), Vec<u8>>,
-    dir_times: Vec<(Vec<u8>, u32)>,
+    /// Hard-link sets seen: (segment, dev, ino) → path and identity of the first member.
+    links: HashMap<(usize, u32, u32, u32), (Vec<u8>, Ident)>,
+    dirs: Vec<DirMeta>,
+    /// mtime of the target directory itself (an entry named `.`).
+    root_mtime: Option<u32>,
     pub files: usize,
+    /// Entries skipped on purpose (device nodes without root).
     pub warnings: Vec<String>,
+    /// Entries that could not be restored, and what the reader found wrong: each one fails
+    /// the extraction.
+    pub errors: Vec<String>,
 }
 
 fn errno(e: rustix::io::Errno) -> io::Error {
@@ -50,176 +90,292 @@ fn join(c: &[&[u8]]) -> Vec<u8> {
     c.join(&b'/')
 }
 
+const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
+const DIR_PATH: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
+
 impl Extractor {
     pub fn new(dir: &Path) -> Result<Extractor> {
         std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
-        let root = rustix::fs::open(dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        let root = rustix::fs::open(dir, DIR_PATH, Mode::empty())
             .map_err(errno)
             .with_context(|| format!("{}: cannot open", dir.display()))?;
         Ok(Extractor {
             root,
             as_root: rustix::process::geteuid().is_root(),
             links: HashMap::new(),
-            dir_times: Vec::new(),
+            dirs: Vec::new(),
+            root_mtime: None,
             files: 0,
             warnings: Vec::new(),
+            errors: Vec::new(),
         })
     }
 
     /// Open (creating as needed) the directory `comps` beneath the root.
     fn open_dir(&self, comps: &[&[u8]]) -> Result<OwnedFd> {
-        let how = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let path = join(comps);
         let p = if path.is_empty() { b".".to_vec() } else { path };
-        match rustix::fs::openat2(&self.root, p.as_slice(), flags, Mode::empty(), how) {
+        match rustix::fs::openat2(&self.root, p.as_slice(), DIR_PATH, Mode::empty(), RESOLVE) {
             Ok(fd) => return Ok(fd),
             Err(rustix::io::Errno::NOENT) => {}
             Err(e) => {
                 bail!("{}: cannot open beneath the target directory: {}", String::from_utf8_lossy(&p), errno(e))
             }
         }
-        // Create missing parents one level at a time, each checked.
-        let mut fd = rustix::fs::openat2(&self.root, ".", flags, Mode::empty(), how).map_err(errno)?;
+        // Create missing parents one level at a time, each opened beneath the last.
+        let mut fd = rustix::fs::openat2(&self.root, ".", DIR_PATH, Mode::empty(), RESOLVE).map_err(errno)?;
         for c in comps {
             match rustix::fs::mkdirat(&fd, *c, Mode::from_raw_mode(0o755)) {
                 Ok(()) | Err(rustix::io::Errno::EXIST) => {}
                 Err(e) => bail!("{}: cannot create directory: {}", String::from_utf8_lossy(c), errno(e)),
             }
-            fd = rustix::fs::openat2(&fd, *c, flags, Mode::empty(), how).map_err(errno).with_context(|| {
+            fd = rustix::fs::openat2(&fd, *c, DIR_PATH, Mode::empty(), RESOLVE).map_err(errno).with_context(|| {
                 format!("{}: cannot open beneath the target directory", String::from_utf8_lossy(&join(comps)))
             })?;
         }
         Ok(fd)
     }
 
-    /// Apply directory mtimes (deepest first); call once after the walk.
-    pub fn finish(mut self) -> Result<Vec<String>> {
-        self.dir_times.sort_by_key(|d| std::cmp::Reverse(d.0.len()));
-        for (name, mtime) in std::mem::take(&mut self.dir_times) {
-            let comps: Vec<&[u8]> = name.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect();
-            if let Ok(fd) = self.open_dir(&comps) {
-                let _ = set_times(&fd, b".", mtime);
+    /// Apply directory modes and mtimes (deepest first); call once after the walk. Then
+    /// [`Extractor::errors`] says whether the extraction failed.
+    pub fn finish(&mut self) {
+        self.dirs.sort_by_key(|d| std::cmp::Reverse(d.name.len()));
+        for d in std::mem::take(&mut self.dirs) {
+            let comps: Vec<&[u8]> = d.name.split(|&b| b == b'/').collect();
+            let (base, parent) = comps.split_last().expect("a directory entry has a name");
+            // Only the directory this extraction made: a later entry may have replaced it.
+            let node = self.open_dir(parent).and_then(|dir| open_node(&dir, base, FileKind::Dir, Some(d.ident)));
+            // The owner was set at creation; chmod comes after it so that set-id bits stay.
+            let r = node.and_then(|fd| {
+                chmod_fd(&fd, d.perm)?;
+                set_times(&fd, b"", d.mtime, AtFlags::EMPTY_PATH)
+            });
+            if let Err(e) = r {
+                self.errors.push(format!("{}: cannot set mode and mtime: {e:#}", String::from_utf8_lossy(&d.name)));
             }
         }
-        Ok(self.warnings)
+        if let Some(mtime) = self.root_mtime {
+            let _ = set_times(&self.root, b"", mtime, AtFlags::EMPTY_PATH);
+        }
+    }
+
+    /// Restore one entry; errors name the entry.
+    fn restore(&mut self, e: &ReadEntry, data: &mut dyn Read) -> Result<()> {
+        let comps = safe_components(&e.name).map_err(|m| anyhow!("refusing it: {m}"))?;
+        let h = &e.header;
+        let Some(kind) = FileKind::from_mode(h.mode) else {
+            bail!("unknown file type {:o}", h.mode & leanrd_newc::S_IFMT);
+        };
+        let perm = h.mode & 0o7777;
+        let Some((base, parent)) = comps.split_last() else {
+            // The target directory itself ("." in the archive): only its mtime.
+            if kind == FileKind::Dir {
+                self.root_mtime = Some(h.mtime);
+            }
+            return Ok(());
+        };
+        let dir = self.open_dir(parent)?;
+        if kind == FileKind::Dir {
+            let node = make_dir(&dir, base)?;
+            self.set_owner(&node, h.uid, h.gid)?;
+            let st = rustix::fs::fstat(&node).map_err(errno)?;
+            self.dirs.push(DirMeta { name: join(&comps), ident: Ident::of(&st), perm, mtime: h.mtime });
+            return Ok(());
+        }
+        // Replace whatever is there, as the kernel does (an empty directory included).
+        match rustix::fs::unlinkat(&dir, *base, AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            Err(rustix::io::Errno::ISDIR | rustix::io::Errno::PERM) => {
+                rustix::fs::unlinkat(&dir, *base, AtFlags::REMOVEDIR)
+                    .map_err(errno)
+                    .context("cannot replace the directory there")?;
+            }
+            Err(err) => return Err(errno(err)).context("cannot replace the existing file"),
+        }
+        match kind {
+            FileKind::Regular => self.restore_file(e, &comps, &dir, base, data)?,
+            FileKind::Symlink => {
+                if h.filesize == 0 || h.filesize > PATH_MAX {
+                    bail!("symlink target of {} bytes (the kernel allows 1 to 4096)", h.filesize);
+                }
+                let mut target = Vec::new();
+                data.read_to_end(&mut target).context("cannot read link target")?;
+                rustix::fs::symlinkat(target.as_slice(), &dir, *base).map_err(errno).context("cannot create symlink")?;
+                if self.as_root {
+                    rustix::fs::chownat(&dir, *base, uid(h.uid), gid(h.gid), AtFlags::SYMLINK_NOFOLLOW)
+                        .map_err(errno)
+                        .context("cannot chown")?;
+                }
+                set_times(&dir, base, h.mtime, AtFlags::SYMLINK_NOFOLLOW)?;
+            }
+            FileKind::CharDev | FileKind::BlockDev | FileKind::Fifo | FileKind::Socket => {
+                if matches!(kind, FileKind::CharDev | FileKind::BlockDev) && !self.as_root {
+                    self.warnings.push(format!("{}: device node skipped (needs root)", e.name_lossy()));
+                    return Ok(());
+                }
+                let dev = rustix::fs::makedev(h.rdev_major, h.rdev_minor);
+                let ft = rustix::fs::FileType::from_raw_mode(kind.bits());
+                rustix::fs::mknodat(&dir, *base, ft, Mode::from_raw_mode(0o600), dev)
+                    .map_err(errno)
+                    .context("cannot create node")?;
+                let node = open_node(&dir, base, kind, None)?;
+                self.set_owner(&node, h.uid, h.gid)?;
+                chmod_fd(&node, perm)?;
+                set_times(&node, b"", h.mtime, AtFlags::EMPTY_PATH)?;
+            }
+            FileKind::Dir => unreachable!("handled above"),
+        }
+        Ok(())
+    }
+
+    fn restore_file(
+        &mut self,
+        e: &ReadEntry,
+        comps: &[&[u8]],
+        dir: &OwnedFd,
+        base: &[u8],
+        data: &mut dyn Read,
+    ) -> Result<()> {
+        let h = &e.header;
+        let key = (e.segment, h.dev_major, h.dev_minor, h.ino);
+        let first = if h.nlink >= 2 { self.links.get(&key).cloned() } else { None };
+        let fd = if let Some((first, ident)) = first {
+            let fc: Vec<&[u8]> = first.split(|&b| b == b'/').collect();
+            let (fb, fp) = fc.split_last().expect("not empty");
+            let fdir = self.open_dir(fp)?;
+            // The set's first member must still be the file made for it.
+            open_node(&fdir, fb, FileKind::Regular, Some(ident))
+                .with_context(|| format!("cannot hard-link to {}", String::from_utf8_lossy(&first)))?;
+            rustix::fs::linkat(&fdir, *fb, dir, base, AtFlags::empty()).map_err(errno).context("cannot hard-link")?;
+            let fd = rustix::fs::openat(dir, base, OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+                .map_err(errno)
+                .context("cannot open")?;
+            if Ident::of(&rustix::fs::fstat(&fd).map_err(errno)?) != ident {
+                bail!("the hard link was replaced while it was made");
+            }
+            fd
+        } else {
+            let fd = rustix::fs::openat(
+                dir,
+                base,
+                OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            )
+            .map_err(errno)
+            .context("cannot create")?;
+            if h.nlink >= 2 {
+                let ident = Ident::of(&rustix::fs::fstat(&fd).map_err(errno)?);
+                self.links.insert(key, (join(comps), ident));
+            }
+            fd
+        };
+        let mut f = File::from(fd);
+        if h.filesize > 0 {
+            f.set_len(0).context("cannot truncate")?;
+            io::copy(data, &mut f).context("cannot write")?;
+        }
+        self.set_owner(&f, h.uid, h.gid)?;
+        rustix::fs::fchmod(&f, Mode::from_raw_mode(h.mode & 0o7777)).map_err(errno).context("cannot chmod")?;
+        set_times(&f, b"", h.mtime, AtFlags::EMPTY_PATH)?;
+        self.files += 1;
+        Ok(())
+    }
+
+    /// Set the owner recorded in the archive through a descriptor (root only; others keep
+    /// their own).
+    fn set_owner(&self, fd: &impl AsFd, u: u32, g: u32) -> Result<()> {
+        if self.as_root {
+            rustix::fs::chownat(fd, "", uid(u), gid(g), AtFlags::EMPTY_PATH).map_err(errno).context("cannot chown")?;
+        }
+        Ok(())
     }
 }
 
-fn set_times(dir: &OwnedFd, base: &[u8], mtime: u32) -> io::Result<()> {
-    let t = Timespec { tv_sec: mtime as i64, tv_nsec: 0 };
-    rustix::fs::utimensat(dir, base, &Timestamps { last_access: t, last_modification: t }, AtFlags::SYMLINK_NOFOLLOW)
+fn uid(u: u32) -> Option<rustix::fs::Uid> {
+    Some(rustix::fs::Uid::from_raw(u))
+}
+
+fn gid(g: u32) -> Option<rustix::fs::Gid> {
+    Some(rustix::fs::Gid::from_raw(g))
+}
+
+/// Make directory `base` in `dir`, replacing a non-directory that is there (never following
+/// it), and return an `O_PATH` descriptor of the directory itself.
+fn make_dir(dir: &OwnedFd, base: &[u8]) -> Result<OwnedFd> {
+    match rustix::fs::mkdirat(dir, base, Mode::from_raw_mode(0o700)) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::EXIST) => {
+            let st = rustix::fs::statat(dir, base, AtFlags::SYMLINK_NOFOLLOW).map_err(errno).context("cannot stat")?;
+            if FileKind::from_mode(st.st_mode) != Some(FileKind::Dir) {
+                rustix::fs::unlinkat(dir, base, AtFlags::empty())
+                    .map_err(errno)
+                    .context("cannot replace the file there with a directory")?;
+                rustix::fs::mkdirat(dir, base, Mode::from_raw_mode(0o700))
+                    .map_err(errno)
+                    .context("cannot create directory")?;
+            }
+        }
+        Err(err) => return Err(errno(err)).context("cannot create directory"),
+    }
+    open_node(dir, base, FileKind::Dir, None)
+}
+
+/// An `O_PATH | O_NOFOLLOW` descriptor of `base` in `dir`, checked to be a `kind` (and, if
+/// given, the very file `ident`).
+fn open_node(dir: &OwnedFd, base: &[u8], kind: FileKind, ident: Option<Ident>) -> Result<OwnedFd> {
+    let mut flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    if kind == FileKind::Dir {
+        flags |= OFlags::DIRECTORY;
+    }
+    let fd = rustix::fs::openat(dir, base, flags, Mode::empty()).map_err(errno).context("cannot open")?;
+    let st = rustix::fs::fstat(&fd).map_err(errno).context("cannot stat")?;
+    let found = FileKind::from_mode(st.st_mode);
+    if found != Some(kind) {
+        bail!("expected a {}, found {}", kind.name(), found.map(FileKind::name).unwrap_or("an unknown file type"));
+    }
+    if ident.is_some_and(|i| i != Ident::of(&st)) {
+        bail!("it is no longer the file this extraction made");
+    }
+    Ok(fd)
+}
+
+/// chmod through a descriptor (an `O_PATH` one included), never through a name:
+/// `fchmodat2(fd, "", AT_EMPTY_PATH)` (Linux 6.6), else `/proc/self/fd/N` as glibc's
+/// `fchmodat(AT_SYMLINK_NOFOLLOW)` does. rustix wraps neither for `O_PATH` descriptors.
+fn chmod_fd(fd: &OwnedFd, perm: u32) -> Result<()> {
+    const SYS_FCHMODAT2: libc::c_long = 452;
+    // SAFETY: a plain system call on an open descriptor and a NUL-terminated empty path.
+    let r = unsafe { libc::syscall(SYS_FCHMODAT2, fd.as_raw_fd(), c"".as_ptr(), perm, libc::AT_EMPTY_PATH) };
+    if r == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if !matches!(err.raw_os_error(), Some(libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP)) {
+        return Err(err).context("cannot chmod");
+    }
+    let proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    rustix::fs::chmod(proc.as_str(), Mode::from_raw_mode(perm))
         .map_err(errno)
+        .context("cannot chmod (fchmodat2 is missing and /proc is not mounted?)")
+}
+
+fn set_times(dir: &impl AsFd, base: &[u8], mtime: u32, flags: AtFlags) -> Result<()> {
+    let t = Timespec { tv_sec: mtime as i64, tv_nsec: 0 };
+    rustix::fs::utimensat(dir, base, &Timestamps { last_access: t, last_modification: t }, flags)
+        .map_err(errno)
+        .context("cannot set mtime")
 }
 
 impl Visitor for Extractor {
     fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> Result<()> {
-        let shown = e.name_lossy();
-        let comps = safe_components(&e.name).map_err(|m| anyhow::anyhow!("refusing {shown:?}: {m}"))?;
-        let h = &e.header;
-        let kind = h.mode & S_IFMT;
-        let perm = Mode::from_raw_mode(h.mode & 0o7777);
-        if comps.is_empty() {
-            // The target directory itself ("." in the archive).
-            if kind == S_IFDIR {
-                self.dir_times.push((Vec::new(), h.mtime));
-            }
-            return Ok(());
+        if let Err(err) = self.restore(e, data) {
+            self.errors.push(format!("{}: {err:#}", e.name_lossy()));
         }
-        let (base, parent) = comps.split_last().expect("not empty");
-        let dir = self.open_dir(parent)?;
-        let ctx = |what: &str, err: rustix::io::Errno| anyhow::anyhow!("{shown}: cannot {what}: {}", errno(err));
-        // Replace whatever non-directory is there, as the kernel does.
-        if kind != S_IFDIR {
-            match rustix::fs::unlinkat(&dir, *base, AtFlags::empty()) {
-                Ok(()) | Err(rustix::io::Errno::NOENT) => {}
-                Err(rustix::io::Errno::ISDIR) | Err(rustix::io::Errno::PERM) => {
-                    let _ = rustix::fs::unlinkat(&dir, *base, AtFlags::REMOVEDIR);
-                }
-                Err(err) => return Err(ctx("replace the existing file", err)),
-            }
-        }
-        match kind {
-            S_IFDIR => {
-                match rustix::fs::mkdirat(&dir, *base, Mode::from_raw_mode(0o700)) {
-                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-                    Err(err) => return Err(ctx("create directory", err)),
-                }
-                self.dir_times.push((join(&comps), h.mtime));
-            }
-            S_IFREG => {
-                let key = (e.segment, h.dev_major, h.dev_minor, h.ino);
-                let first = if h.nlink >= 2 { self.links.get(&key).cloned() } else { None };
-                let fd = if let Some(first) = first {
-                    let fc: Vec<&[u8]> = first.split(|&b| b == b'/').collect();
-                    let (fb, fp) = fc.split_last().expect("not empty");
-                    let fdir = self.open_dir(fp)?;
-                    rustix::fs::linkat(&fdir, *fb, &dir, *base, AtFlags::empty()).map_err(|e| ctx("hard-link", e))?;
-                    rustix::fs::openat(&dir, *base, OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-                        .map_err(|e| ctx("open", e))?
-                } else {
-                    if h.nlink >= 2 {
-                        self.links.insert(key, join(&comps));
-                    }
-                    rustix::fs::openat(
-                        &dir,
-                        *base,
-                        OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                        Mode::from_raw_mode(0o600),
-                    )
-                    .map_err(|e| ctx("create", e))?
-                };
-                let mut f = File::from(fd);
-                if h.filesize > 0 {
-                    f.set_len(0).with_context(|| format!("{shown}: cannot truncate"))?;
-                    io::copy(data, &mut f).with_context(|| format!("{shown}: cannot write"))?;
-                }
-                if self.as_root {
-                    let _ = rustix::fs::fchown(
-                        &f,
-                        Some(rustix::fs::Uid::from_raw(h.uid)),
-                        Some(rustix::fs::Gid::from_raw(h.gid)),
-                    );
-                }
-                rustix::fs::fchmod(&f, perm).map_err(|e| ctx("chmod", e))?;
-                self.files += 1;
-            }
-            S_IFLNK => {
-                if h.filesize == 0 || h.filesize > leanrd_newc::PATH_MAX {
-                    bail!("{shown}: symlink target of {} bytes (the kernel allows 1 to 4096)", h.filesize);
-                }
-                let mut target = Vec::new();
-                data.read_to_end(&mut target).with_context(|| format!("{shown}: cannot read link target"))?;
-                rustix::fs::symlinkat(target.as_slice(), &dir, *base).map_err(|e| ctx("create symlink", e))?;
-            }
-            S_IFCHR | S_IFBLK | S_IFIFO | S_IFSOCK => {
-                if matches!(kind, S_IFCHR | S_IFBLK) && !self.as_root {
-                    self.warnings.push(format!("{shown}: device node skipped (needs root)"));
-                    return Ok(());
-                }
-                let ft = rustix::fs::FileType::from_raw_mode(kind);
-                let dev = rustix::fs::makedev(h.rdev_major, h.rdev_minor);
-                rustix::fs::mknodat(&dir, *base, ft, perm, dev).map_err(|e| ctx("create node", e))?;
-            }
-            other => bail!("{shown}: unknown file type {other:o}"),
-        }
-        if kind != S_IFREG {
-            if self.as_root {
-                let _ = rustix::fs::chownat(
-                    &dir,
-                    *base,
-                    Some(rustix::fs::Uid::from_raw(h.uid)),
-                    Some(rustix::fs::Gid::from_raw(h.gid)),
-                    AtFlags::SYMLINK_NOFOLLOW,
-                );
-            }
-            if kind != S_IFLNK {
-                rustix::fs::chmodat(&dir, *base, perm, AtFlags::empty()).map_err(|e| ctx("chmod", e))?;
-            }
-        }
-        if kind != S_IFDIR {
-            set_times(&dir, base, h.mtime).with_context(|| format!("{shown}: cannot set mtime"))?;
-        }
+        Ok(())
+    }
+
+    fn problem(&mut self, p: &Problem) -> Result<()> {
+        self.errors.push(p.to_string());
         Ok(())
     }
 }

@@ -6,23 +6,37 @@
 //! stripped, inodes are numbered in input order, and the members of a hard-link set are held
 //! back until the last one is seen, then written newest first with the data on the last.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::sync::Arc;
 use std::fs;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
-use leanrd_newc::{PATH_MAX, S_IFLNK, S_IFMT, S_IFREG};
+use anyhow::{Context, Result, anyhow, bail};
+use leanrd_newc::{S_IFLNK, S_IFMT, S_IFREG};
 
-use crate::entry::{Data, Entry, Normalize};
+use crate::entry::{Data, Entry, Normalize, newc_size};
+use crate::layout::conflict_message;
+use crate::names::{check_name, find_conflict};
 
-/// A source file: where to read it, and the name to store.
+/// Where input names come from.
 #[derive(Debug, Clone)]
-pub struct Source {
-    pub path: PathBuf,
-    pub name: Vec<u8>,
+pub enum Sources {
+    /// Names under a directory (`--root`): each is read at `root/NAME`.
+    Tree { root: Arc<Path>, names: Vec<Box<[u8]>> },
+    /// A path list (`--paths`): each path is read as given and stored with leading `./`
+    /// stripped; `line` is its line in the list, for errors.
+    List { origin: String, items: Vec<ListItem> },
+}
+
+/// One item of a path list.
+#[derive(Debug, Clone)]
+pub struct ListItem {
+    pub path: Box<[u8]>,
+    pub line: usize,
 }
 
 /// Strip leading `./` (and the slashes after it) the way GNU cpio does; a name that would
@@ -39,61 +53,84 @@ pub fn cpio_name(raw: &[u8]) -> &[u8] {
 }
 
 /// Split a path list read from stdin: NUL-separated with `null`, else newline-separated.
-/// Empty items are skipped.
-pub fn split_path_list(input: &[u8], null: bool) -> Vec<&[u8]> {
+/// Empty items are skipped; each keeps its line (item) number.
+pub fn split_path_list(input: &[u8], null: bool) -> Vec<ListItem> {
     let sep = if null { 0 } else { b'\n' };
-    input.split(|&c| c == sep).filter(|s| !s.is_empty()).collect()
+    input
+        .split(|&c| c == sep)
+        .enumerate()
+        .filter(|(_, s)| !s.is_empty())
+        .map(|(i, s)| ListItem { path: s.into(), line: i + 1 })
+        .collect()
 }
 
-/// Sources for a path list: each path is both where to read and (after `./` stripping) the
-/// stored name.
-pub fn paths(list: &[&[u8]]) -> Vec<Source> {
-    list.iter().map(|p| Source { path: PathBuf::from(OsStr::from_bytes(p)), name: cpio_name(p).to_vec() }).collect()
+/// Sources for a path list read from `origin`.
+pub fn paths(origin: &str, items: Vec<ListItem>) -> Sources {
+    Sources::List { origin: origin.to_string(), items }
 }
 
-/// Sources for every file under `root` (not `root` itself), names relative to it, sorted
-/// bytewise so that parents come before their children.
-pub fn tree(root: &Path) -> Result<Vec<Source>> {
+/// Every file under `root` (not `root` itself), names relative to it, sorted bytewise so
+/// that parents come before their children.
+pub fn tree(root: &Path) -> Result<Sources> {
     let md = fs::metadata(root).with_context(|| format!("{}: cannot read the root directory", root.display()))?;
     if !md.is_dir() {
         bail!("{}: not a directory", root.display());
     }
-    let mut out = Vec::new();
-    let mut stack = vec![PathBuf::new()];
+    let mut names: Vec<Box<[u8]>> = Vec::new();
+    let mut stack: Vec<Box<[u8]>> = vec![Box::default()];
     while let Some(rel) = stack.pop() {
-        let dir = root.join(&rel);
+        let dir = root.join(OsStr::from_bytes(&rel));
         let rd = fs::read_dir(&dir).with_context(|| format!("{}: cannot list directory", dir.display()))?;
         for de in rd {
             let de = de.with_context(|| format!("{}: cannot list directory", dir.display()))?;
-            let rel_child = rel.join(de.file_name());
+            let file_name = de.file_name();
+            let base = file_name.as_bytes();
+            let mut name = Vec::with_capacity(rel.len() + 1 + base.len());
+            if !rel.is_empty() {
+                name.extend_from_slice(&rel);
+                name.push(b'/');
+            }
+            name.extend_from_slice(base);
+            let name = name.into_boxed_slice();
             let ft = de.file_type().with_context(|| format!("{}: cannot stat", de.path().display()))?;
             if ft.is_dir() {
-                stack.push(rel_child.clone());
+                stack.push(name.clone());
             }
-            out.push(Source { path: root.join(&rel_child), name: rel_child.as_os_str().as_bytes().to_vec() });
+            names.push(name);
         }
     }
-    out.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
+    names.sort_unstable();
+    Ok(Sources::Tree { root: Arc::from(root), names })
 }
 
 /// `lstat` every source and build entries in archive order, with GNU cpio's inode
 /// numbering and hard-link deferral (see the module doc).
-pub fn entries(sources: Vec<Source>, norm: &Normalize) -> Result<Vec<Entry>> {
+pub fn entries(sources: Sources, norm: &Normalize) -> Result<Vec<Entry>> {
     struct Pending {
         key: (u64, u64),
         entry: Entry,
     }
     let mut next_ino = norm.first_ino;
     let mut link_inos: HashMap<(u64, u64), u32> = HashMap::new();
-    let mut out = Vec::with_capacity(sources.len());
     // GNU cpio keeps deferred links in a list it prepends to; here the newest is last.
     let mut deferred: Vec<Pending> = Vec::new();
-    for src in sources {
-        if src.name.len() >= PATH_MAX as usize {
-            bail!("{}: name is {} bytes; the kernel's limit is {}", src.path.display(), src.name.len(), PATH_MAX - 1);
-        }
-        let md = fs::symlink_metadata(&src.path).with_context(|| format!("{}: cannot stat", src.path.display()))?;
+    let (root, items, origin): (Option<Arc<Path>>, Box<dyn Iterator<Item = (Box<[u8]>, usize)>>, String) =
+        match sources {
+            Sources::Tree { root, names } => (Some(root), Box::new(Draining::new(names).map(|n| (n, 0))), String::new()),
+            Sources::List { origin, items } => (None, Box::new(items.into_iter().map(|i| (i.path, i.line))), origin),
+        };
+    let mut out = Vec::with_capacity(items.size_hint().0);
+    for (raw, line) in items {
+        let (path, name): (Cow<Path>, Box<[u8]>) = match &root {
+            Some(r) => (Cow::Owned(r.join(OsStr::from_bytes(&raw))), raw),
+            None => {
+                let name: Box<[u8]> = cpio_name(&raw).into();
+                (Cow::Owned(PathBuf::from(OsStr::from_bytes(&raw))), name)
+            }
+        };
+        let at = || if line > 0 { format!("{origin}:{line}: ") } else { String::new() };
+        check_name(&name).map_err(|m| anyhow!("{}{}: {m}", at(), path.display()))?;
+        let md = fs::symlink_metadata(&path).with_context(|| format!("{}{}: cannot stat", at(), path.display()))?;
         let kind = md.mode() & S_IFMT;
         let is_link_set = kind == S_IFREG && md.nlink() > 1;
         let key = (md.dev(), md.ino());
@@ -108,17 +145,19 @@ pub fn entries(sources: Vec<Source>, norm: &Normalize) -> Result<Vec<Entry>> {
         };
         let data = match kind {
             S_IFREG => {
-                check_size(&src.path, md.len())?;
-                Data::File { path: src.path.clone(), size: md.len() }
+                match &root {
+                    Some(r) => Data::Tree { root: r.clone(), size: newc_size(&path, md.len())? },
+                    None => Data::file(path.into_owned(), md.len())?,
+                }
             }
             S_IFLNK => {
                 let target =
-                    fs::read_link(&src.path).with_context(|| format!("{}: cannot read symlink", src.path.display()))?;
-                Data::Inline(target.into_os_string().into_vec())
+                    fs::read_link(&path).with_context(|| format!("{}: cannot read symlink", path.display()))?;
+                Data::inline(target.into_os_string().into_vec())
             }
             _ => Data::None,
         };
-        let entry = norm.entry_from_metadata(src.name, &md, ino, data);
+        let entry = norm.entry_from_metadata(name, &md, ino, data);
         if !is_link_set {
             out.push(entry);
             continue;
@@ -148,15 +187,37 @@ pub fn entries(sources: Vec<Source>, norm: &Normalize) -> Result<Vec<Entry>> {
         }
         out.push(e);
     }
+    if let Some(c) = find_conflict(&out) {
+        bail!("{}{}", if origin.is_empty() { String::new() } else { format!("{origin}: ") }, conflict_message(&out, c));
+    }
     Ok(out)
 }
 
-/// newc stores sizes in 32 bits.
-pub fn check_size(path: &Path, len: u64) -> Result<()> {
-    if len > u32::MAX as u64 {
-        bail!("{}: {} bytes is larger than newc's 4 GiB limit", path.display(), len);
+/// The items of a vector in order, its buffer given back as they are taken: a list of
+/// 200,000 names is not held twice while it becomes entries.
+struct Draining<T> {
+    rev: Vec<T>,
+}
+
+impl<T> Draining<T> {
+    fn new(mut v: Vec<T>) -> Draining<T> {
+        v.reverse();
+        Draining { rev: v }
     }
-    Ok(())
+}
+
+impl<T> Iterator for Draining<T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        let x = self.rev.pop();
+        if self.rev.capacity() > 4096 && self.rev.len() < self.rev.capacity() / 2 {
+            self.rev.shrink_to_fit();
+        }
+        x
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.rev.len(), Some(self.rev.len()))
+    }
 }
 
 #[cfg(test)]
@@ -177,8 +238,9 @@ mod tests {
 
     #[test]
     fn splits_lists() {
-        assert_eq!(split_path_list(b"a\nb\n\nc", false), vec![&b"a"[..], b"b", b"c"]);
-        assert_eq!(split_path_list(b"a\nb\0c\0", true), vec![&b"a\nb"[..], b"c"]);
+        let items = |l: Vec<ListItem>| l.into_iter().map(|i| (i.path.to_vec(), i.line)).collect::<Vec<_>>();
+        assert_eq!(items(split_path_list(b"a\nb\n\nc", false)), [(b"a".to_vec(), 1), (b"b".to_vec(), 2), (b"c".to_vec(), 4)]);
+        assert_eq!(items(split_path_list(b"a\nb\0c\0", true)), [(b"a\nb".to_vec(), 1), (b"c".to_vec(), 2)]);
     }
 
     #[test]
@@ -190,16 +252,19 @@ mod tests {
         fs::hard_link(dir.join("a"), dir.join("b")).unwrap();
         fs::hard_link(dir.join("a"), dir.join("c")).unwrap();
         fs::write(dir.join("x"), b"x").unwrap();
-        let src = |n: &str| Source { path: dir.join(n), name: n.as_bytes().to_vec() };
+        let src = |names: &[&str]| Sources::Tree {
+            root: Arc::from(dir.as_path()),
+            names: names.iter().map(|n| n.as_bytes().into()).collect(),
+        };
         let norm = Normalize::default();
-        let e = entries(vec![src("a"), src("x"), src("b"), src("c")], &norm).unwrap();
+        let e = entries(src(&["a", "x", "b", "c"]), &norm).unwrap();
         let names: Vec<_> = e.iter().map(|e| String::from_utf8_lossy(&e.name).into_owned()).collect();
         assert_eq!(names, ["x", "b", "a", "c"]);
         assert_eq!(e[3].data.len(), 5);
         assert!(e[1].data.is_empty() && e[2].data.is_empty());
         assert_eq!((e[0].ino, e[1].ino, e[2].ino, e[3].ino), (1, 0, 0, 0));
         // A member missing: the held-back ones are written at the end, data on the last.
-        let e = entries(vec![src("c"), src("x"), src("a")], &norm).unwrap();
+        let e = entries(src(&["c", "x", "a"]), &norm).unwrap();
         let names: Vec<_> = e.iter().map(|e| String::from_utf8_lossy(&e.name).into_owned()).collect();
         assert_eq!(names, ["x", "a", "c"]);
         assert_eq!((e[1].data.len(), e[2].data.len()), (0, 5));

@@ -6,10 +6,11 @@ use std::io::Read;
 
 use anyhow::{Context, Result};
 use leanrd_newc::{
-    Header, MAX_ALIGNABLE_NAME, PATH_MAX, S_IFDIR, S_IFMT, TRAILER, aligned_namesize, checksum_update, filler_namesize,
+    FileKind, Header, MAX_ALIGNABLE_NAME, PATH_MAX, S_IFDIR, S_IFMT, TRAILER, aligned_namesize, checksum_update, filler_namesize,
 };
 
 use crate::entry::{Data, Entry};
+use crate::names::{Conflict, check_name, find_conflict};
 
 /// How to lay an archive out.
 #[derive(Debug, Clone, Copy, Default)]
@@ -24,36 +25,54 @@ pub struct Options {
     pub base: u64,
 }
 
-/// What a placed header stands for.
+/// One header at its place, as [`Layout::iter`] yields them.
 #[derive(Debug, Clone)]
-pub enum Slot {
-    /// `entries[i]`.
-    Entry(usize),
-    /// A filler (a repeat of a directory already in the archive) or the trailer.
-    Extra(Vec<u8>),
-}
-
-/// One header at its place.
-#[derive(Debug, Clone)]
-pub struct Placed {
+pub struct Placed<'a> {
     /// Offset of the header in the image file.
     pub offset: u64,
     pub header: Header,
-    pub slot: Slot,
+    pub name: &'a [u8],
+    /// The entry it stands for; `None` for fillers and the trailer.
+    pub entry: Option<&'a Entry>,
 }
 
-impl Placed {
+impl Placed<'_> {
     /// Offset of the data in the image file.
     pub fn data_offset(&self) -> u64 {
         self.offset + self.header.data_start()
     }
+
+    /// The data source.
+    pub fn data(&self) -> &Data {
+        self.entry.map(|e| &e.data).unwrap_or(&Data::None)
+    }
+
+    /// Header, name, NUL padding: the bytes from the header's offset to its data.
+    pub fn head_bytes(&self) -> Vec<u8> {
+        leanrd_newc::encode_head(&self.header, self.name)
+    }
+}
+
+/// A header that is not an entry: a filler (a repeat of a directory already in the
+/// archive, before entry `before`) or the trailer (`before` = the number of entries).
+#[derive(Debug, Clone)]
+struct Extra {
+    before: usize,
+    header: Header,
+    name: Box<[u8]>,
 }
 
 /// A complete plan: every header, where it goes, and where each file's data goes.
+///
+/// Only what cannot be derived is kept per entry (the padded name size, and the checksum
+/// when asked for): the headers and their offsets are computed again by [`Layout::iter`],
+/// which keeps a plan of 200,000 entries small.
 #[derive(Debug, Clone)]
 pub struct Layout {
     pub entries: Vec<Entry>,
-    pub placed: Vec<Placed>,
+    namesizes: Vec<u16>,
+    checks: Vec<u32>,
+    extras: Vec<Extra>,
     /// Image offset just past the archive (4-aligned).
     pub end: u64,
     pub options: Options,
@@ -65,6 +84,26 @@ pub struct Layout {
     pub fillers: usize,
 }
 
+/// The header of `e` with `namesize` and checksum `check`.
+fn header_of(e: &Entry, crc: bool, namesize: u32, check: u32) -> Header {
+    Header {
+        crc,
+        ino: e.ino,
+        mode: e.mode,
+        uid: e.uid,
+        gid: e.gid,
+        nlink: e.nlink,
+        mtime: e.mtime,
+        filesize: e.data.len() as u32,
+        dev_major: e.dev_major,
+        dev_minor: e.dev_minor,
+        rdev_major: e.rdev_major,
+        rdev_minor: e.rdev_minor,
+        namesize,
+        check,
+    }
+}
+
 impl Layout {
     /// Plan `entries` in the order given.
     pub fn plan(entries: Vec<Entry>, options: Options) -> Result<Layout> {
@@ -72,69 +111,56 @@ impl Layout {
             anyhow::ensure!(a >= 4 && a % 4 == 0, "--data-align {a} is not a positive multiple of 4");
         }
         anyhow::ensure!(options.base.is_multiple_of(4), "archive start {} is not 4-aligned", options.base);
-        let mut placed = Vec::with_capacity(entries.len() + 1);
+        if let Some(c) = find_conflict(&entries) {
+            anyhow::bail!("{}", conflict_message(&entries, c));
+        }
+        let mut namesizes = Vec::with_capacity(entries.len());
+        let mut checks = Vec::new();
+        let mut extras = Vec::new();
         let mut off = options.base;
         let (mut eligible, mut aligned, mut fillers) = (0, 0, 0);
         // The last directory written: a filler repeats it, which changes nothing on unpack.
-        let mut last_dir: Option<(Header, Vec<u8>)> = None;
+        let mut last_dir: Option<usize> = None;
         for (i, e) in entries.iter().enumerate() {
             let size = e.data.len();
-            anyhow::ensure!(
-                size <= u32::MAX as u64,
-                "{}: {size} bytes is larger than newc's 4 GiB limit",
-                String::from_utf8_lossy(&e.name)
-            );
-            anyhow::ensure!(
-                !e.name.is_empty() && e.name.len() < PATH_MAX as usize && !e.name.contains(&0),
-                "{:?}: a name must be 1 to 4095 bytes without NUL",
-                String::from_utf8_lossy(&e.name)
-            );
+            if let Err(m) = check_name(&e.name) {
+                anyhow::bail!("{:?}: {m}", String::from_utf8_lossy(&e.name));
+            }
             let check = if options.checksum { checksum(e)? } else { 0 };
-            let mut header = Header {
-                crc: options.checksum,
-                ino: e.ino,
-                mode: e.mode,
-                uid: e.uid,
-                gid: e.gid,
-                nlink: e.nlink,
-                mtime: e.mtime,
-                filesize: size as u32,
-                dev_major: e.dev_major,
-                dev_minor: e.dev_minor,
-                rdev_major: e.rdev_major,
-                rdev_minor: e.rdev_minor,
-                namesize: e.name.len() as u32 + 1,
-                check,
-            };
+            if options.checksum {
+                checks.push(check);
+            }
+            let mut namesize = e.name.len() as u32 + 1;
             if let Some(a) = options.data_align.filter(|&a| e.is_regular() && size >= a) {
                 eligible += 1;
-                if e.name.len() > MAX_ALIGNABLE_NAME {
-                    // No padding can align it (see MAX_ALIGNABLE_NAME): leave it unaligned.
-                    last_dir_update(&mut last_dir, e, &header);
-                    placed.push(Placed { offset: off, header, slot: Slot::Entry(i) });
-                    off += header.entry_len();
-                    continue;
+                // Past MAX_ALIGNABLE_NAME no padding can align it: it stays unaligned.
+                if e.name.len() <= MAX_ALIGNABLE_NAME {
+                    while aligned_namesize(off, e.name.len(), a).is_none() {
+                        let (dir, name) = match last_dir {
+                            Some(d) => (header_of(&entries[d], options.checksum, 0, 0), &*entries[d].name),
+                            None => (root_dir(options.checksum), &b"."[..]),
+                        };
+                        let ns = filler_namesize(off, name.len(), e.name.len(), a).unwrap_or(PATH_MAX);
+                        let header = Header { namesize: ns, ..dir };
+                        off += header.entry_len();
+                        extras.push(Extra { before: i, header, name: name.into() });
+                        fillers += 1;
+                    }
+                    namesize = aligned_namesize(off, e.name.len(), a).expect("checked above");
+                    aligned += 1;
                 }
-                while aligned_namesize(off, e.name.len(), a).is_none() {
-                    let (dir, name) = last_dir.clone().unwrap_or_else(|| (root_dir(options.checksum), b".".to_vec()));
-                    let ns = filler_namesize(off, name.len(), e.name.len(), a).unwrap_or(PATH_MAX);
-                    let h = Header { namesize: ns, ..dir };
-                    placed.push(Placed { offset: off, header: h, slot: Slot::Extra(name) });
-                    off += h.entry_len();
-                    fillers += 1;
-                }
-                header.namesize = aligned_namesize(off, e.name.len(), a).expect("checked above");
-                aligned += 1;
             }
-            last_dir_update(&mut last_dir, e, &header);
-            placed.push(Placed { offset: off, header, slot: Slot::Entry(i) });
-            off += header.entry_len();
+            if e.mode & S_IFMT == S_IFDIR {
+                last_dir = Some(i);
+            }
+            namesizes.push(namesize as u16);
+            off += header_of(e, options.checksum, namesize, check).entry_len();
         }
-        let trailer =
+        let header =
             Header { crc: options.checksum, nlink: 1, namesize: TRAILER.len() as u32 + 1, ..Header::default() };
-        placed.push(Placed { offset: off, header: trailer, slot: Slot::Extra(TRAILER.to_vec()) });
-        off += trailer.entry_len();
-        Ok(Layout { entries, placed, end: off, options, eligible, aligned, fillers })
+        off += header.entry_len();
+        extras.push(Extra { before: entries.len(), header, name: TRAILER.into() });
+        Ok(Layout { entries, namesizes, checks, extras, end: off, options, eligible, aligned, fillers })
     }
 
     /// Bytes of the archive itself.
@@ -143,35 +169,38 @@ impl Layout {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.placed.is_empty()
+        self.entries.is_empty()
     }
 
-    /// The name stored for a placed header.
-    pub fn name<'a>(&'a self, p: &'a Placed) -> &'a [u8] {
-        match &p.slot {
-            Slot::Entry(i) => &self.entries[*i].name,
-            Slot::Extra(n) => n,
-        }
-    }
-
-    /// The data source of a placed header.
-    pub fn data<'a>(&'a self, p: &'a Placed) -> &'a Data {
-        match &p.slot {
-            Slot::Entry(i) => &self.entries[*i].data,
-            Slot::Extra(_) => &Data::None,
-        }
-    }
-
-    /// Header, name, NUL padding: the bytes from the header's offset to its data.
-    pub fn head_bytes(&self, p: &Placed) -> Vec<u8> {
-        leanrd_newc::encode_head(&p.header, self.name(p))
+    /// Every header in order (fillers and the trailer included) at its offset.
+    pub fn iter(&self) -> impl Iterator<Item = Placed<'_>> {
+        let mut off = self.options.base;
+        let mut extras = self.extras.iter().peekable();
+        let mut i = 0;
+        std::iter::from_fn(move || {
+            let p = if let Some(x) = extras.next_if(|x| x.before == i) {
+                Placed { offset: off, header: x.header, name: &x.name, entry: None }
+            } else {
+                let e = self.entries.get(i)?;
+                let check = self.checks.get(i).copied().unwrap_or(0);
+                let header = header_of(e, self.options.checksum, self.namesizes[i] as u32, check);
+                i += 1;
+                Placed { offset: off, header, name: &e.name, entry: Some(e) }
+            };
+            off += p.header.entry_len();
+            Some(p)
+        })
     }
 }
 
-fn last_dir_update(last_dir: &mut Option<(Header, Vec<u8>)>, e: &Entry, h: &Header) {
-    if e.mode & S_IFMT == S_IFDIR {
-        *last_dir = Some((*h, e.name.clone()));
-    }
+/// "NAME cannot be unpacked: PARENT is a regular file, not a directory".
+pub fn conflict_message(entries: &[Entry], c: Conflict) -> String {
+    let kind = FileKind::from_mode(entries[c.parent].mode).map(FileKind::name).unwrap_or("not a directory");
+    format!(
+        "{} cannot be unpacked: {} is {kind}, not a directory",
+        String::from_utf8_lossy(&entries[c.under].name),
+        String::from_utf8_lossy(&entries[c.parent].name)
+    )
 }
 
 /// The filler used when no directory precedes an entry that needs one: the root itself,
@@ -184,10 +213,11 @@ fn checksum(e: &Entry) -> Result<u32> {
     Ok(match &e.data {
         Data::None => 0,
         Data::Inline(v) => checksum_update(0, v),
-        Data::File { path, size } => {
-            let mut f = File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+        Data::File { size, .. } | Data::Tree { size, .. } => {
+            let path = e.source().expect("a file entry has a source");
+            let mut f = File::open(&path).with_context(|| format!("{}: cannot open", path.display()))?;
             let mut buf = vec![0u8; 1 << 16];
-            let (mut sum, mut left) = (0u32, *size);
+            let (mut sum, mut left) = (0u32, *size as u64);
             while left > 0 {
                 let n = f.read(&mut buf).with_context(|| format!("{}: read error", path.display()))?;
                 anyhow::ensure!(n > 0, "{}: file shrank while archiving", path.display());
@@ -208,7 +238,7 @@ mod tests {
 
     fn file(name: &str, size: u64) -> Entry {
         Entry {
-            name: name.as_bytes().to_vec(),
+            name: name.as_bytes().into(),
             mode: S_IFREG | 0o644,
             uid: 0,
             gid: 0,
@@ -219,7 +249,7 @@ mod tests {
             dev_minor: 0,
             rdev_major: 0,
             rdev_minor: 0,
-            data: Data::Inline(vec![7; size as usize]),
+            data: Data::inline(vec![7; size as usize]),
         }
     }
 
@@ -229,16 +259,19 @@ mod tests {
         let mut entries = vec![];
         for i in 0..50u64 {
             entries.push(file(&format!("f{i}"), 4096 + i * 37));
-            entries.push(file(&long[..(3990 + i as usize) % 4095], 5000));
+            // Long names of every length near the cap, none a parent of another.
+            let k = (3990 + i as usize) % 4095;
+            entries.push(file(&format!("{}{i:03}", &long[..k - 3]), 5000));
             entries.push(file("small", 10));
         }
-        entries.push(file(&long[..4094], 5000)); // can never be aligned
-        entries.push(file(&long[..4093], 5000)); // can
+        entries.push(file(&format!("{}y", &long[..4093]), 5000)); // can never be aligned
+        entries.push(file(&format!("{}z", &long[..4092]), 5000)); // can
         let l = Layout::plan(entries, Options { data_align: Some(4096), ..Default::default() }).unwrap();
         assert_eq!(l.eligible, 102);
         assert_eq!(l.aligned, 101);
         assert!(l.fillers > 0);
-        for p in &l.placed {
+        let placed: Vec<_> = l.iter().collect();
+        for p in &placed {
             assert_eq!(p.offset % 4, 0);
             assert!(p.header.namesize <= PATH_MAX);
             if p.header.filesize >= 4096 && p.header.namesize < 4095 {
@@ -246,7 +279,7 @@ mod tests {
             }
         }
         // Offsets are contiguous.
-        for w in l.placed.windows(2) {
+        for w in placed.windows(2) {
             assert_eq!(w[0].offset + w[0].header.entry_len(), w[1].offset);
         }
     }
@@ -254,7 +287,7 @@ mod tests {
     #[test]
     fn small_files_are_not_padded() {
         let l = Layout::plan(vec![file("a", 100)], Options { data_align: Some(4096), ..Default::default() }).unwrap();
-        assert_eq!(l.placed[0].header.namesize, 2);
+        assert_eq!(l.iter().next().unwrap().header.namesize, 2);
         assert_eq!(l.eligible, 0);
     }
 
@@ -263,7 +296,7 @@ mod tests {
         let l =
             Layout::plan(vec![file("a", 8192)], Options { data_align: Some(4096), base: 1000, ..Default::default() })
                 .unwrap();
-        assert_eq!(l.placed[0].data_offset() % 4096, 0);
+        assert_eq!(l.iter().next().unwrap().data_offset() % 4096, 0);
         assert!(Layout::plan(vec![], Options { data_align: Some(6), ..Default::default() }).is_err());
     }
 }

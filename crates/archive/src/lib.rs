@@ -14,6 +14,8 @@ pub mod image;
 pub mod input;
 pub mod layout;
 pub mod manifest;
+pub mod names;
+pub mod output;
 pub mod read;
 pub mod write;
 

@@ -8,25 +8,27 @@
 //!
 //! [`write_stream`] writes the same bytes sequentially to any `Write` (stdout, a compressor).
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::FileExt;
+use std::borrow::Cow;
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use leanrd_newc::align4;
 
-use crate::entry::Data;
+use crate::entry::{Data, Entry};
 use crate::layout::Layout;
 
 /// Files smaller than this (and not aligned) are read into the header buffer; larger ones
 /// are copied in the kernel by a worker.
 const INLINE_MAX: u64 = 64 * 1024;
-const FLUSH_AT: usize = 4 << 20;
+/// Headers and small files are written in runs of about this many bytes.
+const FLUSH_AT: usize = 1 << 20;
 
 /// What a write did.
 #[derive(Debug, Clone, Default)]
@@ -72,65 +74,6 @@ impl Stats {
     }
 }
 
-/// An output file that replaces its destination only when complete: a temporary file in the
-/// same directory, fsync'ed and renamed over the destination by [`AtomicFile::commit`].
-/// Dropped uncommitted, it removes the temporary file and leaves the destination untouched.
-pub struct AtomicFile {
-    tmp: PathBuf,
-    dest: PathBuf,
-    file: File,
-    committed: bool,
-}
-
-impl AtomicFile {
-    pub fn create(dest: &Path) -> Result<AtomicFile> {
-        let dir = match dest.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let base = dest.file_name().ok_or_else(|| anyhow!("{}: not a file name", dest.display()))?;
-        // Keep the mode of an image being replaced; new images are 0644.
-        let mode = fs::metadata(dest).map(|m| m.permissions().mode() & 0o7777).unwrap_or(0o644);
-        static SEQ: AtomicUsize = AtomicUsize::new(0);
-        let tmp = dir.join(format!(
-            ".{}.leanrd-{}-{}.tmp",
-            base.to_string_lossy(),
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)
-            .with_context(|| format!("{}: cannot create temporary file", tmp.display()))?;
-        Ok(AtomicFile { tmp, dest: dest.to_path_buf(), file, committed: false })
-    }
-
-    pub fn file(&self) -> &File {
-        &self.file
-    }
-
-    pub fn commit(mut self) -> Result<()> {
-        self.file.sync_all().with_context(|| format!("{}: fsync failed", self.tmp.display()))?;
-        fs::rename(&self.tmp, &self.dest)
-            .with_context(|| format!("cannot rename {} to {}", self.tmp.display(), self.dest.display()))?;
-        // No fsync of the directory: if the rename does not reach the disk before a crash,
-        // the previous image is what remains, which is safe.
-        self.committed = true;
-        Ok(())
-    }
-}
-
-impl Drop for AtomicFile {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = fs::remove_file(&self.tmp);
-        }
-    }
-}
-
 /// Whether a file's data is written by a worker (cloned or copied in the kernel) rather than
 /// read into the header buffer: large files, and files with a whole block at a block boundary.
 fn by_worker(size: u64, dst: u64, block: u64) -> bool {
@@ -138,7 +81,7 @@ fn by_worker(size: u64, dst: u64, block: u64) -> bool {
 }
 
 struct Job<'a> {
-    path: &'a Path,
+    path: Cow<'a, Path>,
     size: u64,
     dst: u64,
 }
@@ -154,11 +97,12 @@ pub fn write_positional(layout: &Layout, out: &File) -> Result<Stats> {
 
     // Which file data goes to workers.
     let mut jobs = Vec::new();
-    for p in &layout.placed {
-        if let Data::File { path, size } = layout.data(p) {
+    for p in layout.iter() {
+        let size = p.data().len();
+        if let Some(path) = p.entry.and_then(Entry::source) {
             let dst = p.data_offset();
-            if by_worker(*size, dst, block) {
-                jobs.push(Job { path, size: *size, dst });
+            if by_worker(size, dst, block) {
+                jobs.push(Job { path, size, dst });
             }
         }
     }
@@ -215,32 +159,37 @@ fn write_buffered(layout: &Layout, out: &File, block: u64) -> Result<u64> {
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + (1 << 16));
     let mut buf_start = layout.options.base;
     let mut copied = 0;
+    let mut head = Vec::new();
     let flush = |buf: &mut Vec<u8>, at: u64| -> Result<()> {
         out.write_all_at(buf, at).context("write to the output failed")?;
         start_writeback(out, at, buf.len() as u64);
         buf.clear();
         Ok(())
     };
-    for p in &layout.placed {
+    for p in layout.iter() {
         if buf.is_empty() {
             buf_start = p.offset;
         }
-        buf.extend_from_slice(&layout.head_bytes(p));
-        match layout.data(p) {
+        head.clear();
+        leanrd_newc::encode_head_into(&p.header, p.name, &mut head);
+        buf.extend_from_slice(&head);
+        match p.data() {
             Data::None => {}
             Data::Inline(v) => {
                 buf.extend_from_slice(v);
                 buf.resize(align4(buf.len() as u64) as usize, 0);
             }
-            Data::File { path, size } => {
-                if by_worker(*size, p.data_offset(), block) {
+            Data::File { size, .. } | Data::Tree { size, .. } => {
+                let size = *size as u64;
+                if by_worker(size, p.data_offset(), block) {
                     // A worker writes this one; what follows starts a new run.
                     flush(&mut buf, buf_start)?;
                     continue;
                 }
+                let path = p.entry.and_then(Entry::source).expect("a file entry has a source");
                 let at = buf.len();
-                buf.resize(at + *size as usize, 0);
-                let mut f = File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+                buf.resize(at + size as usize, 0);
+                let mut f = File::open(&path).with_context(|| format!("{}: cannot open", path.display()))?;
                 f.read_exact(&mut buf[at..]).with_context(|| {
                     format!("{}: cannot read {size} bytes (did it change while archiving?)", path.display())
                 })?;
@@ -269,7 +218,7 @@ fn start_writeback(out: &File, offset: u64, len: u64) {
 
 /// Clone what can be cloned, copy the rest. Returns (cloned, copied) bytes.
 fn copy_job(job: &Job, out: &File, block: u64, clone_works: &AtomicBool) -> Result<(u64, u64)> {
-    let src = File::open(job.path).with_context(|| format!("{}: cannot open", job.path.display()))?;
+    let src = File::open(&job.path).with_context(|| format!("{}: cannot open", job.path.display()))?;
     let mut done = 0u64;
     let mut cloned = 0u64;
     let whole = job.size / block * block;
@@ -353,16 +302,18 @@ pub fn write_stream(layout: &Layout, w: &mut dyn Write) -> Result<Stats> {
     let start = Instant::now();
     let mut stats = Stats::from_layout(layout);
     let zeros = [0u8; 4];
-    for p in &layout.placed {
-        w.write_all(&layout.head_bytes(p)).context("write failed")?;
-        let data = layout.data(p);
+    for p in layout.iter() {
+        w.write_all(&p.head_bytes()).context("write failed")?;
+        let data = p.data();
         match data {
             Data::None => {}
             Data::Inline(v) => w.write_all(v).context("write failed")?,
-            Data::File { path, size } => {
-                let f = File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
-                let n = io::copy(&mut f.take(*size), w).with_context(|| format!("{}: copy failed", path.display()))?;
-                if n != *size {
+            Data::File { size, .. } | Data::Tree { size, .. } => {
+                let size = *size as u64;
+                let path = p.entry.and_then(Entry::source).expect("a file entry has a source");
+                let f = File::open(&path).with_context(|| format!("{}: cannot open", path.display()))?;
+                let n = io::copy(&mut f.take(size), w).with_context(|| format!("{}: copy failed", path.display()))?;
+                if n != size {
                     bail!("{}: file shrank while archiving ({n} of {size} bytes)", path.display());
                 }
                 stats.copied += n;

@@ -168,16 +168,15 @@ impl Plan {
                 Item::Dir { mode } => (S_IFDIR | mode, Data::None, (0, 0)),
                 Item::File { src, mode } => {
                     let md = fs::metadata(src).with_context(|| format!("{}: cannot stat", src.display()))?;
-                    leanrd_archive::input::check_size(src, md.len())?;
-                    (S_IFREG | mode, Data::File { path: src.clone(), size: md.len() }, (0, 0))
+                    (S_IFREG | mode, Data::file(src.clone(), md.len())?, (0, 0))
                 }
-                Item::Symlink { target } => (S_IFLNK | 0o777, Data::Inline(target.as_bytes().to_vec()), (0, 0)),
-                Item::Inline { data, mode } => (S_IFREG | mode, Data::Inline(data.clone()), (0, 0)),
+                Item::Symlink { target } => (S_IFLNK | 0o777, Data::inline(target.as_bytes()), (0, 0)),
+                Item::Inline { data, mode } => (S_IFREG | mode, Data::inline(data.as_slice()), (0, 0)),
                 Item::Node { mode, major, minor } => (*mode, Data::None, (*major, *minor)),
             };
             let (uid, gid) = norm.owner.unwrap_or((0, 0));
             out.push(Entry {
-                name,
+                name: name.into(),
                 mode,
                 uid,
                 gid,

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use leanrd_archive::image::{self, SegmentSpec};
-use leanrd_archive::write::AtomicFile;
+use leanrd_archive::output::{self, AtomicFile, DEFAULT_IMAGE_MODE};
 use leanrd_archive::{Data, Entry, Normalize, manifest};
 use leanrd_compress::{Format, Spec};
 use leanrd_gen::{Options, generate};
@@ -61,6 +61,19 @@ pub struct BuildArgs {
     /// Rebuild even if nothing the image is made from has changed.
     #[arg(long)]
     force: bool,
+    /// Mode of the image, octal (default: kept from the image replaced, else 0600). An image
+    /// holding a file that others may not read is never readable by others.
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    image_mode: Option<u32>,
+}
+
+/// An octal file mode (`0640`, `640`, `0o640`).
+pub fn parse_mode(s: &str) -> Result<u32, String> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    match u32::from_str_radix(digits, 8) {
+        Ok(m) if m <= 0o7777 => Ok(m),
+        _ => Err(format!("{s:?} is not an octal mode (e.g. 0600)")),
+    }
 }
 
 /// Where the digest of an image's inputs is kept.
@@ -73,11 +86,11 @@ pub fn digest_path(image: &Path) -> PathBuf {
 /// A digest of everything an image is made from: settings, every entry's metadata, and for
 /// its data the source's identity (path, size, mtime, inode) or, for generated and
 /// transformed files, the content itself.
-fn inputs_digest(segments: &[(&[Entry], Spec, Option<u64>)], tmp: &Path) -> Result<String> {
+fn inputs_digest(segments: &[(&[Entry], Spec, Option<u64>)], tmp: &Path, settings: &str) -> Result<String> {
     use sha2::{Digest, Sha256};
     use std::os::unix::fs::MetadataExt;
     let mut h = Sha256::new();
-    h.update(format!("leanrd {}\n", env!("CARGO_PKG_VERSION")));
+    h.update(format!("leanrd {} {settings}\n", env!("CARGO_PKG_VERSION")));
     for (entries, spec, align) in segments {
         h.update(format!("segment {spec} {align:?}\n"));
         for e in entries.iter() {
@@ -89,7 +102,9 @@ fn inputs_digest(segments: &[(&[Entry], Spec, Option<u64>)], tmp: &Path) -> Resu
                 Data::File { path, .. } if path.starts_with(tmp) => {
                     h.update(fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?)
                 }
-                Data::File { path, .. } => {
+                Data::File { .. } | Data::Tree { .. } => {
+                    let path = e.source().expect("a file entry has a source");
+                    let path = path.as_ref();
                     let md = fs::metadata(path).with_context(|| format!("{}: cannot stat", path.display()))?;
                     h.update(format!(
                         "{} {} {} {} {} {}\n",
@@ -122,6 +137,26 @@ pub struct Config {
     features_dir: Option<PathBuf>,
     output: Option<String>,
     threads: Option<u32>,
+    /// Octal mode of new images (TOML `0o640` or the string "0640").
+    image_mode: Option<ModeValue>,
+}
+
+/// `image_mode` as TOML writes it: an integer (`0o640`) or a string (`"0640"`).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ModeValue {
+    Int(u32),
+    Text(String),
+}
+
+impl ModeValue {
+    fn get(&self, cfg: &Path) -> Result<u32> {
+        match self {
+            ModeValue::Int(m) if *m <= 0o7777 => Ok(*m),
+            ModeValue::Int(m) => bail!("{}: image_mode {m:#o} has bits beyond 0o7777", cfg.display()),
+            ModeValue::Text(t) => parse_mode(t).map_err(|e| anyhow::anyhow!("{}: image_mode: {e}", cfg.display())),
+        }
+    }
 }
 
 pub fn load_config(path: &Path, required: bool) -> Result<Config> {
@@ -157,14 +192,6 @@ fn find_init(explicit: Option<PathBuf>) -> Result<PathBuf> {
     )
 }
 
-/// Removes a directory tree on drop.
-struct TempTree(PathBuf);
-impl Drop for TempTree {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Entries with inline data get a real file in `dir`, so the printed manifest can be fed to
 /// `leanrd cpio`.
 fn materialise(entries: &mut [Entry], dir: &Path) -> Result<()> {
@@ -173,7 +200,7 @@ fn materialise(entries: &mut [Entry], dir: &Path) -> Result<()> {
             let p = dir.join(String::from_utf8_lossy(&e.name).as_ref());
             fs::create_dir_all(p.parent().expect("has parent"))?;
             fs::write(&p, v).with_context(|| format!("{}: cannot write", p.display()))?;
-            e.data = Data::File { path: p, size: v.len() as u64 };
+            e.data = Data::file(p, v.len() as u64)?;
         }
     }
     Ok(())
@@ -188,10 +215,18 @@ fn keep_transformed(entries: &mut [Entry], tmp: &Path, keep: &Path) -> Result<()
             let dst = keep.join(path.strip_prefix(tmp).expect("prefix checked"));
             fs::create_dir_all(dst.parent().expect("has parent"))?;
             fs::copy(path, &dst).with_context(|| format!("{}: cannot copy", dst.display()))?;
-            e.data = Data::File { path: dst, size: *size };
+            e.data = Data::file(dst, *size as u64)?;
         }
     }
     Ok(())
+}
+
+/// Make a removal in `path`'s directory durable before what follows it.
+fn sync_dir(path: &Path) {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
 }
 
 /// A progress line on a terminal (nothing when stderr is a file or a pipe).
@@ -222,8 +257,13 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
     {
         bail!("--data-align {n}: must be a positive multiple of 4");
     }
-    let tmp = TempTree(std::env::temp_dir().join(format!("leanrd-build-{}", std::process::id())));
-    fs::create_dir_all(&tmp.0).with_context(|| format!("{}: cannot create", tmp.0.display()))?;
+    let requested_mode = match (a.image_mode, &cfg.image_mode) {
+        (Some(m), _) => Some(m),
+        (None, Some(m)) => Some(m.get(&cfg_path)?),
+        (None, None) => None,
+    };
+    let scratch = output::scratch_dir("build")?;
+    let tmp = scratch.path();
     let opts = Options {
         sysroot: sysroot.clone(),
         host_root: a.host_root.clone().unwrap_or_else(|| PathBuf::from("/")),
@@ -238,7 +278,7 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
                 .unwrap_or_else(|| sysroot.join("etc/leanrd/features.d")),
         ),
         init: find_init(a.init.clone().or(cfg.init.clone()))?,
-        tmp: tmp.0.clone(),
+        tmp: tmp.to_path_buf(),
     };
     progress(
         start,
@@ -263,8 +303,8 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         let keep = std::env::temp_dir().join(format!("leanrd-manifest-{kver}-{}", std::process::id()));
         fs::create_dir_all(&keep)?;
         materialise(&mut main, &keep)?;
-        keep_transformed(&mut early, &tmp.0, &keep)?;
-        keep_transformed(&mut main, &tmp.0, &keep)?;
+        keep_transformed(&mut early, tmp, &keep)?;
+        keep_transformed(&mut main, tmp, &keep)?;
         println!("# leanrd build --print-manifest: kernel {kver}, features {}", g.features.join(" "));
         println!("# generated and transformed files are in {}", keep.display());
         if !early.is_empty() {
@@ -281,7 +321,20 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         .clone()
         .or(cfg.output.map(|o| PathBuf::from(o.replace("{kver}", &kver))))
         .unwrap_or_else(|| sysroot.join(format!("boot/initrd.img-{kver}")));
-    let digest = inputs_digest(&[(&early, Spec::new(Format::None), None), (&main, compress, data_align)], &tmp.0)?;
+    let secret = leanrd_archive::entry::first_secret(&early)
+        .or_else(|| leanrd_archive::entry::first_secret(&main))
+        .map(|e| String::from_utf8_lossy(&e.name).into_owned());
+    let mode = output::output_mode(&out_path, requested_mode, DEFAULT_IMAGE_MODE, secret.is_some());
+    if let (Some(name), Some(m)) = (&secret, requested_mode)
+        && m != mode
+    {
+        eprintln!("leanrd: warning: image mode {m:04o} lowered to {mode:04o}: /{name} is not readable by others");
+    }
+    let digest = inputs_digest(
+        &[(&early, Spec::new(Format::None), None), (&main, compress, data_align)],
+        tmp,
+        &format!("mode {mode:o}"),
+    )?;
     let dpath = digest_path(&out_path);
     if !a.force && out_path.exists() && fs::read_to_string(&dpath).is_ok_and(|d| d.trim() == digest) {
         eprintln!("leanrd: {} is up to date (inputs unchanged; --force rebuilds)", out_path.display());
@@ -296,10 +349,19 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
     segs.push(SegmentSpec { entries: main, compress, data_align, checksum: false });
     let threads = a.threads.or(cfg.threads).unwrap_or_else(leanrd_compress::default_threads);
     let stats = image::write_image(out.file(), 0, segs, threads)?;
-    out.commit()?;
+    // The old digest goes before the new image arrives: a build killed between the two
+    // renames leaves no digest, so the next build rebuilds instead of trusting a stale one.
+    match fs::remove_file(&dpath) {
+        Ok(()) => sync_dir(&dpath),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("{}: cannot remove the old digest", dpath.display())),
+    }
+    out.commit(mode)?;
     let d = AtomicFile::create(&dpath)?;
-    std::io::Write::write_all(&mut d.file(), format!("{digest}\n").as_bytes())?;
-    d.commit()?;
+    std::io::Write::write_all(&mut d.file(), format!("{digest}\n").as_bytes())
+        .with_context(|| format!("{}: cannot write", dpath.display()))?;
+    // The digest is no more readable than the image.
+    d.commit(mode & 0o666)?;
     let size = fs::metadata(&out_path)?.len();
     let entries: usize = stats.iter().map(|s| s.archive.entries).sum();
     let cloned: u64 = stats.iter().map(|s| s.archive.cloned).sum();

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use leanrd_archive::image::{self, SegmentSpec};
-use leanrd_archive::write::AtomicFile;
+use leanrd_archive::output::{self, AtomicFile};
 use leanrd_archive::{Entry, Layout, Normalize, input, layout, manifest};
 use leanrd_compress::{Format, Spec};
 
@@ -82,7 +82,7 @@ fn entries(a: &CpioArgs, norm: &Normalize) -> Result<Vec<Entry>> {
     }
     if a.paths {
         let list = read_stdin()?;
-        return input::entries(input::paths(&input::split_path_list(&list, a.null)), norm);
+        return input::entries(input::paths("<stdin>", input::split_path_list(&list, a.null)), norm);
     }
     let m = a.manifest.as_ref().expect("clap requires an input");
     let (text, origin) = if m.as_os_str() == "-" {
@@ -90,7 +90,6 @@ fn entries(a: &CpioArgs, norm: &Normalize) -> Result<Vec<Entry>> {
     } else {
         (fs::read(m).with_context(|| format!("{}: cannot read manifest", m.display()))?, m.clone())
     };
-    let text = String::from_utf8(text).map_err(|e| anyhow::anyhow!("{}: not UTF-8 text: {e}", origin.display()))?;
     Ok(manifest::parse_with_env(&text, &origin, norm)?)
 }
 
@@ -126,6 +125,10 @@ pub fn run(a: CpioArgs) -> Result<ExitCode> {
             vec![(0, layout.len(), a.compress, s)]
         }
         Some(path) => {
+            // New archives get 0666 less the umask, as a shell redirection would; one that
+            // holds a file others may not read is not readable by others either.
+            let secret = leanrd_archive::entry::first_secret(&seg.entries).is_some();
+            let mode = output::output_mode(path, None, 0o666 & !output::umask(), secret);
             let out = AtomicFile::create(path)?;
             let mut start = 0;
             if a.append {
@@ -141,7 +144,7 @@ pub fn run(a: CpioArgs) -> Result<ExitCode> {
                 }
             }
             let s = image::write_segment(out.file(), start, seg, threads)?;
-            out.commit()?;
+            out.commit(mode)?;
             vec![(s.offset, s.len, s.compress, s.archive)]
         }
     };

@@ -4,13 +4,12 @@
 //! triggers. `--remove` undoes all of it.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use leanrd_archive::write::AtomicFile;
+use leanrd_archive::output::AtomicFile;
 
 #[derive(Args)]
 pub struct HooksArgs {
@@ -37,8 +36,7 @@ fn write_script(path: &Path, text: &str) -> Result<()> {
     let f = AtomicFile::create(path)?;
     std::io::Write::write_all(&mut f.file(), text.as_bytes())
         .with_context(|| format!("{}: cannot write", path.display()))?;
-    f.file().set_permissions(fs::Permissions::from_mode(0o755))?;
-    f.commit()
+    Ok(f.commit(0o755)?)
 }
 
 /// Remove a file only if leanrd wrote it.

@@ -193,11 +193,21 @@ pub fn ls(a: LsArgs) -> Result<ExitCode> {
 
 pub fn extract(a: ExtractArgs) -> Result<ExitCode> {
     let mut x = Extractor::new(&a.dir)?;
-    read_image(open(&a.image)?, &mut x)?;
-    for w in x.finish()? {
+    let walk = read_image(open(&a.image)?, &mut x);
+    x.finish();
+    for w in &x.warnings {
         eprintln!("leanrd: warning: {w}");
     }
-    Ok(ExitCode::SUCCESS)
+    for e in &x.errors {
+        eprintln!("leanrd: {}: {e}", a.image.display());
+    }
+    walk?;
+    if x.errors.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("leanrd: {}: {} entries not extracted as the archive says", a.image.display(), x.errors.len());
+        Ok(ExitCode::FAILURE)
+    }
 }
 
 pub fn check(a: CheckArgs) -> Result<ExitCode> {

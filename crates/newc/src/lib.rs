@@ -40,15 +40,73 @@ pub const fn align_up(n: u64, a: u64) -> u64 {
 
 /// The file type of a mode, as a short word.
 pub fn kind_name(mode: u32) -> &'static str {
-    match mode & S_IFMT {
-        S_IFREG => "file",
-        S_IFDIR => "dir",
-        S_IFLNK => "symlink",
-        S_IFCHR => "char",
-        S_IFBLK => "block",
-        S_IFIFO => "fifo",
-        S_IFSOCK => "socket",
-        _ => "unknown",
+    FileKind::from_mode(mode).map(FileKind::word).unwrap_or("unknown")
+}
+
+/// The file type bits of a mode (`mode & S_IFMT`), as a type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileKind {
+    Regular,
+    Dir,
+    Symlink,
+    CharDev,
+    BlockDev,
+    Fifo,
+    Socket,
+}
+
+impl FileKind {
+    /// The kind of `mode`; `None` for type bits no file has.
+    pub fn from_mode(mode: u32) -> Option<FileKind> {
+        Some(match mode & S_IFMT {
+            S_IFREG => FileKind::Regular,
+            S_IFDIR => FileKind::Dir,
+            S_IFLNK => FileKind::Symlink,
+            S_IFCHR => FileKind::CharDev,
+            S_IFBLK => FileKind::BlockDev,
+            S_IFIFO => FileKind::Fifo,
+            S_IFSOCK => FileKind::Socket,
+            _ => return None,
+        })
+    }
+
+    /// The `S_IF*` bits.
+    pub fn bits(self) -> u32 {
+        match self {
+            FileKind::Regular => S_IFREG,
+            FileKind::Dir => S_IFDIR,
+            FileKind::Symlink => S_IFLNK,
+            FileKind::CharDev => S_IFCHR,
+            FileKind::BlockDev => S_IFBLK,
+            FileKind::Fifo => S_IFIFO,
+            FileKind::Socket => S_IFSOCK,
+        }
+    }
+
+    /// A short word: `file`, `dir`, `symlink`, `char`, `block`, `fifo`, `socket`.
+    pub fn word(self) -> &'static str {
+        match self {
+            FileKind::Regular => "file",
+            FileKind::Dir => "dir",
+            FileKind::Symlink => "symlink",
+            FileKind::CharDev => "char",
+            FileKind::BlockDev => "block",
+            FileKind::Fifo => "fifo",
+            FileKind::Socket => "socket",
+        }
+    }
+
+    /// As a phrase in a sentence: "a regular file", "a directory", ...
+    pub fn name(self) -> &'static str {
+        match self {
+            FileKind::Regular => "a regular file",
+            FileKind::Dir => "a directory",
+            FileKind::Symlink => "a symlink",
+            FileKind::CharDev => "a character device",
+            FileKind::BlockDev => "a block device",
+            FileKind::Fifo => "a fifo",
+            FileKind::Socket => "a socket",
+        }
     }
 }
 
@@ -226,12 +284,18 @@ pub fn decode_name(field: &[u8]) -> Result<&[u8], DecodeError> {
 /// Encode a whole entry head: header, name, NUL padding up to `namesize`, and the zero
 /// bytes that bring the data start to a multiple of 4.
 pub fn encode_head(h: &Header, name: &[u8]) -> Vec<u8> {
-    debug_assert!(name.len() < h.namesize as usize);
     let mut out = Vec::with_capacity(h.data_start() as usize);
+    encode_head_into(h, name, &mut out);
+    out
+}
+
+/// [`encode_head`] appended to `out`.
+pub fn encode_head_into(h: &Header, name: &[u8], out: &mut Vec<u8>) {
+    debug_assert!(name.len() < h.namesize as usize);
+    let at = out.len();
     out.extend_from_slice(&h.encode());
     out.extend_from_slice(name);
-    out.resize(h.data_start() as usize, 0);
-    out
+    out.resize(at + h.data_start() as usize, 0);
 }
 
 /// The longest name whose data can be aligned: a 4-aligned header needs

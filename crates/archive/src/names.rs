@@ -1,0 +1,196 @@
+//! The names an archive may hold: rules shared by every input, the writer and `check`.
+//!
+//! The kernel's unpacker resolves each name from the root with ordinary path lookup, so a
+//! name with a `..` component reaches somewhere else than it says, and a name under a regular
+//! file (or a device, fifo or socket) cannot be created at all. leanrd refuses to write either
+//! and `check` reports both; `extract` refuses them too.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use leanrd_newc::{FileKind, PATH_MAX};
+
+use crate::entry::Entry;
+
+/// Check one name as stored (no leading `/`): 1 to 4095 bytes, no NUL, no `..` component.
+pub fn check_name(name: &[u8]) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("empty name".into());
+    }
+    if name.len() >= PATH_MAX as usize {
+        return Err(format!("name is {} bytes; the kernel's limit is {}", name.len(), PATH_MAX - 1));
+    }
+    if name.contains(&0) {
+        return Err("name contains a NUL byte".into());
+    }
+    if name.split(|&b| b == b'/').any(|c| c == b"..") {
+        return Err("name has a '..' component".into());
+    }
+    Ok(())
+}
+
+/// Whether entries of this kind can have names under them (a symlink can: the kernel
+/// follows it to whatever directory it names).
+fn can_hold(kind: Option<FileKind>) -> bool {
+    matches!(kind, Some(FileKind::Dir | FileKind::Symlink) | None)
+}
+
+/// The parents of a name: `a/b/c` → `a`, `a/b`.
+fn parents(name: &[u8]) -> impl Iterator<Item = &[u8]> {
+    name.iter().enumerate().filter(|&(i, &b)| b == b'/' && i > 0).map(move |(i, _)| &name[..i])
+}
+
+/// Two entries of a list that cannot both be unpacked: `under` lies beneath `parent`, which
+/// is not a directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conflict {
+    pub under: usize,
+    pub parent: usize,
+}
+
+/// Compare `a` with `b` followed by a `/`, without building that name.
+fn cmp_with_slash(a: &[u8], b: &[u8]) -> Ordering {
+    let n = a.len().min(b.len());
+    match a[..n].cmp(&b[..n]) {
+        Ordering::Equal if a.len() <= b.len() => Ordering::Less,
+        Ordering::Equal => a[b.len()].cmp(&b'/'),
+        o => o,
+    }
+}
+
+/// Find an entry placed under a non-directory anywhere in `entries`, in any order (the
+/// writer's rule: such an archive cannot be unpacked whichever comes first). Costs one sort of
+/// indices; an already sorted list (a tree) skips it.
+pub fn find_conflict(entries: &[Entry]) -> Option<Conflict> {
+    let name = |i: u32| -> &[u8] { &entries[i as usize].name };
+    let mut idx: Vec<u32> = (0..entries.len() as u32).collect();
+    if !idx.is_sorted_by(|&a, &b| name(a) <= name(b)) {
+        idx.sort_by(|&a, &b| name(a).cmp(name(b)));
+    }
+    for &i in &idx {
+        let e = &entries[i as usize];
+        if can_hold(FileKind::from_mode(e.mode)) {
+            continue;
+        }
+        let base = name(i);
+        // The first name not less than "base/": under base if it starts with it.
+        let pos = idx.partition_point(|&j| cmp_with_slash(name(j), base) == Ordering::Less);
+        if let Some(&j) = idx.get(pos)
+            && name(j).len() > base.len()
+            && name(j).starts_with(base)
+            && name(j)[base.len()] == b'/'
+        {
+            return Some(Conflict { under: j as usize, parent: i as usize });
+        }
+    }
+    None
+}
+
+/// The names an unpacker has made so far, in order, with what each is: for checking a stream
+/// of entries the way the kernel unpacks it (a later entry replaces an earlier one of the same
+/// name, as `clean_path` does).
+#[derive(Default)]
+pub struct Namespace<T> {
+    seen: HashMap<Vec<u8>, (FileKind, T)>,
+    /// Names that have something beneath them.
+    has_children: std::collections::HashSet<Vec<u8>>,
+}
+
+impl<T: Clone> Namespace<T> {
+    pub fn new() -> Namespace<T> {
+        Namespace { seen: HashMap::new(), has_children: Default::default() }
+    }
+
+    /// Record `name` of `kind` (with `tag`, e.g. a line number). An error says why the kernel
+    /// could not create it, naming the earlier entry's tag.
+    pub fn insert(&mut self, name: &[u8], kind: FileKind, tag: T) -> Result<(), (String, T)> {
+        let name = name.strip_suffix(b"/").unwrap_or(name);
+        for p in parents(name) {
+            if let Some((k, t)) = self.seen.get(p)
+                && !can_hold(Some(*k))
+            {
+                return Err((
+                    format!("{} is {}, not a directory: nothing can be created under it", show(p), k.name()),
+                    t.clone(),
+                ));
+            }
+        }
+        if kind != FileKind::Dir
+            && self.has_children.contains(name)
+            && let Some((FileKind::Dir, t)) = self.seen.get(name)
+        {
+            return Err((format!("{} is a directory with entries under it: it cannot be replaced", show(name)), t.clone()));
+        }
+        for p in parents(name) {
+            if !self.has_children.contains(p) {
+                self.has_children.insert(p.to_vec());
+            }
+        }
+        self.seen.insert(name.to_vec(), (kind, tag));
+        Ok(())
+    }
+}
+
+fn show(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entry::Data;
+    use leanrd_newc::{S_IFDIR, S_IFREG};
+
+    fn e(name: &str, mode: u32) -> Entry {
+        Entry {
+            name: name.as_bytes().into(),
+            mode,
+            uid: 0,
+            gid: 0,
+            nlink: 1,
+            mtime: 0,
+            ino: 0,
+            dev_major: 0,
+            dev_minor: 0,
+            rdev_major: 0,
+            rdev_minor: 0,
+            data: Data::None,
+        }
+    }
+
+    #[test]
+    fn names() {
+        assert!(check_name(b"a/b").is_ok());
+        assert!(check_name(b"a/..b").is_ok());
+        assert!(check_name(b"../etc").is_err());
+        assert!(check_name(b"a/../../evil").is_err());
+        assert!(check_name(b"a/..").is_err());
+        assert!(check_name(b"a\0b").is_err());
+        assert!(check_name(b"").is_err());
+        assert!(check_name(&[b'x'; 4096]).is_err());
+    }
+
+    #[test]
+    fn conflicts_in_any_order() {
+        let f = S_IFREG | 0o644;
+        let d = S_IFDIR | 0o755;
+        assert_eq!(find_conflict(&[e("f", f), e("f/g", f)]), Some(Conflict { under: 1, parent: 0 }));
+        assert_eq!(find_conflict(&[e("f/g", f), e("f", f)]), Some(Conflict { under: 0, parent: 1 }));
+        assert_eq!(find_conflict(&[e("f", f), e("f-x", f), e("f.d/g", f), e("f/g/h", d)]).map(|c| c.parent), Some(0));
+        assert_eq!(find_conflict(&[e("f", d), e("f/g", f), e("fg", f), e("f-", f)]), None);
+        assert_eq!(find_conflict(&[e("a", f), e("ab/c", f)]), None);
+    }
+
+    #[test]
+    fn namespace_follows_the_kernel() {
+        let mut ns = Namespace::new();
+        ns.insert(b"f", FileKind::Regular, 1).unwrap();
+        assert_eq!(ns.insert(b"f/g", FileKind::Regular, 2).unwrap_err().1, 1);
+        // A directory replaces the file; then names under it are fine.
+        ns.insert(b"f", FileKind::Dir, 3).unwrap();
+        ns.insert(b"f/g", FileKind::Regular, 4).unwrap();
+        assert_eq!(ns.insert(b"f", FileKind::Regular, 5).unwrap_err().1, 3);
+        ns.insert(b"l", FileKind::Symlink, 6).unwrap();
+        ns.insert(b"l/x", FileKind::Regular, 7).unwrap();
+    }
+}
