@@ -9,7 +9,7 @@ use anyhow::Result;
 use leanrd_compress::{Format, ZSTD_MAX_WINDOW_LOG};
 use leanrd_newc::{FileKind, PATH_MAX, S_IFLNK, S_IFMT, S_IFREG, checksum_update};
 
-use crate::names::Namespace;
+use crate::names::{Namespace, canonical};
 use crate::read::{Problem, ReadEntry, Segment, SegmentEnd, Visitor};
 
 /// Identity of a hard-link set member, to spot distinct files sharing an inode number.
@@ -23,6 +23,16 @@ struct Ident {
 
 type LinkKey = (u32, u32, u32, u32);
 
+/// The first member of a hard-link set.
+struct Link {
+    id: Ident,
+    data_seen: bool,
+    name: String,
+    canon: Vec<u8>,
+    /// Where it is, which is also its tag in the namespace while nothing replaced it.
+    at: String,
+}
+
 /// Collects problems while the reader walks the image.
 #[derive(Default)]
 pub struct Checker {
@@ -30,7 +40,7 @@ pub struct Checker {
     pub segments: usize,
     pub entries: usize,
     /// (dev major, dev minor, ino, type) → first member: identity, data seen, name.
-    links: HashMap<LinkKey, (Ident, bool, String)>,
+    links: HashMap<LinkKey, Link>,
     /// What the kernel has created so far (the rootfs persists across segments).
     names: Namespace<String>,
     image: Option<std::path::PathBuf>,
@@ -47,8 +57,8 @@ impl Checker {
     /// Names with `..`, and names the kernel cannot create because of what came before.
     fn names_problems(&mut self, e: &ReadEntry, at: &str) {
         let name = e.name_lossy();
-        let clean: Vec<&[u8]> = e.name.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".").collect();
-        if clean.contains(&&b".."[..]) {
+        let clean = canonical(&e.name);
+        if clean.split(|&b| b == b'/').any(|c| c == b"..") {
             self.problems.push(format!("{at}: {name}: name has a '..' component: it unpacks outside where it says"));
             return;
         }
@@ -56,7 +66,7 @@ impl Checker {
         if clean.is_empty() {
             return;
         }
-        if let Err((m, first)) = self.names.insert(&clean.join(&b'/'), kind, at.to_string()) {
+        if let Err((m, first)) = self.names.insert(&clean, kind, at.to_string()) {
             self.problems.push(format!("{at}: {name}: the kernel cannot create it: {m} ({first})"));
         }
     }
@@ -101,7 +111,8 @@ impl Visitor for Checker {
             ));
         }
         self.names_problems(e, &at);
-        let mut problem = |m: String| self.problems.push(format!("{at}: {name}: {m}"));
+        let at_now = at.clone();
+        let mut problem = |m: String| self.problems.push(format!("{at_now}: {name}: {m}"));
         if h.crc {
             let mut sum = 0u32;
             let mut buf = vec![0u8; 1 << 16];
@@ -120,24 +131,37 @@ impl Visitor for Checker {
             let key = (h.dev_major, h.dev_minor, h.ino, kind);
             let id = Ident { mode: h.mode, uid: h.uid, gid: h.gid, mtime: h.mtime };
             let has_data = h.filesize > 0;
+            let canon = canonical(&e.name).into_owned();
             match self.links.get_mut(&key) {
                 None => {
-                    self.links.insert(key, (id, has_data, name.clone()));
+                    self.links.insert(key, Link { id, data_seen: has_data, name: name.clone(), canon, at });
                 }
-                Some((first, data_seen, first_name)) => {
-                    if *first != id {
-                        let m = format!(
+                Some(first) => {
+                    let first_name = &first.name;
+                    // The kernel links to whatever has the first member's name now.
+                    let replaced = self.names.get(&first.canon).is_none_or(|(_, tag)| *tag != first.at);
+                    let m = if replaced {
+                        Some(format!(
+                            "inode {} is also {first_name}, which a later entry replaced: the kernel would link to that",
+                            h.ino
+                        ))
+                    } else if first.id != id {
+                        Some(format!(
                             "inode {} is also {first_name}, which has other metadata: the kernel would hard-link them",
                             h.ino
-                        );
-                        problem(m);
-                    } else if has_data && *data_seen {
-                        problem(format!(
+                        ))
+                    } else if has_data && first.data_seen {
+                        Some(format!(
                             "inode {} is also {first_name}, and both carry data: distinct files share an inode number",
                             h.ino
-                        ));
+                        ))
+                    } else {
+                        None
+                    };
+                    first.data_seen |= has_data;
+                    if let Some(m) = m {
+                        self.problems.push(format!("{}: {name}: {m}", at_now));
                     }
-                    *data_seen |= has_data;
                 }
             }
         }

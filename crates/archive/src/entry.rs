@@ -1,10 +1,10 @@
 //! The entry model shared by every input and the writer.
 
-use std::fs::Metadata;
-use std::os::unix::fs::MetadataExt;
 use std::borrow::Cow;
 use std::ffi::OsStr;
+use std::fs::Metadata;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

@@ -40,6 +40,9 @@ impl Ident {
     }
 }
 
+/// A hard-link set: segment, device major and minor, inode.
+type LinkKey = (usize, u32, u32, u32);
+
 /// A directory whose mode and mtime are applied at the end (children are created first).
 struct DirMeta {
     name: Vec<u8>,
@@ -53,8 +56,8 @@ struct DirMeta {
 pub struct Extractor {
     root: OwnedFd,
     as_root: bool,
-    /// Hard-link sets seen: (segment, dev, ino) → path and identity of the first member.
-    links: HashMap<(usize, u32, u32, u32), (Vec<u8>, Ident)>,
+    /// Hard-link sets seen: path and identity of the first member.
+    links: HashMap<LinkKey, (Vec<u8>, Ident)>,
     dirs: Vec<DirMeta>,
     /// mtime of the target directory itself (an entry named `.`).
     root_mtime: Option<u32>,
@@ -200,7 +203,9 @@ impl Extractor {
                 }
                 let mut target = Vec::new();
                 data.read_to_end(&mut target).context("cannot read link target")?;
-                rustix::fs::symlinkat(target.as_slice(), &dir, *base).map_err(errno).context("cannot create symlink")?;
+                rustix::fs::symlinkat(target.as_slice(), &dir, *base)
+                    .map_err(errno)
+                    .context("cannot create symlink")?;
                 if self.as_root {
                     rustix::fs::chownat(&dir, *base, uid(h.uid), gid(h.gid), AtFlags::SYMLINK_NOFOLLOW)
                         .map_err(errno)

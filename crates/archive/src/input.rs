@@ -9,11 +9,11 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::sync::Arc;
 use std::fs;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
 use leanrd_newc::{S_IFLNK, S_IFMT, S_IFREG};
@@ -114,11 +114,11 @@ pub fn entries(sources: Sources, norm: &Normalize) -> Result<Vec<Entry>> {
     let mut link_inos: HashMap<(u64, u64), u32> = HashMap::new();
     // GNU cpio keeps deferred links in a list it prepends to; here the newest is last.
     let mut deferred: Vec<Pending> = Vec::new();
-    let (root, items, origin): (Option<Arc<Path>>, Box<dyn Iterator<Item = (Box<[u8]>, usize)>>, String) =
-        match sources {
-            Sources::Tree { root, names } => (Some(root), Box::new(Draining::new(names).map(|n| (n, 0))), String::new()),
-            Sources::List { origin, items } => (None, Box::new(items.into_iter().map(|i| (i.path, i.line))), origin),
-        };
+    type Items = Box<dyn Iterator<Item = (Box<[u8]>, usize)>>;
+    let (root, items, origin): (Option<Arc<Path>>, Items, String) = match sources {
+        Sources::Tree { root, names } => (Some(root), Box::new(Draining::new(names).map(|n| (n, 0))), String::new()),
+        Sources::List { origin, items } => (None, Box::new(items.into_iter().map(|i| (i.path, i.line))), origin),
+    };
     let mut out = Vec::with_capacity(items.size_hint().0);
     for (raw, line) in items {
         let (path, name): (Cow<Path>, Box<[u8]>) = match &root {
@@ -144,12 +144,10 @@ pub fn entries(sources: Sources, norm: &Normalize) -> Result<Vec<Entry>> {
             next_ino - 1
         };
         let data = match kind {
-            S_IFREG => {
-                match &root {
-                    Some(r) => Data::Tree { root: r.clone(), size: newc_size(&path, md.len())? },
-                    None => Data::file(path.into_owned(), md.len())?,
-                }
-            }
+            S_IFREG => match &root {
+                Some(r) => Data::Tree { root: r.clone(), size: newc_size(&path, md.len())? },
+                None => Data::file(path.into_owned(), md.len())?,
+            },
             S_IFLNK => {
                 let target =
                     fs::read_link(&path).with_context(|| format!("{}: cannot read symlink", path.display()))?;
@@ -239,7 +237,10 @@ mod tests {
     #[test]
     fn splits_lists() {
         let items = |l: Vec<ListItem>| l.into_iter().map(|i| (i.path.to_vec(), i.line)).collect::<Vec<_>>();
-        assert_eq!(items(split_path_list(b"a\nb\n\nc", false)), [(b"a".to_vec(), 1), (b"b".to_vec(), 2), (b"c".to_vec(), 4)]);
+        assert_eq!(
+            items(split_path_list(b"a\nb\n\nc", false)),
+            [(b"a".to_vec(), 1), (b"b".to_vec(), 2), (b"c".to_vec(), 4)]
+        );
         assert_eq!(items(split_path_list(b"a\nb\0c\0", true)), [(b"a\nb".to_vec(), 1), (b"c".to_vec(), 2)]);
     }
 

@@ -6,7 +6,8 @@ use std::io::Read;
 
 use anyhow::{Context, Result};
 use leanrd_newc::{
-    FileKind, Header, MAX_ALIGNABLE_NAME, PATH_MAX, S_IFDIR, S_IFMT, TRAILER, aligned_namesize, checksum_update, filler_namesize,
+    FileKind, Header, MAX_ALIGNABLE_NAME, PATH_MAX, S_IFDIR, S_IFMT, TRAILER, aligned_namesize, checksum_update,
+    filler_namesize,
 };
 
 use crate::entry::{Data, Entry};

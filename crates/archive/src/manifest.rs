@@ -24,7 +24,7 @@ use thiserror::Error;
 
 use crate::entry::{Data, Entry, Normalize};
 use crate::layout::conflict_message;
-use crate::names::{check_name, find_conflict};
+use crate::names::{canonical, check_name, find_conflict};
 
 /// A manifest line that cannot be used, with its place.
 #[derive(Debug, Error)]
@@ -71,10 +71,14 @@ pub fn parse(
             }
             Ok(())
         };
+        // Names are stored as the kernel resolves them: `/a//b/./c/` is `a/b/c`.
         let name = |s: &[u8]| -> Result<Vec<u8>, ManifestError> {
-            let n = s.strip_prefix(b"/").unwrap_or(s);
-            check_name(n).map_err(|m| err(format!("{}: {m}", word(s))))?;
-            Ok(n.to_vec())
+            check_name(s).map_err(|m| err(format!("{}: {m}", word(s))))?;
+            let n = canonical(s).into_owned();
+            if n.is_empty() {
+                return Err(err(format!("{}: names the archive's root, which is not an entry", word(s))));
+            }
+            Ok(n)
         };
         let text = |s: &[u8], what: &str| -> Result<String, ManifestError> {
             String::from_utf8(s.to_vec()).map_err(|_| err(format!("{what} {:?} is not text", word(s))))
@@ -179,9 +183,7 @@ pub fn parse(
                 push(base(name(f[1])?, S_IFSOCK | mode(f[2])?, f[3], f[4], ino)?)?;
             }
             _ => {
-                return Err(err(format!(
-                    "unknown entry type {kind:?} (expected file, dir, nod, slink, pipe or sock)"
-                )));
+                return Err(err(format!("unknown entry type {kind:?} (expected file, dir, nod, slink, pipe or sock)")));
             }
         }
         ino += 1;
@@ -318,7 +320,10 @@ mod tests {
             ("dir /../etc 755 0 0\n", "m:1: /../etc: name has a '..' component"),
             ("dir /a 755 0 0\nfile /a/b /etc/hosts 644 0 0 /../../evil\n", "m:2: /../../evil: name has a '..'"),
             ("dir /a\0b 755 0 0\n", "m:1: NUL byte"),
-            ("file /f /etc/hosts 644 0 0\n\nfile /f/g /etc/hosts 644 0 0\n", "m:3: f/g cannot be unpacked: f is a regular file, not a directory (line 1)"),
+            (
+                "file /f /etc/hosts 644 0 0\n\nfile /f/g /etc/hosts 644 0 0\n",
+                "m:3: f/g cannot be unpacked: f is a regular file, not a directory (line 1)",
+            ),
             ("file /f/g /etc/hosts 644 0 0\npipe /f 644 0 0\n", "m:1: f/g cannot be unpacked: f is a fifo"),
             ("dir /a 755 -1 0\n", "m:1: uid"),
         ];

@@ -5,6 +5,7 @@
 //! file (or a device, fifo or socket) cannot be created at all. leanrd refuses to write either
 //! and `check` reports both; `extract` refuses them too.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
@@ -58,11 +59,34 @@ fn cmp_with_slash(a: &[u8], b: &[u8]) -> Ordering {
     }
 }
 
+/// A name as the kernel's path lookup sees it: without `.` components, leading, repeated or trailing
+/// slashes. Borrowed when it is already so (as every tree input's names are).
+pub fn canonical(name: &[u8]) -> Cow<'_, [u8]> {
+    let clean = !name.starts_with(b"./")
+        && !name.starts_with(b"/")
+        && !name.ends_with(b"/")
+        && !name.ends_with(b"/.")
+        && name != b"."
+        && !name.windows(2).any(|w| w == b"//")
+        && !name.windows(3).any(|w| w == b"/./");
+    if clean {
+        return Cow::Borrowed(name);
+    }
+    let parts: Vec<&[u8]> = name.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".").collect();
+    Cow::Owned(parts.join(&b'/'))
+}
+
 /// Find an entry placed under a non-directory anywhere in `entries`, in any order (the
-/// writer's rule: such an archive cannot be unpacked whichever comes first). Costs one sort of
-/// indices; an already sorted list (a tree) skips it.
+/// writer's rule: such an archive cannot be unpacked whichever comes first). Names are
+/// compared as the kernel resolves them ([`canonical`]). Costs one sort of indices; an
+/// already sorted list (a tree) skips it.
 pub fn find_conflict(entries: &[Entry]) -> Option<Conflict> {
-    let name = |i: u32| -> &[u8] { &entries[i as usize].name };
+    let canon: Vec<Cow<[u8]>> = if entries.iter().all(|e| matches!(canonical(&e.name), Cow::Borrowed(_))) {
+        Vec::new()
+    } else {
+        entries.iter().map(|e| canonical(&e.name)).collect()
+    };
+    let name = |i: u32| -> &[u8] { canon.get(i as usize).map(|c| &**c).unwrap_or(&entries[i as usize].name) };
     let mut idx: Vec<u32> = (0..entries.len() as u32).collect();
     if !idx.is_sorted_by(|&a, &b| name(a) <= name(b)) {
         idx.sort_by(|&a, &b| name(a).cmp(name(b)));
@@ -73,6 +97,9 @@ pub fn find_conflict(entries: &[Entry]) -> Option<Conflict> {
             continue;
         }
         let base = name(i);
+        if base.is_empty() {
+            continue;
+        }
         // The first name not less than "base/": under base if it starts with it.
         let pos = idx.partition_point(|&j| cmp_with_slash(name(j), base) == Ordering::Less);
         if let Some(&j) = idx.get(pos)
@@ -103,8 +130,15 @@ impl<T: Clone> Namespace<T> {
 
     /// Record `name` of `kind` (with `tag`, e.g. a line number). An error says why the kernel
     /// could not create it, naming the earlier entry's tag.
+    /// What `name` (canonical) is now, and its tag.
+    pub fn get(&self, name: &[u8]) -> Option<&(FileKind, T)> {
+        self.seen.get(name)
+    }
+
+    /// Record `name` (canonical, see [`canonical`]) of `kind` (with `tag`, e.g. a line
+    /// number). An error says why the kernel could not create it, naming the earlier entry's
+    /// tag.
     pub fn insert(&mut self, name: &[u8], kind: FileKind, tag: T) -> Result<(), (String, T)> {
-        let name = name.strip_suffix(b"/").unwrap_or(name);
         for p in parents(name) {
             if let Some((k, t)) = self.seen.get(p)
                 && !can_hold(Some(*k))
@@ -119,7 +153,10 @@ impl<T: Clone> Namespace<T> {
             && self.has_children.contains(name)
             && let Some((FileKind::Dir, t)) = self.seen.get(name)
         {
-            return Err((format!("{} is a directory with entries under it: it cannot be replaced", show(name)), t.clone()));
+            return Err((
+                format!("{} is a directory with entries under it: it cannot be replaced", show(name)),
+                t.clone(),
+            ));
         }
         for p in parents(name) {
             if !self.has_children.contains(p) {
@@ -179,6 +216,9 @@ mod tests {
         assert_eq!(find_conflict(&[e("f", f), e("f-x", f), e("f.d/g", f), e("f/g/h", d)]).map(|c| c.parent), Some(0));
         assert_eq!(find_conflict(&[e("f", d), e("f/g", f), e("fg", f), e("f-", f)]), None);
         assert_eq!(find_conflict(&[e("a", f), e("ab/c", f)]), None);
+        assert_eq!(find_conflict(&[e("f", f), e("./f//g", f)]).map(|c| c.parent), Some(0));
+        assert_eq!(find_conflict(&[e("./f/", f), e("f/g", f)]).map(|c| c.parent), Some(0));
+        assert_eq!(&*canonical(b"./a//b/./c/"), b"a/b/c");
     }
 
     #[test]

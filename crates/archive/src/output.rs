@@ -105,12 +105,7 @@ impl AtomicFile {
             source: std::io::ErrorKind::InvalidInput.into(),
         })?;
         remove_stale(&dir, &tmp_prefix(base), b".tmp");
-        let tmpfile = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .mode(0o600)
-            .custom_flags(libc::O_TMPFILE)
-            .open(&dir);
+        let tmpfile = OpenOptions::new().read(true).write(true).mode(0o600).custom_flags(libc::O_TMPFILE).open(&dir);
         let (file, named) = match tmpfile {
             Ok(f) => (f, None),
             // No O_TMPFILE here: a named temporary, removed by the next run if we are killed.

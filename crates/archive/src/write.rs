@@ -8,11 +8,11 @@
 //!
 //! [`write_stream`] writes the same bytes sequentially to any `Write` (stdout, a compressor).
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

@@ -161,10 +161,16 @@ impl ModeValue {
 
 pub fn load_config(path: &Path, required: bool) -> Result<Config> {
     match fs::read_to_string(path) {
-        Ok(t) => toml::from_str(&t).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end())),
+        Ok(t) => parse_config(&t, path),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => Ok(Config::default()),
         Err(e) => Err(e).with_context(|| format!("{}: cannot read", path.display())),
     }
+}
+
+/// The configuration in `text`, read from `path` (named in errors, with the line).
+fn parse_config(text: &str, path: &Path) -> Result<Config> {
+    leanrd_gen::features::reject_nul(text, &path.display().to_string())?;
+    toml::from_str(text).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end()))
 }
 
 fn find_init(explicit: Option<PathBuf>) -> Result<PathBuf> {
@@ -375,4 +381,32 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         g.features.join(" ")
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bounded mutation fuzzing of the configuration parser: an error names the file, and
+    /// an `image_mode` that parses is checked; never a panic.
+    #[test]
+    fn mutated_configs_never_panic() {
+        let text = "compress = \"zstd:3\"\ndata_align = 4096\nuniversal = false\ninclude = [\"luks\"]\n\
+                    exclude = []\ninit = \"/usr/lib/leanrd/leanrd-init\"\noutput = \"/boot/initrd.img-{kver}\"\n\
+                    threads = 2\nimage_mode = 0o600\n";
+        let path = Path::new("leanrd.toml");
+        assert!(parse_config(text, path).is_ok());
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..3000 {
+            let t = leanrd_gen::features::mutate_toml(&mut state, text);
+            match parse_config(&t, path) {
+                Ok(c) => {
+                    if let Some(m) = &c.image_mode {
+                        let _ = m.get(path);
+                    }
+                }
+                Err(e) => assert!(e.to_string().starts_with("leanrd.toml"), "case {i}: {e}"),
+            }
+        }
+    }
 }

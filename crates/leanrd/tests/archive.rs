@@ -383,6 +383,63 @@ fn output_is_atomic_and_errors_name_the_line() {
 }
 
 #[test]
+fn killed_cpio_runs_leave_the_old_or_the_new_archive() {
+    let t = TempDir::new("cpiokill");
+    let root = t.join("tree");
+    sample_tree(&root);
+    let dir = t.join("out");
+    fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("a.cpio");
+    let old = b"an old archive\0\0".to_vec();
+    let new = ok(leanrd().args(["cpio", "--root"]).arg(&root));
+    let mut appended = old.clone();
+    appended.resize(old.len().div_ceil(4) * 4 + 4, 0);
+    appended.extend_from_slice(&new);
+    let temporaries = || -> Vec<String> {
+        fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect()
+    };
+    for (args, want) in [(vec![], &new), (vec!["--append"], &appended)] {
+        let run = |c: &mut Command| {
+            c.args(["cpio", "--root"]).arg(&root).arg("-o").arg(&out).args(&args);
+        };
+        let mut cases: Vec<Box<dyn Fn() -> Command>> = Vec::new();
+        for inject in ["rename,renameat,renameat2", "linkat"] {
+            cases.push(Box::new(move || {
+                let mut c = Command::new("strace");
+                c.args(["-f", "-qq", "-o", "/dev/null", "-e", &format!("inject={inject}:signal=KILL:when=1")]);
+                c.arg(env!("CARGO_BIN_EXE_leanrd"));
+                c
+            }));
+        }
+        for ms in [0u64, 1, 3, 6, 10, 20] {
+            cases.push(Box::new(move || {
+                let mut c = Command::new("timeout");
+                c.args(["-s", "KILL", &format!("0.{ms:03}"), env!("CARGO_BIN_EXE_leanrd")]);
+                c
+            }));
+        }
+        for (i, make) in cases.iter().enumerate() {
+            fs::write(&out, &old).unwrap();
+            let mut c = make();
+            run(&mut c);
+            let _ = c.output().unwrap();
+            let now = fs::read(&out).unwrap();
+            assert!(now == old || &now == want, "{args:?} case {i}: neither the old nor the new archive");
+            // The next run completes and leaves no temporary behind.
+            fs::write(&out, &old).unwrap();
+            ok(leanrd().args(["cpio", "--root"]).arg(&root).arg("-o").arg(&out).args(&args));
+            assert!(&fs::read(&out).unwrap() == want, "{args:?} case {i}");
+            assert_eq!(temporaries(), Vec::<String>::new(), "{args:?} case {i}");
+        }
+    }
+}
+
+#[test]
 fn reproducible_and_normalised() {
     let t = TempDir::new("repro");
     let root = t.join("tree");

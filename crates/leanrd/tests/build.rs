@@ -447,3 +447,154 @@ fn user_features_add_and_override() {
         String::from_utf8(ok(build_cmd(&k, &f, &init, &["--print-manifest"]).arg("--features-dir").arg(&fd))).unwrap();
     assert!(!out.contains("/fat/vfat.ko"));
 }
+
+/// Our temporaries (named ones in the output's directory, scratch trees in TMPDIR).
+fn litter(dirs: &[&Path]) -> Vec<String> {
+    let mut v = Vec::new();
+    for d in dirs {
+        for e in fs::read_dir(d).unwrap().flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if (n.starts_with('.') && n.contains(".leanrd-") && n.ends_with(".tmp")) || n.starts_with("leanrd-build-") {
+                v.push(format!("{}/{n}", d.display()));
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn killed_builds_never_leave_a_lie_or_litter() {
+    let Some(k) = kver() else { return };
+    if !have("strace") {
+        panic!("strace is needed (apt install strace; .ci/run installs it)");
+    }
+    let t = TempDir::new("killed");
+    let f = virtio_ext4(&t);
+    let init = fake_init(&t);
+    let tmpdir = t.join("tmp");
+    fs::create_dir_all(&tmpdir).unwrap();
+    let out_dir = t.join("boot");
+    fs::create_dir_all(&out_dir).unwrap();
+    let img = out_dir.join("initrd.img");
+    let digest = out_dir.join("initrd.img.leanrd-digest");
+    // Two settings giving two different images: A (zstd) and B (gzip).
+    let settings = |which: &str| -> Vec<&str> {
+        if which == "A" { vec!["--compress", "zstd"] } else { vec!["--compress", "gzip"] }
+    };
+    let build = |which: &str| -> Command {
+        let mut c = build_cmd(&k, &f, &init, &settings(which));
+        c.arg("-o").arg(&img).env("TMPDIR", &tmpdir);
+        c
+    };
+    ok(&mut build("B"));
+    let b = fs::read(&img).unwrap();
+    ok(&mut build("A"));
+    let a = fs::read(&img).unwrap();
+    let a_digest = fs::read(&digest).unwrap();
+    assert!(a != b);
+    let reset = || {
+        fs::write(&img, &a).unwrap();
+        fs::write(&digest, &a_digest).unwrap();
+    };
+    // After any kill: the image is A or B and valid, and the next builds are right for
+    // both settings (no stale digest makes a wrong image "up to date").
+    let verify = |what: &str| {
+        let now = fs::read(&img).unwrap();
+        assert!(now == a || now == b, "{what}: the image is neither the old nor the new one");
+        ok(leanrd().arg("check").arg(&img));
+        ok(&mut build("A"));
+        assert!(fs::read(&img).unwrap() == a, "{what}: a build for A after the kill left another image");
+        ok(&mut build("B"));
+        assert!(fs::read(&img).unwrap() == b, "{what}: a build for B after the kill left another image");
+        assert_eq!(litter(&[&out_dir, &tmpdir]), Vec::<String>::new(), "{what}: temporaries left after the next run");
+    };
+    // A kill before each rename, link and unlink the build makes.
+    for call in ["rename,renameat,renameat2", "linkat", "unlink,unlinkat"] {
+        for n in 1..=2 {
+            reset();
+            let mut c = Command::new("strace");
+            c.args(["-f", "-qq", "-o", "/dev/null", "-e", &format!("inject={call}:signal=KILL:when={n}")]);
+            c.arg(env!("CARGO_BIN_EXE_leanrd")).args(build("B").get_args()).env("TMPDIR", &tmpdir);
+            let o = c.output().unwrap();
+            assert!(!o.status.success() || call.starts_with("unlink"), "{call} #{n}: the build was not killed");
+            verify(&format!("kill at {call} #{n}"));
+        }
+    }
+    // Kills at arbitrary moments.
+    for ms in [0u64, 2, 5, 10, 20, 40, 80, 120] {
+        reset();
+        let mut child =
+            build("B").stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        verify(&format!("kill after {ms} ms"));
+    }
+}
+
+#[test]
+fn images_holding_secrets_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(k) = kver() else { return };
+    let t = TempDir::new("modes");
+    let f = virtio_ext4(&t);
+    let init = fake_init(&t);
+    fs::set_permissions(&init, fs::Permissions::from_mode(0o755)).unwrap();
+    let key = t.join("root.key");
+    fs::write(&key, b"secret").unwrap();
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
+    let fd = t.join("features.d");
+    fs::create_dir_all(&fd).unwrap();
+    fs::write(fd.join("key.toml"), format!("when = \"requested\"\nfiles = [\"{}\"]\n", key.display())).unwrap();
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let img = t.join("initrd.img");
+    let digest = t.join("initrd.img.leanrd-digest");
+    // (umask, extra arguments, existing image mode or none, expected image mode)
+    let cases: [(&str, &[&str], Option<u32>, u32); 8] = [
+        ("022", &[], None, 0o600),
+        ("077", &[], None, 0o600),
+        ("022", &["--image-mode", "0644"], None, 0o644),
+        ("022", &["--image-mode", "0644", "--include", "key"], None, 0o600),
+        ("022", &["--include", "key"], None, 0o600),
+        ("022", &[], Some(0o644), 0o644),
+        ("022", &["--include", "key"], Some(0o644), 0o600),
+        ("077", &["--include", "key"], Some(0o400), 0o400),
+    ];
+    for (umask, extra, existing, want) in cases {
+        let _ = fs::remove_file(&img);
+        let _ = fs::remove_file(&digest);
+        if let Some(m) = existing {
+            fs::write(&img, b"old").unwrap();
+            fs::set_permissions(&img, fs::Permissions::from_mode(m)).unwrap();
+        }
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(format!("umask {umask}; exec \"$@\"")).arg("sh").arg(env!("CARGO_BIN_EXE_leanrd"));
+        c.args(build_cmd(&k, &f, &init, extra).get_args()).arg("--features-dir").arg(&fd).arg("-o").arg(&img);
+        ok(&mut c);
+        let what = format!("umask {umask} {extra:?} existing {existing:?}");
+        assert_eq!(mode(&img), want, "{what}");
+        // The digest is never more readable than the image.
+        assert_eq!(mode(&digest) & !mode(&img), 0, "{what}: digest {:o}", mode(&digest));
+        if extra.contains(&"key") {
+            let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&img))).unwrap();
+            assert!(ls.contains("root.key"), "{ls}");
+        }
+    }
+    // A secret in `leanrd cpio -o` output: 0600 whatever the umask; without one, 0666 - umask.
+    let m = t.join("m");
+    fs::write(&m, format!("file /k {} 600 0 0\n", key.display())).unwrap();
+    let cpio = |umask: &str, manifest: &Path| -> u32 {
+        let out = t.join("c.cpio");
+        let _ = fs::remove_file(&out);
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(format!("umask {umask}; exec \"$@\"")).arg("sh").arg(env!("CARGO_BIN_EXE_leanrd"));
+        c.arg("cpio").arg(manifest).arg("-o").arg(&out);
+        ok(&mut c);
+        mode(&out)
+    };
+    assert_eq!(cpio("022", &m), 0o600);
+    let m2 = t.join("m2");
+    fs::write(&m2, "dir /d 755 0 0\n").unwrap();
+    assert_eq!(cpio("022", &m2), 0o644);
+    assert_eq!(cpio("077", &m2), 0o600);
+}
