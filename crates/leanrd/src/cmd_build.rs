@@ -305,9 +305,13 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
     let mut main = g.main.entries(&norm)?;
 
     if a.print_manifest {
-        // The generated files must outlive this run for the manifest to be usable.
-        let keep = std::env::temp_dir().join(format!("leanrd-manifest-{kver}-{}", std::process::id()));
-        fs::create_dir_all(&keep)?;
+        // The generated files must outlive this run for the manifest to be usable: a private
+        // directory with an unpredictable name, kept.
+        let keep = tempfile::Builder::new()
+            .prefix(&format!("leanrd-manifest-{kver}-"))
+            .tempdir()
+            .context("cannot create a directory for the generated files")?
+            .keep();
         materialise(&mut main, &keep)?;
         keep_transformed(&mut early, tmp, &keep)?;
         keep_transformed(&mut main, tmp, &keep)?;
