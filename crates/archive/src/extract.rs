@@ -25,6 +25,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use leanrd_newc::{FileKind, PATH_MAX};
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Timespec, Timestamps};
 
+use crate::names::symlink_target;
 use crate::read::{Problem, ReadEntry, Visitor};
 
 /// A file this extraction made, by identity.
@@ -67,6 +68,10 @@ pub struct Extractor {
     /// Entries that could not be restored, and what the reader found wrong: each one fails
     /// the extraction.
     pub errors: Vec<String>,
+    /// Go on past a data checksum that does not match (the kernel stops there).
+    pub force: bool,
+    /// A checksum did not match and `force` is off: nothing more is extracted.
+    stopped: bool,
 }
 
 fn errno(e: rustix::io::Errno) -> io::Error {
@@ -111,11 +116,14 @@ impl Extractor {
             files: 0,
             warnings: Vec::new(),
             errors: Vec::new(),
+            force: false,
+            stopped: false,
         })
     }
 
-    /// Open (creating as needed) the directory `comps` beneath the root.
-    fn open_dir(&self, comps: &[&[u8]]) -> Result<OwnedFd> {
+    /// Open (creating as needed, with a warning: the kernel would not) the directory `comps`
+    /// beneath the root.
+    fn open_dir(&mut self, comps: &[&[u8]]) -> Result<OwnedFd> {
         let path = join(comps);
         let p = if path.is_empty() { b".".to_vec() } else { path };
         match rustix::fs::openat2(&self.root, p.as_slice(), DIR_PATH, Mode::empty(), RESOLVE) {
@@ -127,9 +135,13 @@ impl Extractor {
         }
         // Create missing parents one level at a time, each opened beneath the last.
         let mut fd = rustix::fs::openat2(&self.root, ".", DIR_PATH, Mode::empty(), RESOLVE).map_err(errno)?;
-        for c in comps {
+        for (i, c) in comps.iter().enumerate() {
             match rustix::fs::mkdirat(&fd, *c, Mode::from_raw_mode(0o755)) {
-                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Ok(()) => self.warnings.push(format!(
+                    "{}: not in the archive before the names under it; created (the kernel would drop them)",
+                    String::from_utf8_lossy(&join(&comps[..=i]))
+                )),
+                Err(rustix::io::Errno::EXIST) => {}
                 Err(e) => bail!("{}: cannot create directory: {}", String::from_utf8_lossy(c), errno(e)),
             }
             fd = rustix::fs::openat2(&fd, *c, DIR_PATH, Mode::empty(), RESOLVE).map_err(errno).with_context(|| {
@@ -201,11 +213,14 @@ impl Extractor {
                 if h.filesize == 0 || h.filesize > PATH_MAX {
                     bail!("symlink target of {} bytes (the kernel allows 1 to 4096)", h.filesize);
                 }
-                let mut target = Vec::new();
-                data.read_to_end(&mut target).context("cannot read link target")?;
-                rustix::fs::symlinkat(target.as_slice(), &dir, *base)
-                    .map_err(errno)
-                    .context("cannot create symlink")?;
+                let mut raw = Vec::new();
+                data.read_to_end(&mut raw).context("cannot read link target")?;
+                // As the kernel: the target ends at the first NUL (gen_init_cpio counts one).
+                let target = symlink_target(&raw);
+                if target.is_empty() {
+                    bail!("symlink target is empty");
+                }
+                rustix::fs::symlinkat(target, &dir, *base).map_err(errno).context("cannot create symlink")?;
                 if self.as_root {
                     rustix::fs::chownat(&dir, *base, uid(h.uid), gid(h.gid), AtFlags::SYMLINK_NOFOLLOW)
                         .map_err(errno)
@@ -277,7 +292,19 @@ impl Extractor {
         let mut f = File::from(fd);
         if h.filesize > 0 {
             f.set_len(0).context("cannot truncate")?;
-            io::copy(data, &mut f).context("cannot write")?;
+            let mut summed = Summing { r: data, sum: 0 };
+            io::copy(&mut summed, &mut f).context("cannot write")?;
+            if h.crc && summed.sum != h.check {
+                if !self.force {
+                    self.stopped = true;
+                }
+                bail!(
+                    "data checksum {:08x} does not match the header's {:08x}: the kernel stops unpacking here{}",
+                    summed.sum,
+                    h.check,
+                    if self.force { " (--force: going on)" } else { "; so does extract (--force goes on)" }
+                );
+            }
         }
         self.set_owner(&f, h.uid, h.gid)?;
         rustix::fs::fchmod(&f, Mode::from_raw_mode(h.mode & 0o7777)).map_err(errno).context("cannot chmod")?;
@@ -371,8 +398,25 @@ fn set_times(dir: &impl AsFd, base: &[u8], mtime: u32, flags: AtFlags) -> Result
         .context("cannot set mtime")
 }
 
+/// Reads through, adding up the bytes as newc's 070702 checksum does.
+struct Summing<'a> {
+    r: &'a mut dyn Read,
+    sum: u32,
+}
+
+impl Read for Summing<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.r.read(buf)?;
+        self.sum = leanrd_newc::checksum_update(self.sum, &buf[..n]);
+        Ok(n)
+    }
+}
+
 impl Visitor for Extractor {
     fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> Result<()> {
+        if self.stopped {
+            return Ok(());
+        }
         if let Err(err) = self.restore(e, data) {
             self.errors.push(format!("{}: {err:#}", e.name_lossy()));
         }

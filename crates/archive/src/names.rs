@@ -30,6 +30,40 @@ pub fn check_name(name: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// What the kernel makes of a symlink's data: the target ends at the first NUL (gen_init_cpio
+/// stores it with its NUL, and counts it in the size).
+pub fn symlink_target(data: &[u8]) -> &[u8] {
+    data.iter().position(|&b| b == 0).map_or(data, |n| &data[..n])
+}
+
+/// Bytes as one line of text, as `ls -b` shows names: backslash escapes for `\\`, `\n`,
+/// `\t` and the other control characters, and octal `\ooo` for bytes that are not UTF-8.
+/// Valid UTF-8 without control characters comes out as it is.
+pub fn escape(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                '\r' => out.push_str("\\r"),
+                c if c.is_control() => {
+                    let mut b = [0u8; 4];
+                    for byte in c.encode_utf8(&mut b).bytes() {
+                        out.push_str(&format!("\\{byte:03o}"));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\{byte:03o}"));
+        }
+    }
+    out
+}
+
 /// Whether entries of this kind can have names under them (a symlink can: the kernel
 /// follows it to whatever directory it names).
 fn can_hold(kind: Option<FileKind>) -> bool {
@@ -115,38 +149,55 @@ pub fn find_conflict(entries: &[Entry]) -> Option<Conflict> {
 
 /// The names an unpacker has made so far, in order, with what each is: for checking a stream
 /// of entries the way the kernel unpacks it (a later entry replaces an earlier one of the same
-/// name, as `clean_path` does).
-#[derive(Default)]
+/// name, as `clean_path` does; a name whose parent does not exist is dropped).
 pub struct Namespace<T> {
-    seen: HashMap<Vec<u8>, (FileKind, T)>,
+    /// Name → kind and tag (`None`: there before the archive).
+    seen: HashMap<Vec<u8>, (FileKind, Option<T>)>,
     /// Names that have something beneath them.
     has_children: std::collections::HashSet<Vec<u8>>,
 }
 
+impl<T: Clone> Default for Namespace<T> {
+    fn default() -> Namespace<T> {
+        Namespace::new()
+    }
+}
+
 impl<T: Clone> Namespace<T> {
+    /// The rootfs as the kernel has it before it unpacks an external image: what its built-in
+    /// initramfs (usr/default_cpio_list) made, `/dev`, `/dev/console` and `/root`.
     pub fn new() -> Namespace<T> {
-        Namespace { seen: HashMap::new(), has_children: Default::default() }
+        let mut seen = HashMap::new();
+        seen.insert(b"dev".to_vec(), (FileKind::Dir, None));
+        seen.insert(b"dev/console".to_vec(), (FileKind::CharDev, None));
+        seen.insert(b"root".to_vec(), (FileKind::Dir, None));
+        Namespace { seen, has_children: [b"dev".to_vec()].into() }
     }
 
-    /// Record `name` of `kind` (with `tag`, e.g. a line number). An error says why the kernel
-    /// could not create it, naming the earlier entry's tag.
     /// What `name` (canonical) is now, and its tag.
-    pub fn get(&self, name: &[u8]) -> Option<&(FileKind, T)> {
+    pub fn get(&self, name: &[u8]) -> Option<&(FileKind, Option<T>)> {
         self.seen.get(name)
     }
 
     /// Record `name` (canonical, see [`canonical`]) of `kind` (with `tag`, e.g. a line
     /// number). An error says why the kernel could not create it, naming the earlier entry's
     /// tag.
-    pub fn insert(&mut self, name: &[u8], kind: FileKind, tag: T) -> Result<(), (String, T)> {
+    pub fn insert(&mut self, name: &[u8], kind: FileKind, tag: T) -> Result<(), (String, Option<T>)> {
         for p in parents(name) {
-            if let Some((k, t)) = self.seen.get(p)
-                && !can_hold(Some(*k))
-            {
-                return Err((
-                    format!("{} is {}, not a directory: nothing can be created under it", show(p), k.name()),
-                    t.clone(),
-                ));
+            match self.seen.get(p) {
+                None => {
+                    return Err((
+                        format!("its parent {} is not in the archive: the kernel does not create it", show(p)),
+                        None,
+                    ));
+                }
+                Some((k, t)) if !can_hold(Some(*k)) => {
+                    return Err((
+                        format!("{} is {}, not a directory: nothing can be created under it", show(p), k.name()),
+                        t.clone(),
+                    ));
+                }
+                Some(_) => {}
             }
         }
         if kind != FileKind::Dir
@@ -163,7 +214,7 @@ impl<T: Clone> Namespace<T> {
                 self.has_children.insert(p.to_vec());
             }
         }
-        self.seen.insert(name.to_vec(), (kind, tag));
+        self.seen.insert(name.to_vec(), (kind, Some(tag)));
         Ok(())
     }
 }
@@ -196,6 +247,16 @@ mod tests {
     }
 
     #[test]
+    fn escapes_like_ls_b() {
+        assert_eq!(escape(b"plain/name"), "plain/name");
+        assert_eq!(escape("caf\u{e9}".as_bytes()), "caf\u{e9}");
+        assert_eq!(escape(b"caf\xe9"), "caf\\351");
+        assert_eq!(escape(b"a\nb\\c\x01"), "a\\nb\\\\c\\001");
+        assert_eq!(symlink_target(b"busybox\0"), b"busybox");
+        assert_eq!(symlink_target(b"x"), b"x");
+    }
+
+    #[test]
     fn names() {
         assert!(check_name(b"a/b").is_ok());
         assert!(check_name(b"a/..b").is_ok());
@@ -225,12 +286,15 @@ mod tests {
     fn namespace_follows_the_kernel() {
         let mut ns = Namespace::new();
         ns.insert(b"f", FileKind::Regular, 1).unwrap();
-        assert_eq!(ns.insert(b"f/g", FileKind::Regular, 2).unwrap_err().1, 1);
+        assert_eq!(ns.insert(b"f/g", FileKind::Regular, 2).unwrap_err().1, Some(1));
         // A directory replaces the file; then names under it are fine.
         ns.insert(b"f", FileKind::Dir, 3).unwrap();
         ns.insert(b"f/g", FileKind::Regular, 4).unwrap();
-        assert_eq!(ns.insert(b"f", FileKind::Regular, 5).unwrap_err().1, 3);
+        assert_eq!(ns.insert(b"f", FileKind::Regular, 5).unwrap_err().1, Some(3));
         ns.insert(b"l", FileKind::Symlink, 6).unwrap();
         ns.insert(b"l/x", FileKind::Regular, 7).unwrap();
+        // A missing parent: dropped by the kernel. /dev is there before any archive.
+        assert!(ns.insert(b"x/y/z", FileKind::Regular, 8).unwrap_err().0.contains("x is not in the archive"));
+        ns.insert(b"dev/null", FileKind::CharDev, 9).unwrap();
     }
 }

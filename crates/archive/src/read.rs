@@ -8,7 +8,7 @@
 
 use std::io::{self, BufRead, BufReader, Read};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use leanrd_compress::Format;
 use leanrd_newc::{DecodeError, HEADER_LEN, Header, PATH_MAX, TRAILER, decode_name};
 
@@ -19,6 +19,8 @@ pub struct Segment {
     /// Offset of its first byte in the image file.
     pub offset: u64,
     pub format: Format,
+    /// Its first bytes (up to [`SEGMENT_HEAD`]; fewer only where the image ends).
+    pub head: Vec<u8>,
 }
 
 /// How a segment ended.
@@ -49,6 +51,12 @@ pub struct ReadEntry {
 impl ReadEntry {
     pub fn name_lossy(&self) -> String {
         String::from_utf8_lossy(&self.name).into_owned()
+    }
+
+    /// The name with control characters and bytes that are not UTF-8 escaped, as `ls -b`
+    /// shows them: one line, nothing lost.
+    pub fn name_escaped(&self) -> String {
+        crate::names::escape(&self.name)
     }
 }
 
@@ -87,33 +95,171 @@ pub trait Visitor {
     }
 }
 
-/// Counts bytes consumed from the image file.
-struct Counted<R> {
-    inner: R,
-    pos: u64,
-}
-
-impl<R: Read> Read for Counted<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.pos += n as u64;
-        Ok(n)
+/// Where an image is read from: any stream, or a file, which can be moved through without
+/// reading (file data that nobody asked for is skipped by a seek).
+pub trait Source: Read + Send {
+    /// Move `n` bytes forward without reading them, if this source can.
+    fn seek_forward(&mut self, _n: u64) -> Option<io::Result<()>> {
+        None
     }
 }
 
-impl<R: BufRead> BufRead for Counted<R> {
+/// Any stream, read through.
+pub struct Stream0<R>(pub R);
+
+impl<R: Read + Send> Read for Stream0<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl<R: Read + Send> Source for Stream0<R> {}
+
+impl Source for std::fs::File {
+    fn seek_forward(&mut self, n: u64) -> Option<io::Result<()>> {
+        use std::io::Seek;
+        // A pipe or a character device opened as a file does not seek: read through it.
+        let n = i64::try_from(n).ok()?;
+        self.seek(io::SeekFrom::Current(n)).ok().map(|_| Ok(()))
+    }
+}
+
+/// The image as read: a buffer that can show the next `n` bytes whatever was consumed
+/// before (segment magics, compression headers), a count of bytes consumed, and skips that
+/// seek where the source can. Hand-written because `BufReader` can neither guarantee a
+/// look-ahead across its buffer's end nor skip without reading.
+struct Input<S> {
+    inner: S,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Bytes consumed from the image.
+    pos: u64,
+    /// The source ended.
+    eof: bool,
+}
+
+const INPUT_BUF: usize = 1 << 20;
+
+impl<S: Source> Input<S> {
+    fn new(inner: S) -> Input<S> {
+        Input { inner, buf: vec![0; INPUT_BUF], start: 0, end: 0, pos: 0, eof: false }
+    }
+
+    /// Up to `n` bytes ahead (fewer only at the end of the image), not consumed.
+    fn peek(&mut self, n: usize) -> io::Result<&[u8]> {
+        let n = n.min(INPUT_BUF);
+        while self.end - self.start < n && !self.eof {
+            if self.buf.len() - self.start < n {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            let k = self.inner.read(&mut self.buf[self.end..])?;
+            if k == 0 {
+                self.eof = true;
+            }
+            self.end += k;
+        }
+        Ok(&self.buf[self.start..self.end.min(self.start + n)])
+    }
+
+    /// Skip `n` bytes: what is buffered, then a seek where the source can (only as far as
+    /// the image goes: the bytes skipped are counted only once they are known to exist).
+    fn skip(&mut self, n: u64) -> io::Result<u64> {
+        let buffered = ((self.end - self.start) as u64).min(n);
+        self.consume(buffered as usize);
+        let mut left = n - buffered;
+        if left > INPUT_BUF as u64 && !self.eof {
+            // Seek to one byte short and read it: that proves the image is that long.
+            match self.inner.seek_forward(left - 1) {
+                Some(Ok(())) => {
+                    let mut one = [0u8; 1];
+                    if self.inner.read(&mut one)? == 1 {
+                        self.pos += left;
+                        return Ok(n);
+                    }
+                    self.eof = true;
+                    return Ok(buffered); // the image ended: how far is not known
+                }
+                Some(Err(e)) => return Err(e),
+                None => {}
+            }
+        }
+        while left > 0 {
+            let avail = self.fill_buf()?.len();
+            if avail == 0 {
+                break;
+            }
+            let k = (avail as u64).min(left) as usize;
+            self.consume(k);
+            left -= k as u64;
+        }
+        Ok(n - left)
+    }
+}
+
+impl<S: Source> Read for Input<S> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.start == self.end && out.len() >= INPUT_BUF {
+            let k = self.inner.read(out)?;
+            self.pos += k as u64;
+            return Ok(k);
+        }
+        let avail = self.fill_buf()?;
+        let k = avail.len().min(out.len());
+        out[..k].copy_from_slice(&avail[..k]);
+        self.consume(k);
+        Ok(k)
+    }
+}
+
+impl<S: Source> BufRead for Input<S> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        self.inner.fill_buf()
+        if self.start == self.end && !self.eof {
+            self.start = 0;
+            self.end = self.inner.read(&mut self.buf)?;
+            if self.end == 0 {
+                self.eof = true;
+            }
+        }
+        Ok(&self.buf[self.start..self.end])
     }
     fn consume(&mut self, amt: usize) {
+        self.start += amt;
         self.pos += amt as u64;
-        self.inner.consume(amt)
     }
 }
+
+/// A buffered stream that can skip: the top-level input (seeking where it can) or a
+/// decompressor (reading through).
+trait Skip: BufRead {
+    fn skip_n(&mut self, n: u64) -> io::Result<u64> {
+        let mut left = n;
+        while left > 0 {
+            let avail = self.fill_buf()?.len();
+            if avail == 0 {
+                break;
+            }
+            let k = (avail as u64).min(left) as usize;
+            self.consume(k);
+            left -= k as u64;
+        }
+        Ok(n - left)
+    }
+}
+
+impl<S: Source> Skip for Input<S> {
+    fn skip_n(&mut self, n: u64) -> io::Result<u64> {
+        self.skip(n)
+    }
+}
+
+impl<R: Read> Skip for BufReader<R> {}
 
 /// A stream position tracker over a segment's bytes.
 struct Stream<'a> {
-    r: &'a mut dyn BufRead,
+    r: &'a mut dyn Skip,
     pos: u64,
 }
 
@@ -133,19 +279,10 @@ impl Stream<'_> {
     }
 
     /// Skip `n` bytes; returns how many were there.
-    fn skip(&mut self, mut n: u64) -> io::Result<u64> {
-        let start = n;
-        while n > 0 {
-            let avail = self.r.fill_buf()?;
-            if avail.is_empty() {
-                break;
-            }
-            let k = (avail.len() as u64).min(n) as usize;
-            self.r.consume(k);
-            n -= k as u64;
-        }
-        self.pos += start - n;
-        Ok(start - n)
+    fn skip(&mut self, n: u64) -> io::Result<u64> {
+        let k = self.r.skip_n(n)?;
+        self.pos += k;
+        Ok(k)
     }
 
     /// Skip zero bytes; returns the next byte (not consumed) if any.
@@ -236,13 +373,18 @@ fn parse_archives(s: &mut Stream, seg: &mut SegState, v: &mut dyn Visitor) -> Re
             }
         }
         let start = s.pos;
-        if !compressed && s.peek(1)?.is_empty() {
-            // The image ends where a header was due: the segment simply has no trailer.
+        // After every entry the kernel goes back to its segment scanner: in an uncompressed
+        // segment, anything but a header ('0') ends the segment there, trailer or not (zeros,
+        // then maybe a compressed segment), and the scanner decides what it is.
+        if !compressed && s.peek(1)?.first() != Some(&b'0') {
             return Ok(());
         }
         let mut hb = [0u8; HEADER_LEN as usize];
         if !s.fill(&mut hb)? {
-            bail!("offset {}: truncated header (image ends inside it)", abs(seg, start));
+            bail!("offset {}: truncated header (the image ends inside it)", abs(seg, start));
+        }
+        if let Some(why) = explain_junk(&hb) {
+            bail!("offset {}: {why}", abs(seg, start));
         }
         let h = Header::decode(&hb).map_err(|e| anyhow::anyhow!("offset {}: {}", abs(seg, start), fmt_err(e)))?;
         if h.namesize == 0 {
@@ -296,7 +438,8 @@ fn parse_archives(s: &mut Stream, seg: &mut SegState, v: &mut dyn Visitor) -> Re
         let size = h.filesize as u64;
         {
             let mut dr = DataReader { s, left: size };
-            v.entry(&e, &mut dr).map_err(|err| anyhow::anyhow!("offset {}: {err:#}", abs(seg, start)))?;
+            // Context, not a new message: the cause (a broken pipe, say) stays findable.
+            v.entry(&e, &mut dr).with_context(|| format!("offset {}", abs(seg, start)))?;
             let left = dr.left;
             if s.skip(left)? < left {
                 bail!(
@@ -312,9 +455,37 @@ fn parse_archives(s: &mut Stream, seg: &mut SegState, v: &mut dyn Visitor) -> Re
     }
 }
 
+/// Explain bytes that are not a known segment start, when we recognise them.
+pub fn explain_junk(head: &[u8]) -> Option<&'static str> {
+    if head.starts_with(&[0x04, 0x22, 0x4d, 0x18]) {
+        Some("an lz4 frame-format stream: the kernel reads only the legacy format (lz4 -l)")
+    } else if head.starts_with(b"070707") {
+        Some("an old portable (odc, 070707) cpio archive, not newc: the kernel reads only newc (070701/070702)")
+    } else if head.starts_with(&[0xc7, 0x71]) || head.starts_with(&[0x71, 0xc7]) {
+        Some("an old binary cpio archive (070707/bin), not newc: the kernel reads only newc (070701/070702)")
+    } else if head.starts_with(&[0x50, 0x2a, 0x4d, 0x18]) {
+        Some("a zstd skippable frame: the kernel does not recognise it")
+    } else {
+        None
+    }
+}
+
 /// Walk every segment of the image read from `r`.
 pub fn read_image<R: Read + Send>(r: R, v: &mut dyn Visitor) -> Result<()> {
-    let mut base = Counted { inner: BufReader::with_capacity(1 << 20, r), pos: 0 };
+    read_source(Stream0(r), v)
+}
+
+/// Walk every segment of the image in file `f`, seeking past file data that the visitor
+/// does not read (in uncompressed segments).
+pub fn read_image_file(f: std::fs::File, v: &mut dyn Visitor) -> Result<()> {
+    read_source(f, v)
+}
+
+/// Bytes of a segment's start handed to [`Visitor::segment`] (compression headers).
+pub const SEGMENT_HEAD: usize = 64;
+
+fn read_source<S: Source>(src: S, v: &mut dyn Visitor) -> Result<()> {
+    let mut base = Input::new(src);
     let mut index = 0;
     loop {
         // Between segments: zero bytes.
@@ -323,22 +494,22 @@ pub fn read_image<R: Read + Send>(r: R, v: &mut dyn Visitor) -> Result<()> {
             return Ok(());
         };
         let offset = base.pos;
-        let head = Stream { r: &mut base, pos: 0 }.peek(8)?;
+        let head = base.peek(SEGMENT_HEAD)?.to_vec();
         let format = if first == b'0' {
-            if offset % 4 != 0 {
+            if !offset.is_multiple_of(4) {
                 bail!("offset {offset}: an uncompressed segment starts here, not 4-aligned: the kernel drops the rest");
             }
             Format::None
         } else {
             match Format::detect(&head) {
                 Some(f) => f,
-                None => match crate::check::explain_junk(&head) {
+                None => match explain_junk(&head) {
                     Some(why) => bail!("offset {offset}: {why}"),
                     None => bail!("offset {offset}: junk ({:02x?}), neither cpio nor a known compression", head),
                 },
             }
         };
-        v.segment(&Segment { index, offset, format })?;
+        v.segment(&Segment { index, offset, format, head })?;
         let mut seg = SegState { index, raw_base: None, entries: 0, trailer: false };
         let uncompressed;
         if format == Format::None {
@@ -353,19 +524,12 @@ pub fn read_image<R: Read + Send>(r: R, v: &mut dyn Visitor) -> Result<()> {
                     .map_err(|e| anyhow::anyhow!("offset {offset}: {format}: {e}"))?,
             );
             let mut s = Stream { r: &mut dec, pos: 0 };
-            parse_archives(&mut s, &mut seg, v)
-                .map_err(|e| anyhow::anyhow!("{format} segment at offset {offset}: {e:#}"))?;
+            parse_archives(&mut s, &mut seg, v).with_context(|| format!("{format} segment at offset {offset}"))?;
             uncompressed = s.pos;
         }
+        // No trailer is no problem: the kernel unpacks entry by entry (the trailer only
+        // resets its hard-link table).
         let end = base.pos;
-        if !seg.trailer {
-            v.problem(&Problem {
-                segment: index,
-                offset: end,
-                compressed: format != Format::None,
-                message: "segment has no TRAILER!!! at its end".into(),
-            })?;
-        }
         v.segment_end(&SegmentEnd {
             index,
             offset,

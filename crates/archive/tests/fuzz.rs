@@ -134,7 +134,7 @@ impl Visitor for Lister {
 /// check nothing appeared beside it.
 fn run_reader(img: &[u8], extract: bool, scratch: &Path, what: &str) {
     let r = std::panic::catch_unwind(|| {
-        let mut c = Checker::new(None);
+        let mut c = Checker::new();
         let _ = read_image(img, &mut c);
         let _ = read_image(img, &mut Lister(0));
     });
@@ -197,7 +197,7 @@ fn regressions() {
     for (name, bytes) in corpus() {
         if name.ends_with(".cpio") {
             run_reader(&bytes, true, scratch.path(), &name);
-            let mut c = Checker::new(None);
+            let mut c = Checker::new();
             let r = read_image(&bytes[..], &mut c);
             let reported = r.is_err() || !c.problems.is_empty();
             assert_eq!(reported, !kernel_fine.contains(&name.as_str()), "{name}: {:?}", c.problems);
@@ -283,9 +283,16 @@ fn mutated_manifests_never_panic_and_what_parses_is_written_and_read_back() {
             let l = Layout::plan(entries, layout::Options::default()).expect("a parsed manifest is writable");
             let mut v = Vec::new();
             leanrd_archive::write::write_stream(&l, &mut v).expect("write");
-            let mut c = Checker::new(None);
+            let mut c = Checker::new();
             read_image(&v[..], &mut c).expect("read back");
-            assert!(c.problems.is_empty(), "{:?} {names:?}", c.problems);
+            // The one thing the writer allows and the kernel does not do: a name whose parent
+            // directory is not in the archive (gen_init_cpio accepts such manifests too).
+            let real: Vec<_> = c
+                .problems
+                .iter()
+                .filter(|p| !p.contains("is not in the archive") && !p.contains("which was not created"))
+                .collect();
+            assert!(real.is_empty(), "{real:?} {names:?}");
             assert_eq!(c.entries, names.len());
             true
         });

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use leanrd_archive::read::{ReadEntry, Segment, SegmentEnd, Visitor, read_image};
+use leanrd_archive::read::{ReadEntry, Segment, SegmentEnd, Visitor};
 use leanrd_archive::{Layout, Normalize, input, layout, write};
 use leanrd_compress::{Format, Spec};
 use serde_json::json;
@@ -84,7 +84,7 @@ fn decompress_image(image: &Path, out: &mut File) -> Result<()> {
         }
     }
     let mut segs = Segs::default();
-    read_image(File::open(image).with_context(|| format!("{}: cannot open", image.display()))?, &mut segs)?;
+    crate::cmd_read::walk(image, &mut segs)?;
     let mut f = File::open(image)?;
     let mut w = BufWriter::new(out);
     for (off, len, format) in segs.0 {

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use leanrd_archive::read::{ReadEntry, Segment, SegmentEnd, Visitor, read_image};
+use leanrd_archive::names::{canonical, escape, symlink_target};
+use leanrd_archive::read::{ReadEntry, Segment, SegmentEnd, Visitor};
 use leanrd_compress::Format;
 use leanrd_newc::{S_IFLNK, S_IFMT, S_IFREG};
 use serde_json::json;
@@ -110,7 +111,7 @@ impl Visitor for Inspector {
 pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
     let f = File::open(&a.image).with_context(|| format!("{}: cannot open", a.image.display()))?;
     let mut v = Inspector::default();
-    read_image(&f, &mut v)?;
+    leanrd_archive::read::read_image_file(f.try_clone().context("cannot reopen the image")?, &mut v)?;
     v.largest.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
     v.largest.truncate(a.top);
     let size = f.metadata()?.len();
@@ -176,18 +177,29 @@ fn pct(a: u64, b: u64) -> f64 {
 }
 
 /// What an entry is, for comparison.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 struct Ident {
     mode: u32,
     owner: (u32, u32),
     size: u32,
     digest: String,
-    target: Option<String>,
+    target: Option<Vec<u8>>,
     rdev: (u32, u32),
+    /// The name as written (`./x`); entries are compared by the path they unpack to (`x`).
+    spelling: Vec<u8>,
 }
 
+impl PartialEq for Ident {
+    /// Equal as unpacked: the spelling of the name does not count.
+    fn eq(&self, o: &Ident) -> bool {
+        (self.mode, self.owner, self.size, &self.digest, &self.target, self.rdev)
+            == (o.mode, o.owner, o.size, &o.digest, &o.target, o.rdev)
+    }
+}
+
+/// Entries by (segment, the path they unpack to).
 #[derive(Default)]
-struct Collect(BTreeMap<(usize, String), Ident>);
+struct Collect(BTreeMap<(usize, Vec<u8>), Ident>);
 
 impl Visitor for Collect {
     fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> Result<()> {
@@ -198,7 +210,7 @@ impl Visitor for Collect {
         if h.mode & S_IFMT == S_IFLNK {
             let mut t = Vec::new();
             data.take(leanrd_newc::PATH_MAX as u64 + 1).read_to_end(&mut t)?;
-            target = Some(String::from_utf8_lossy(&t).into_owned());
+            target = Some(symlink_target(&t).to_vec());
         } else if h.filesize > 0 {
             loop {
                 let n = data.read(&mut buf)?;
@@ -216,8 +228,9 @@ impl Visitor for Collect {
             digest,
             target,
             rdev: (h.rdev_major, h.rdev_minor),
+            spelling: e.name.clone(),
         };
-        let key = (e.segment, e.name_lossy());
+        let key = (e.segment, canonical(&e.name).into_owned());
         // Hard-link members without data: keep the member that carries it.
         match self.0.get(&key) {
             Some(old) if h.filesize == 0 && old.size > 0 => {}
@@ -229,19 +242,26 @@ impl Visitor for Collect {
     }
 }
 
-fn collect(p: &Path) -> Result<BTreeMap<(usize, String), Ident>> {
+/// A canonical name for display: `.` for the root itself.
+fn shown(name: &[u8]) -> String {
+    if name.is_empty() { ".".into() } else { escape(name) }
+}
+
+fn collect(p: &Path) -> Result<BTreeMap<(usize, Vec<u8>), Ident>> {
     let mut c = Collect::default();
-    read_image(File::open(p).with_context(|| format!("{}: cannot open", p.display()))?, &mut c)?;
+    crate::cmd_read::walk(p, &mut c)?;
     Ok(c.0)
 }
 
 pub fn diff(a: DiffArgs) -> Result<ExitCode> {
     let (x, y) = (collect(&a.a)?, collect(&a.b)?);
     let mut n = 0;
+    let mut spelled = 0;
     for (k, v) in &x {
+        let shown = shown(&k.1);
         match y.get(k) {
             None => {
-                println!("- segment {} {}", k.0, k.1);
+                println!("- segment {} {shown}", k.0);
                 n += 1;
             }
             Some(w) if w != v => {
@@ -259,24 +279,25 @@ pub fn diff(a: DiffArgs) -> Result<ExitCode> {
                     what.push("content".into());
                 }
                 if v.target != w.target {
-                    what.push(format!(
-                        "target {:?} -> {:?}",
-                        v.target.as_deref().unwrap_or(""),
-                        w.target.as_deref().unwrap_or("")
-                    ));
+                    let t = |t: &Option<Vec<u8>>| escape(t.as_deref().unwrap_or_default());
+                    what.push(format!("target {:?} -> {:?}", t(&v.target), t(&w.target)));
                 }
                 if v.rdev != w.rdev {
                     what.push(format!("device {}:{} -> {}:{}", v.rdev.0, v.rdev.1, w.rdev.0, w.rdev.1));
                 }
-                println!("~ segment {} {}: {}", k.0, k.1, what.join(", "));
+                println!("~ segment {} {shown}: {}", k.0, what.join(", "));
                 n += 1;
             }
+            Some(w) if w.spelling != v.spelling => spelled += 1,
             _ => {}
         }
     }
     for k in y.keys().filter(|k| !x.contains_key(*k)) {
-        println!("+ segment {} {}", k.0, k.1);
+        println!("+ segment {} {}", k.0, shown(&k.1));
         n += 1;
+    }
+    if spelled > 0 {
+        println!("{spelled} entries are the same but spelled differently (e.g. ./x and x: they unpack to one path)");
     }
     if n == 0 {
         println!("{} and {} hold the same entries", a.a.display(), a.b.display());

@@ -9,7 +9,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use leanrd_archive::check::Checker;
 use leanrd_archive::extract::Extractor;
-use leanrd_archive::read::{ReadEntry, Segment, Visitor, read_image};
+use leanrd_archive::names::{escape, symlink_target};
+use leanrd_archive::read::{Problem, ReadEntry, Segment, Visitor, read_image, read_image_file};
 use leanrd_compress::Format;
 use leanrd_newc::{S_IFLNK, S_IFMT};
 use serde_json::json;
@@ -30,6 +31,9 @@ pub struct ExtractArgs {
     /// Directory to extract into (created if missing).
     #[arg(short = 'C', long = "directory", value_name = "DIR", default_value = ".")]
     dir: PathBuf,
+    /// Go on past a file whose 070702 checksum does not match (the kernel stops there).
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(Args)]
@@ -38,11 +42,13 @@ pub struct CheckArgs {
     image: PathBuf,
 }
 
-fn open(p: &Path) -> Result<Box<dyn Read + Send>> {
+/// Walk the image `p`: a file (read with seeks past data nobody reads) or `-`, standard
+/// input, streamed, whatever the compression.
+pub fn walk(p: &Path, v: &mut dyn Visitor) -> Result<()> {
     if p.as_os_str() == "-" {
-        Ok(Box::new(io::stdin()))
+        read_image(io::stdin(), v)
     } else {
-        Ok(Box::new(File::open(p).with_context(|| format!("{}: cannot open", p.display()))?))
+        read_image_file(File::open(p).with_context(|| format!("{}: cannot open", p.display()))?, v)
     }
 }
 
@@ -98,6 +104,11 @@ fn mode_string(mode: u32) -> String {
     s
 }
 
+/// Lower-case hex of `b`.
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 /// Civil date from a Unix time (UTC), for listings.
 fn date(t: u32) -> String {
     let days = t as i64 / 86400;
@@ -120,6 +131,8 @@ struct Lister<W: Write> {
     out: W,
     json: bool,
     format: Format,
+    /// What the reader had to skip or found wrong (said on stderr; exit 1).
+    problems: Vec<String>,
 }
 
 impl<W: Write> Visitor for Lister<W> {
@@ -127,18 +140,22 @@ impl<W: Write> Visitor for Lister<W> {
         self.format = s.format;
         Ok(())
     }
+    fn problem(&mut self, p: &Problem) -> Result<()> {
+        self.problems.push(p.to_string());
+        Ok(())
+    }
     fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> Result<()> {
         let h = &e.header;
         let target = if h.mode & S_IFMT == S_IFLNK && h.filesize as usize <= 4096 {
             let mut t = Vec::new();
             data.read_to_end(&mut t)?;
-            Some(String::from_utf8_lossy(&t).into_owned())
+            Some(symlink_target(&t).to_vec())
         } else {
             None
         };
         if self.json {
-            let v = json!({
-                "name": e.name_lossy(),
+            let mut v = json!({
+                "name": String::from_utf8_lossy(&e.name),
                 "type": leanrd_newc::kind_name(h.mode),
                 "mode": h.mode,
                 "uid": h.uid,
@@ -156,8 +173,15 @@ impl<W: Write> Visitor for Lister<W> {
                 "compression": self.format.name(),
                 "header_offset": e.stream_offset,
                 "data_offset": e.data_offset,
-                "target": target,
+                "target": target.as_deref().map(String::from_utf8_lossy),
             });
+            // Lossless: a name or target that is not UTF-8 also comes as hex bytes.
+            if std::str::from_utf8(&e.name).is_err() {
+                v["name_hex"] = hex(&e.name).into();
+            }
+            if let Some(t) = target.as_deref().filter(|t| std::str::from_utf8(t).is_err()) {
+                v["target_hex"] = hex(t).into();
+            }
             writeln!(self.out, "{v}")?;
         } else {
             let size = match h.mode & S_IFMT {
@@ -172,10 +196,10 @@ impl<W: Write> Visitor for Lister<W> {
                 h.gid,
                 size,
                 date(h.mtime),
-                e.name_lossy()
+                e.name_escaped()
             )?;
             if let Some(t) = target {
-                write!(self.out, " -> {t}")?;
+                write!(self.out, " -> {}", escape(&t))?;
             }
             writeln!(self.out)?;
         }
@@ -185,15 +209,19 @@ impl<W: Write> Visitor for Lister<W> {
 
 pub fn ls(a: LsArgs) -> Result<ExitCode> {
     let out = BufWriter::new(io::stdout().lock());
-    let mut l = Lister { out, json: a.json, format: Format::None };
-    read_image(open(&a.image)?, &mut l)?;
+    let mut l = Lister { out, json: a.json, format: Format::None, problems: Vec::new() };
+    walk(&a.image, &mut l)?;
     l.out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    for p in &l.problems {
+        eprintln!("leanrd: {}: {p}", a.image.display());
+    }
+    Ok(if l.problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 pub fn extract(a: ExtractArgs) -> Result<ExitCode> {
     let mut x = Extractor::new(&a.dir)?;
-    let walk = read_image(open(&a.image)?, &mut x);
+    x.force = a.force;
+    let walked = walk(&a.image, &mut x);
     x.finish();
     for w in &x.warnings {
         eprintln!("leanrd: warning: {w}");
@@ -201,7 +229,7 @@ pub fn extract(a: ExtractArgs) -> Result<ExitCode> {
     for e in &x.errors {
         eprintln!("leanrd: {}: {e}", a.image.display());
     }
-    walk?;
+    walked?;
     if x.errors.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
@@ -211,8 +239,8 @@ pub fn extract(a: ExtractArgs) -> Result<ExitCode> {
 }
 
 pub fn check(a: CheckArgs) -> Result<ExitCode> {
-    let mut c = Checker::new(Some(&a.image));
-    let r = read_image(open(&a.image)?, &mut c);
+    let mut c = Checker::new();
+    let r = walk(&a.image, &mut c);
     if let Err(e) = r {
         c.problems.push(format!("{e:#}"));
     }

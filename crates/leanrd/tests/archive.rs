@@ -551,7 +551,7 @@ fn corrupted_images_never_panic() {
                 }
             }
             let r = std::panic::catch_unwind(|| {
-                let mut c = Checker::new(None);
+                let mut c = Checker::new();
                 read_image(&b[..], &mut c).is_err() || !c.problems.is_empty()
             });
             match r {
