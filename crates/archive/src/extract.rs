@@ -98,6 +98,11 @@ fn join(c: &[&[u8]]) -> Vec<u8> {
     c.join(&b'/')
 }
 
+/// `comps` as a path relative to the target directory (`.` for the directory itself).
+fn rel_path(comps: &[&[u8]]) -> Vec<u8> {
+    if comps.is_empty() { b".".to_vec() } else { join(comps) }
+}
+
 const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
 const DIR_PATH: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
 
@@ -124,8 +129,7 @@ impl Extractor {
     /// Open (creating as needed, with a warning: the kernel would not) the directory `comps`
     /// beneath the root.
     fn open_dir(&mut self, comps: &[&[u8]]) -> Result<OwnedFd> {
-        let path = join(comps);
-        let p = if path.is_empty() { b".".to_vec() } else { path };
+        let p = rel_path(comps);
         match rustix::fs::openat2(&self.root, p.as_slice(), DIR_PATH, Mode::empty(), RESOLVE) {
             Ok(fd) => return Ok(fd),
             Err(rustix::io::Errno::NOENT) => {}
@@ -158,8 +162,12 @@ impl Extractor {
         for d in std::mem::take(&mut self.dirs) {
             let comps: Vec<&[u8]> = d.name.split(|&b| b == b'/').collect();
             let (base, parent) = comps.split_last().expect("a directory entry has a name");
-            // Only the directory this extraction made: a later entry may have replaced it.
-            let node = self.open_dir(parent).and_then(|dir| open_node(&dir, base, FileKind::Dir, Some(d.ident)));
+            // Only the directory this extraction made: a later entry may have replaced it (and
+            // nothing is created now).
+            let node = rustix::fs::openat2(&self.root, rel_path(parent).as_slice(), DIR_PATH, Mode::empty(), RESOLVE)
+                .map_err(errno)
+                .context("cannot open its parent")
+                .and_then(|dir| open_node(&dir, base, FileKind::Dir, Some(d.ident)));
             // The owner was set at creation; chmod comes after it so that set-id bits stay.
             let r = node.and_then(|fd| {
                 chmod_fd(&fd, d.perm)?;
