@@ -169,7 +169,7 @@ impl<S: Source> Input<S> {
     fn skip(&mut self, n: u64) -> io::Result<u64> {
         let buffered = ((self.end - self.start) as u64).min(n);
         self.consume(buffered as usize);
-        let mut left = n - buffered;
+        let left = n - buffered;
         if left > INPUT_BUF as u64 && !self.eof {
             // Seek to one byte short and read it: that proves the image is that long.
             match self.inner.seek_forward(left - 1) {
@@ -186,17 +186,24 @@ impl<S: Source> Input<S> {
                 None => {}
             }
         }
-        while left > 0 {
-            let avail = self.fill_buf()?.len();
-            if avail == 0 {
-                break;
-            }
-            let k = (avail as u64).min(left) as usize;
-            self.consume(k);
-            left -= k as u64;
-        }
-        Ok(n - left)
+        let read = skip_by_reading(self, left)?;
+        Ok(buffered + read)
     }
+}
+
+/// Skip up to `n` bytes of `r` by reading them; returns how many were there.
+fn skip_by_reading(r: &mut dyn BufRead, n: u64) -> io::Result<u64> {
+    let mut left = n;
+    while left > 0 {
+        let avail = r.fill_buf()?.len();
+        if avail == 0 {
+            break;
+        }
+        let k = (avail as u64).min(left) as usize;
+        r.consume(k);
+        left -= k as u64;
+    }
+    Ok(n - left)
 }
 
 impl<S: Source> Read for Input<S> {
@@ -234,19 +241,7 @@ impl<S: Source> BufRead for Input<S> {
 /// A buffered stream that can skip: the top-level input (seeking where it can) or a
 /// decompressor (reading through).
 trait Skip: BufRead {
-    fn skip_n(&mut self, n: u64) -> io::Result<u64> {
-        let mut left = n;
-        while left > 0 {
-            let avail = self.fill_buf()?.len();
-            if avail == 0 {
-                break;
-            }
-            let k = (avail as u64).min(left) as usize;
-            self.consume(k);
-            left -= k as u64;
-        }
-        Ok(n - left)
-    }
+    fn skip_n(&mut self, n: u64) -> io::Result<u64>;
 }
 
 impl<S: Source> Skip for Input<S> {
@@ -255,7 +250,11 @@ impl<S: Source> Skip for Input<S> {
     }
 }
 
-impl<R: Read> Skip for BufReader<R> {}
+impl<R: Read> Skip for BufReader<R> {
+    fn skip_n(&mut self, n: u64) -> io::Result<u64> {
+        skip_by_reading(self, n)
+    }
+}
 
 /// A stream position tracker over a segment's bytes.
 struct Stream<'a> {
