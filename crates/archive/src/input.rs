@@ -185,7 +185,11 @@ pub fn entries(sources: Sources, norm: &Normalize) -> Result<Vec<Entry>> {
         }
         out.push(e);
     }
-    if let Some(c) = find_conflict(&out) {
+    // A path list can name anything; a tree cannot hold a name under a file (and the
+    // writer checks again either way).
+    if root.is_none()
+        && let Some(c) = find_conflict(&out)
+    {
         bail!("{}{}", if origin.is_empty() { String::new() } else { format!("{origin}: ") }, conflict_message(&out, c));
     }
     Ok(out)

@@ -129,10 +129,6 @@ impl AtomicFile {
         &self.file
     }
 
-    pub fn path(&self) -> &Path {
-        &self.dest
-    }
-
     /// fsync, set `mode`, and put the file in place of the destination.
     pub fn commit(mut self, mode: u32) -> Result<(), OutputError> {
         let dest = self.dest.clone();

@@ -159,7 +159,6 @@ fn write_buffered(layout: &Layout, out: &File, block: u64) -> Result<u64> {
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + (1 << 16));
     let mut buf_start = layout.options.base;
     let mut copied = 0;
-    let mut head = Vec::new();
     let flush = |buf: &mut Vec<u8>, at: u64| -> Result<()> {
         out.write_all_at(buf, at).context("write to the output failed")?;
         start_writeback(out, at, buf.len() as u64);
@@ -170,9 +169,7 @@ fn write_buffered(layout: &Layout, out: &File, block: u64) -> Result<u64> {
         if buf.is_empty() {
             buf_start = p.offset;
         }
-        head.clear();
-        leanrd_newc::encode_head_into(&p.header, p.name, &mut head);
-        buf.extend_from_slice(&head);
+        leanrd_newc::encode_head_into(&p.header, p.name, &mut buf);
         match p.data() {
             Data::None => {}
             Data::Inline(v) => {

@@ -83,17 +83,30 @@ pub fn digest_path(image: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// A digest of everything an image is made from: settings, every entry's metadata, and for
-/// its data the source's identity (path, size, mtime, inode) or, for generated and
-/// transformed files, the content itself.
-fn inputs_digest(segments: &[(&[Entry], Spec, Option<u64>)], tmp: &Path, settings: &str) -> Result<String> {
+/// What an image is made from, in one pass over its entries (one stat per source).
+struct Inputs {
+    /// A digest of the settings, every entry's metadata, and for its data the source's
+    /// identity (path, size, mtime, inode) or, for generated and transformed files, the
+    /// content itself.
+    digest: String,
+    /// The first regular file that others may not read (by its mode in the image or its
+    /// source's on disk): the image must then be private too.
+    secret: Option<String>,
+}
+
+fn inputs(segments: &[(&[Entry], Spec, Option<u64>)], tmp: &Path) -> Result<Inputs> {
+    use leanrd_archive::output::is_secret;
     use sha2::{Digest, Sha256};
     use std::os::unix::fs::MetadataExt;
     let mut h = Sha256::new();
-    h.update(format!("leanrd {} {settings}\n", env!("CARGO_PKG_VERSION")));
+    let mut secret = None;
+    h.update(format!("leanrd {}\n", env!("CARGO_PKG_VERSION")));
     for (entries, spec, align) in segments {
         h.update(format!("segment {spec} {align:?}\n"));
         for e in entries.iter() {
+            if e.is_regular() && is_secret(e.mode) && secret.is_none() {
+                secret = Some(String::from_utf8_lossy(&e.name).into_owned());
+            }
             h.update(&e.name);
             h.update(format!(" {:o} {} {} {} {} {}\n", e.mode, e.uid, e.gid, e.mtime, e.rdev_major, e.rdev_minor));
             match &e.data {
@@ -106,6 +119,9 @@ fn inputs_digest(segments: &[(&[Entry], Spec, Option<u64>)], tmp: &Path, setting
                     let path = e.source().expect("a file entry has a source");
                     let path = path.as_ref();
                     let md = fs::metadata(path).with_context(|| format!("{}: cannot stat", path.display()))?;
+                    if is_secret(md.mode()) && secret.is_none() {
+                        secret = Some(String::from_utf8_lossy(&e.name).into_owned());
+                    }
                     h.update(format!(
                         "{} {} {} {} {} {}\n",
                         path.display(),
@@ -119,7 +135,7 @@ fn inputs_digest(segments: &[(&[Entry], Spec, Option<u64>)], tmp: &Path, setting
             }
         }
     }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(Inputs { digest: h.finalize().iter().map(|b| format!("{b:02x}")).collect(), secret })
 }
 
 /// /etc/leanrd/leanrd.toml: the same settings as the command line (which wins).
@@ -331,20 +347,16 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         .clone()
         .or(cfg.output.map(|o| PathBuf::from(o.replace("{kver}", &kver))))
         .unwrap_or_else(|| sysroot.join(format!("boot/initrd.img-{kver}")));
-    let secret = leanrd_archive::entry::first_secret(&early)
-        .or_else(|| leanrd_archive::entry::first_secret(&main))
-        .map(|e| String::from_utf8_lossy(&e.name).into_owned());
+    let Inputs { digest, secret } =
+        inputs(&[(&early, Spec::new(Format::None), None), (&main, compress, data_align)], tmp)?;
     let mode = output::output_mode(&out_path, requested_mode, DEFAULT_IMAGE_MODE, secret.is_some());
     if let (Some(name), Some(m)) = (&secret, requested_mode)
         && m != mode
     {
         eprintln!("leanrd: warning: image mode {m:04o} lowered to {mode:04o}: /{name} is not readable by others");
     }
-    let digest = inputs_digest(
-        &[(&early, Spec::new(Format::None), None), (&main, compress, data_align)],
-        tmp,
-        &format!("mode {mode:o}"),
-    )?;
+    // The mode is part of what the image is: a change of mode rebuilds.
+    let digest = format!("{digest} mode {mode:o}");
     let dpath = digest_path(&out_path);
     if !a.force && out_path.exists() && fs::read_to_string(&dpath).is_ok_and(|d| d.trim() == digest) {
         eprintln!("leanrd: {} is up to date (inputs unchanged; --force rebuilds)", out_path.display());
