@@ -177,6 +177,20 @@ impl Drop for AtomicFile {
     }
 }
 
+/// Hold an exclusive `flock` on the directory that will hold `dest` until the returned file
+/// is dropped (released by the kernel if the process dies). Other leanrd runs that take it
+/// wait; nothing is created.
+pub fn lock_dir(dest: &Path) -> Result<File, OutputError> {
+    let dir = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let f = File::open(dir).map_err(err(dir, "cannot open the directory"))?;
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| err(dir, "cannot lock the directory")(e.into()))?;
+    Ok(f)
+}
+
 /// Whether process `pid` is gone (`kill(pid, 0)` says ESRCH).
 fn is_dead(pid: i32) -> bool {
     match rustix::process::Pid::from_raw(pid) {

@@ -358,6 +358,9 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
     // The mode is part of what the image is: a change of mode rebuilds.
     let digest = format!("{digest} mode {mode:o}");
     let dpath = digest_path(&out_path);
+    // One build at a time writes into this directory: two builds of the same image with
+    // different inputs would otherwise leave one's image beside the other's digest.
+    let _lock = output::lock_dir(&out_path)?;
     if !a.force && out_path.exists() && fs::read_to_string(&dpath).is_ok_and(|d| d.trim() == digest) {
         eprintln!("leanrd: {} is up to date (inputs unchanged; --force rebuilds)", out_path.display());
         return Ok(ExitCode::SUCCESS);

@@ -598,3 +598,41 @@ fn images_holding_secrets_are_private() {
     assert_eq!(cpio("022", &m2), 0o644);
     assert_eq!(cpio("077", &m2), 0o600);
 }
+
+#[test]
+fn concurrent_builds_leave_an_image_that_matches_its_digest() {
+    let Some(k) = kver() else { return };
+    if !have("strace") {
+        panic!("strace is needed (apt install strace; .ci/run installs it)");
+    }
+    let t = TempDir::new("concurrent");
+    let f = virtio_ext4(&t);
+    let init = fake_init(&t);
+    let img = t.join("initrd.img");
+    let build = |c: &str| -> Command {
+        let mut cmd = build_cmd(&k, &f, &init, &["--compress", c]);
+        cmd.arg("-o").arg(&img);
+        cmd
+    };
+    let reference = |c: &str| -> Vec<u8> {
+        let r = t.join(format!("ref-{c}"));
+        ok(build_cmd(&k, &f, &init, &["--compress", c]).arg("-o").arg(&r));
+        fs::read(&r).unwrap()
+    };
+    let (a, b) = (reference("zstd"), reference("gzip"));
+    // Build B stalls for 600 ms right after renaming its image into place; build A runs in
+    // that window. Unserialised, A's digest would be overwritten by B's while A's image stays.
+    let mut slow = Command::new("strace");
+    slow.args(["-f", "-qq", "-o", "/dev/null", "-e", "inject=rename,renameat,renameat2:delay_exit=600000:when=1"]);
+    slow.arg(env!("CARGO_BIN_EXE_leanrd")).args(build("gzip").get_args());
+    let mut slow = slow.spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    ok(&mut build("zstd"));
+    assert!(slow.wait().unwrap().success());
+    // Whatever won, the digest describes the image: a build for each setting gives it (the
+    // slow build's settings first: its digest is the one that could be left over A's image).
+    ok(&mut build("gzip"));
+    assert!(fs::read(&img).unwrap() == b, "a build for gzip trusted a digest that describes another image");
+    ok(&mut build("zstd"));
+    assert!(fs::read(&img).unwrap() == a, "a build for zstd trusted a digest that describes another image");
+}
