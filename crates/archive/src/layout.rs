@@ -105,11 +105,26 @@ fn header_of(e: &Entry, crc: bool, namesize: u32, check: u32) -> Header {
     }
 }
 
+/// A data alignment newc can give: a positive multiple of 4 (headers and data start at
+/// multiples of 4). The one check, for the command line, the configuration and the layout.
+pub fn check_data_align(a: u64) -> Result<u64, String> {
+    if a >= 4 && a.is_multiple_of(4) {
+        Ok(a)
+    } else {
+        Err(format!("data alignment {a} is not a positive multiple of 4"))
+    }
+}
+
+/// [`check_data_align`] for clap's `value_parser`.
+pub fn parse_data_align(s: &str) -> Result<u64, String> {
+    check_data_align(s.parse().map_err(|e| format!("{s:?}: {e}"))?)
+}
+
 impl Layout {
     /// Plan `entries` in the order given.
     pub fn plan(entries: Vec<Entry>, options: Options) -> Result<Layout> {
         if let Some(a) = options.data_align {
-            anyhow::ensure!(a >= 4 && a % 4 == 0, "--data-align {a} is not a positive multiple of 4");
+            check_data_align(a).map_err(anyhow::Error::msg)?;
         }
         anyhow::ensure!(options.base.is_multiple_of(4), "archive start {} is not 4-aligned", options.base);
         if let Some(c) = find_conflict(&entries) {

@@ -14,20 +14,26 @@ pub(crate) const CONTEXT: usize = 32 * 1024;
 pub(crate) struct Chunked<W> {
     pub out: W,
     chunk: usize,
-    threads: u32,
+    /// Chunks a batch holds.
+    per_batch: usize,
+    /// Worker threads a batch is compressed on.
+    pub(crate) threads: u32,
     buf: Vec<u8>,
     /// The end of the previous batch.
     tail: Vec<u8>,
 }
 
 impl<W: Write> Chunked<W> {
-    pub fn new(out: W, chunk: usize, threads: u32) -> Self {
-        Chunked { out, chunk, threads: threads.max(1), buf: Vec::new(), tail: Vec::new() }
+    /// Chunks of `chunk` bytes, `per_batch` of them compressed at a time on `threads`
+    /// threads.
+    pub fn new(out: W, chunk: usize, per_batch: usize, threads: u32) -> Self {
+        let per_batch = per_batch.max(1);
+        Chunked { out, chunk, per_batch, threads: threads.max(1), buf: Vec::new(), tail: Vec::new() }
     }
 
-    /// Add input; whenever a batch of `threads` chunks is full, compress and emit it.
+    /// Add input; whenever a batch is full, compress and emit it.
     pub fn push(&mut self, mut b: &[u8], f: &(impl Fn(&[u8], &[u8]) -> Vec<u8> + Sync)) -> io::Result<()> {
-        let batch = self.chunk * self.threads as usize;
+        let batch = self.chunk * self.per_batch;
         while !b.is_empty() {
             let take = (batch - self.buf.len()).min(b.len());
             self.buf.extend_from_slice(&b[..take]);

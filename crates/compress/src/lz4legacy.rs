@@ -26,7 +26,7 @@ fn frame(chunk: &[u8], _before: &[u8]) -> Vec<u8> {
 
 impl<W: Write> Lz4LegacyEncoder<W> {
     pub fn new(w: W, threads: u32) -> Self {
-        Lz4LegacyEncoder { inner: Chunked::new(w, CHUNK, threads), started: false }
+        Lz4LegacyEncoder { inner: Chunked::new(w, CHUNK, threads as usize, threads), started: false }
     }
     fn start(&mut self) -> io::Result<()> {
         if !self.started {

@@ -54,8 +54,8 @@ fn block(data: &[u8], _before: &[u8]) -> Vec<u8> {
 impl<W: Write> LzopEncoder<W> {
     pub fn new(mut w: W, threads: u32) -> io::Result<Self> {
         w.write_all(&header())?;
-        // 64 blocks a batch: 16 MiB per batch keeps threads busy.
-        Ok(LzopEncoder { inner: Chunked::new(w, BLOCK, threads * 32) })
+        // 64 blocks a batch (16 MiB) keeps the threads busy; `threads` threads, not more.
+        Ok(LzopEncoder { inner: Chunked::new(w, BLOCK, 64, threads) })
     }
 }
 
@@ -207,5 +207,18 @@ impl<R: BufRead> Read for LzopDecoder<R> {
         buf[..n].copy_from_slice(&self.out[self.pos..self.pos + n]);
         self.pos += n;
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--threads 2` means two compression threads (it once meant 64).
+    #[test]
+    fn uses_the_threads_it_is_given() {
+        for t in [1, 2, 8] {
+            assert_eq!(LzopEncoder::new(Vec::new(), t).unwrap().inner.threads, t);
+        }
     }
 }

@@ -44,7 +44,7 @@ fn deflate(level: u32, data: &[u8], dict: &[u8], flush: FlushCompress) -> Vec<u8
 impl<W: Write> ParallelGzEncoder<W> {
     pub fn new(w: W, level: u32, threads: u32) -> Self {
         ParallelGzEncoder {
-            inner: Chunked::new(w, CHUNK, threads),
+            inner: Chunked::new(w, CHUNK, threads as usize, threads),
             level,
             crc: crc32fast::Hasher::new(),
             len: 0,

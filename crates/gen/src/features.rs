@@ -7,6 +7,7 @@ use std::fs;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use leanrd_contract::Capability;
 use serde::Deserialize;
 
 /// When a feature is in the image.
@@ -50,27 +51,16 @@ pub struct Feature {
     pub firmware: Vec<String>,
     /// Put CPU microcode in an early uncompressed segment.
     pub microcode: bool,
+    /// The /init capability the feature turns on (`init = "luks"`): see
+    /// [`leanrd_contract::Capability`].
+    #[serde(rename = "init")]
+    pub init_name: Option<String>,
+    #[serde(skip)]
+    pub init: Option<Capability>,
 }
 
-const BUILTIN: &[(&str, &str)] = &[
-    ("base", include_str!("../../../features/base.toml")),
-    ("fs-ext4", include_str!("../../../features/fs-ext4.toml")),
-    ("fs-xfs", include_str!("../../../features/fs-xfs.toml")),
-    ("fs-btrfs", include_str!("../../../features/fs-btrfs.toml")),
-    ("fs-f2fs", include_str!("../../../features/fs-f2fs.toml")),
-    ("fs-vfat", include_str!("../../../features/fs-vfat.toml")),
-    ("virtio", include_str!("../../../features/virtio.toml")),
-    ("nvme", include_str!("../../../features/nvme.toml")),
-    ("ata", include_str!("../../../features/ata.toml")),
-    ("scsi", include_str!("../../../features/scsi.toml")),
-    ("usb-storage", include_str!("../../../features/usb-storage.toml")),
-    ("mmc", include_str!("../../../features/mmc.toml")),
-    ("luks", include_str!("../../../features/luks.toml")),
-    ("lvm", include_str!("../../../features/lvm.toml")),
-    ("mdraid", include_str!("../../../features/mdraid.toml")),
-    ("microcode", include_str!("../../../features/microcode.toml")),
-    ("rescue", include_str!("../../../features/rescue.toml")),
-];
+/// The repository's features/*.toml, by name (build.rs lists them).
+const BUILTIN: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/builtin_features.rs"));
 
 /// Refuse a NUL character in TOML text (literal, or written `\u0000` / `\U00000000`): every
 /// string leanrd reads from TOML is a name or a path, where NUL cannot be, and later errors
@@ -92,6 +82,12 @@ pub fn parse(name: &str, text: &str, origin: &str) -> Result<Feature> {
         anyhow::anyhow!("{origin}: {}", e.to_string().trim_end())
     })?;
     f.name = name.to_string();
+    if let Some(c) = &f.init_name {
+        f.init = Some(Capability::from_name(c).with_context(|| {
+            let known: Vec<&str> = Capability::ALL.iter().map(|c| c.name()).collect();
+            format!("{origin}: init = {c:?} is not an /init capability ({})", known.join(", "))
+        })?);
+    }
     Ok(f)
 }
 
@@ -171,6 +167,8 @@ mod tests {
         assert!(all["base"].when == When::Always);
         assert_eq!(all["fs-ext4"].fstypes, ["ext4"]);
         assert!(all["luks"].binaries.contains(&"cryptsetup".to_string()));
+        assert_eq!(all["luks"].init, Some(Capability::Luks));
+        assert_eq!(all["mdraid"].init, Some(Capability::Md));
     }
 
     /// Bounded mutation fuzzing: every built-in feature text, mutated, parses or fails with
@@ -191,6 +189,8 @@ mod tests {
     fn errors_name_the_line_and_overrides_work() {
         let e = parse("x", "when = \"detected\"\nmodules = [1\n", "x.toml").unwrap_err().to_string();
         assert!(e.starts_with("x.toml:") && e.contains("line 2"), "{e}");
+        let e = parse("x", "init = \"nfs\"\n", "x.toml").unwrap_err().to_string();
+        assert_eq!(e, "x.toml: init = \"nfs\" is not an /init capability (luks, lvm, md, rescue)");
         let e = parse("x", "bogus = 1\n", "x.toml").unwrap_err().to_string();
         assert!(e.contains("bogus"), "{e}");
         let e = parse("x", "when = \"always\"\nfiles = [\"/etc/a\\u0000b\"]\n", "x.toml").unwrap_err().to_string();

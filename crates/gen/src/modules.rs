@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use goblin::elf::Elf;
 use leanrd_compress::Format;
-use leanrd_kmod::{ModuleDb, Resolved};
+use leanrd_kmod::{ModuleDb, Resolved, Tables, split_compression};
 
 use crate::plan::{Item, Plan, host_path};
 
@@ -45,15 +45,8 @@ impl Kernel {
                 )
             })?;
         let hd = host_path(sysroot, &dir);
-        let text = |f: &str| -> Result<String> { Ok(String::from_utf8_lossy(&read_opt(&hd.join(f))?).into_owned()) };
-        let db = ModuleDb::parse(
-            &text("modules.dep")?,
-            &text("modules.alias")?,
-            &text("modules.softdep")?,
-            &text("modules.builtin")?,
-            &read_opt(&hd.join("modules.builtin.modinfo"))?,
-        )
-        .with_context(|| format!("{}: bad module table", hd.display()))?;
+        let tables = Tables::read(|f| read_opt(&hd.join(f)))?;
+        let db = ModuleDb::parse(&tables).with_context(|| format!("{}: bad module table", hd.display()))?;
         let config = [format!("/boot/config-{kver}"), format!("{dir}/build/.config"), format!("{dir}/config")]
             .iter()
             .find_map(|p| fs::read_to_string(host_path(sysroot, p)).ok())
@@ -86,9 +79,12 @@ impl Kernel {
             let Some(rel) = self.db.paths.get(name) else { continue };
             let image_path = format!("{}/{rel}", self.dir);
             let hp = host_path(&plan.sysroot, &image_path);
-            let compressed = [(".xz", Format::Xz), (".zst", Format::Zstd), (".gz", Format::Gzip)]
-                .into_iter()
-                .find(|(ext, _)| rel.ends_with(ext));
+            let compressed = match split_compression(rel).1 {
+                Some(".xz") => Some((".xz", Format::Xz)),
+                Some(".zst") => Some((".zst", Format::Zstd)),
+                Some(ext) => Some((ext, Format::Gzip)),
+                None => None,
+            };
             let data = match compressed {
                 Some((ext, fmt)) if !self.decompresses => {
                     let raw = fs::read(&hp).with_context(|| format!("{}: cannot read", hp.display()))?;
@@ -139,57 +135,16 @@ impl Kernel {
 
     /// The module tables /init uses, limited to the modules in the image.
     fn add_tables(&self, plan: &mut Plan, set: &BTreeSet<String>) {
-        let mut dep = String::new();
-        let mut names: Vec<&String> = set.iter().collect();
-        names.sort_by_key(|n| &self.db.paths[*n]);
-        for n in &names {
-            let path = self.image_rel(n);
-            let deps: Vec<String> =
-                self.db.deps[*n].iter().filter(|d| set.contains(*d)).map(|d| self.image_rel(d)).collect();
-            dep += &format!("{path}:{}{}\n", if deps.is_empty() { "" } else { " " }, deps.join(" "));
-        }
-        let mut alias = String::new();
-        for (pat, m) in &self.db.aliases {
-            if set.contains(m) {
-                alias += &format!("alias {pat} {m}\n");
-            }
-        }
-        let mut soft = String::new();
-        for n in &names {
-            if let Some((pre, post)) = self.db.softdeps.get(*n) {
-                soft += &format!("softdep {n}");
-                if !pre.is_empty() {
-                    soft += &format!(" pre: {}", pre.join(" "));
-                }
-                if !post.is_empty() {
-                    soft += &format!(" post: {}", post.join(" "));
-                }
-                soft.push('\n');
-            }
-        }
-        let builtin: String = {
-            let mut v: Vec<&String> = self.db.builtin.iter().collect();
-            v.sort();
-            v.iter().map(|n| format!("{n}\n")).collect()
-        };
-        for (f, data) in [
-            ("modules.dep", dep),
-            ("modules.alias", alias),
-            ("modules.softdep", soft),
-            ("modules.builtin.names", builtin),
-        ] {
-            plan.put(&format!("{}/{f}", self.dir), Item::Inline { data: data.into_bytes(), mode: 0o644 });
+        let tables = self.db.subset(set, |n| self.image_rel(n));
+        for (f, data) in tables.files() {
+            plan.put(&format!("{}/{f}", self.dir), Item::Inline { data: data.to_vec(), mode: 0o644 });
         }
     }
 
     /// A module's path relative to the module directory, as it is in the image.
     fn image_rel(&self, name: &str) -> String {
         let rel = &self.db.paths[name];
-        if self.decompresses {
-            rel.clone()
-        } else {
-            rel.trim_end_matches(".xz").trim_end_matches(".zst").trim_end_matches(".gz").to_string()
-        }
+        if self.decompresses { rel.clone() } else { split_compression(rel).0.to_string() }
     }
 }
 

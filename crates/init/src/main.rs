@@ -2,10 +2,18 @@
 //! [`leanrd_init::main`].
 //!
 //! Hand-written, because no libc is linked (a static glibc alone is ~0.8 MB; this whole binary
-//! is a fraction of that) and because the crates that provide a libc-free start-up (origin) do
-//! not build against rustix 1.x: the entry point `_start`, the few memory functions the
-//! compiler emits calls to (memcpy, memmove, memset, memcmp, bcmp, strlen), and the panic
-//! handler. The allocator is rustix-dlmalloc; system calls go through rustix.
+//! is a fraction of that): the entry point `_start`, the few memory functions the compiler
+//! emits calls to (memcpy, memmove, memset, memcmp, bcmp, strlen), and the panic handler.
+//! The allocator is rustix-dlmalloc; system calls go through rustix.
+//!
+//! Why not origin (re-checked 2026-11 with origin 0.26.2): origin calls rustix's `runtime`
+//! module, which rustix keeps outside semver for libc implementations; rustix 1.1 made it
+//! private (`pub(crate) use runtime_<hash> as runtime`), so origin 0.26 fails to compile
+//! against the rustix 1.1 this crate uses ("module `runtime` is private",
+//! origin/src/program/linux_raw.rs). Pinned to rustix =1.0.8 it compiles, but a minimal
+//! static `origin-start` program built that way crashed at start on this machine. For
+//! the same reason rustix's own `runtime` feature (fork, execve, exit_group) is not used:
+//! its name changes to keep non-libc users out. The start-up here is six instructions.
 //!
 //! build.rs links it with `-nostartfiles -nostdlib -static -no-pie`.
 

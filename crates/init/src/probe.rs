@@ -11,6 +11,9 @@ use rustix::fd::AsFd;
 
 use crate::sys::read_at;
 
+/// The type blkid gives a LUKS container.
+pub const LUKS: &str = "crypto_LUKS";
+
 /// What a device says about itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Probe {
@@ -55,7 +58,7 @@ pub fn probe_fs<Fd: AsFd>(fd: Fd) -> Probe {
     // LUKS1/2: magic at 0, UUID string at 168.
     if let Some(b) = read_at(f, 0, 512) {
         if b.starts_with(b"LUKS\xba\xbe") {
-            p.fstype = Some("crypto_LUKS".into());
+            p.fstype = Some(LUKS.into());
             p.uuid = cstr(&b[168..208]);
             if b[6..8] == [0, 2] {
                 p.label = cstr(&b[24..72]);

@@ -2,9 +2,10 @@
 //! processes and time, on rustix's raw-syscall backend.
 //!
 //! Hand-written here: `exit_group`, `fork` and `execve`. rustix keeps process start-up,
-//! fork and exec in its private `runtime` module (it is for libc implementations and not
-//! covered by semver), and the crates that wrap it (origin) do not build against rustix 1.x.
-//! They are three syscalls on x86_64; everything else goes through rustix.
+//! fork and exec in its `runtime` module, which is for libc implementations, outside semver
+//! and since rustix 1.1 private by a hashed name; origin, which wraps it, does not build
+//! against rustix 1.1 (see main.rs). They are three syscalls on x86_64; everything else
+//! goes through rustix.
 
 use alloc::ffi::CString;
 use alloc::string::{String, ToString};
@@ -104,16 +105,36 @@ pub fn which(prog: &str) -> Option<String> {
     PATH.split(':').map(|d| alloc::format!("{d}/{prog}")).find(|p| exists(p))
 }
 
-/// Run a program with `PATH` set, on the console, and wait for it. `Ok` holds a
-/// description of how it ended when it did not exit with 0.
-pub fn run(prog: &str, args: &[&str]) -> Result<Result<(), String>, String> {
-    let path = which(prog).ok_or_else(|| alloc::format!("cannot run {prog}: not found in {PATH}"))?;
+/// Why a helper program did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunError {
+    /// Not in [`PATH`].
+    NotFound(String),
+    /// fork failed.
+    Fork(String, Errno),
+    /// It ran and failed: how it ended.
+    Failed(String, String),
+}
+
+impl core::fmt::Display for RunError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            RunError::NotFound(p) => write!(f, "cannot run {p}: not found in {PATH}"),
+            RunError::Fork(p, e) => write!(f, "cannot run {p}: fork: {}", strerror(*e)),
+            RunError::Failed(p, how) => write!(f, "{p} failed ({how})"),
+        }
+    }
+}
+
+/// Run a program with `PATH` set, on the console, and wait for it.
+pub fn run(prog: &str, args: &[&str]) -> Result<(), RunError> {
+    let path = which(prog).ok_or_else(|| RunError::NotFound(prog.to_string()))?;
     let mut argv = alloc::vec![prog];
     argv.extend_from_slice(args);
     let env = alloc::format!("PATH={PATH}");
     let x = Exec::new(&path, &argv, &[&env, "TERM=linux"]);
     match fork() {
-        Err(e) => Err(alloc::format!("cannot run {prog}: fork: {}", strerror(e))),
+        Err(e) => Err(RunError::Fork(prog.to_string(), e)),
         Ok(0) => {
             let e = x.exec();
             for part in ["leanrd: exec ", &path, ": ", errstr(e), "\n"] {
@@ -121,8 +142,21 @@ pub fn run(prog: &str, args: &[&str]) -> Result<Result<(), String>, String> {
             }
             exit(127)
         }
-        Ok(pid) => Ok(describe_status(wait(pid))),
+        Ok(pid) => describe_status(wait(pid)).map_err(|how| RunError::Failed(prog.to_string(), how)),
     }
+}
+
+/// mount(2), making the mount point first.
+pub fn mount(
+    src: &str,
+    target: &str,
+    fstype: &str,
+    flags: rustix::mount::MountFlags,
+    data: Option<&str>,
+) -> Result<(), Errno> {
+    mkdir_p(target);
+    let data = data.map(|d| CString::new(d).map_err(|_| Errno::INVAL)).transpose()?;
+    rustix::mount::mount(src, target, fstype, flags, data.as_deref())
 }
 
 /// Wait for one child; its wait status (or -1).
@@ -348,13 +382,14 @@ mod tests {
 
     #[test]
     fn runs_programs_and_reports_how_they_ended() {
-        assert_eq!(run("true", &[]), Ok(Ok(())));
-        assert_eq!(run("sh", &["-c", "exit 3"]), Ok(Err("exit status 3".into())));
-        assert_eq!(run("sh", &["-c", "kill -9 $$"]), Ok(Err("killed by signal 9".into())));
-        assert!(run("no-such-program-leanrd", &[]).unwrap_err().contains("not found"));
+        assert_eq!(run("true", &[]), Ok(()));
+        assert_eq!(run("sh", &["-c", "exit 3"]), Err(RunError::Failed("sh".into(), "exit status 3".into())));
+        let e = run("sh", &["-c", "kill -9 $$"]).unwrap_err();
+        assert_eq!(e.to_string(), "sh failed (killed by signal 9)");
+        assert!(run("no-such-program-leanrd", &[]).unwrap_err().to_string().contains("not found"));
         // PATH is what the helper sees.
         let out = "/tmp/leanrd-init-sys-test";
-        assert_eq!(run("sh", &["-c", &alloc::format!("echo \"$PATH\" > {out}")]), Ok(Ok(())));
+        assert_eq!(run("sh", &["-c", &alloc::format!("echo \"$PATH\" > {out}")]), Ok(()));
         assert_eq!(read_string(out).unwrap().trim(), PATH);
         remove(out, false);
     }

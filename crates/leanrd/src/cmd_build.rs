@@ -5,14 +5,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use leanrd_archive::image::{self, SegmentSpec};
 use leanrd_archive::output::{self, AtomicFile, DEFAULT_IMAGE_MODE};
 use leanrd_archive::{Data, Entry, Normalize, manifest};
 use leanrd_compress::{Format, Spec};
-use leanrd_gen::{Options, generate};
-use serde::Deserialize;
+use leanrd_gen::digest::{Inputs, SegmentInputs, digest_path, inputs};
+use leanrd_gen::{Request, Settings, generate};
 
 #[derive(Args, Default)]
 pub struct BuildArgs {
@@ -35,7 +35,7 @@ pub struct BuildArgs {
     #[arg(short, long, value_name = "FORMAT[:LEVEL]")]
     compress: Option<Spec>,
     /// Data alignment for uncompressed images (default: 4096 when uncompressed).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = leanrd_archive::layout::parse_data_align)]
     data_align: Option<u64>,
     /// Print the image as a gen_init_cpio manifest (for `leanrd cpio`) and write no image.
     #[arg(long)]
@@ -63,155 +63,8 @@ pub struct BuildArgs {
     force: bool,
     /// Mode of the image, octal (default: kept from the image replaced, else 0600). An image
     /// holding a file that others may not read is never readable by others.
-    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    #[arg(long, value_name = "MODE", value_parser = leanrd_gen::request::parse_mode)]
     image_mode: Option<u32>,
-}
-
-/// An octal file mode (`0640`, `640`, `0o640`).
-pub fn parse_mode(s: &str) -> Result<u32, String> {
-    let digits = s.strip_prefix("0o").unwrap_or(s);
-    match u32::from_str_radix(digits, 8) {
-        Ok(m) if m <= 0o7777 => Ok(m),
-        _ => Err(format!("{s:?} is not an octal mode (e.g. 0600)")),
-    }
-}
-
-/// Where the digest of an image's inputs is kept.
-pub fn digest_path(image: &Path) -> PathBuf {
-    let mut p = image.as_os_str().to_owned();
-    p.push(".leanrd-digest");
-    PathBuf::from(p)
-}
-
-/// What an image is made from, in one pass over its entries (one stat per source).
-struct Inputs {
-    /// A digest of the settings, every entry's metadata, and for its data the source's
-    /// identity (path, size, mtime, inode) or, for generated and transformed files, the
-    /// content itself.
-    digest: String,
-    /// The first regular file that others may not read (by its mode in the image or its
-    /// source's on disk): the image must then be private too.
-    secret: Option<String>,
-}
-
-fn inputs(segments: &[(&[Entry], Spec, Option<u64>)], tmp: &Path) -> Result<Inputs> {
-    use leanrd_archive::output::is_secret;
-    use sha2::{Digest, Sha256};
-    use std::os::unix::fs::MetadataExt;
-    let mut h = Sha256::new();
-    let mut secret = None;
-    h.update(format!("leanrd {}\n", env!("CARGO_PKG_VERSION")));
-    for (entries, spec, align) in segments {
-        h.update(format!("segment {spec} {align:?}\n"));
-        for e in entries.iter() {
-            if e.is_regular() && is_secret(e.mode) && secret.is_none() {
-                secret = Some(String::from_utf8_lossy(&e.name).into_owned());
-            }
-            h.update(&e.name);
-            h.update(format!(" {:o} {} {} {} {} {}\n", e.mode, e.uid, e.gid, e.mtime, e.rdev_major, e.rdev_minor));
-            match &e.data {
-                Data::None => {}
-                Data::Inline(v) => h.update(v),
-                Data::File { path, .. } if path.starts_with(tmp) => {
-                    h.update(fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?)
-                }
-                Data::File { .. } | Data::Tree { .. } => {
-                    let path = e.source().expect("a file entry has a source");
-                    let path = path.as_ref();
-                    let md = fs::metadata(path).with_context(|| format!("{}: cannot stat", path.display()))?;
-                    if is_secret(md.mode()) && secret.is_none() {
-                        secret = Some(String::from_utf8_lossy(&e.name).into_owned());
-                    }
-                    h.update(format!(
-                        "{} {} {} {} {} {}\n",
-                        path.display(),
-                        md.len(),
-                        md.mtime(),
-                        md.mtime_nsec(),
-                        md.ino(),
-                        md.dev()
-                    ));
-                }
-            }
-        }
-    }
-    Ok(Inputs { digest: h.finalize().iter().map(|b| format!("{b:02x}")).collect(), secret })
-}
-
-/// /etc/leanrd/leanrd.toml: the same settings as the command line (which wins).
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct Config {
-    compress: Option<String>,
-    data_align: Option<u64>,
-    universal: Option<bool>,
-    #[serde(default)]
-    include: Vec<String>,
-    #[serde(default)]
-    exclude: Vec<String>,
-    init: Option<PathBuf>,
-    features_dir: Option<PathBuf>,
-    output: Option<String>,
-    threads: Option<u32>,
-    /// Octal mode of new images (TOML `0o640` or the string "0640").
-    image_mode: Option<ModeValue>,
-}
-
-/// `image_mode` as TOML writes it: an integer (`0o640`) or a string (`"0640"`).
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ModeValue {
-    Int(u32),
-    Text(String),
-}
-
-impl ModeValue {
-    fn get(&self, cfg: &Path) -> Result<u32> {
-        match self {
-            ModeValue::Int(m) if *m <= 0o7777 => Ok(*m),
-            ModeValue::Int(m) => bail!("{}: image_mode {m:#o} has bits beyond 0o7777", cfg.display()),
-            ModeValue::Text(t) => parse_mode(t).map_err(|e| anyhow::anyhow!("{}: image_mode: {e}", cfg.display())),
-        }
-    }
-}
-
-pub fn load_config(path: &Path, required: bool) -> Result<Config> {
-    match fs::read_to_string(path) {
-        Ok(t) => parse_config(&t, path),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => Ok(Config::default()),
-        Err(e) => Err(e).with_context(|| format!("{}: cannot read", path.display())),
-    }
-}
-
-/// The configuration in `text`, read from `path` (named in errors, with the line).
-fn parse_config(text: &str, path: &Path) -> Result<Config> {
-    leanrd_gen::features::reject_nul(text, &path.display().to_string())?;
-    toml::from_str(text).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end()))
-}
-
-fn find_init(explicit: Option<PathBuf>) -> Result<PathBuf> {
-    if let Some(p) = explicit {
-        return Ok(p);
-    }
-    if let Some(p) = std::env::var_os("LEANRD_INIT") {
-        return Ok(PathBuf::from(p));
-    }
-    let mut candidates = Vec::new();
-    if let Ok(exe) = std::env::current_exe()
-        && let Some(dir) = exe.parent()
-    {
-        candidates.push(dir.join("leanrd-init"));
-        // A development tree: target/release/leanrd and target/<triple>/init/leanrd-init.
-        if let Some(target) = dir.parent() {
-            candidates.push(target.join("x86_64-unknown-linux-gnu/init/leanrd-init"));
-        }
-    }
-    candidates.push(PathBuf::from("/usr/lib/leanrd/leanrd-init"));
-    candidates.push(PathBuf::from("/usr/local/lib/leanrd/leanrd-init"));
-    candidates.into_iter().find(|p| p.is_file()).context(
-        "no /init binary found: build it with `cargo build --profile init -p leanrd-init --features \
-         standalone --target x86_64-unknown-linux-gnu` (see README) or pass --init",
-    )
 }
 
 /// Entries with inline data get a real file in `dir`, so the printed manifest can be fed to
@@ -259,54 +112,38 @@ fn progress(start: Instant, what: &str) {
     }
 }
 
+impl BuildArgs {
+    /// The command line's settings (to lay over the configuration file's).
+    fn settings(&self) -> Settings {
+        Settings {
+            kver: self.kver.clone(),
+            sysroot: self.sysroot.clone(),
+            host_root: self.host_root.clone(),
+            compress: self.compress,
+            data_align: self.data_align,
+            universal: self.universal.then_some(true),
+            include: self.include.clone(),
+            exclude: self.exclude.clone(),
+            init: self.init.clone(),
+            features_dir: self.features_dir.clone(),
+            output: self.output.as_ref().map(|o| o.to_string_lossy().into_owned()),
+            threads: self.threads,
+            image_mode: self.image_mode,
+        }
+    }
+}
+
 pub fn run(a: BuildArgs) -> Result<ExitCode> {
     let start = Instant::now();
     let sysroot = a.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
     let cfg_path = a.config.clone().unwrap_or_else(|| sysroot.join("etc/leanrd/leanrd.toml"));
-    let cfg = load_config(&cfg_path, a.config.is_some())?;
-    let kver = match a.kver.clone() {
-        Some(k) => k,
-        None => leanrd_gen::modules::running_kernel()?,
-    };
-    let compress = match (&a.compress, &cfg.compress) {
-        (Some(c), _) => *c,
-        (None, Some(c)) => c.parse().map_err(|e| anyhow::anyhow!("{}: compress: {e}", cfg_path.display()))?,
-        (None, None) => Spec::new(Format::Zstd),
-    };
-    let data_align = a.data_align.or(cfg.data_align).or((compress.format == Format::None).then_some(4096));
-    if let Some(n) = data_align
-        && (n < 4 || n % 4 != 0)
-    {
-        bail!("--data-align {n}: must be a positive multiple of 4");
-    }
-    let requested_mode = match (a.image_mode, &cfg.image_mode) {
-        (Some(m), _) => Some(m),
-        (None, Some(m)) => Some(m.get(&cfg_path)?),
-        (None, None) => None,
-    };
+    let file = Settings::load(&cfg_path, a.config.is_some())?;
     let scratch = output::scratch_dir("build")?;
     let tmp = scratch.path();
-    let opts = Options {
-        sysroot: sysroot.clone(),
-        host_root: a.host_root.clone().unwrap_or_else(|| PathBuf::from("/")),
-        kver: kver.clone(),
-        universal: a.universal || cfg.universal.unwrap_or(false),
-        include: a.include.iter().chain(&cfg.include).cloned().collect(),
-        exclude: a.exclude.iter().chain(&cfg.exclude).cloned().collect(),
-        features_dir: Some(
-            a.features_dir
-                .clone()
-                .or(cfg.features_dir.clone())
-                .unwrap_or_else(|| sysroot.join("etc/leanrd/features.d")),
-        ),
-        init: find_init(a.init.clone().or(cfg.init.clone()))?,
-        tmp: tmp.to_path_buf(),
-    };
-    progress(
-        start,
-        &format!("resolving for kernel {kver} ({})", if opts.universal { "universal" } else { "host-only" }),
-    );
-    let g = generate(&opts)?;
+    let r = Request::new(a.settings().over(file), tmp)?;
+    let kver = r.kver.clone();
+    progress(start, &format!("resolving for kernel {kver} ({})", if r.universal { "universal" } else { "host-only" }));
+    let g = generate(&r)?;
     progress(start, &format!("{} entries planned, features {}", g.main.items.len(), g.features.join(" ")));
     for w in &g.warnings {
         eprintln!("leanrd: warning: {w}");
@@ -342,13 +179,15 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    let out_path = a
-        .output
-        .clone()
-        .or(cfg.output.map(|o| PathBuf::from(o.replace("{kver}", &kver))))
-        .unwrap_or_else(|| sysroot.join(format!("boot/initrd.img-{kver}")));
-    let Inputs { digest, secret } =
-        inputs(&[(&early, Spec::new(Format::None), None), (&main, compress, data_align)], tmp)?;
+    let out_path = r.output.clone();
+    let (compress, data_align, requested_mode) = (r.compress, r.data_align, r.image_mode);
+    let Inputs { digest, secret } = inputs(
+        &[
+            SegmentInputs { entries: &early, compress: Spec::new(Format::None), data_align: None },
+            SegmentInputs { entries: &main, compress, data_align },
+        ],
+        tmp,
+    )?;
     let mode = output::output_mode(&out_path, requested_mode, DEFAULT_IMAGE_MODE, secret.is_some());
     if let (Some(name), Some(m)) = (&secret, requested_mode)
         && m != mode
@@ -372,8 +211,7 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         segs.push(SegmentSpec { entries: early, compress: Spec::new(Format::None), data_align: None, checksum: false });
     }
     segs.push(SegmentSpec { entries: main, compress, data_align, checksum: false });
-    let threads = a.threads.or(cfg.threads).unwrap_or_else(leanrd_compress::default_threads);
-    let stats = image::write_image(out.file(), 0, segs, threads)?;
+    let stats = image::write_image(out.file(), 0, segs, r.threads)?;
     // The old digest goes before the new image arrives: a build killed between the two
     // renames leaves no digest, so the next build rebuilds instead of trusting a stale one.
     match fs::remove_file(&dpath) {
@@ -400,32 +238,4 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         g.features.join(" ")
     );
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Bounded mutation fuzzing of the configuration parser: an error names the file, and
-    /// an `image_mode` that parses is checked; never a panic.
-    #[test]
-    fn mutated_configs_never_panic() {
-        let text = "compress = \"zstd:3\"\ndata_align = 4096\nuniversal = false\ninclude = [\"luks\"]\n\
-                    exclude = []\ninit = \"/usr/lib/leanrd/leanrd-init\"\noutput = \"/boot/initrd.img-{kver}\"\n\
-                    threads = 2\nimage_mode = 0o600\n";
-        let path = Path::new("leanrd.toml");
-        assert!(parse_config(text, path).is_ok());
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        for i in 0..3000 {
-            let t = leanrd_gen::features::mutate_toml(&mut state, text);
-            match parse_config(&t, path) {
-                Ok(c) => {
-                    if let Some(m) = &c.image_mode {
-                        let _ = m.get(path);
-                    }
-                }
-                Err(e) => assert!(e.to_string().starts_with("leanrd.toml"), "case {i}: {e}"),
-            }
-        }
-    }
 }

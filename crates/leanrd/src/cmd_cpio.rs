@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use leanrd_archive::image::{self, SegmentSpec};
 use leanrd_archive::output::{self, AtomicFile};
@@ -39,7 +39,7 @@ pub struct CpioArgs {
     #[arg(long, value_name = "N")]
     threads: Option<u32>,
     /// Start the data of every regular file of at least N bytes at a multiple of N.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = leanrd_archive::layout::parse_data_align)]
     data_align: Option<u64>,
     /// Write 070702 headers with data checksums.
     #[arg(long)]
@@ -99,11 +99,6 @@ pub fn run(a: CpioArgs) -> Result<ExitCode> {
     norm.owner = a.owner;
     norm.keep_devno = a.keep_devno;
     norm.first_ino = a.first_ino;
-    if let Some(n) = a.data_align
-        && (n < 4 || n % 4 != 0)
-    {
-        bail!("--data-align {n}: must be a positive multiple of 4");
-    }
     let entries = entries(&a, &norm)?;
     if a.print_manifest {
         print!("{}", manifest::print(&entries));

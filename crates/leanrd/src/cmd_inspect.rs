@@ -53,9 +53,7 @@ struct Inspector {
 
 fn kind(name: &str, mode: u32, head: &[u8]) -> &'static str {
     let elf = head.starts_with(b"\x7fELF");
-    if name.contains(".ko")
-        && (name.ends_with(".ko") || name.ends_with(".ko.xz") || name.ends_with(".ko.zst") || name.ends_with(".ko.gz"))
-    {
+    if name.contains(".ko") && leanrd_kmod::is_module_file(name) {
         "modules"
     } else if name.contains("lib/firmware/") || name.starts_with("kernel/x86/microcode/") {
         "firmware"

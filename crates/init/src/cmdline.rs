@@ -1,12 +1,15 @@
-//! The kernel command line and the configuration file the generator wrote into the image.
+//! The kernel command line: what /init takes from it, parsed once.
 
+use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+
+use leanrd_contract::DeviceRef;
 
 /// Settings from the kernel command line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cmdline {
-    pub root: Option<String>,
+    pub root: Option<DeviceRef>,
     pub rootfstype: Option<String>,
     pub rootflags: Option<String>,
     pub rw: bool,
@@ -29,6 +32,8 @@ pub struct Cmdline {
     pub no_luks: bool,
     pub no_lvm: bool,
     pub no_md: bool,
+    /// Values that could not be used, for the diagnosis.
+    pub problems: Vec<String>,
 }
 
 /// Split a command line into words, honouring double quotes.
@@ -70,7 +75,10 @@ impl Cmdline {
                 None => (w.as_str(), None),
             };
             match (k, v) {
-                ("root", Some(v)) => c.root = Some(v),
+                ("root", Some(v)) => match DeviceRef::parse(&v) {
+                    Ok(d) => c.root = Some(d),
+                    Err(e) => c.problems.push(format!("root={v} ignored: {e}")),
+                },
                 ("rootfstype", Some(v)) => c.rootfstype = Some(v),
                 ("rootflags", Some(v)) => c.rootflags = Some(v),
                 ("ro", None) => c.rw = false,
@@ -101,41 +109,6 @@ impl Cmdline {
     }
 }
 
-/// /etc/leanrd/init.conf as the generator writes it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Conf {
-    pub kver: Option<String>,
-    /// Names, aliases and modaliases to load before looking for root.
-    pub load: Vec<String>,
-    /// The root the image was built for (used when the command line has no root=).
-    pub root: Option<String>,
-    pub rootfstype: Option<String>,
-    pub features: Vec<String>,
-}
-
-impl Conf {
-    pub fn parse(s: &str) -> Conf {
-        let mut c = Conf::default();
-        for line in s.lines() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let (k, v) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-            let v = v.trim();
-            match k {
-                "kver" => c.kver = Some(v.to_string()),
-                "load" => c.load.extend(v.split_whitespace().map(str::to_string)),
-                "root" => c.root = Some(v.to_string()),
-                "rootfstype" => c.rootfstype = Some(v.to_string()),
-                "features" => c.features.extend(v.split_whitespace().map(str::to_string)),
-                _ => {}
-            }
-        }
-        c
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,7 +119,7 @@ mod tests {
             "BOOT_IMAGE=/vmlinuz root=UUID=1234-5678 rootflags=\"subvol=@,compress=zstd\" rw quiet panic=-1 \
              rd.luks.uuid=luks-abcd rd.luks.name=ef01=cryptroot leanrd.debug rootwait init=/bin/sh",
         );
-        assert_eq!(c.root.as_deref(), Some("UUID=1234-5678"));
+        assert_eq!(c.root, Some(DeviceRef::Uuid("1234-5678".into())));
         assert_eq!(c.rootflags.as_deref(), Some("subvol=@,compress=zstd"));
         assert!(c.rw && c.quiet && c.debug && c.rootwait);
         assert_eq!(c.panic, Some(-1));
@@ -154,13 +127,13 @@ mod tests {
         assert_eq!(c.luks_names, [("ef01".to_string(), "cryptroot".to_string())]);
         assert_eq!(c.init.as_deref(), Some("/bin/sh"));
         assert_eq!(c.timeout, 30);
+        assert!(c.problems.is_empty());
     }
 
     #[test]
-    fn parses_the_conf() {
-        let c = Conf::parse("# x\nkver 6.1\nload a b\nload c\nroot UUID=x\nrootfstype ext4\nfeatures base luks\n");
-        assert_eq!(c.load, ["a", "b", "c"]);
-        assert_eq!(c.root.as_deref(), Some("UUID=x"));
-        assert_eq!(c.features, ["base", "luks"]);
+    fn a_bad_root_is_a_problem_not_a_panic() {
+        let c = Cmdline::parse("root=UUID= quiet");
+        assert_eq!(c.root, None);
+        assert_eq!(c.problems.len(), 1, "{:?}", c.problems);
     }
 }

@@ -1,0 +1,251 @@
+//! [`InitConfig`] and its text form: one `key value...` line per field, values as
+//! `%`-escaped words (see `escape`), a version line first.
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use alloc::{format, vec};
+use core::fmt;
+
+use crate::device::DeviceRef;
+use crate::escape::{unword, word};
+
+/// The first line; a config written by an incompatible generator is refused, not guessed at.
+const MAGIC: &str = "leanrd-init-config 1";
+
+/// Something /init can do when the image has what it needs. A feature turns one on with
+/// `init = "NAME"` in its TOML; /init looks at these, never at feature names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Capability {
+    /// Unlock LUKS containers (cryptsetup).
+    Luks,
+    /// Activate LVM volume groups (lvm).
+    Lvm,
+    /// Assemble md RAID arrays (mdadm).
+    Md,
+    /// Start a shell on failure or with `leanrd.shell`.
+    Rescue,
+}
+
+impl Capability {
+    pub const ALL: [Capability; 4] = [Capability::Luks, Capability::Lvm, Capability::Md, Capability::Rescue];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Capability::Luks => "luks",
+            Capability::Lvm => "lvm",
+            Capability::Md => "md",
+            Capability::Rescue => "rescue",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Capability> {
+        Capability::ALL.into_iter().find(|c| c.name() == s)
+    }
+}
+
+/// A capability the image has, with the modules /init loads before using it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layer {
+    pub capability: Capability,
+    pub modules: Vec<String>,
+}
+
+/// Everything the generator tells /init.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InitConfig {
+    /// The kernel the image's modules are for (/init falls back to the running one).
+    pub kver: Option<String>,
+    /// The root the image was built for: used when the command line has no `root=`.
+    pub root: Option<DeviceRef>,
+    pub rootfstype: Option<String>,
+    pub rootflags: Option<String>,
+    /// Module names, aliases and modaliases to load before looking for the root.
+    pub load: Vec<String>,
+    /// Parameters for modules, as modprobe.d's `options MODULE PARAMS` gives them.
+    pub options: Vec<(String, String)>,
+    /// What /init can assemble or start, in this order.
+    pub layers: Vec<Layer>,
+}
+
+/// Why a configuration could not be read; `line` counts from 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError {
+    pub line: usize,
+    pub why: String,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.why)
+    }
+}
+
+impl core::error::Error for DecodeError {}
+
+impl InitConfig {
+    /// The layer for a capability, if the image has it.
+    pub fn layer(&self, c: Capability) -> Option<&Layer> {
+        self.layers.iter().find(|l| l.capability == c)
+    }
+
+    /// The text form.
+    pub fn encode(&self) -> String {
+        let mut s = format!("{MAGIC}\n");
+        let mut line = |key: &str, values: &[&str]| {
+            s += key;
+            for v in values {
+                s.push(' ');
+                s += &word(v);
+            }
+            s.push('\n');
+        };
+        if let Some(k) = &self.kver {
+            line("kver", &[k]);
+        }
+        if let Some(r) = &self.root {
+            line("root", &[&r.to_string()]);
+        }
+        for (key, v) in [("rootfstype", &self.rootfstype), ("rootflags", &self.rootflags)] {
+            if let Some(v) = v {
+                line(key, &[v]);
+            }
+        }
+        let load: Vec<&str> = self.load.iter().map(String::as_str).collect();
+        line("load", &load);
+        for (m, o) in &self.options {
+            line("options", &[m, o]);
+        }
+        for l in &self.layers {
+            let mut v = vec![l.capability.name()];
+            v.extend(l.modules.iter().map(String::as_str));
+            line("layer", &v);
+        }
+        s
+    }
+
+    /// Read the text [`InitConfig::encode`] wrote.
+    pub fn decode(text: &str) -> Result<InitConfig, DecodeError> {
+        let mut c = InitConfig::default();
+        let mut lines = text.lines().enumerate();
+        match lines.next() {
+            Some((_, l)) if l == MAGIC => {}
+            Some((_, l)) => return Err(DecodeError { line: 1, why: format!("{l:?} is not {MAGIC:?}") }),
+            None => return Err(DecodeError { line: 1, why: "empty".into() }),
+        }
+        for (i, l) in lines {
+            let err = |why: String| DecodeError { line: i + 1, why };
+            let mut words = l.split(' ');
+            let key = words.next().unwrap_or("");
+            let values: Vec<String> = words
+                .map(|w| unword(w).ok_or_else(|| err(format!("bad escape in {w:?}"))))
+                .collect::<Result<_, _>>()?;
+            let single = || match values.as_slice() {
+                [v] => Ok(v.clone()),
+                _ => Err(err(format!("{key} takes one value, not {}", values.len()))),
+            };
+            match key {
+                "kver" => c.kver = Some(single()?),
+                "root" => c.root = Some(DeviceRef::parse(&single()?).map_err(|e| err(e.to_string()))?),
+                "rootfstype" => c.rootfstype = Some(single()?),
+                "rootflags" => c.rootflags = Some(single()?),
+                "load" => c.load.extend(values),
+                "options" => match <[String; 2]>::try_from(values) {
+                    Ok([m, o]) => c.options.push((m, o)),
+                    Err(v) => {
+                        return Err(err(format!("options takes a module and its options, not {} values", v.len())));
+                    }
+                },
+                "layer" => {
+                    let mut v = values.into_iter();
+                    let name = v.next().unwrap_or_default();
+                    let capability =
+                        Capability::from_name(&name).ok_or_else(|| err(format!("unknown capability {name:?}")))?;
+                    c.layers.push(Layer { capability, modules: v.collect() });
+                }
+                "" if l.is_empty() => {}
+                _ => return Err(err(format!("unknown key {key:?}"))),
+            }
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> InitConfig {
+        InitConfig {
+            kver: Some("6.1.0-28-amd64".into()),
+            root: Some(DeviceRef::Label("my root %1".into())),
+            rootfstype: Some("ext4".into()),
+            rootflags: Some("subvol=@,compress=zstd".into()),
+            load: vec!["virtio_pci".into(), "pci:v00001AF4d*sv*sd*bc*sc*i*".into(), "fs-ext4".into()],
+            options: vec![("i915".into(), "enable_guc=2 modeset=1".into())],
+            layers: vec![
+                Layer { capability: Capability::Luks, modules: vec!["dm_crypt".into(), "crypto-xts(aes)".into()] },
+                Layer { capability: Capability::Rescue, modules: vec![] },
+            ],
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        for c in [InitConfig::default(), sample()] {
+            let text = c.encode();
+            assert_eq!(InitConfig::decode(&text).unwrap(), c, "{text}");
+        }
+        let c = sample();
+        assert!(c.layer(Capability::Luks).is_some() && c.layer(Capability::Md).is_none());
+    }
+
+    /// Random configurations (xorshift, fixed seed) with every awkward character survive.
+    #[test]
+    fn random_configs_round_trip() {
+        struct Rng(u64);
+        impl Rng {
+            fn next(&mut self) -> u64 {
+                self.0 ^= self.0 << 13;
+                self.0 ^= self.0 >> 7;
+                self.0 ^= self.0 << 17;
+                self.0
+            }
+            fn text(&mut self) -> String {
+                let alphabet: Vec<char> = "aZ09 -_%=/:\t\n\r\u{0}\u{7f}é€🦀\\\"#".chars().collect();
+                (0..self.next() % 12).map(|_| alphabet[self.next() as usize % alphabet.len()]).collect()
+            }
+        }
+        let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..500 {
+            let n = r.next();
+            let mut c = InitConfig::default();
+            if n & 1 != 0 {
+                c.kver = Some(r.text());
+            }
+            if n & 2 != 0 {
+                c.rootflags = Some(r.text());
+            }
+            c.load = (0..n % 5).map(|_| r.text()).collect();
+            c.options = (0..(n >> 3) % 3).map(|_| (r.text(), r.text())).collect();
+            if n & 4 != 0 {
+                c.root = Some(DeviceRef::Uuid(format!("u{}", r.text())));
+            }
+            c.layers = (0..(n >> 5) % 3)
+                .map(|i| Layer { capability: Capability::ALL[i as usize % 4], modules: vec![r.text()] })
+                .collect();
+            assert_eq!(InitConfig::decode(&c.encode()).unwrap(), c);
+        }
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let e = |t: &str| InitConfig::decode(t).unwrap_err().to_string();
+        assert_eq!(e(""), "line 1: empty");
+        assert!(e("# leanrd /init configuration\nkver 1\n").starts_with("line 1: "));
+        assert_eq!(e("leanrd-init-config 1\nload a\nkver\n"), "line 3: kver takes one value, not 0");
+        assert_eq!(e("leanrd-init-config 1\nbogus 1\n"), "line 2: unknown key \"bogus\"");
+        assert_eq!(e("leanrd-init-config 1\nlayer nfs\n"), "line 2: unknown capability \"nfs\"");
+        assert!(e("leanrd-init-config 1\nroot UUID=\n").starts_with("line 2: \"UUID=\" is not a device"));
+        assert!(e("leanrd-init-config 1\nload a%2\n").starts_with("line 2: bad escape"));
+    }
+}

@@ -1,0 +1,31 @@
+//! The boot contract: what leanrd's generator tells its /init, as one typed [`InitConfig`]
+//! written by [`InitConfig::encode`] and read by [`InitConfig::decode`] — the same code on
+//! both sides, so the two cannot drift apart (booster's `InitConfig` is the model).
+//!
+//! `no_std` with `alloc`: /init links no libc and no std.
+//!
+//! ```
+//! use leanrd_contract::{Capability, DeviceRef, InitConfig, Layer};
+//!
+//! let mut c = InitConfig::default();
+//! c.kver = Some("6.1.0-28-amd64".into());
+//! c.root = Some(DeviceRef::parse("UUID=0a1b-2c3d").unwrap());
+//! c.load = vec!["virtio_blk".into(), "fs-ext4".into()];
+//! c.layers.push(Layer { capability: Capability::Luks, modules: vec!["dm_crypt".into()] });
+//! let text = c.encode();
+//! assert_eq!(InitConfig::decode(&text).unwrap(), c);
+//! ```
+
+#![no_std]
+
+extern crate alloc;
+
+mod config;
+mod device;
+mod escape;
+
+pub use config::{Capability, DecodeError, InitConfig, Layer};
+pub use device::{DeviceRef, DeviceRefError, unescape_udev};
+
+/// Where the generator puts the configuration in the image, and where /init reads it.
+pub const CONFIG_PATH: &str = "/etc/leanrd/init.conf";

@@ -1,0 +1,167 @@
+//! Composition: the plan of the image from what selection and resolution decided — /init
+//! and its configuration, the features' binaries (with their libraries), files and
+//! firmware, the modules and their tables, and the early microcode segment.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use leanrd_contract::{CONFIG_PATH, DeviceRef, InitConfig, Layer};
+use leanrd_kmod::Resolved;
+
+use crate::elf;
+use crate::host::Facts;
+use crate::modules::Kernel;
+use crate::plan::{Item, Plan, host_path};
+use crate::request::Request;
+use crate::resolve::{self, Modules};
+use crate::select::Selected;
+
+/// /init, and the libraries it needs if it is a dynamic (development) build.
+fn add_init(plan: &mut Plan, init: &Path) -> Result<()> {
+    let md = fs::metadata(init).with_context(|| format!("{}: the /init binary is missing", init.display()))?;
+    if !md.is_file() {
+        bail!("{}: the /init binary is not a file", init.display());
+    }
+    plan.put("/init", Item::File { src: init.to_path_buf(), mode: 0o755 });
+    elf::Resolver::new(plan).add_dependencies_of(init)
+}
+
+/// The features' directories, binaries, libraries, files and firmware. Returns warnings.
+fn add_features(plan: &mut Plan, selected: &[Selected]) -> Result<Vec<String>> {
+    let mut warnings = Vec::new();
+    for s in selected {
+        for d in &s.feature.dirs {
+            plan.put(d, Item::Dir { mode: 0o755 });
+        }
+    }
+    let mut r = elf::Resolver::new(plan);
+    for Selected { feature: f, required } in selected {
+        for b in &f.binaries {
+            match r.which(b) {
+                Some(path) => r.add_binary(&path).with_context(|| format!("feature {}", f.name))?,
+                None if *required => bail!("feature {}: binary {b} not found (install it)", f.name),
+                None => warnings.push(format!("feature {}: binary {b} not found, left out", f.name)),
+            }
+        }
+        for l in &f.libraries {
+            r.add_library_if_present(l)?;
+        }
+    }
+    for f in selected.iter().map(|s| &s.feature) {
+        for file in &f.files {
+            if host_path(&plan.sysroot, file).exists() {
+                plan.add_host_path(file)?;
+            } else {
+                warnings.push(format!("feature {}: {file} not found, skipped", f.name));
+            }
+        }
+        for fw in &f.firmware {
+            if plan.add_host_path(&format!("/lib/firmware/{fw}")).is_err() {
+                warnings.push(format!("feature {}: firmware {fw} not found", f.name));
+            }
+        }
+    }
+    Ok(warnings)
+}
+
+/// The root as the image will name it: by UUID when /dev/disk/by-uuid under the host root
+/// has a link to its device, else as mountinfo gives its source.
+fn root_ref(host_root: &Path, facts: &Facts) -> Option<DeviceRef> {
+    let src = &facts.root.source;
+    let dev_name = Path::new(src).file_name().map(|n| n.to_owned());
+    if let (Ok(rd), Some(name)) = (fs::read_dir(host_root.join("dev/disk/by-uuid")), dev_name) {
+        for e in rd.flatten() {
+            if let Ok(t) = fs::read_link(e.path())
+                && t.file_name() == Some(name.as_os_str())
+            {
+                return Some(DeviceRef::Uuid(e.file_name().to_string_lossy().into_owned()));
+            }
+        }
+    }
+    DeviceRef::parse(src).ok()
+}
+
+/// What /init is told: the kernel, the root this image was built for, what to load first,
+/// and the capabilities the features turn on with the modules each needs.
+pub fn init_config(
+    r: &Request,
+    kernel: &Kernel,
+    selected: &[Selected],
+    facts: Option<&Facts>,
+    m: &Modules,
+) -> InitConfig {
+    let mut c = InitConfig { kver: Some(r.kver.clone()), load: m.load.clone(), ..InitConfig::default() };
+    if let Some(x) = facts {
+        c.root = root_ref(&r.host_root, x);
+        c.rootfstype = Some(x.root.fstype.clone());
+    }
+    for s in selected {
+        let Some(capability) = s.feature.init else { continue };
+        // Only what the image has: a module some kernels lack is left out.
+        let modules = resolve::feature_modules(kernel, s, r.universal)
+            .into_iter()
+            .filter(|n| match kernel.db.resolve(n) {
+                Resolved::Modules(v) => v.iter().all(|x| m.set.contains(x)),
+                Resolved::Builtin => true,
+                Resolved::Missing => false,
+            })
+            .collect();
+        c.layers.push(Layer { capability, modules });
+    }
+    c
+}
+
+/// The main segment's plan.
+pub fn main_plan(
+    r: &Request,
+    kernel: &Kernel,
+    selected: &[Selected],
+    facts: Option<&Facts>,
+    m: &Modules,
+) -> Result<(Plan, Vec<String>)> {
+    let mut plan = Plan::new(&r.sysroot);
+    plan.add_console();
+    add_init(&mut plan, &r.init)?;
+    let mut warnings = add_features(&mut plan, selected)?;
+    warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp)?);
+    let conf = init_config(r, kernel, selected, facts, m);
+    plan.put(CONFIG_PATH, Item::Inline { data: conf.encode().into_bytes(), mode: 0o644 });
+    Ok((plan, warnings))
+}
+
+/// The early microcode segment: every microcode file of the vendor concatenated into the
+/// one file the kernel's early loader reads (host-only: only this CPU's vendor).
+pub fn microcode(r: &Request, host_only: bool) -> Result<Option<Plan>> {
+    let vendor = if host_only {
+        fs::read_to_string(r.host_root.join("proc/cpuinfo")).ok().and_then(|c| {
+            c.lines().find(|l| l.starts_with("vendor_id")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+    } else {
+        None
+    };
+    let mut plan = Plan::new(&r.sysroot);
+    for (v, dir, name) in [
+        ("GenuineIntel", "/lib/firmware/intel-ucode", "GenuineIntel.bin"),
+        ("AuthenticAMD", "/lib/firmware/amd-ucode", "AuthenticAMD.bin"),
+    ] {
+        if vendor.as_deref().is_some_and(|x| x != v) {
+            continue;
+        }
+        let Ok(rd) = fs::read_dir(host_path(&r.sysroot, dir)) else { continue };
+        let mut files: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
+        files.sort();
+        if files.is_empty() {
+            continue;
+        }
+        let mut blob = Vec::new();
+        for f in files {
+            blob.extend(fs::read(&f).with_context(|| format!("{}: cannot read", f.display()))?);
+        }
+        let dst = r.tmp.join(name);
+        fs::write(&dst, blob).with_context(|| format!("{}: cannot write", dst.display()))?;
+        // The early loader wants exactly this name, without "./" and with no symlinks.
+        plan.put(&format!("/kernel/x86/microcode/{name}"), Item::File { src: dst, mode: 0o644 });
+    }
+    Ok(if plan.items.is_empty() { None } else { Some(plan) })
+}

@@ -1,0 +1,81 @@
+//! What an image is made from, as one digest: when it is unchanged, the image need not be
+//! rebuilt. Kept beside the image as IMAGE.leanrd-digest.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use leanrd_archive::output::is_secret;
+use leanrd_archive::{Data, Entry};
+use leanrd_compress::Spec;
+use sha2::{Digest, Sha256};
+
+/// Where the digest of an image's inputs is kept.
+pub fn digest_path(image: &Path) -> PathBuf {
+    let mut p = image.as_os_str().to_owned();
+    p.push(".leanrd-digest");
+    PathBuf::from(p)
+}
+
+/// One segment's entries and how it is written.
+pub struct SegmentInputs<'a> {
+    pub entries: &'a [Entry],
+    pub compress: Spec,
+    pub data_align: Option<u64>,
+}
+
+/// What an image is made from, in one pass over its entries (one stat per source).
+pub struct Inputs {
+    /// A digest of the settings, every entry's metadata, and for its data the source's
+    /// identity (path, size, mtime, inode) or, for generated and transformed files (under
+    /// `tmp`), the content itself.
+    pub digest: String,
+    /// The first regular file that others may not read (by its mode in the image or its
+    /// source's on disk): the image must then be private too.
+    pub secret: Option<String>,
+}
+
+pub fn inputs(segments: &[SegmentInputs], tmp: &Path) -> Result<Inputs> {
+    let mut h = Sha256::new();
+    let mut secret = None;
+    let mut note_secret = |mode: u32, e: &Entry| {
+        if is_secret(mode) && secret.is_none() {
+            secret = Some(String::from_utf8_lossy(&e.name).into_owned());
+        }
+    };
+    h.update(format!("leanrd {}\n", env!("CARGO_PKG_VERSION")));
+    for s in segments {
+        h.update(format!("segment {} {:?}\n", s.compress, s.data_align));
+        for e in s.entries {
+            if e.is_regular() {
+                note_secret(e.mode, e);
+            }
+            h.update(&e.name);
+            h.update(format!(" {:o} {} {} {} {} {}\n", e.mode, e.uid, e.gid, e.mtime, e.rdev_major, e.rdev_minor));
+            match &e.data {
+                Data::None => {}
+                Data::Inline(v) => h.update(v),
+                Data::File { path, .. } if path.starts_with(tmp) => {
+                    h.update(fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?)
+                }
+                Data::File { .. } | Data::Tree { .. } => {
+                    let path = e.source().expect("a file entry has a source");
+                    let path = path.as_ref();
+                    let md = fs::metadata(path).with_context(|| format!("{}: cannot stat", path.display()))?;
+                    note_secret(md.mode(), e);
+                    h.update(format!(
+                        "{} {} {} {} {} {}\n",
+                        path.display(),
+                        md.len(),
+                        md.mtime(),
+                        md.mtime_nsec(),
+                        md.ino(),
+                        md.dev()
+                    ));
+                }
+            }
+        }
+    }
+    Ok(Inputs { digest: h.finalize().iter().map(|b| format!("{b:02x}")).collect(), secret })
+}

@@ -1,0 +1,248 @@
+//! The request: what to build, from the command line and the configuration file merged in
+//! one place. Both give a [`Settings`] (the file is the same settings as the command line,
+//! the way ripgrep treats its config file as more arguments); [`Settings::over`] lays the
+//! command line over the file, and [`Request::new`] fills in the defaults.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use leanrd_compress::{Format, Spec};
+use serde::{Deserialize, Deserializer};
+
+use crate::features::reject_nul;
+
+/// Settings as given: everything optional. /etc/leanrd/leanrd.toml holds the same keys as
+/// the command line's options (command-line-only ones are skipped in the file).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    #[serde(skip)]
+    pub kver: Option<String>,
+    #[serde(skip)]
+    pub sysroot: Option<PathBuf>,
+    #[serde(skip)]
+    pub host_root: Option<PathBuf>,
+    #[serde(default, deserialize_with = "from_text")]
+    pub compress: Option<Spec>,
+    #[serde(default, deserialize_with = "data_align")]
+    pub data_align: Option<u64>,
+    pub universal: Option<bool>,
+    #[serde(default)]
+    pub include: Vec<String>,
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    pub init: Option<PathBuf>,
+    pub features_dir: Option<PathBuf>,
+    /// The image; `{kver}` is replaced by the kernel release.
+    pub output: Option<String>,
+    pub threads: Option<u32>,
+    /// Octal mode of new images (TOML `0o640` or the string "0640").
+    #[serde(default, deserialize_with = "image_mode")]
+    pub image_mode: Option<u32>,
+}
+
+fn from_text<'de, D: Deserializer<'de>, T: std::str::FromStr<Err: std::fmt::Display>>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map(Some).map_err(serde::de::Error::custom)
+}
+
+fn data_align<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let n = u64::deserialize(d)?;
+    leanrd_archive::layout::check_data_align(n).map(Some).map_err(serde::de::Error::custom)
+}
+
+fn image_mode<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ModeValue {
+        Int(u32),
+        Text(String),
+    }
+    match ModeValue::deserialize(d)? {
+        ModeValue::Int(m) if m <= 0o7777 => Ok(Some(m)),
+        ModeValue::Int(m) => Err(serde::de::Error::custom(format!("image_mode {m:#o} has bits beyond 0o7777"))),
+        ModeValue::Text(t) => parse_mode(&t).map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+/// An octal file mode (`0640`, `640`, `0o640`).
+pub fn parse_mode(s: &str) -> Result<u32, String> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    match u32::from_str_radix(digits, 8) {
+        Ok(m) if m <= 0o7777 => Ok(m),
+        _ => Err(format!("{s:?} is not an octal mode (e.g. 0600)")),
+    }
+}
+
+impl Settings {
+    /// The configuration file at `path`; a missing file is no settings unless `required`.
+    pub fn load(path: &Path, required: bool) -> Result<Settings> {
+        match fs::read_to_string(path) {
+            Ok(t) => Settings::parse(&t, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => Ok(Settings::default()),
+            Err(e) => Err(e).with_context(|| format!("{}: cannot read", path.display())),
+        }
+    }
+
+    /// The settings in `text`, read from `path` (named in errors, with the line).
+    pub fn parse(text: &str, path: &Path) -> Result<Settings> {
+        reject_nul(text, &path.display().to_string())?;
+        toml::from_str(text).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end()))
+    }
+
+    /// These settings over `lower`: a value given here wins; lists add up.
+    pub fn over(self, lower: Settings) -> Settings {
+        Settings {
+            kver: self.kver.or(lower.kver),
+            sysroot: self.sysroot.or(lower.sysroot),
+            host_root: self.host_root.or(lower.host_root),
+            compress: self.compress.or(lower.compress),
+            data_align: self.data_align.or(lower.data_align),
+            universal: self.universal.or(lower.universal),
+            include: self.include.into_iter().chain(lower.include).collect(),
+            exclude: self.exclude.into_iter().chain(lower.exclude).collect(),
+            init: self.init.or(lower.init),
+            features_dir: self.features_dir.or(lower.features_dir),
+            output: self.output.or(lower.output),
+            threads: self.threads.or(lower.threads),
+            image_mode: self.image_mode.or(lower.image_mode),
+        }
+    }
+}
+
+/// What to build, every default filled in.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// Root of the system the image is for (binaries, libraries, modules, firmware).
+    pub sysroot: PathBuf,
+    /// Where proc/ and sys/ are read for host detection ("/" normally; a fixture in tests).
+    pub host_root: PathBuf,
+    pub kver: String,
+    pub universal: bool,
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+    pub features_dir: Option<PathBuf>,
+    /// The /init executable on the build machine.
+    pub init: PathBuf,
+    /// For transformed files (decompressed modules, microcode bundles).
+    pub tmp: PathBuf,
+    pub compress: Spec,
+    pub data_align: Option<u64>,
+    pub output: PathBuf,
+    /// Asked-for mode of the image (else kept from the image replaced, else private).
+    pub image_mode: Option<u32>,
+    pub threads: u32,
+}
+
+impl Request {
+    /// Fill in the defaults; `tmp` holds transformed files for the build's duration.
+    pub fn new(s: Settings, tmp: &Path) -> Result<Request> {
+        let sysroot = s.sysroot.unwrap_or_else(|| PathBuf::from("/"));
+        let kver = match s.kver {
+            Some(k) => k,
+            None => crate::modules::running_kernel()?,
+        };
+        let compress = s.compress.unwrap_or(Spec::new(Format::Zstd));
+        let output = match s.output {
+            Some(o) => PathBuf::from(o.replace("{kver}", &kver)),
+            None => sysroot.join(format!("boot/initrd.img-{kver}")),
+        };
+        Ok(Request {
+            host_root: s.host_root.unwrap_or_else(|| PathBuf::from("/")),
+            universal: s.universal.unwrap_or(false),
+            include: s.include,
+            exclude: s.exclude,
+            features_dir: Some(s.features_dir.unwrap_or_else(|| sysroot.join("etc/leanrd/features.d"))),
+            init: find_init(s.init)?,
+            tmp: tmp.to_path_buf(),
+            data_align: s.data_align.or((compress.format == Format::None).then_some(4096)),
+            compress,
+            output,
+            image_mode: s.image_mode,
+            threads: s.threads.unwrap_or_else(leanrd_compress::default_threads),
+            sysroot,
+            kver,
+        })
+    }
+}
+
+/// The /init executable: as given, else $LEANRD_INIT, leanrd-init next to the running
+/// program (or in a development tree's target/), /usr/lib/leanrd/, /usr/local/lib/leanrd/.
+pub fn find_init(explicit: Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(p) = explicit {
+        return Ok(p);
+    }
+    if let Some(p) = std::env::var_os("LEANRD_INIT") {
+        return Ok(PathBuf::from(p));
+    }
+    let mut candidates = Vec::new();
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(dir) = exe.parent()
+    {
+        candidates.push(dir.join("leanrd-init"));
+        // A development tree: target/release/leanrd and target/<triple>/init/leanrd-init.
+        if let Some(target) = dir.parent() {
+            candidates.push(target.join("x86_64-unknown-linux-gnu/init/leanrd-init"));
+        }
+    }
+    candidates.push(PathBuf::from("/usr/lib/leanrd/leanrd-init"));
+    candidates.push(PathBuf::from("/usr/local/lib/leanrd/leanrd-init"));
+    candidates.into_iter().find(|p| p.is_file()).context(
+        "no /init binary found: build it with `cargo build --profile init -p leanrd-init --features \
+         standalone --target x86_64-unknown-linux-gnu` (see README) or pass --init",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_wins_and_lists_add_up() {
+        let file = Settings::parse(
+            "compress = \"xz:6\"\nthreads = 2\ninclude = [\"luks\"]\nimage_mode = \"0640\"\n",
+            Path::new("f"),
+        )
+        .unwrap();
+        let cli = Settings { threads: Some(1), include: vec!["rescue".into()], ..Settings::default() };
+        let s = cli.over(file);
+        assert_eq!(s.threads, Some(1));
+        assert_eq!(s.compress.unwrap().to_string(), "xz:6");
+        assert_eq!(s.include, ["rescue", "luks"]);
+        assert_eq!(s.image_mode, Some(0o640));
+    }
+
+    #[test]
+    fn errors_name_the_file_and_line() {
+        let e = |t: &str| Settings::parse(t, Path::new("leanrd.toml")).unwrap_err().to_string();
+        assert!(
+            e("threads = 2\ncompress = \"zip\"\n").starts_with("leanrd.toml: TOML parse error at line 2"),
+            "{}",
+            e("compress = \"zip\"\n")
+        );
+        assert!(e("data_align = 6\n").contains("multiple of 4"), "{}", e("data_align = 6\n"));
+        assert!(e("image_mode = 0o17777\n").contains("beyond 0o7777"));
+        assert!(e("kver = \"6.1\"\n").contains("kver"), "command-line-only keys are not in the file");
+    }
+
+    /// Bounded mutation fuzzing of the configuration parser: an error names the file; never
+    /// a panic.
+    #[test]
+    fn mutated_configs_never_panic() {
+        let text = "compress = \"zstd:3\"\ndata_align = 4096\nuniversal = false\ninclude = [\"luks\"]\n\
+                    exclude = []\ninit = \"/usr/lib/leanrd/leanrd-init\"\noutput = \"/boot/initrd.img-{kver}\"\n\
+                    threads = 2\nimage_mode = 0o600\n";
+        let path = Path::new("leanrd.toml");
+        assert!(Settings::parse(text, path).is_ok());
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..3000 {
+            let t = crate::features::mutate_toml(&mut state, text);
+            if let Err(e) = Settings::parse(&t, path) {
+                assert!(e.to_string().starts_with("leanrd.toml"), "case {i}: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! Module resolution: from the selected features and the host's devices to the set of
+//! modules in the image, and the list /init loads before looking for the root.
+
+use std::collections::BTreeSet;
+
+use anyhow::{Result, bail};
+use leanrd_kmod::Resolved;
+
+use crate::host::Facts;
+use crate::modules::Kernel;
+use crate::request::Request;
+use crate::select::Selected;
+
+/// Root file system types that need no block device driver (network and virtual roots).
+pub const DRIVERLESS_ROOTS: &[&str] = &["nfs", "nfs4", "cifs", "tmpfs", "overlay", "virtiofs", "9p"];
+
+/// What resolution decided.
+#[derive(Debug, Default)]
+pub struct Modules {
+    /// Every module in the image (dependencies and soft dependencies included).
+    pub set: BTreeSet<String>,
+    /// Names, aliases and modaliases /init loads before looking for the root, in order.
+    pub load: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// A feature's module entries, globs (containing `/`) expanded over the module tree.
+pub fn feature_modules(kernel: &Kernel, s: &Selected, universal: bool) -> Vec<String> {
+    let f = &s.feature;
+    let extra = if universal { f.universal_modules.as_slice() } else { &[] };
+    let mut out = Vec::new();
+    for m in f.modules.iter().chain(extra) {
+        if m.contains('/') {
+            out.extend(kernel.db.glob(m));
+        } else {
+            out.push(m.clone());
+        }
+    }
+    out
+}
+
+/// The host's root and /usr file systems and the drivers of their devices. Fails when the
+/// image could not find the root's device.
+fn host_modules(kernel: &Kernel, x: &Facts, wanted: &mut Vec<String>, load: &mut Vec<String>) -> Result<()> {
+    for fsname in [Some(&x.root), x.usr.as_ref()].into_iter().flatten().map(|m| &m.fstype) {
+        let alias = format!("fs-{fsname}");
+        if matches!(kernel.db.resolve(&alias), Resolved::Missing) && !DRIVERLESS_ROOTS.contains(&fsname.as_str()) {
+            bail!("root file system type {fsname}: kernel {} has no module or built-in driver for it", kernel.kver)
+        }
+        wanted.push(alias.clone());
+        load.push(alias);
+    }
+    // Every modalias on the device chain; drivers bound on the running kernel too (a driver
+    // built into this kernel may be a module in the target).
+    let mut found_driver = x.root.dev.0 == 0;
+    for a in x.modaliases.iter().chain(&x.drivers).chain(&x.modules) {
+        if !matches!(kernel.db.resolve(a), Resolved::Missing) {
+            found_driver = true;
+            wanted.push(a.clone());
+            load.push(a.clone());
+        }
+    }
+    if !found_driver {
+        bail!(
+            "no driver found for the root device {} (devices walked: {}; modaliases: {}): the image would not boot; \
+             use --universal",
+            x.root.source,
+            x.devices.join(", "),
+            x.modaliases.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Modules from features, then from the host's devices. Modules a feature has only because
+/// the build is universal are left to coldplug and to the root probe (which loads
+/// fs-<type>); required features' modules are loaded up front.
+pub fn modules(r: &Request, kernel: &Kernel, selected: &[Selected], facts: Option<&Facts>) -> Result<Modules> {
+    let mut wanted: Vec<String> = Vec::new();
+    let mut load: Vec<String> = Vec::new();
+    for s in selected {
+        let names = feature_modules(kernel, s, r.universal);
+        if s.required {
+            load.extend(names.iter().cloned());
+        }
+        wanted.extend(names);
+    }
+    if let Some(x) = facts {
+        host_modules(kernel, x, &mut wanted, &mut load)?;
+    }
+    let (set, missing) = kernel.resolve(wanted.iter().map(String::as_str));
+    // Feature lists name modules some kernels lack (e.g. crc32c_intel); only say so.
+    let warnings = missing.into_iter().map(|m| format!("module {m} not found in kernel {}", r.kver)).collect();
+    let mut seen = BTreeSet::new();
+    load.retain(|m| seen.insert(m.clone()));
+    Ok(Modules { set, load, warnings })
+}

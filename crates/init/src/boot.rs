@@ -1,0 +1,80 @@
+//! The boot, stage by stage: listed modules, wait for the root (coldplug, uevents, the
+//! block stack), mount it, switch to it.
+
+use alloc::format;
+use alloc::vec::Vec;
+
+use leanrd_contract::DeviceRef;
+use rustix::fd::OwnedFd;
+
+use crate::devices::{self, Dev};
+use crate::wait::{self, DeviceWaiter, Platform, Timing};
+use crate::{Init, root, stack, switch_root, sys, uevent};
+
+/// The running system behind the wait loop's seam.
+struct Live<'a> {
+    init: &'a mut Init,
+    sock: Option<OwnedFd>,
+}
+
+impl Platform for Live<'_> {
+    fn now_ms(&self) -> u64 {
+        sys::now_ms()
+    }
+    fn sleep_ms(&mut self, ms: u64) {
+        sys::sleep_ms(ms)
+    }
+    fn scan(&mut self) -> Vec<Dev> {
+        devices::scan()
+    }
+    fn block_count(&self) -> usize {
+        devices::block_names().len()
+    }
+    fn coldplug(&mut self) -> usize {
+        self.init.mods.coldplug(&mut self.init.log)
+    }
+    fn assemble(&mut self, devs: &[Dev], wanted: &[&DeviceRef]) -> bool {
+        stack::assemble(self.init, devs, wanted)
+    }
+    fn has_events(&self) -> bool {
+        self.sock.is_some()
+    }
+    fn events(&mut self, ms: u64) -> (bool, bool) {
+        let Some(fd) = &self.sock else { return (false, false) };
+        let ev = uevent::receive(fd, ms);
+        let aliases = !ev.aliases.is_empty();
+        self.init.mods.load_aliases(ev.aliases, &mut self.init.log);
+        (ev.any, aliases)
+    }
+    fn devno_of(&self, path: &str) -> Option<(u32, u32)> {
+        devices::devno_of(path)
+    }
+    fn debug(&mut self, msg: &str) {
+        self.init.log.debug(msg)
+    }
+}
+
+/// Boot: returns only when something failed, with why.
+pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
+    // Modules the generator listed, then whatever the devices ask for.
+    let load = init.conf.load.clone();
+    init.mods.load_many(&load, &mut init.log);
+    init.log.debug("listed modules loaded");
+    let want =
+        init.cmd.root.clone().or(init.conf.root.clone()).ok_or("no root= on the command line and none in the image")?;
+    if init.cmd.rootdelay > 0 {
+        sys::sleep_ms(init.cmd.rootdelay.saturating_mul(1000));
+    }
+    let timing = Timing { forever: init.cmd.rootwait, timeout_ms: init.cmd.timeout.saturating_mul(1000) };
+    let mut root = DeviceWaiter::new("root", want);
+    let mut live = Live { init, sock: uevent::socket() };
+    wait::run(&mut live, &mut [&mut root], timing).map_err(|e| format!("{e}"))?;
+    let dev = root.found.expect("a satisfied waiter has its device");
+    init.log.debug(&format!("root is {}", dev.path()));
+    root::mount(init, &dev)?;
+    init.log.debug("root mounted");
+    if init.cmd.shell {
+        init.shell();
+    }
+    switch_root::switch_root(init)
+}

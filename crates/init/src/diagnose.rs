@@ -1,0 +1,89 @@
+//! Everything useful about a failure, on one screen: why, the command line, the block
+//! devices and what they are, modules that failed, and the notes steps left.
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+
+use crate::devices::Dev;
+use crate::sys::{Errno, strerror};
+
+pub struct Report<'a> {
+    pub why: &'a str,
+    pub cmdline: &'a str,
+    pub devs: &'a [Dev],
+    pub failed: &'a BTreeMap<String, Errno>,
+    pub loaded: usize,
+    /// The module tables' error, the configuration's, the command line's, helpers'.
+    pub notes: &'a [String],
+}
+
+impl Report<'_> {
+    pub fn text(&self) -> String {
+        let mut s = format!(
+            "leanrd: cannot boot: {}\nleanrd: kernel command line: {}\nleanrd: block devices seen:\n",
+            self.why,
+            self.cmdline.trim()
+        );
+        if self.devs.is_empty() {
+            s += "  (none: no driver for the disk controller was loaded?)\n";
+        }
+        for d in self.devs {
+            let p = &d.probe;
+            let f = |k: &str, v: &Option<String>| v.as_ref().map(|x| format!(" {k}={x}")).unwrap_or_default();
+            s += &format!(
+                "  /dev/{:<10} TYPE={}{}{}{}{}\n",
+                d.name,
+                p.fstype.as_deref().unwrap_or("?"),
+                f("UUID", &p.uuid),
+                f("LABEL", &p.label),
+                f("PARTUUID", &p.partuuid),
+                f("PARTLABEL", &p.partlabel)
+            );
+        }
+        if !self.failed.is_empty() {
+            s += "leanrd: modules that failed to load:\n";
+            for (m, e) in self.failed {
+                s += &format!("  {m}: {} (errno {})\n", strerror(*e), e.raw_os_error());
+            }
+        }
+        s += &format!("leanrd: {} modules loaded\n", self.loaded);
+        for n in self.notes {
+            s += &format!("leanrd: {n}\n");
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::devices::tests::{dev, fs};
+    use alloc::vec;
+
+    #[test]
+    fn says_why_and_what_was_there() {
+        let devs = vec![dev("vda1", (254, 1), Some("vda"), 1, fs("ext4", "1111", Some("root"), None, None))];
+        let mut failed = BTreeMap::new();
+        failed.insert("nvme".into(), Errno::NOEXEC);
+        let notes = vec![String::from("lvm failed (exit status 5)")];
+        let r = Report {
+            why: "waited 5 s for root=UUID=x",
+            cmdline: "quiet root=UUID=x\n",
+            devs: &devs,
+            failed: &failed,
+            loaded: 3,
+            notes: &notes,
+        };
+        let t = r.text();
+        assert!(
+            t.starts_with(
+                "leanrd: cannot boot: waited 5 s for root=UUID=x\nleanrd: kernel command line: quiet root=UUID=x\n"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("  /dev/vda1       TYPE=ext4 UUID=1111 LABEL=root\n"), "{t}");
+        assert!(t.contains("  nvme: ") && t.contains("(errno 8)"), "{t}");
+        assert!(t.ends_with("leanrd: 3 modules loaded\nleanrd: lvm failed (exit status 5)\n"), "{t}");
+    }
+}

@@ -1,0 +1,53 @@
+//! Mounting the root on /newroot: its type from `rootfstype=`, the probe or the
+//! configuration (or every type the kernel knows), its options from `rootflags=`.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use rustix::mount::MountFlags;
+
+use crate::Init;
+use crate::devices::Dev;
+use crate::sys::{self, Errno, strerror};
+
+pub const NEWROOT: &str = "/newroot";
+
+/// The types to try, in order: `rootfstype=` may list several, as for the kernel.
+pub fn types(given: Option<&str>, known: &str) -> Vec<String> {
+    match given {
+        Some(t) => t.split(',').filter(|t| !t.is_empty()).map(str::to_string).collect(),
+        None => known.lines().filter(|l| !l.starts_with("nodev")).map(|l| l.trim().to_string()).collect(),
+    }
+}
+
+pub fn mount(init: &mut Init, dev: &Dev) -> Result<(), String> {
+    let fstype = init.cmd.rootfstype.clone().or(dev.probe.fstype.clone()).or(init.conf.rootfstype.clone());
+    let known =
+        if fstype.is_none() { sys::read_string("/proc/filesystems").unwrap_or_default() } else { String::new() };
+    let types = types(fstype.as_deref(), &known);
+    for t in &types {
+        init.mods.load(&format!("fs-{t}"), &mut init.log);
+    }
+    let flags = if init.cmd.rw { MountFlags::empty() } else { MountFlags::RDONLY };
+    let options = init.cmd.rootflags.clone().or(init.conf.rootflags.clone());
+    let mut last = Errno::NODEV;
+    for t in &types {
+        match sys::mount(&dev.path(), NEWROOT, t, flags, options.as_deref()) {
+            Ok(()) => return Ok(()),
+            Err(e) => last = e,
+        }
+    }
+    Err(format!("cannot mount {} ({}) on {NEWROOT}: {}", dev.path(), types.join(","), strerror(last)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_come_from_the_option_or_the_kernel() {
+        assert_eq!(types(Some("btrfs,,ext4"), ""), ["btrfs", "ext4"]);
+        assert_eq!(types(None, "nodev\tsysfs\n\text4\nnodev\ttmpfs\n\tvfat\n"), ["ext4", "vfat"]);
+    }
+}

@@ -1,0 +1,109 @@
+//! The block stack the image can assemble — LUKS (cryptsetup), LVM (lvm), md RAID (mdadm) —
+//! each only when the configuration has its [`Layer`](leanrd_contract::Layer), with the
+//! modules the layer lists loaded first.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use leanrd_contract::{Capability, DeviceRef};
+
+use crate::Init;
+use crate::devices::Dev;
+use crate::sys::{self, RunError};
+
+/// One pass over the stack: unlock, then activate and assemble. True when a container was
+/// unlocked.
+pub fn assemble(init: &mut Init, devs: &[Dev], wanted: &[&DeviceRef]) -> bool {
+    let unlocked = unlock(init, devs, wanted);
+    if !unlocked {
+        activate(init);
+    }
+    unlocked
+}
+
+/// Load the modules a layer lists; false when the image does not have the layer.
+fn prepare(init: &mut Init, c: Capability) -> bool {
+    let Some(layer) = init.conf.layer(c) else { return false };
+    let modules = layer.modules.clone();
+    init.mods.load_many(&modules, &mut init.log);
+    true
+}
+
+/// The mapper name for a container: rd.luks.name=, else luks-UUID.
+fn mapper_name(init: &Init, uuid: &str) -> String {
+    init.cmd
+        .luks_names
+        .iter()
+        .find(|(u, _)| u.eq_ignore_ascii_case(uuid))
+        .map(|(_, n)| n.clone())
+        .unwrap_or_else(|| format!("luks-{uuid}"))
+}
+
+/// Unlock the LUKS containers asked for with rd.luks.uuid=, or a waited-for device named
+/// by a container's UUID; every container when neither names one. True if something was
+/// unlocked.
+fn unlock(init: &mut Init, devs: &[Dev], wanted: &[&DeviceRef]) -> bool {
+    if init.cmd.no_luks || init.conf.layer(Capability::Luks).is_none() || sys::which("cryptsetup").is_none() {
+        return false;
+    }
+    let by_uuid = wanted.iter().any(|w| matches!(w, DeviceRef::Uuid(_)));
+    let all = init.cmd.luks_uuids.is_empty() && !by_uuid;
+    let mut done = false;
+    for d in devs.iter().filter(|d| d.is_luks()) {
+        let Some(uuid) = d.probe.uuid.clone() else { continue };
+        let asked = init.cmd.luks_uuids.iter().any(|w| w.eq_ignore_ascii_case(&uuid))
+            || wanted.iter().any(|w| w.is_uuid(&uuid));
+        let name = mapper_name(init, &uuid);
+        if !(all || asked) || sys::exists(&format!("/dev/mapper/{name}")) {
+            continue;
+        }
+        init.log.debug(&format!("unlocking {} as {name}", d.path()));
+        // cryptsetup needs /dev/mapper/control, and the kernel the crypt target.
+        prepare(init, Capability::Luks);
+        let dev = d.path();
+        let mut args = vec!["open", "--type", "luks", &dev, &name];
+        let key = init.cmd.luks_key.clone();
+        if let Some(k) = &key {
+            args.extend(["--key-file", k.as_str()]);
+        }
+        // Three passphrase tries, as cryptsetup's own prompt; a key file gets one.
+        for _ in 0..if key.is_some() { 1 } else { 3 } {
+            match sys::run("cryptsetup", &args) {
+                Ok(()) => {
+                    done = true;
+                    break;
+                }
+                Err(e @ RunError::Failed(..)) => init.notes.push(format!("{e} for {dev}")),
+                Err(e) => {
+                    init.notes.push(format!("{e}"));
+                    break;
+                }
+            }
+        }
+    }
+    done
+}
+
+/// Assemble md arrays and activate LVM volume groups, when the image can.
+fn activate(init: &mut Init) {
+    if !init.cmd.no_md && prepare(init, Capability::Md) {
+        helper(init, "mdadm", &["--assemble", "--scan", "--run"]);
+    }
+    if !init.cmd.no_lvm && prepare(init, Capability::Lvm) {
+        // No udev here: lvm creates the device nodes itself.
+        let cfg = "activation { udev_sync = 0 udev_rules = 0 } devices { obtain_device_list_from_udev = 0 }";
+        helper(init, "lvm", &["vgchange", "-ay", "--sysinit", "--config", cfg]);
+    }
+}
+
+/// Run a helper; its failure is kept for the diagnosis (a failing step need not be fatal:
+/// the root may be elsewhere).
+fn helper(init: &mut Init, prog: &str, args: &[&str]) {
+    if let Err(e) = sys::run(prog, args) {
+        let what: Vec<&str> = args.iter().take(2).copied().collect();
+        init.notes.push(format!("{e} [{prog} {}]", what.join(" ")));
+    }
+    sys::reap();
+}

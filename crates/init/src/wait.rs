@@ -1,0 +1,358 @@
+//! Waiting for devices: an event loop that probes the block devices when they may have
+//! changed and offers them to registered [`Waiter`]s (the root, /usr, a resume device, a LUKS
+//! member...). The system is behind [`Platform`], so the timing rules run in unit tests
+//! against a scripted fake:
+//!
+//! - probe at the start, after any uevent, after drivers were loaded or a layer was
+//!   assembled and the device count changed, and once a second as a fallback — not on every
+//!   idle 100 ms tick;
+//! - walk sysfs for modaliases (coldplug) at the start, after uevents that carried one, and
+//!   once a second;
+//! - assemble layers (LUKS, LVM, md) when the devices changed, drivers were loaded, or every
+//!   2 s;
+//! - give up after the timeout unless `rootwait`; without a uevent source, poll every 100 ms.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use leanrd_contract::DeviceRef;
+
+use crate::devices::{self, Dev};
+
+/// What the loop needs from the system.
+pub trait Platform {
+    fn now_ms(&self) -> u64;
+    fn sleep_ms(&mut self, ms: u64);
+    /// Probe every block device.
+    fn scan(&mut self) -> Vec<Dev>;
+    /// How many block devices there are now (cheap: a directory listing).
+    fn block_count(&self) -> usize;
+    /// Load drivers for devices not seen before; how many modules were loaded.
+    fn coldplug(&mut self) -> usize;
+    /// Unlock, activate and assemble what the image can for `wanted`; true when something
+    /// was unlocked.
+    fn assemble(&mut self, devs: &[Dev], wanted: &[&DeviceRef]) -> bool;
+    /// Whether uevents can be waited for; without, the loop polls.
+    fn has_events(&self) -> bool;
+    /// Wait up to `ms` for uevents (loading drivers for their modaliases): (any event came,
+    /// any carried a modalias).
+    fn events(&mut self, ms: u64) -> (bool, bool);
+    /// The device number of a block device node.
+    fn devno_of(&self, path: &str) -> Option<(u32, u32)>;
+    fn debug(&mut self, msg: &str);
+}
+
+/// Something the boot waits for.
+pub trait Waiter {
+    /// For messages: `root=UUID=...`.
+    fn describe(&self) -> String;
+    /// The device it names, so that layers holding it are opened (a LUKS container named by
+    /// its UUID is unlocked).
+    fn wants(&self) -> Option<&DeviceRef>;
+    /// Look at the devices; true once satisfied.
+    fn offer(&mut self, devs: &[Dev], devno_of: &dyn Fn(&str) -> Option<(u32, u32)>) -> bool;
+}
+
+/// A waiter for one device, by reference. A LUKS container named so is not mounted but
+/// holds the device: the waiter is satisfied by the device-mapper device on top of it once
+/// it is unlocked.
+pub struct DeviceWaiter {
+    pub role: &'static str,
+    pub want: DeviceRef,
+    pub found: Option<Dev>,
+}
+
+impl DeviceWaiter {
+    pub fn new(role: &'static str, want: DeviceRef) -> DeviceWaiter {
+        DeviceWaiter { role, want, found: None }
+    }
+}
+
+impl Waiter for DeviceWaiter {
+    fn describe(&self) -> String {
+        format!("{}={}", self.role, self.want)
+    }
+    fn wants(&self) -> Option<&DeviceRef> {
+        Some(&self.want)
+    }
+    fn offer(&mut self, devs: &[Dev], devno_of: &dyn Fn(&str) -> Option<(u32, u32)>) -> bool {
+        if self.found.is_none() {
+            let d = devices::find(&self.want, devs, devno_of);
+            // An open container: what it holds.
+            let d = match d {
+                Some(c) if c.is_luks() => devs.iter().find(|h| h.slaves.contains(&c.name)),
+                d => d,
+            };
+            self.found = d.cloned();
+        }
+        self.found.is_some()
+    }
+}
+
+/// How long to wait.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// `rootwait`: no timeout.
+    pub forever: bool,
+    pub timeout_ms: u64,
+}
+
+/// The waiters that were not satisfied in time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimedOut {
+    pub seconds: u64,
+    pub missing: Vec<String>,
+}
+
+impl core::fmt::Display for TimedOut {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "waited {} s for {}", self.seconds, self.missing.join(" and "))
+    }
+}
+
+fn offer_all(waiters: &mut [&mut dyn Waiter], devs: &[Dev], p: &dyn Platform) -> bool {
+    let devno_of = |path: &str| p.devno_of(path);
+    let mut all = true;
+    for w in waiters.iter_mut() {
+        all &= w.offer(devs, &devno_of);
+    }
+    all
+}
+
+/// Wait until every waiter is satisfied, or the time is up.
+pub fn run(p: &mut dyn Platform, waiters: &mut [&mut dyn Waiter], t: Timing) -> Result<(), TimedOut> {
+    let start = p.now_ms();
+    let polling = !p.has_events();
+    let (mut walk, mut last_walk) = (true, start);
+    let (mut rescan, mut scanned_at) = (true, start);
+    let mut devs: Vec<Dev> = Vec::new();
+    let mut last_count = 0usize;
+    let mut last_stack: Option<u64> = None;
+    loop {
+        if rescan || polling || p.now_ms() - scanned_at >= 1000 {
+            devs = p.scan();
+            scanned_at = p.now_ms();
+            rescan = false;
+            if offer_all(waiters, &devs, p) {
+                return Ok(());
+            }
+        }
+        let loaded = if walk || polling || p.now_ms() - last_walk > 1000 {
+            last_walk = p.now_ms();
+            p.coldplug()
+        } else {
+            0
+        };
+        if walk {
+            p.debug(&format!("coldplug: {loaded} modules"));
+        }
+        walk = false;
+        if loaded > 0 && !devs.is_empty() && p.block_count() != devs.len() {
+            rescan = true;
+            continue; // new block devices: look again before anything else
+        }
+        if devs.len() != last_count || loaded > 0 || last_stack.is_none_or(|at| p.now_ms() - at > 2000) {
+            last_count = devs.len();
+            last_stack = Some(p.now_ms());
+            let before = p.block_count();
+            let wanted: Vec<&DeviceRef> = waiters.iter().filter_map(|w| w.wants()).collect();
+            if p.assemble(&devs, &wanted) || p.block_count() != before {
+                rescan = true;
+                continue;
+            }
+        }
+        if !t.forever && p.now_ms() - start > t.timeout_ms {
+            let missing =
+                waiters.iter_mut().filter_map(|w| (!w.offer(&devs, &|_| None)).then(|| w.describe())).collect();
+            return Err(TimedOut { seconds: t.timeout_ms / 1000, missing });
+        }
+        if polling {
+            p.sleep_ms(100);
+        } else {
+            (rescan, walk) = p.events(100);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::devices::tests::{dev, fs};
+    use alloc::string::ToString;
+    use alloc::vec;
+
+    /// A scripted machine: devices appear at given times (announced by a uevent, or not),
+    /// a clock that moves only when the loop sleeps or waits, and counters.
+    #[derive(Default)]
+    struct Fake {
+        now: u64,
+        /// (time, device, announced by a uevent).
+        script: Vec<(u64, Dev, bool)>,
+        /// A LUKS container's UUID and the device unlocking it makes.
+        luks: Option<(String, Dev)>,
+        unlocked: bool,
+        events: bool,
+        scans: usize,
+        walks: usize,
+        assembles: usize,
+    }
+
+    impl Fake {
+        fn present(&self) -> Vec<Dev> {
+            let mut v: Vec<Dev> = self.script.iter().filter(|(t, _, _)| *t <= self.now).map(|x| x.1.clone()).collect();
+            if self.unlocked {
+                v.push(self.luks.as_ref().unwrap().1.clone());
+            }
+            v
+        }
+    }
+
+    impl Platform for Fake {
+        fn now_ms(&self) -> u64 {
+            self.now
+        }
+        fn sleep_ms(&mut self, ms: u64) {
+            self.now += ms;
+        }
+        fn scan(&mut self) -> Vec<Dev> {
+            self.scans += 1;
+            self.present()
+        }
+        fn block_count(&self) -> usize {
+            self.present().len()
+        }
+        fn coldplug(&mut self) -> usize {
+            self.walks += 1;
+            0
+        }
+        fn assemble(&mut self, devs: &[Dev], wanted: &[&DeviceRef]) -> bool {
+            self.assembles += 1;
+            let Some((uuid, _)) = &self.luks else { return false };
+            let here = devs.iter().any(|d| d.is_luks() && d.probe.uuid.as_deref() == Some(uuid));
+            if here && !self.unlocked && wanted.iter().any(|w| w.is_uuid(uuid)) {
+                self.unlocked = true;
+                return true;
+            }
+            false
+        }
+        fn has_events(&self) -> bool {
+            self.events
+        }
+        fn events(&mut self, ms: u64) -> (bool, bool) {
+            let before = self.now;
+            // The wait ends at the first event in the window.
+            let next =
+                self.script.iter().filter(|(t, _, ev)| *ev && *t > before && *t <= before + ms).map(|x| x.0).min();
+            self.now = next.unwrap_or(before + ms);
+            (next.is_some(), false)
+        }
+        fn devno_of(&self, _: &str) -> Option<(u32, u32)> {
+            None
+        }
+        fn debug(&mut self, _: &str) {}
+    }
+
+    fn disk(name: &str, uuid: &str) -> Dev {
+        dev(name, (254, 0), None, 0, fs("ext4", uuid, None, None, None))
+    }
+
+    fn root(uuid: &str) -> DeviceWaiter {
+        DeviceWaiter::new("root", DeviceRef::Uuid(uuid.into()))
+    }
+
+    const T30: Timing = Timing { forever: false, timeout_ms: 30_000 };
+
+    #[test]
+    fn a_device_that_is_there_is_found_at_once() {
+        let mut f = Fake { events: true, script: vec![(0, disk("vda", "r"), false)], ..Fake::default() };
+        let mut w = root("r");
+        run(&mut f, &mut [&mut w], T30).unwrap();
+        assert_eq!((f.now, f.scans, f.walks), (0, 1, 0));
+        assert_eq!(w.found.unwrap().name, "vda");
+    }
+
+    #[test]
+    fn a_uevent_brings_a_probe_and_idle_ticks_do_not() {
+        let mut f = Fake { events: true, script: vec![(2_450, disk("vda", "r"), true)], ..Fake::default() };
+        let mut w = root("r");
+        run(&mut f, &mut [&mut w], T30).unwrap();
+        assert_eq!(f.now, 2_450, "found when the uevent came");
+        // The start, the once-a-second fallback at 1 s and 2 s, the uevent: not 25 ticks.
+        assert_eq!(f.scans, 4);
+        assert!(f.walks <= 3, "{}", f.walks);
+    }
+
+    #[test]
+    fn a_device_without_a_uevent_is_found_by_the_fallback_probe() {
+        let mut f = Fake { events: true, script: vec![(1_500, disk("vda", "r"), false)], ..Fake::default() };
+        let mut w = root("r");
+        run(&mut f, &mut [&mut w], T30).unwrap();
+        assert!((2_000..=2_100).contains(&f.now), "{}", f.now);
+    }
+
+    #[test]
+    fn the_timeout_ends_the_wait_and_names_what_was_missing() {
+        let mut f = Fake { events: true, script: vec![(0, disk("vda", "other"), false)], ..Fake::default() };
+        let mut w = root("r");
+        let e = run(&mut f, &mut [&mut w], Timing { forever: false, timeout_ms: 5_000 }).unwrap_err();
+        assert_eq!(e.to_string(), "waited 5 s for root=UUID=r");
+        assert!((5_000..=5_200).contains(&f.now), "{}", f.now);
+        assert!(f.scans <= 7, "about one probe a second: {}", f.scans);
+    }
+
+    #[test]
+    fn rootwait_waits_past_the_timeout() {
+        let mut f = Fake { events: true, script: vec![(45_000, disk("vda", "r"), true)], ..Fake::default() };
+        let mut w = root("r");
+        run(&mut f, &mut [&mut w], Timing { forever: true, timeout_ms: 30_000 }).unwrap();
+        assert_eq!(f.now, 45_000);
+    }
+
+    #[test]
+    fn without_uevents_the_loop_polls() {
+        let mut f = Fake { events: false, script: vec![(350, disk("vda", "r"), false)], ..Fake::default() };
+        let mut w = root("r");
+        run(&mut f, &mut [&mut w], T30).unwrap();
+        assert_eq!(f.now, 400);
+        assert_eq!(f.scans, 5);
+    }
+
+    #[test]
+    fn a_luks_container_named_as_root_is_unlocked_and_what_it_holds_is_the_root() {
+        let mut c = disk("vda", "L");
+        c.probe.fstype = Some(crate::probe::LUKS.into());
+        let mut inner = dev("dm-0", (253, 0), None, 0, fs("ext4", "inner", None, None, None));
+        inner.slaves = vec!["vda".into()];
+        let mut f =
+            Fake { events: true, script: vec![(0, c, false)], luks: Some(("L".into(), inner)), ..Fake::default() };
+        let mut w = root("L");
+        run(&mut f, &mut [&mut w], T30).unwrap();
+        assert!(f.unlocked);
+        assert_eq!(w.found.unwrap().name, "dm-0");
+        assert_eq!(f.scans, 2, "probed again right after the unlock");
+    }
+
+    #[test]
+    fn a_locked_container_is_not_the_root() {
+        let mut c = disk("vda", "L");
+        c.probe.fstype = Some(crate::probe::LUKS.into());
+        let mut f = Fake { events: true, script: vec![(0, c, false)], ..Fake::default() };
+        let mut w = root("L");
+        run(&mut f, &mut [&mut w], Timing { forever: false, timeout_ms: 2_000 }).unwrap_err();
+        assert!(w.found.is_none());
+    }
+
+    #[test]
+    fn every_waiter_must_be_satisfied() {
+        let mut f = Fake {
+            events: true,
+            script: vec![(0, disk("vda", "r"), false), (700, disk("vdb", "u"), true)],
+            ..Fake::default()
+        };
+        let (mut r, mut u) = (root("r"), DeviceWaiter::new("usr", DeviceRef::Uuid("u".into())));
+        run(&mut f, &mut [&mut r, &mut u], T30).unwrap();
+        assert_eq!(f.now, 700);
+        assert_eq!((r.found.unwrap().name, u.found.unwrap().name), ("vda".to_string(), "vdb".to_string()));
+    }
+}

@@ -1,0 +1,212 @@
+//! The tables depmod writes, read into a [`ModuleDb`] and written back for a subset of the
+//! modules (what an image carries): the reader and the writer of one format, side by side.
+
+use alloc::collections::BTreeSet;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::ModuleDb;
+use crate::names::{name_of_path, normalize, normalize_alias};
+
+/// The tables' contents, by file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tables {
+    pub dep: Vec<u8>,
+    pub alias: Vec<u8>,
+    pub softdep: Vec<u8>,
+    /// modules.builtin: paths of the modules built into the kernel.
+    pub builtin: Vec<u8>,
+    /// modules.builtin.modinfo: NUL-separated `module.key=value` records.
+    pub builtin_modinfo: Vec<u8>,
+}
+
+impl Tables {
+    /// The file names, in the order of [`Tables::files`].
+    pub const FILES: [&str; 5] =
+        ["modules.dep", "modules.alias", "modules.softdep", "modules.builtin", "modules.builtin.modinfo"];
+
+    /// Read each file with `read` (which gives an empty table for a missing file, or an
+    /// error).
+    pub fn read<E>(mut read: impl FnMut(&'static str) -> Result<Vec<u8>, E>) -> Result<Tables, E> {
+        let [dep, alias, softdep, builtin, builtin_modinfo] = Tables::FILES;
+        Ok(Tables {
+            dep: read(dep)?,
+            alias: read(alias)?,
+            softdep: read(softdep)?,
+            builtin: read(builtin)?,
+            builtin_modinfo: read(builtin_modinfo)?,
+        })
+    }
+
+    /// (file name, contents) of each table.
+    pub fn files(&self) -> [(&'static str, &[u8]); 5] {
+        let [a, b, c, d, e] = Tables::FILES;
+        [(a, &self.dep), (b, &self.alias), (c, &self.softdep), (d, &self.builtin), (e, &self.builtin_modinfo)]
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Why a table line could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    pub file: &'static str,
+    pub line: usize,
+    pub msg: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.file, self.line, self.msg)
+    }
+}
+
+impl core::error::Error for ParseError {}
+
+impl ModuleDb {
+    /// Read the tables.
+    pub fn parse(t: &Tables) -> Result<ModuleDb, ParseError> {
+        let (dep, alias, softdep) = (text(&t.dep), text(&t.alias), text(&t.softdep));
+        let mut db = ModuleDb::default();
+        for (n, line) in dep.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let (m, rest) = line.split_once(':').ok_or_else(|| ParseError {
+                file: "modules.dep",
+                line: n + 1,
+                msg: "missing ':'".into(),
+            })?;
+            let name = name_of_path(m);
+            db.paths.insert(name.clone(), m.to_string());
+            db.deps.insert(name, rest.split_whitespace().map(name_of_path).collect());
+        }
+        // Paths of dependencies are in modules.dep too (as keys), so names suffice.
+        for (n, line) in alias.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() != 3 || f[0] != "alias" {
+                return Err(ParseError { file: "modules.alias", line: n + 1, msg: format!("bad line {line:?}") });
+            }
+            db.aliases.push((normalize_alias(f[1]), normalize(f[2])));
+        }
+        for (n, line) in softdep.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let mut words = line.split_whitespace();
+            if words.next() != Some("softdep") {
+                return Err(ParseError { file: "modules.softdep", line: n + 1, msg: format!("bad line {line:?}") });
+            }
+            let Some(m) = words.next() else {
+                return Err(ParseError { file: "modules.softdep", line: n + 1, msg: "no module name".into() });
+            };
+            let e = db.softdeps.entry(normalize(m)).or_default();
+            let mut post = false;
+            for w in words {
+                match w {
+                    "pre:" => post = false,
+                    "post:" => post = true,
+                    w if post => e.1.push(w.to_string()),
+                    w => e.0.push(w.to_string()),
+                }
+            }
+        }
+        for line in text(&t.builtin).lines().map(str::trim).filter(|l| !l.is_empty()) {
+            db.builtin.insert(name_of_path(line));
+            db.builtin_paths.push(line.to_string());
+        }
+        for rec in t.builtin_modinfo.split(|&b| b == 0) {
+            let Ok(rec) = core::str::from_utf8(rec) else { continue };
+            if let Some((m, v)) = rec.split_once(".alias=") {
+                db.builtin.insert(normalize(m));
+                db.builtin_aliases.push((normalize_alias(v), normalize(m)));
+            }
+        }
+        db.build_index();
+        Ok(db)
+    }
+
+    /// The tables for a subset of the modules (an image's), in depmod's formats, so that
+    /// [`ModuleDb::parse`] reads them back. `image_path` gives a module's path in the subset
+    /// (e.g. without a compression suffix when modules are decompressed at build time).
+    pub fn subset(&self, set: &BTreeSet<String>, image_path: impl Fn(&str) -> String) -> Tables {
+        let mut names: Vec<&String> = set.iter().filter(|n| self.paths.contains_key(*n)).collect();
+        names.sort_by_key(|n| &self.paths[*n]);
+        let mut t = Tables::default();
+        for n in &names {
+            let deps: Vec<String> = self.deps[*n].iter().filter(|d| set.contains(*d)).map(|d| image_path(d)).collect();
+            let sep = if deps.is_empty() { "" } else { " " };
+            t.dep.extend(format!("{}:{sep}{}\n", image_path(n), deps.join(" ")).bytes());
+        }
+        for (pat, m) in self.aliases.iter().filter(|(_, m)| set.contains(m)) {
+            t.alias.extend(format!("alias {pat} {m}\n").bytes());
+        }
+        for n in &names {
+            if let Some((pre, post)) = self.softdeps.get(*n) {
+                let mut line = format!("softdep {n}");
+                for (key, list) in [("pre:", pre), ("post:", post)] {
+                    if !list.is_empty() {
+                        line += &format!(" {key} {}", list.join(" "));
+                    }
+                }
+                t.softdep.extend(line.bytes().chain([b'\n']));
+            }
+        }
+        for p in &self.builtin_paths {
+            t.builtin.extend(p.bytes().chain([b'\n']));
+        }
+        for (pat, m) in &self.builtin_aliases {
+            t.builtin_modinfo.extend(format!("{m}.alias={pat}\0").bytes());
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use alloc::vec;
+
+    pub(crate) fn tables(dep: &str, alias: &str, softdep: &str, builtin: &str, modinfo: &[u8]) -> Tables {
+        Tables {
+            dep: dep.into(),
+            alias: alias.into(),
+            softdep: softdep.into(),
+            builtin: builtin.into(),
+            builtin_modinfo: modinfo.into(),
+        }
+    }
+
+    #[test]
+    fn bad_lines_are_errors() {
+        let e = ModuleDb::parse(&tables("x\n", "", "", "", b"")).unwrap_err();
+        assert_eq!(e.to_string(), "modules.dep:1: missing ':'");
+        let e = ModuleDb::parse(&tables("", "alias x\n", "", "", b"")).unwrap_err();
+        assert!(e.to_string().starts_with("modules.alias:1:"));
+    }
+
+    /// What the writer writes for a subset, the reader reads back to the same resolution.
+    #[test]
+    fn a_subset_reads_back() {
+        let db = crate::resolve::tests::db();
+        let set: BTreeSet<String> =
+            ["ext4", "jbd2", "crc16", "crc32c_generic", "crc32c_intel"].map(String::from).into();
+        let t = db.subset(&set, |n| db.paths[n].clone());
+        let back = ModuleDb::parse(&t).unwrap();
+        for w in ["fs-ext4", "vfat", "fs-vfat", "crypto-crc32c"] {
+            assert_eq!(back.resolve(w), db.resolve(w), "{w}");
+        }
+        assert_eq!(back.resolve("virtio_blk"), crate::Resolved::Missing);
+        assert_eq!(t.files()[3], ("modules.builtin", &b"kernel/fs/vfat/vfat.ko\n"[..]));
+        let _ = vec![0];
+    }
+}
