@@ -5,8 +5,7 @@ use std::collections::HashMap;
 use std::io::Read;
 
 use anyhow::Result;
-use leanrd_compress::{Format, ZSTD_MAX_WINDOW_LOG};
-use leanrd_newc::{FileKind, PATH_MAX, S_IFLNK, S_IFMT, S_IFREG, checksum_update};
+use leanrd_newc::{FileKind, PATH_MAX, checksum_update, symlink_len_ok};
 
 use crate::names::{Namespace, canonical, symlink_target};
 use crate::read::{Problem, ReadEntry, Segment, SegmentEnd, Visitor};
@@ -20,7 +19,8 @@ struct Ident {
     mtime: u32,
 }
 
-type LinkKey = (u32, u32, u32, u32);
+/// A hard-link set of regular files: (dev major, dev minor, inode).
+type LinkKey = (u32, u32, u32);
 
 /// The first member of a hard-link set.
 struct Link {
@@ -74,7 +74,7 @@ impl Visitor for Checker {
     fn segment(&mut self, s: &Segment) -> Result<()> {
         self.segments += 1;
         self.links.clear(); // the kernel's link table resets with each archive
-        for m in framing_problems(s.format, &s.head) {
+        for m in leanrd_compress::framing::kernel_problems(s.format, &s.head) {
             self.problems.push(format!("segment {} ({} at offset {}): {m}", s.index, s.format, s.offset));
         }
         Ok(())
@@ -88,11 +88,12 @@ impl Visitor for Checker {
             None => format!("segment {} stream offset {}", e.segment, e.stream_offset),
         };
         let name = e.name_lossy();
-        let kind = h.mode & S_IFMT;
+        let kind = h.kind();
+        let (reg, link) = (kind == Some(FileKind::Regular), kind == Some(FileKind::Symlink));
         let mut problem = |m: String| self.problems.push(format!("{at}: {name}: {m}"));
-        if kind == S_IFLNK && (h.filesize == 0 || h.filesize > PATH_MAX) {
+        if link && !symlink_len_ok(h.filesize.into()) {
             problem(format!("symlink target size {} is outside 1..=4096: the kernel skips it", h.filesize));
-        } else if kind == S_IFLNK {
+        } else if link {
             let mut raw = Vec::new();
             data.read_to_end(&mut raw)?;
             let target = symlink_target(&raw);
@@ -101,7 +102,7 @@ impl Visitor for Checker {
             } else if target.len() >= PATH_MAX as usize {
                 problem(format!("symlink target of {} bytes: the kernel's limit is 4095 (ENAMETOOLONG)", target.len()));
             }
-        } else if kind != S_IFREG && kind != S_IFLNK && h.filesize != 0 {
+        } else if !reg && h.filesize != 0 {
             problem(format!(
                 "a {} with {} bytes of data: the kernel skips it",
                 leanrd_newc::kind_name(h.mode),
@@ -113,7 +114,7 @@ impl Visitor for Checker {
         let mut problem = |m: String| self.problems.push(format!("{at_now}: {name}: {m}"));
         // The kernel verifies the checksum of regular files' data only (GNU cpio -H crc and
         // gen_init_cpio -c store 0 for symlinks).
-        if h.crc && kind == S_IFREG {
+        if h.crc && reg {
             let mut sum = 0u32;
             let mut buf = vec![0u8; 1 << 16];
             loop {
@@ -127,8 +128,8 @@ impl Visitor for Checker {
                 problem(format!("checksum {:08x} does not match the data ({sum:08x}): the kernel stops here", h.check));
             }
         }
-        if kind == S_IFREG && h.nlink >= 2 {
-            let key = (h.dev_major, h.dev_minor, h.ino, kind);
+        if reg && h.nlink >= 2 {
+            let key = (h.dev_major, h.dev_minor, h.ino);
             let id = Ident { mode: h.mode, uid: h.uid, gid: h.gid, mtime: h.mtime };
             let has_data = h.filesize > 0;
             let canon = canonical(&e.name).into_owned();
@@ -180,115 +181,5 @@ impl Visitor for Checker {
     fn problem(&mut self, p: &Problem) -> Result<()> {
         self.problems.push(p.to_string());
         Ok(())
-    }
-}
-
-/// Framing the kernel's decompressors reject, from a segment's first bytes.
-pub fn framing_problems(format: Format, head: &[u8]) -> Vec<String> {
-    let mut out = Vec::new();
-    match format {
-        Format::Xz if head.len() >= 12 => {
-            match head[7] & 0x0f {
-                0x00 | 0x01 => {}
-                c => out.push(format!(
-                    "xz integrity check {} ({}): the kernel's XZ decoder supports only CRC32 or none",
-                    c,
-                    match c {
-                        0x04 => "CRC64",
-                        0x0a => "SHA-256",
-                        _ => "unknown",
-                    }
-                )),
-            }
-            // First block header: filter IDs.
-            let b = &head[12..];
-            if b.len() >= 2 && b[0] != 0 {
-                let nfilters = (b[1] & 3) as usize + 1;
-                let mut p = 2;
-                let varint = |p: &mut usize| -> Option<u64> {
-                    let mut v = 0u64;
-                    for i in 0..9 {
-                        let c = *b.get(*p)?;
-                        *p += 1;
-                        v |= ((c & 0x7f) as u64) << (7 * i);
-                        if c & 0x80 == 0 {
-                            return Some(v);
-                        }
-                    }
-                    None
-                };
-                if b[1] & 0x40 != 0 {
-                    let _ = varint(&mut p);
-                }
-                if b[1] & 0x80 != 0 {
-                    let _ = varint(&mut p);
-                }
-                for _ in 0..nfilters {
-                    let Some(id) = varint(&mut p) else { break };
-                    let Some(psize) = varint(&mut p) else { break };
-                    p += psize as usize;
-                    if id != 0x21 {
-                        out.push(format!(
-                            "xz filter {id:#x} ({}): the kernel decodes LZMA2 only unless built with that BCJ filter",
-                            match id {
-                                0x03 => "delta",
-                                0x04 => "BCJ x86",
-                                0x05..=0x09 => "BCJ",
-                                _ => "unknown",
-                            }
-                        ));
-                    }
-                }
-            }
-        }
-        Format::Zstd if head.len() >= 6 => {
-            let fhd = head[4];
-            let single = fhd & 0x20 != 0;
-            if !single {
-                let wd = head[5];
-                let log = 10 + (wd >> 3) as u32;
-                let base = 1u64 << log;
-                let size = base + (base / 8) * (wd & 7) as u64;
-                if size > 1u64 << ZSTD_MAX_WINDOW_LOG {
-                    out.push(format!(
-                        "zstd window {size} bytes is larger than 2^{ZSTD_MAX_WINDOW_LOG}: the kernel may fail to allocate it"
-                    ));
-                }
-            }
-        }
-        _ => {}
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flags_xz_crc64_and_bcj() {
-        let data = vec![7u8; 1000];
-        let mut enc = liblzma_crc64(&data);
-        let p = framing_problems(Format::Xz, &enc);
-        assert!(p.iter().any(|m| m.contains("CRC64")), "{p:?}");
-        enc[7] = 1;
-        assert!(framing_problems(Format::Xz, &enc).is_empty());
-    }
-
-    fn liblzma_crc64(data: &[u8]) -> Vec<u8> {
-        // A stream with the library default (CRC64) made the way a careless tool would.
-        let ours = leanrd_compress::compress_vec(leanrd_compress::Spec::new(Format::Xz), 1, data).unwrap();
-        let mut v = ours.clone();
-        v[7] = 0x04;
-        v
-    }
-
-    #[test]
-    fn flags_large_zstd_window() {
-        // magic, FHD without single-segment, window descriptor for 2^28.
-        let head = [0x28, 0xb5, 0x2f, 0xfd, 0x00, (28 - 10) << 3, 0, 0];
-        assert_eq!(framing_problems(Format::Zstd, &head).len(), 1);
-        let head = [0x28, 0xb5, 0x2f, 0xfd, 0x00, (27 - 10) << 3, 0, 0];
-        assert!(framing_problems(Format::Zstd, &head).is_empty());
     }
 }

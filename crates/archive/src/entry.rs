@@ -8,7 +8,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use leanrd_newc::{S_IFMT, S_IFREG};
+use leanrd_newc::FileKind;
 
 /// Where an entry's data comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,8 +84,32 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// An entry of `kind` with permissions `perm`: owner 0:0, mtime 0, inode 0, one link (a
+    /// directory two), no device numbers. Set the rest by field.
+    pub fn new(name: impl Into<Box<[u8]>>, kind: FileKind, perm: u32, data: Data) -> Entry {
+        Entry {
+            name: name.into(),
+            mode: kind.mode(perm),
+            uid: 0,
+            gid: 0,
+            nlink: if kind == FileKind::Dir { 2 } else { 1 },
+            mtime: 0,
+            ino: 0,
+            dev_major: 0,
+            dev_minor: 0,
+            rdev_major: 0,
+            rdev_minor: 0,
+            data,
+        }
+    }
+
+    /// The entry's kind; `None` for type bits no file has.
+    pub fn kind(&self) -> Option<FileKind> {
+        FileKind::from_mode(self.mode)
+    }
+
     pub fn is_regular(&self) -> bool {
-        self.mode & S_IFMT == S_IFREG
+        self.kind() == Some(FileKind::Regular)
     }
 
     /// Where a regular file's data is read from.

@@ -22,7 +22,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
 use anyhow::{Context, Result, anyhow, bail};
-use leanrd_newc::{FileKind, PATH_MAX};
+use leanrd_newc::{FileKind, symlink_len_ok};
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Timespec, Timestamps};
 
 use crate::names::symlink_target;
@@ -187,7 +187,7 @@ impl Extractor {
         let comps = safe_components(&e.name).map_err(|m| anyhow!("refusing it: {m}"))?;
         let h = &e.header;
         let Some(kind) = FileKind::from_mode(h.mode) else {
-            bail!("unknown file type {:o}", h.mode & leanrd_newc::S_IFMT);
+            bail!("unknown file type {:o}", h.mode & !0o7777);
         };
         let perm = h.mode & 0o7777;
         let Some((base, parent)) = comps.split_last() else {
@@ -218,7 +218,7 @@ impl Extractor {
         match kind {
             FileKind::Regular => self.restore_file(e, &comps, &dir, base, data)?,
             FileKind::Symlink => {
-                if h.filesize == 0 || h.filesize > PATH_MAX {
+                if !symlink_len_ok(h.filesize.into()) {
                     bail!("symlink target of {} bytes (the kernel allows 1 to 4096)", h.filesize);
                 }
                 let mut raw = Vec::new();

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
-use leanrd_newc::{S_IFLNK, S_IFMT, S_IFREG};
+use leanrd_newc::FileKind;
 
 use crate::entry::{Data, Entry, Normalize, newc_size};
 use crate::layout::conflict_message;
@@ -131,8 +131,8 @@ pub fn entries(sources: Sources, norm: &Normalize) -> Result<Vec<Entry>> {
         let at = || if line > 0 { format!("{origin}:{line}: ") } else { String::new() };
         check_name(&name).map_err(|m| anyhow!("{}{}: {m}", at(), path.display()))?;
         let md = fs::symlink_metadata(&path).with_context(|| format!("{}{}: cannot stat", at(), path.display()))?;
-        let kind = md.mode() & S_IFMT;
-        let is_link_set = kind == S_IFREG && md.nlink() > 1;
+        let kind = FileKind::from_mode(md.mode());
+        let is_link_set = kind == Some(FileKind::Regular) && md.nlink() > 1;
         let key = (md.dev(), md.ino());
         let ino = if is_link_set {
             *link_inos.entry(key).or_insert_with(|| {
@@ -144,11 +144,11 @@ pub fn entries(sources: Sources, norm: &Normalize) -> Result<Vec<Entry>> {
             next_ino - 1
         };
         let data = match kind {
-            S_IFREG => match &root {
+            Some(FileKind::Regular) => match &root {
                 Some(r) => Data::Tree { root: r.clone(), size: newc_size(&path, md.len())? },
                 None => Data::file(path.into_owned(), md.len())?,
             },
-            S_IFLNK => {
+            Some(FileKind::Symlink) => {
                 let target =
                     fs::read_link(&path).with_context(|| format!("{}: cannot read symlink", path.display()))?;
                 Data::inline(target.into_os_string().into_vec())
@@ -250,8 +250,8 @@ mod tests {
 
     #[test]
     fn hard_link_sets_are_deferred() {
-        let dir = std::env::temp_dir().join(format!("leanrd-input-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let tmpdir = tempfile::tempdir().unwrap();
+        let dir = tmpdir.path().to_path_buf();
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join("a"), b"hello").unwrap();
         fs::hard_link(dir.join("a"), dir.join("b")).unwrap();
@@ -273,6 +273,5 @@ mod tests {
         let names: Vec<_> = e.iter().map(|e| String::from_utf8_lossy(&e.name).into_owned()).collect();
         assert_eq!(names, ["x", "a", "c"]);
         assert_eq!((e[1].data.len(), e[2].data.len()), (0, 5));
-        fs::remove_dir_all(&dir).unwrap();
     }
 }

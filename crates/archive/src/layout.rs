@@ -6,8 +6,7 @@ use std::io::Read;
 
 use anyhow::{Context, Result};
 use leanrd_newc::{
-    FileKind, Header, MAX_ALIGNABLE_NAME, PATH_MAX, S_IFDIR, S_IFMT, TRAILER, aligned_namesize, checksum_update,
-    filler_namesize,
+    FileKind, Header, MAX_ALIGNABLE_NAME, PATH_MAX, TRAILER, aligned_namesize, checksum_update, filler_namesize,
 };
 
 use crate::entry::{Data, Entry};
@@ -166,7 +165,7 @@ impl Layout {
                     aligned += 1;
                 }
             }
-            if e.mode & S_IFMT == S_IFDIR {
+            if e.kind() == Some(FileKind::Dir) {
                 last_dir = Some(i);
             }
             namesizes.push(namesize as u16);
@@ -222,7 +221,7 @@ pub fn conflict_message(entries: &[Entry], c: Conflict) -> String {
 /// The filler used when no directory precedes an entry that needs one: the root itself,
 /// as every initramfs has it.
 fn root_dir(crc: bool) -> Header {
-    Header { crc, mode: S_IFDIR | 0o755, nlink: 2, namesize: 2, ..Header::default() }
+    Header { crc, mode: FileKind::Dir.mode(0o755), nlink: 2, namesize: 2, ..Header::default() }
 }
 
 fn checksum(e: &Entry) -> Result<u32> {
@@ -250,23 +249,11 @@ fn checksum(e: &Entry) -> Result<u32> {
 mod tests {
     use super::*;
     use crate::entry::Data;
-    use leanrd_newc::S_IFREG;
 
     fn file(name: &str, size: u64) -> Entry {
-        Entry {
-            name: name.as_bytes().into(),
-            mode: S_IFREG | 0o644,
-            uid: 0,
-            gid: 0,
-            nlink: 1,
-            mtime: 0,
-            ino: 1,
-            dev_major: 0,
-            dev_minor: 0,
-            rdev_major: 0,
-            rdev_minor: 0,
-            data: Data::inline(vec![7; size as usize]),
-        }
+        let mut e = Entry::new(name.as_bytes(), FileKind::Regular, 0o644, Data::inline(vec![7; size as usize]));
+        e.ino = 1;
+        e
     }
 
     #[test]

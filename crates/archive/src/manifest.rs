@@ -19,7 +19,7 @@ use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use leanrd_newc::{PATH_MAX, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK};
+use leanrd_newc::{FileKind, PATH_MAX, symlink_len_ok};
 use thiserror::Error;
 
 use crate::entry::{Data, Entry, Normalize};
@@ -104,22 +104,17 @@ pub fn parse(
             Ok(())
         };
         let mtime = norm.synthetic_mtime();
-        let base = |name: Vec<u8>, mode: u32, uid: &[u8], gid: &[u8], ino: u32| -> Result<Entry, ManifestError> {
+        let base = |name: Vec<u8>,
+                    kind: FileKind,
+                    perm: u32,
+                    uid: &[u8],
+                    gid: &[u8],
+                    ino: u32|
+         -> Result<Entry, ManifestError> {
             let (uid, gid) = norm.owner(num(uid, "uid")?, num(gid, "gid")?);
-            Ok(Entry {
-                name: name.into(),
-                mode,
-                uid,
-                gid,
-                nlink: 1,
-                mtime,
-                ino,
-                dev_major: 0,
-                dev_minor: 0,
-                rdev_major: 0,
-                rdev_minor: 0,
-                data: Data::None,
-            })
+            let mut e = Entry::new(name, kind, perm, Data::None);
+            (e.uid, e.gid, e.mtime, e.ino, e.nlink) = (uid, gid, mtime, ino, 1);
+            Ok(e)
         };
         match f[0] {
             b"file" => {
@@ -137,7 +132,7 @@ pub fn parse(
                 let nlink = all.len() as u32;
                 let last = all.len() - 1;
                 for (k, n) in all.into_iter().enumerate() {
-                    let mut e = base(n, S_IFREG | mode(f[3])?, f[4], f[5], ino)?;
+                    let mut e = base(n, FileKind::Regular, mode(f[3])?, f[4], f[5], ino)?;
                     e.nlink = nlink;
                     e.mtime = norm.mtime(md.mtime());
                     if k == last {
@@ -148,18 +143,18 @@ pub fn parse(
             }
             b"dir" => {
                 exact(5, "dir NAME MODE UID GID")?;
-                let mut e = base(name(f[1])?, S_IFDIR | mode(f[2])?, f[3], f[4], ino)?;
+                let mut e = base(name(f[1])?, FileKind::Dir, mode(f[2])?, f[3], f[4], ino)?;
                 e.nlink = 2;
                 push(e)?;
             }
             b"nod" => {
                 exact(8, "nod NAME MODE UID GID b|c MAJ MIN")?;
                 let kind = match f[5] {
-                    b"b" => S_IFBLK,
-                    b"c" => S_IFCHR,
+                    b"b" => FileKind::BlockDev,
+                    b"c" => FileKind::CharDev,
                     other => return Err(err(format!("device type {:?} is not b or c", word(other)))),
                 };
-                let mut e = base(name(f[1])?, kind | mode(f[2])?, f[3], f[4], ino)?;
+                let mut e = base(name(f[1])?, kind, mode(f[2])?, f[3], f[4], ino)?;
                 e.rdev_major = num(f[6], "major")?;
                 e.rdev_minor = num(f[7], "minor")?;
                 push(e)?;
@@ -167,20 +162,23 @@ pub fn parse(
             b"slink" => {
                 exact(6, "slink NAME TARGET MODE UID GID")?;
                 let target = f[2].to_vec();
-                if target.len() > PATH_MAX as usize {
-                    return Err(err("symlink target is longer than PATH_MAX".into()));
+                if !symlink_len_ok(target.len() as u64) {
+                    return Err(err(format!(
+                        "symlink target of {} bytes (the kernel allows 1 to {PATH_MAX})",
+                        target.len()
+                    )));
                 }
-                let mut e = base(name(f[1])?, S_IFLNK | mode(f[3])?, f[4], f[5], ino)?;
+                let mut e = base(name(f[1])?, FileKind::Symlink, mode(f[3])?, f[4], f[5], ino)?;
                 e.data = Data::inline(target);
                 push(e)?;
             }
             b"pipe" => {
                 exact(5, "pipe NAME MODE UID GID")?;
-                push(base(name(f[1])?, S_IFIFO | mode(f[2])?, f[3], f[4], ino)?)?;
+                push(base(name(f[1])?, FileKind::Fifo, mode(f[2])?, f[3], f[4], ino)?)?;
             }
             b"sock" => {
                 exact(5, "sock NAME MODE UID GID")?;
-                push(base(name(f[1])?, S_IFSOCK | mode(f[2])?, f[3], f[4], ino)?)?;
+                push(base(name(f[1])?, FileKind::Socket, mode(f[2])?, f[3], f[4], ino)?)?;
             }
             _ => {
                 return Err(err(format!("unknown entry type {kind:?} (expected file, dir, nod, slink, pipe or sock)")));
@@ -223,8 +221,12 @@ pub fn print(entries: &[Entry]) -> String {
         let e = &entries[i];
         let name = String::from_utf8_lossy(&e.name);
         let perm = e.mode & 0o7777;
-        match e.mode & S_IFMT {
-            S_IFREG => {
+        let Some(kind) = e.kind() else {
+            i += 1;
+            continue;
+        };
+        match kind {
+            FileKind::Regular => {
                 // Gather the link set (same ino, adjacent, data on the last).
                 let mut j = i;
                 while e.nlink > 1 && j + 1 < entries.len() && entries[j + 1].ino == e.ino && entries[j].data.is_empty()
@@ -243,10 +245,10 @@ pub fn print(entries: &[Entry]) -> String {
                 i = j + 1;
                 continue;
             }
-            S_IFDIR => {
+            FileKind::Dir => {
                 let _ = writeln!(s, "dir /{name} {perm:o} {} {}", e.uid, e.gid);
             }
-            S_IFLNK => {
+            FileKind::Symlink => {
                 let target = match &e.data {
                     Data::Inline(t) => String::from_utf8_lossy(t).into_owned(),
                     Data::File { .. } | Data::Tree { .. } => e
@@ -258,17 +260,16 @@ pub fn print(entries: &[Entry]) -> String {
                 };
                 let _ = writeln!(s, "slink /{name} {target} {perm:o} {} {}", e.uid, e.gid);
             }
-            S_IFCHR | S_IFBLK => {
-                let t = if e.mode & S_IFMT == S_IFCHR { 'c' } else { 'b' };
+            FileKind::CharDev | FileKind::BlockDev => {
+                let t = kind.letter();
                 let _ = writeln!(s, "nod /{name} {perm:o} {} {} {t} {} {}", e.uid, e.gid, e.rdev_major, e.rdev_minor);
             }
-            S_IFIFO => {
+            FileKind::Fifo => {
                 let _ = writeln!(s, "pipe /{name} {perm:o} {} {}", e.uid, e.gid);
             }
-            S_IFSOCK => {
+            FileKind::Socket => {
                 let _ = writeln!(s, "sock /{name} {perm:o} {} {}", e.uid, e.gid);
             }
-            _ => {}
         }
         i += 1;
     }

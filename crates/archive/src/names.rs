@@ -227,23 +227,13 @@ fn show(name: &[u8]) -> String {
 mod tests {
     use super::*;
     use crate::entry::Data;
-    use leanrd_newc::{S_IFDIR, S_IFREG};
+    use leanrd_newc::FileKind;
 
     fn e(name: &str, mode: u32) -> Entry {
-        Entry {
-            name: name.as_bytes().into(),
-            mode,
-            uid: 0,
-            gid: 0,
-            nlink: 1,
-            mtime: 0,
-            ino: 0,
-            dev_major: 0,
-            dev_minor: 0,
-            rdev_major: 0,
-            rdev_minor: 0,
-            data: Data::None,
-        }
+        let mut e = Entry::new(name.as_bytes(), FileKind::Regular, 0, Data::None);
+        e.mode = mode;
+        e.nlink = 1;
+        e
     }
 
     #[test]
@@ -270,8 +260,8 @@ mod tests {
 
     #[test]
     fn conflicts_in_any_order() {
-        let f = S_IFREG | 0o644;
-        let d = S_IFDIR | 0o755;
+        let f = FileKind::Regular.mode(0o644);
+        let d = FileKind::Dir.mode(0o755);
         assert_eq!(find_conflict(&[e("f", f), e("f/g", f)]), Some(Conflict { under: 1, parent: 0 }));
         assert_eq!(find_conflict(&[e("f/g", f), e("f", f)]), Some(Conflict { under: 0, parent: 1 }));
         assert_eq!(find_conflict(&[e("f", f), e("f-x", f), e("f.d/g", f), e("f/g/h", d)]).map(|c| c.parent), Some(0));

@@ -6,6 +6,7 @@
 //! multi-threaded mode; gzip, lz4 and lzo compress fixed-size chunks independently.
 
 mod chunked;
+pub mod framing;
 mod lz4legacy;
 mod lzop;
 mod pgzip;

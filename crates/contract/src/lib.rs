@@ -27,5 +27,9 @@ mod escape;
 pub use config::{Capability, DecodeError, InitConfig, Layer};
 pub use device::{DeviceRef, DeviceRefError, unescape_udev};
 
+/// Where helper programs are: the generator looks for a feature's binaries here (under the
+/// system root), /init runs them with this `PATH`.
+pub const SEARCH_PATH: [&str; 4] = ["/usr/sbin", "/usr/bin", "/sbin", "/bin"];
+
 /// Where the generator puts the configuration in the image, and where /init reads it.
 pub const CONFIG_PATH: &str = "/etc/leanrd/init.conf";

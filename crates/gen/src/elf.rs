@@ -101,7 +101,7 @@ impl<'a> Resolver<'a> {
         if name.starts_with('/') {
             return host_path(&self.plan.sysroot, name).exists().then(|| name.to_string());
         }
-        ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+        leanrd_contract::SEARCH_PATH
             .iter()
             .map(|d| format!("{d}/{name}"))
             .find(|p| host_path(&self.plan.sysroot, p).is_file())

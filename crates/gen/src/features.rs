@@ -195,7 +195,8 @@ mod tests {
         assert!(e.contains("bogus"), "{e}");
         let e = parse("x", "when = \"always\"\nfiles = [\"/etc/a\\u0000b\"]\n", "x.toml").unwrap_err().to_string();
         assert!(e.starts_with("x.toml:2: a NUL"), "{e}");
-        let d = std::env::temp_dir().join(format!("leanrd-feat-{}", std::process::id()));
+        let tmpdir = tempfile::tempdir().unwrap();
+        let d = tmpdir.path().to_path_buf();
         fs::create_dir_all(&d).unwrap();
         fs::write(d.join("fs-ext4.toml"), "when = \"always\"\nmodules = [\"ext4\", \"crc32c_generic\"]\n").unwrap();
         fs::write(d.join("mine.toml"), "when = \"requested\"\nbinaries = [\"sh\"]\n").unwrap();
@@ -203,6 +204,5 @@ mod tests {
         assert_eq!(all["fs-ext4"].when, When::Always);
         assert_eq!(all["mine"].binaries, ["sh"]);
         assert!(check_names(&all, &["nope".into()]).is_err());
-        fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -8,7 +8,7 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use leanrd_archive::{Data, Entry, Normalize};
-use leanrd_newc::{S_IFCHR, S_IFDIR, S_IFLNK, S_IFREG};
+use leanrd_newc::FileKind;
 
 /// One planned entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +29,8 @@ pub enum Item {
         mode: u32,
     },
     Node {
-        mode: u32,
+        kind: FileKind,
+        perm: u32,
         major: u32,
         minor: u32,
     },
@@ -164,39 +165,33 @@ impl Plan {
         let mtime = norm.synthetic_mtime();
         for (ino, (path, item)) in self.items.iter().enumerate() {
             let name = path.trim_start_matches('/').as_bytes().to_vec();
-            let (mode, data, rdev) = match item {
-                Item::Dir { mode } => (S_IFDIR | mode, Data::None, (0, 0)),
+            let mut e = match item {
+                Item::Dir { mode } => Entry::new(name, FileKind::Dir, *mode, Data::None),
                 Item::File { src, mode } => {
                     let md = fs::metadata(src).with_context(|| format!("{}: cannot stat", src.display()))?;
-                    (S_IFREG | mode, Data::file(src.clone(), md.len())?, (0, 0))
+                    Entry::new(name, FileKind::Regular, *mode, Data::file(src.clone(), md.len())?)
                 }
-                Item::Symlink { target } => (S_IFLNK | 0o777, Data::inline(target.as_bytes()), (0, 0)),
-                Item::Inline { data, mode } => (S_IFREG | mode, Data::inline(data.as_slice()), (0, 0)),
-                Item::Node { mode, major, minor } => (*mode, Data::None, (*major, *minor)),
+                Item::Symlink { target } => Entry::new(name, FileKind::Symlink, 0o777, Data::inline(target.as_bytes())),
+                Item::Inline { data, mode } => {
+                    Entry::new(name, FileKind::Regular, *mode, Data::inline(data.as_slice()))
+                }
+                Item::Node { kind, perm, major, minor } => {
+                    let mut e = Entry::new(name, *kind, *perm, Data::None);
+                    (e.rdev_major, e.rdev_minor) = (*major, *minor);
+                    e
+                }
             };
-            let (uid, gid) = norm.owner.unwrap_or((0, 0));
-            out.push(Entry {
-                name: name.into(),
-                mode,
-                uid,
-                gid,
-                nlink: if matches!(item, Item::Dir { .. }) { 2 } else { 1 },
-                mtime,
-                ino: norm.first_ino + ino as u32,
-                dev_major: 0,
-                dev_minor: 0,
-                rdev_major: rdev.0,
-                rdev_minor: rdev.1,
-                data,
-            });
+            (e.uid, e.gid) = norm.owner.unwrap_or((0, 0));
+            (e.mtime, e.ino) = (mtime, norm.first_ino + ino as u32);
+            out.push(e);
         }
         Ok(out)
     }
 
     /// Device nodes every initramfs needs before devtmpfs is mounted.
     pub fn add_console(&mut self) {
-        self.put("/dev/console", Item::Node { mode: S_IFCHR | 0o600, major: 5, minor: 1 });
-        self.put("/dev/null", Item::Node { mode: S_IFCHR | 0o666, major: 1, minor: 3 });
+        self.put("/dev/console", Item::Node { kind: FileKind::CharDev, perm: 0o600, major: 5, minor: 1 });
+        self.put("/dev/null", Item::Node { kind: FileKind::CharDev, perm: 0o666, major: 1, minor: 3 });
     }
 }
 
@@ -206,8 +201,8 @@ mod tests {
 
     #[test]
     fn symlink_chains_are_mirrored() {
-        let t = std::env::temp_dir().join(format!("leanrd-plan-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&t);
+        let tmpdir = tempfile::tempdir().unwrap();
+        let t = tmpdir.path().to_path_buf();
         fs::create_dir_all(t.join("usr/lib/x86_64-linux-gnu")).unwrap();
         std::os::unix::fs::symlink("usr/lib", t.join("lib")).unwrap();
         fs::create_dir_all(t.join("lib64")).unwrap();
@@ -224,7 +219,6 @@ mod tests {
         p.put("/lib/modules/x/modules.dep", Item::Inline { data: vec![], mode: 0o644 });
         assert!(p.items.contains_key("/usr/lib/modules/x/modules.dep"));
         assert!(!p.items.keys().any(|k| k.starts_with("/lib/")));
-        fs::remove_dir_all(&t).unwrap();
     }
 
     #[test]

@@ -211,7 +211,8 @@ mod tests {
             std::eprintln!("skipping: no blkid");
             return;
         }
-        let dir = std::env::temp_dir().join(format!("leanrd-probe-{}", std::process::id()));
+        let tmpdir = tempfile::tempdir().unwrap();
+        let dir = tmpdir.path().to_path_buf();
         std::fs::create_dir_all(&dir).unwrap();
         let cases = [
             ("ext4", "mkfs.ext4 -q -F -L root-ext4 IMG", 64),
@@ -258,7 +259,6 @@ mod tests {
         let parts = partitions(crate::sys::open(&format!("{gpt}.mbr")).unwrap());
         let ids: Vec<&str> = parts.iter().map(|p| p.partuuid.as_str()).collect();
         assert_eq!(ids, ["1234abcd-01", "1234abcd-02"]);
-        std::fs::remove_dir_all(&dir).unwrap();
         assert!(checked >= 3, "too few file systems could be made here");
     }
 }

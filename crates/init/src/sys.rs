@@ -18,8 +18,32 @@ pub use rustix::io::Errno;
 #[cfg(not(target_arch = "x86_64"))]
 compile_error!("leanrd-init's raw syscalls are written for x86_64");
 
-/// The directories searched for helper programs (cryptsetup, lvm, mdadm, sh).
-pub const PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
+/// The directories searched for helper programs (cryptsetup, lvm, mdadm, sh), as a `PATH`.
+pub const PATH: &str = {
+    // SEARCH_PATH joined with ':' at compile time.
+    const P: [&str; 4] = leanrd_contract::SEARCH_PATH;
+    const LEN: usize = P[0].len() + P[1].len() + P[2].len() + P[3].len() + 3;
+    const BYTES: [u8; LEN] = {
+        let mut out = [b':'; LEN];
+        let (mut i, mut at) = (0, 0);
+        while i < P.len() {
+            let p = P[i].as_bytes();
+            let mut j = 0;
+            while j < p.len() {
+                out[at] = p[j];
+                at += 1;
+                j += 1;
+            }
+            at += 1;
+            i += 1;
+        }
+        out
+    };
+    match core::str::from_utf8(&BYTES) {
+        Ok(s) => s,
+        Err(_) => panic!("SEARCH_PATH is ASCII"),
+    }
+};
 
 /// A raw three-argument syscall; returns the kernel's value (negative errno on failure).
 ///

@@ -12,7 +12,7 @@ use clap::Args;
 use leanrd_archive::names::{canonical, escape, symlink_target};
 use leanrd_archive::read::{ReadEntry, Segment, SegmentEnd, Visitor};
 use leanrd_compress::Format;
-use leanrd_newc::{S_IFLNK, S_IFMT, S_IFREG};
+use leanrd_newc::FileKind;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -53,7 +53,7 @@ struct Inspector {
 
 fn kind(name: &str, mode: u32, head: &[u8]) -> &'static str {
     let elf = head.starts_with(b"\x7fELF");
-    if name.contains(".ko") && leanrd_kmod::is_module_file(name) {
+    if leanrd_kmod::is_module_file(name) {
         "modules"
     } else if name.contains("lib/firmware/") || name.starts_with("kernel/x86/microcode/") {
         "firmware"
@@ -73,7 +73,7 @@ impl Visitor for Inspector {
     }
     fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> Result<()> {
         let h = &e.header;
-        if h.mode & S_IFMT != S_IFREG {
+        if h.kind() != Some(FileKind::Regular) {
             return Ok(());
         }
         let name = e.name_lossy();
@@ -205,7 +205,7 @@ impl Visitor for Collect {
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 1 << 16];
         let mut target = None;
-        if h.mode & S_IFMT == S_IFLNK {
+        if h.kind() == Some(FileKind::Symlink) {
             let mut t = Vec::new();
             data.take(leanrd_newc::PATH_MAX as u64 + 1).read_to_end(&mut t)?;
             target = Some(symlink_target(&t).to_vec());

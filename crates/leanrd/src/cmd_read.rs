@@ -12,7 +12,7 @@ use leanrd_archive::extract::Extractor;
 use leanrd_archive::names::{escape, symlink_target};
 use leanrd_archive::read::{Problem, ReadEntry, Segment, Visitor, read_image, read_image_file};
 use leanrd_compress::Format;
-use leanrd_newc::{S_IFLNK, S_IFMT};
+use leanrd_newc::FileKind;
 use serde_json::json;
 
 #[derive(Args)]
@@ -53,15 +53,7 @@ pub fn walk(p: &Path, v: &mut dyn Visitor) -> Result<()> {
 }
 
 fn mode_string(mode: u32) -> String {
-    let t = match mode & S_IFMT {
-        0o040000 => 'd',
-        0o120000 => 'l',
-        0o020000 => 'c',
-        0o060000 => 'b',
-        0o010000 => 'p',
-        0o140000 => 's',
-        _ => '-',
-    };
+    let t = FileKind::from_mode(mode).map_or('-', FileKind::letter);
     let mut s = String::from(t);
     let bits = [
         (0o400, 'r'),
@@ -146,7 +138,7 @@ impl<W: Write> Visitor for Lister<W> {
     }
     fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> Result<()> {
         let h = &e.header;
-        let target = if h.mode & S_IFMT == S_IFLNK && h.filesize as usize <= 4096 {
+        let target = if h.kind() == Some(FileKind::Symlink) && h.filesize as usize <= 4096 {
             let mut t = Vec::new();
             data.read_to_end(&mut t)?;
             Some(symlink_target(&t).to_vec())
@@ -184,8 +176,8 @@ impl<W: Write> Visitor for Lister<W> {
             }
             writeln!(self.out, "{v}")?;
         } else {
-            let size = match h.mode & S_IFMT {
-                0o020000 | 0o060000 => format!("{},{}", h.rdev_major, h.rdev_minor),
+            let size = match h.kind() {
+                Some(k) if k.is_device() => format!("{},{}", h.rdev_major, h.rdev_minor),
                 _ => h.filesize.to_string(),
             };
             write!(

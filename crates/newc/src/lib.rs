@@ -16,6 +16,12 @@ pub const MAGIC_CRC: &[u8; 6] = b"070702";
 pub const HEADER_LEN: u64 = 110;
 /// The kernel's PATH_MAX: the largest name size (including the NUL padding) it accepts.
 pub const PATH_MAX: u32 = 4096;
+/// Whether the kernel reads a symlink's data of `len` bytes (its target): 1 to PATH_MAX;
+/// outside that it skips the entry.
+pub fn symlink_len_ok(len: u64) -> bool {
+    (1..=u64::from(PATH_MAX)).contains(&len)
+}
+
 /// Name of the entry that ends a segment.
 pub const TRAILER: &[u8] = b"TRAILER!!!";
 
@@ -96,6 +102,29 @@ impl FileKind {
         }
     }
 
+    /// A mode of this kind with permission bits `perm`.
+    pub fn mode(self, perm: u32) -> u32 {
+        self.bits() | (perm & !S_IFMT)
+    }
+
+    /// The letter `ls -l` shows: `-`, `d`, `l`, `c`, `b`, `p`, `s`.
+    pub fn letter(self) -> char {
+        match self {
+            FileKind::Regular => '-',
+            FileKind::Dir => 'd',
+            FileKind::Symlink => 'l',
+            FileKind::CharDev => 'c',
+            FileKind::BlockDev => 'b',
+            FileKind::Fifo => 'p',
+            FileKind::Socket => 's',
+        }
+    }
+
+    /// A device node (its rdev numbers mean something).
+    pub fn is_device(self) -> bool {
+        matches!(self, FileKind::CharDev | FileKind::BlockDev)
+    }
+
     /// As a phrase in a sentence: "a regular file", "a directory", ...
     pub fn name(self) -> &'static str {
         match self {
@@ -161,6 +190,11 @@ const FIELDS: [&str; 13] = [
 ];
 
 impl Header {
+    /// The file's kind; `None` for type bits no file has.
+    pub fn kind(&self) -> Option<FileKind> {
+        FileKind::from_mode(self.mode)
+    }
+
     fn fields(&self) -> [u32; 13] {
         [
             self.ino,
