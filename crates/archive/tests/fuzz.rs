@@ -303,3 +303,53 @@ fn mutated_manifests_never_panic_and_what_parses_is_written_and_read_back() {
     }
     assert!(parsed > 0, "no mutated manifest parsed at all: the harness tests nothing");
 }
+
+/// Corrupted images (bytes flipped, cut, zeroed, in plain and compressed segments) give an
+/// error or a listing, never a panic.
+#[test]
+fn corrupted_images_never_panic() {
+    let scratch = tempfile::tempdir().unwrap();
+    let images = written(scratch.path());
+    let mut seed = 0x1234_5678_9abc_def0u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut errors = 0;
+    for (k, img) in images.iter().enumerate() {
+        for round in 0..150 {
+            let mut b = img.clone();
+            match round % 4 {
+                0 => {
+                    for _ in 0..1 + next() % 8 {
+                        let i = (next() as usize) % b.len();
+                        b[i] ^= 1 << (next() % 8);
+                    }
+                }
+                1 => b.truncate((next() as usize) % b.len()),
+                2 => {
+                    let i = (next() as usize) % b.len();
+                    let n = ((next() as usize) % 200).min(b.len() - i);
+                    b[i..i + n].fill(0);
+                }
+                _ => {
+                    // Garbage in a header field: hex digits replaced by other bytes.
+                    let i = (next() as usize) % b.len().min(4096);
+                    b[i] = b"0123456789ABCDEFxyz\xff"[(next() % 20) as usize];
+                }
+            }
+            let r = std::panic::catch_unwind(|| {
+                let mut c = Checker::new();
+                read_image(&b[..], &mut c).is_err() || !c.problems.is_empty()
+            });
+            match r {
+                Ok(failed) => errors += failed as usize,
+                Err(_) => panic!("image {k}, round {round}: the reader panicked"),
+            }
+        }
+    }
+    // Most mutations must be noticed.
+    assert!(errors > 600, "only {errors} of 1200 corrupted images were reported");
+}

@@ -216,21 +216,6 @@ fn a_compressed_segment_must_end_on_an_entry_boundary() {
 }
 
 #[test]
-fn output_does_not_depend_on_the_thread_count() {
-    let t = TempDir::new("cthreads");
-    let root = tree(&t);
-    for f in ["zstd", "zstd:19", "xz", "gzip", "lz4", "lzo", "bzip2"] {
-        let a = t.join("a");
-        let b = t.join("b");
-        cpio(&root, &a, &["--compress", f, "--threads", "1"]);
-        cpio(&root, &b, &["--compress", f, "--threads", "2"]);
-        assert!(fs::read(&a).unwrap() == fs::read(&b).unwrap(), "{f}");
-        cpio(&root, &b, &["--compress", f, "--threads", "2"]);
-        assert!(fs::read(&a).unwrap() == fs::read(&b).unwrap(), "{f} second run");
-    }
-}
-
-#[test]
 fn bad_compression_arguments_are_errors() {
     let t = TempDir::new("cargs");
     for bad in ["brotli", "zstd:99", "xz:x"] {

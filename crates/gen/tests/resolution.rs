@@ -1,0 +1,193 @@
+//! Resolution against the reference tools and host detection on fixture trees: module sets
+//! equal `modprobe --show-depends` plus soft dependencies, library sets equal `ldd`, and
+//! the facts read from fixture proc/sys trees.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::process::Command;
+
+use leanrd_gen::elf::Resolver;
+use leanrd_gen::host;
+use leanrd_gen::modules::Kernel;
+use leanrd_gen::plan::{Item, Plan};
+use leanrd_testkit::*;
+
+#[test]
+fn module_sets_equal_modprobe_plus_softdeps() {
+    let Some(k) = kver() else { return };
+    if !have("modprobe") {
+        eprintln!("skipping: modprobe (kmod) missing");
+        return;
+    }
+    let kernel = Kernel::load(Path::new("/"), &k).unwrap();
+    let softdeps = fs::read_to_string(format!("/lib/modules/{k}/modules.softdep")).unwrap_or_default();
+    for what in [
+        "ext4",
+        "xfs",
+        "btrfs",
+        "virtio_blk",
+        "nvme",
+        "ahci",
+        "usb_storage",
+        "dm_crypt",
+        "raid1",
+        "pci:v00001AF4d00001001sv00001AF4sd00000002bc01sc00i00",
+        "fs-vfat",
+    ] {
+        let (ours, missing) = kernel.resolve([what]);
+        assert!(missing.is_empty(), "{what}: {missing:?}");
+        let want = expected_modules(&k, what, &softdeps);
+        assert_eq!(ours, want, "{what}");
+    }
+}
+
+/// The real paths of the regular files in a plan (what would be in the image).
+fn plan_files(p: &Plan) -> BTreeSet<String> {
+    p.items
+        .values()
+        .filter_map(|i| match i {
+            Item::File { src, .. } => Some(fs::canonicalize(src).unwrap().display().to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn ldd(bin: &str) -> BTreeSet<String> {
+    let o = Command::new("ldd").arg(bin).output().unwrap();
+    let mut out = BTreeSet::new();
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let path = match line.split_once("=>") {
+            Some((_, r)) => r.split_whitespace().next().unwrap_or(""),
+            None => line.split_whitespace().next().unwrap_or(""),
+        };
+        if path.starts_with('/') {
+            out.insert(fs::canonicalize(path).unwrap().display().to_string());
+        }
+    }
+    out.insert(fs::canonicalize(bin).unwrap().display().to_string());
+    out
+}
+
+#[test]
+fn library_sets_equal_ldd() {
+    if !have("ldd") {
+        return;
+    }
+    let t = TempDir::new("elf");
+    let mut bins: Vec<String> = ["busybox", "cryptsetup", "lvm", "mdadm", "ls"]
+        .iter()
+        .filter_map(|b| {
+            let p = ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+                .iter()
+                .map(|d| format!("{d}/{b}"))
+                .find(|p| Path::new(p).exists());
+            if p.is_none() {
+                eprintln!("note: {b} not installed, not compared");
+            }
+            p
+        })
+        .collect();
+    // A binary with DT_RUNPATH=$ORIGIN/../lib and a library of its own there.
+    if have("cc") {
+        let d = t.path();
+        fs::create_dir_all(d.join("lib")).unwrap();
+        fs::create_dir_all(d.join("bin")).unwrap();
+        fs::write(d.join("foo.c"), "int foo(void) { return 42; }\n").unwrap();
+        fs::write(d.join("main.c"), "int foo(void); int main(void) { return foo() - 42; }\n").unwrap();
+        let st = Command::new("cc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(d.join("lib/libfoo.so"))
+            .arg(d.join("foo.c"))
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let st = Command::new("cc")
+            .arg("-o")
+            .arg(d.join("bin/prog"))
+            .arg(d.join("main.c"))
+            .arg(format!("-L{}", d.join("lib").display()))
+            .args(["-lfoo", "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../lib"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        bins.push(d.join("bin/prog").display().to_string());
+    }
+    assert!(!bins.is_empty());
+    for b in bins {
+        let mut plan = Plan::new(Path::new("/"));
+        Resolver::new(&mut plan).add_binary(&b).unwrap();
+        assert_eq!(plan_files(&plan), ldd(&b), "{b}");
+    }
+}
+
+#[test]
+fn host_detection_on_fixture_trees() {
+    let t = TempDir::new("hostfix");
+    // virtio ext4
+    let f = virtio_ext4(&t);
+    let x = host::detect(&f.root).unwrap();
+    assert_eq!(x.root.fstype, "ext4");
+    assert_eq!(x.modaliases, BTreeSet::from([VIRTIO_PCI.to_string(), "virtio:d00000002v00001AF4".to_string()]));
+    assert!(x.drivers.contains("virtio_blk") && x.drivers.contains("virtio_pci"));
+    assert!(x.stack.is_empty());
+    // NVMe partition, XFS
+    let f = nvme_base(&t, "nvme", "22 1 259:2 / / rw - xfs /dev/nvme0n1p2 rw\n");
+    let x = host::detect(&f.root).unwrap();
+    assert_eq!(x.root.fstype, "xfs");
+    assert_eq!(x.modaliases, BTreeSet::from([NVME_PCI.to_string()]));
+    assert!(x.drivers.contains("nvme"));
+    // LUKS on NVMe
+    let f = nvme_base(&t, "luks", "22 1 253:0 / / rw - ext4 /dev/mapper/root rw\n");
+    f.dm("dm-0", "CRYPT-LUKS2-0123456789abcdef-root", &["pci0000:00/0000:00:05.0/nvme/nvme0/nvme0n1/nvme0n1p2"]).block(
+        "virtual/block/dm-0",
+        "253:0",
+        false,
+    );
+    let x = host::detect(&f.root).unwrap();
+    assert_eq!(x.stack, BTreeSet::from(["crypt".to_string(), "dm".to_string()]));
+    assert!(x.modules.contains("dm_crypt"));
+    assert!(x.modaliases.contains(NVME_PCI));
+    // LVM on LUKS
+    let f = nvme_base(&t, "lvm-luks", "22 1 253:1 / / rw - ext4 /dev/mapper/vg-root rw\n");
+    f.dm("dm-0", "CRYPT-LUKS2-0123-root", &["pci0000:00/0000:00:05.0/nvme/nvme0/nvme0n1/nvme0n1p2"])
+        .block("virtual/block/dm-0", "253:0", false)
+        .dm("dm-1", "LVM-abcdefabcdef", &["virtual/block/dm-0"])
+        .block("virtual/block/dm-1", "253:1", false);
+    let x = host::detect(&f.root).unwrap();
+    assert_eq!(x.stack, BTreeSet::from(["crypt".into(), "dm".into(), "lvm".into()]));
+    assert!(x.modaliases.contains(NVME_PCI));
+    // md RAID1 over two SATA disks
+    let f = Fixture::new(&t, "md", "22 1 9:127 / / rw - ext4 /dev/md127 rw\n");
+    f.dev("pci0000:00/0000:00:1f.2", Some("pci:v00008086d00002922sv00001AF4sd00001100bc01sc06i01"), Some("ahci"));
+    for (n, port) in [("sda", "ata1"), ("sdb", "ata2")] {
+        let disk = format!("pci0000:00/0000:00:1f.2/{port}/host0/target0:0:0/0:0:0:0");
+        f.dev(&disk, Some("scsi:t-0x00"), Some("sd"));
+        f.block(&format!("{disk}/block/{n}"), if n == "sda" { "8:0" } else { "8:16" }, false);
+        f.block(&format!("{disk}/block/{n}/{n}1"), if n == "sda" { "8:1" } else { "8:17" }, true);
+    }
+    let md = f.root.join("sys/devices/virtual/block/md127");
+    fs::create_dir_all(md.join("md")).unwrap();
+    fs::create_dir_all(md.join("slaves")).unwrap();
+    fs::write(md.join("md/level"), "raid1\n").unwrap();
+    for (n, port) in [("sda1", "ata1"), ("sdb1", "ata2")] {
+        let disk = &n[..3];
+        symlink(
+            f.root
+                .join(format!("sys/devices/pci0000:00/0000:00:1f.2/{port}/host0/target0:0:0/0:0:0:0/block/{disk}/{n}")),
+            md.join("slaves").join(n),
+        )
+        .unwrap();
+    }
+    f.block("virtual/block/md127", "9:127", false);
+    let x = host::detect(&f.root).unwrap();
+    assert_eq!(x.stack, BTreeSet::from(["md".to_string()]));
+    assert!(x.modules.contains("raid1") && x.modules.contains("md_mod"));
+    assert!(x.modaliases.contains("scsi:t-0x00"));
+    assert!(x.drivers.contains("ahci"));
+    // A root whose block device is not in sysfs: a clear error.
+    let f = Fixture::new(&t, "broken", "22 1 8:99 / / rw - ext4 /dev/sdz9 rw\n");
+    let e = host::detect(&f.root).unwrap_err();
+    assert!(format!("{e:#}").contains("8:99"), "{e:#}");
+}

@@ -1,0 +1,352 @@
+//! Helpers for leanrd's integration and boot tests, shared by the crates' tests/ (not
+//! published): temporary directories, loop-mounted file systems, tree descriptions, the
+//! installed kernel and QEMU, and fixture proc/sys trees for host detection.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// Run and require success; returns stdout.
+pub fn ok(c: &mut Command) -> Vec<u8> {
+    let o = c.output().expect("spawn");
+    assert!(o.status.success(), "{c:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+    o.stdout
+}
+
+pub fn run_stdin(c: &mut Command, input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+pub fn have(tool: &str) -> bool {
+    Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().map(|o| o.status.success()).unwrap_or(false)
+}
+
+pub fn is_root() -> bool {
+    rustix_euid() == 0
+}
+
+fn rustix_euid() -> u32 {
+    fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1)
+}
+
+/// A temporary directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let base = std::env::var_os("LEANRD_TEST_TMP").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+        let p = base.join(format!(
+            "leanrd-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+    pub fn join(&self, p: impl AsRef<Path>) -> PathBuf {
+        self.0.join(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A loop-mounted file system of `kind` ("xfs" or "btrfs"), unmounted on drop. None when
+/// not root or the mkfs tool is missing.
+pub struct LoopFs {
+    pub dir: TempDir,
+    img: PathBuf,
+    mounted: bool,
+}
+
+impl LoopFs {
+    pub fn new(kind: &str, size: &str) -> Option<LoopFs> {
+        if !is_root() || !have(&format!("mkfs.{kind}")) {
+            eprintln!("skipping: needs root and mkfs.{kind}");
+            return None;
+        }
+        let dir = TempDir::new(&format!("mnt-{kind}"));
+        let img = dir.0.with_extension("img");
+        let mnt = dir.join("mnt");
+        fs::create_dir_all(&mnt).unwrap();
+        assert!(Command::new("truncate").args(["-s", size]).arg(&img).status().unwrap().success());
+        assert!(Command::new(format!("mkfs.{kind}")).arg("-q").arg(&img).status().unwrap().success(), "mkfs.{kind}");
+        let st = Command::new("mount").args(["-o", "loop"]).arg(&img).arg(&mnt).status().unwrap();
+        assert!(st.success(), "mount {kind}");
+        Some(LoopFs { dir, img, mounted: true })
+    }
+    pub fn path(&self) -> PathBuf {
+        self.dir.join("mnt")
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg(self.path()).status();
+        }
+        let _ = fs::remove_file(&self.img);
+    }
+}
+
+/// Deterministic pseudo-random bytes.
+pub fn noise(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// A comparable description of a tree: one line per path with kind, mode, size, content
+/// hash or link target, and the other names of its hard-link set.
+pub fn describe(root: &Path) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        for de in fs::read_dir(root.join(&rel)).unwrap() {
+            let r = rel.join(de.unwrap().file_name());
+            let md = fs::symlink_metadata(root.join(&r)).unwrap();
+            if md.is_dir() {
+                stack.push(r.clone());
+            }
+            all.push((r, md));
+        }
+    }
+    let mut groups: std::collections::HashMap<u64, Vec<String>> = std::collections::HashMap::new();
+    for (r, md) in &all {
+        if md.is_file() && md.nlink() > 1 {
+            groups.entry(md.ino()).or_default().push(r.display().to_string());
+        }
+    }
+    let mut out: Vec<String> = all
+        .iter()
+        .map(|(r, md)| {
+            let p = root.join(r);
+            let name = r.display().to_string();
+            let ft = md.file_type();
+            if ft.is_dir() {
+                format!("{name} dir {:o}", md.mode() & 0o7777)
+            } else if ft.is_symlink() {
+                format!("{name} link {}", fs::read_link(&p).unwrap().display())
+            } else if ft.is_file() {
+                let data = fs::read(&p).unwrap();
+                let mut g = groups.get(&md.ino()).cloned().unwrap_or_default();
+                g.sort();
+                if g.len() < 2 {
+                    g.clear(); // a set whose other members are outside the tree
+                }
+                format!("{name} file {:o} {} {:x} links{g:?}", md.mode() & 0o7777, data.len(), hash(&data))
+            } else {
+                format!("{name} other {:o} {}", md.mode(), md.rdev())
+            }
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// FNV-1a, enough to compare contents in tests.
+pub fn hash(d: &[u8]) -> u64 {
+    d.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+/// Assert two tree descriptions are equal, showing only the lines that differ.
+pub fn assert_same_tree(got: &[String], want: &[String], what: &str) {
+    let missing: Vec<_> = want.iter().filter(|l| !got.contains(l)).collect();
+    let extra: Vec<_> = got.iter().filter(|l| !want.contains(l)).collect();
+    assert!(missing.is_empty() && extra.is_empty(), "{what}: missing {missing:#?}\nunexpected {extra:#?}");
+}
+
+/// The kernel to boot: $LEANRD_TEST_KERNEL or the newest /boot/vmlinuz-*. None (test
+/// skipped) without QEMU or a kernel.
+pub fn kernel() -> Option<PathBuf> {
+    if !have("qemu-system-x86_64") {
+        eprintln!("skipping: qemu-system-x86_64 not installed");
+        return None;
+    }
+    if let Some(k) = std::env::var_os("LEANRD_TEST_KERNEL") {
+        return Some(PathBuf::from(k));
+    }
+    let mut ks: Vec<PathBuf> = fs::read_dir("/boot")
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
+        .collect();
+    ks.sort();
+    let k = ks.pop();
+    if k.is_none() {
+        eprintln!("skipping: no /boot/vmlinuz-*");
+    }
+    k
+}
+
+/// The QEMU (TCG) command line for a test boot, killed after `secs` seconds.
+pub fn qemu_command(kernel: &Path, initrd: &Path, append: &str, extra: &[&str], secs: u64) -> Command {
+    let mut c = Command::new("timeout");
+    c.args(["--signal=KILL", &secs.to_string(), "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic"])
+        .args(["-no-reboot", "-monitor", "none", "-kernel"])
+        .arg(kernel)
+        .arg("-initrd")
+        .arg(initrd)
+        .args(["-append", &format!("console=ttyS0 panic=-1 {append}")])
+        .args(extra);
+    c
+}
+
+/// Boot `kernel` with `initrd` under QEMU TCG; returns the serial console output. The VM is
+/// killed after `secs` seconds.
+pub fn qemu_boot(kernel: &Path, initrd: &Path, append: &str, extra: &[&str], secs: u64) -> String {
+    let o = qemu_command(kernel, initrd, append, extra, secs).stdin(Stdio::null()).output().expect("run qemu");
+    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+}
+
+/// sha256 of a file as `sha256sum` prints it.
+pub fn sha256_line(path: &Path, name: &str) -> String {
+    let o = Command::new("sha256sum").arg(path).output().unwrap();
+    let h = String::from_utf8_lossy(&o.stdout).split_whitespace().next().unwrap().to_string();
+    format!("{h}  {name}\n")
+}
+
+/// The installed kernel with a module tree, if any.
+pub fn kver() -> Option<String> {
+    let mut v: Vec<String> = fs::read_dir("/lib/modules")
+        .ok()?
+        .flatten()
+        .filter(|e| e.path().join("modules.dep").exists() && e.path().join("kernel").exists())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    let k = v.pop();
+    if k.is_none() {
+        eprintln!("skipping: no kernel module tree in /lib/modules (apt install linux-image-amd64)");
+    }
+    k
+}
+
+pub fn modprobe_set(kver: &str, what: &str) -> BTreeSet<String> {
+    let o = Command::new("modprobe").args(["-S", kver, "--show-depends", what]).output().unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("insmod "))
+        .map(|p| leanrd_kmod::name_of_path(p.split_whitespace().next().unwrap()))
+        .collect()
+}
+
+/// modprobe's answer plus, until nothing changes, the soft dependencies of every module in
+/// the set (modprobe follows them only for the module asked for).
+pub fn expected_modules(kver: &str, what: &str, softdeps: &str) -> BTreeSet<String> {
+    let mut set = modprobe_set(kver, what);
+    loop {
+        let mut more = BTreeSet::new();
+        for line in softdeps.lines() {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            if w.len() > 2 && w[0] == "softdep" && set.contains(&leanrd_kmod::normalize(w[1])) {
+                for s in w[2..].iter().filter(|s| !s.ends_with(':')) {
+                    more.extend(modprobe_set(kver, s));
+                }
+            }
+        }
+        if more.is_subset(&set) {
+            return set;
+        }
+        set.extend(more);
+    }
+}
+
+/// Build a fixture proc/sys tree. `devs` are (sysfs path under sys/devices, modalias, driver)
+/// for the hardware chain; `block` is the root's block device path under sys/devices.
+pub struct Fixture {
+    pub root: PathBuf,
+}
+
+impl Fixture {
+    pub fn new(t: &TempDir, name: &str, mountinfo: &str) -> Fixture {
+        let root = t.join(name);
+        fs::create_dir_all(root.join("proc/self")).unwrap();
+        fs::create_dir_all(root.join("sys/dev/block")).unwrap();
+        fs::create_dir_all(root.join("sys/devices")).unwrap();
+        fs::write(root.join("proc/self/mountinfo"), mountinfo).unwrap();
+        Fixture { root }
+    }
+    pub fn dev(&self, path: &str, modalias: Option<&str>, driver: Option<&str>) -> &Self {
+        let d = self.root.join("sys/devices").join(path);
+        fs::create_dir_all(&d).unwrap();
+        if let Some(m) = modalias {
+            fs::write(d.join("modalias"), format!("{m}\n")).unwrap();
+        }
+        if let Some(drv) = driver {
+            let dd = self.root.join("sys/bus/x/drivers").join(drv);
+            fs::create_dir_all(&dd).unwrap();
+            symlink(&dd, d.join("driver")).unwrap();
+        }
+        self
+    }
+    /// A block device (and its dev number link). `partition` marks partitions.
+    pub fn block(&self, path: &str, dev: &str, partition: bool) -> &Self {
+        let d = self.root.join("sys/devices").join(path);
+        fs::create_dir_all(&d).unwrap();
+        if partition {
+            fs::write(d.join("partition"), "1\n").unwrap();
+        }
+        let link = self.root.join("sys/dev/block").join(dev);
+        let _ = fs::remove_file(&link);
+        symlink(format!("../../devices/{path}"), link).unwrap();
+        self
+    }
+    pub fn dm(&self, name: &str, uuid: &str, slaves: &[&str]) -> &Self {
+        let d = self.root.join("sys/devices/virtual/block").join(name);
+        fs::create_dir_all(d.join("dm")).unwrap();
+        fs::create_dir_all(d.join("slaves")).unwrap();
+        fs::write(d.join("dm/uuid"), format!("{uuid}\n")).unwrap();
+        for s in slaves {
+            let target = self.root.join("sys/devices").join(s);
+            symlink(&target, d.join("slaves").join(Path::new(s).file_name().unwrap())).unwrap();
+        }
+        self
+    }
+}
+
+pub const VIRTIO_PCI: &str = "pci:v00001AF4d00001001sv00001AF4sd00000002bc01sc00i00";
+pub const NVME_PCI: &str = "pci:v00008086d00005845sv00001AF4sd00001100bc01sc08i02";
+
+pub fn virtio_ext4(t: &TempDir) -> Fixture {
+    let f = Fixture::new(
+        t,
+        "virtio-ext4",
+        "22 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n23 22 0:5 / /proc rw - proc proc rw\n",
+    );
+    f.dev("pci0000:00", None, None)
+        .dev("pci0000:00/0000:00:04.0", Some(VIRTIO_PCI), Some("virtio-pci"))
+        .dev("pci0000:00/0000:00:04.0/virtio1", Some("virtio:d00000002v00001AF4"), Some("virtio_blk"))
+        .block("pci0000:00/0000:00:04.0/virtio1/block/vda", "254:0", false)
+        .block("pci0000:00/0000:00:04.0/virtio1/block/vda/vda1", "254:1", true);
+    f
+}
+
+pub fn nvme_base(t: &TempDir, name: &str, mountinfo: &str) -> Fixture {
+    let f = Fixture::new(t, name, mountinfo);
+    f.dev("pci0000:00/0000:00:05.0", Some(NVME_PCI), Some("nvme"))
+        .dev("pci0000:00/0000:00:05.0/nvme/nvme0", None, None)
+        .block("pci0000:00/0000:00:05.0/nvme/nvme0/nvme0n1", "259:0", false)
+        .block("pci0000:00/0000:00:05.0/nvme/nvme0/nvme0n1/nvme0n1p2", "259:2", true);
+    f
+}
