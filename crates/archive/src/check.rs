@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::io::Read;
 
 use anyhow::Result;
-use leanrd_newc::{FileKind, PATH_MAX, checksum_update, symlink_len_ok};
+use leanrd_newc::{FileKind, Header, PATH_MAX, checksum_update, symlink_len_ok};
 
 use crate::names::{Namespace, canonical, symlink_target};
 use crate::read::{Problem, ReadEntry, Segment, SegmentEnd, Visitor};
@@ -70,6 +70,77 @@ impl Checker {
     }
 }
 
+/// A symlink the kernel skips or cannot create.
+fn symlink_problem(h: &Header, data: &mut dyn Read) -> Result<Option<String>> {
+    if !symlink_len_ok(h.filesize.into()) {
+        return Ok(Some(format!("symlink target size {} is outside 1..=4096: the kernel skips it", h.filesize)));
+    }
+    let mut raw = Vec::new();
+    data.read_to_end(&mut raw)?;
+    let target = symlink_target(&raw);
+    Ok(if target.is_empty() {
+        Some("symlink target is empty: the kernel cannot create it".into())
+    } else if target.len() >= PATH_MAX as usize {
+        Some(format!("symlink target of {} bytes: the kernel's limit is 4095 (ENAMETOOLONG)", target.len()))
+    } else {
+        None
+    })
+}
+
+/// A regular file's data that does not match its 070702 checksum. The kernel verifies the
+/// checksum of regular files' data only (GNU cpio -H crc and gen_init_cpio -c store 0 for
+/// symlinks).
+fn checksum_problem(h: &Header, data: &mut dyn Read) -> Result<Option<String>> {
+    if !h.crc {
+        return Ok(None);
+    }
+    let mut sum = 0u32;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = data.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        sum = checksum_update(sum, &buf[..n]);
+    }
+    Ok((sum != h.check)
+        .then(|| format!("checksum {:08x} does not match the data ({sum:08x}): the kernel stops here", h.check)))
+}
+
+impl Checker {
+    /// A hard-link member the kernel would not link as the archive says.
+    fn link_problem(&mut self, e: &ReadEntry, at: &str) -> Option<String> {
+        let h = &e.header;
+        let key = (h.dev_major, h.dev_minor, h.ino);
+        let id = Ident { mode: h.mode, uid: h.uid, gid: h.gid, mtime: h.mtime };
+        let has_data = h.filesize > 0;
+        let Some(first) = self.links.get_mut(&key) else {
+            let canon = canonical(&e.name).into_owned();
+            self.links.insert(key, Link { id, data_seen: has_data, name: e.name_lossy(), canon, at: at.to_string() });
+            return None;
+        };
+        let first_name = &first.name;
+        // The kernel links to whatever has the first member's name now.
+        let now = self.names.get(&first.canon).map(|(_, tag)| tag.as_ref() == Some(&first.at));
+        let ino = h.ino;
+        let m = if now.is_none() {
+            Some(format!("inode {ino} is also {first_name}, which was not created: the kernel drops this one too"))
+        } else if now == Some(false) {
+            Some(format!(
+                "inode {ino} is also {first_name}, which a later entry replaced: the kernel would link to that"
+            ))
+        } else if first.id != id {
+            Some(format!("inode {ino} is also {first_name}, which has other metadata: the kernel would hard-link them"))
+        } else if has_data && first.data_seen {
+            Some(format!("inode {ino} is also {first_name}, and both carry data: distinct files share an inode number"))
+        } else {
+            None
+        };
+        first.data_seen |= has_data;
+        m
+    }
+}
+
 impl Visitor for Checker {
     fn segment(&mut self, s: &Segment) -> Result<()> {
         self.segments += 1;
@@ -88,89 +159,27 @@ impl Visitor for Checker {
             None => format!("segment {} stream offset {}", e.segment, e.stream_offset),
         };
         let name = e.name_lossy();
-        let kind = h.kind();
-        let (reg, link) = (kind == Some(FileKind::Regular), kind == Some(FileKind::Symlink));
-        let mut problem = |m: String| self.problems.push(format!("{at}: {name}: {m}"));
-        if link && !symlink_len_ok(h.filesize.into()) {
-            problem(format!("symlink target size {} is outside 1..=4096: the kernel skips it", h.filesize));
-        } else if link {
-            let mut raw = Vec::new();
-            data.read_to_end(&mut raw)?;
-            let target = symlink_target(&raw);
-            if target.is_empty() {
-                problem("symlink target is empty: the kernel cannot create it".into());
-            } else if target.len() >= PATH_MAX as usize {
-                problem(format!("symlink target of {} bytes: the kernel's limit is 4095 (ENAMETOOLONG)", target.len()));
-            }
-        } else if !reg && h.filesize != 0 {
-            problem(format!(
+        let mut found = Vec::new();
+        match h.kind() {
+            Some(FileKind::Symlink) => found.extend(symlink_problem(h, data)?),
+            Some(FileKind::Regular) => {}
+            _ if h.filesize != 0 => found.push(format!(
                 "a {} with {} bytes of data: the kernel skips it",
                 leanrd_newc::kind_name(h.mode),
                 h.filesize
-            ));
+            )),
+            _ => {}
         }
+        let problems: Vec<String> = found.drain(..).map(|m| format!("{at}: {name}: {m}")).collect();
+        self.problems.extend(problems);
         self.names_problems(e, &at);
-        let at_now = at.clone();
-        let mut problem = |m: String| self.problems.push(format!("{at_now}: {name}: {m}"));
-        // The kernel verifies the checksum of regular files' data only (GNU cpio -H crc and
-        // gen_init_cpio -c store 0 for symlinks).
-        if h.crc && reg {
-            let mut sum = 0u32;
-            let mut buf = vec![0u8; 1 << 16];
-            loop {
-                let n = data.read(&mut buf)?;
-                if n == 0 {
-                    break;
-                }
-                sum = checksum_update(sum, &buf[..n]);
-            }
-            if sum != h.check {
-                problem(format!("checksum {:08x} does not match the data ({sum:08x}): the kernel stops here", h.check));
+        if h.kind() == Some(FileKind::Regular) {
+            found.extend(checksum_problem(h, data)?);
+            if h.nlink >= 2 {
+                found.extend(self.link_problem(e, &at));
             }
         }
-        if reg && h.nlink >= 2 {
-            let key = (h.dev_major, h.dev_minor, h.ino);
-            let id = Ident { mode: h.mode, uid: h.uid, gid: h.gid, mtime: h.mtime };
-            let has_data = h.filesize > 0;
-            let canon = canonical(&e.name).into_owned();
-            match self.links.get_mut(&key) {
-                None => {
-                    self.links.insert(key, Link { id, data_seen: has_data, name: name.clone(), canon, at });
-                }
-                Some(first) => {
-                    let first_name = &first.name;
-                    // The kernel links to whatever has the first member's name now.
-                    let now = self.names.get(&first.canon).map(|(_, tag)| tag.as_ref() == Some(&first.at));
-                    let m = if now.is_none() {
-                        Some(format!(
-                            "inode {} is also {first_name}, which was not created: the kernel drops this one too",
-                            h.ino
-                        ))
-                    } else if now == Some(false) {
-                        Some(format!(
-                            "inode {} is also {first_name}, which a later entry replaced: the kernel would link to that",
-                            h.ino
-                        ))
-                    } else if first.id != id {
-                        Some(format!(
-                            "inode {} is also {first_name}, which has other metadata: the kernel would hard-link them",
-                            h.ino
-                        ))
-                    } else if has_data && first.data_seen {
-                        Some(format!(
-                            "inode {} is also {first_name}, and both carry data: distinct files share an inode number",
-                            h.ino
-                        ))
-                    } else {
-                        None
-                    };
-                    first.data_seen |= has_data;
-                    if let Some(m) = m {
-                        self.problems.push(format!("{}: {name}: {m}", at_now));
-                    }
-                }
-            }
-        }
+        self.problems.extend(found.into_iter().map(|m| format!("{at}: {name}: {m}")));
         Ok(())
     }
 

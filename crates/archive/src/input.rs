@@ -103,17 +103,75 @@ pub fn tree(root: &Path) -> Result<Sources> {
     Ok(Sources::Tree { root: Arc::from(root), names })
 }
 
+/// GNU cpio's inode numbering and hard-link deferral (see the module doc): one inode per
+/// file, members of a link set held back until the last one, which carries the data.
+struct Links {
+    next_ino: u32,
+    inos: HashMap<(u64, u64), u32>,
+    /// Held-back members: GNU cpio prepends to its list; here the newest is last.
+    deferred: Vec<((u64, u64), Entry)>,
+}
+
+impl Links {
+    fn ino(&mut self, key: (u64, u64), in_set: bool) -> u32 {
+        let next = &mut self.next_ino;
+        let mut fresh = || {
+            *next += 1;
+            *next - 1
+        };
+        if in_set { *self.inos.entry(key).or_insert_with(fresh) } else { fresh() }
+    }
+
+    /// A member of a link set with `nlink` links: held back, or with the others flushed.
+    fn place(&mut self, key: (u64, u64), nlink: u64, entry: Entry, out: &mut Vec<Entry>) {
+        let seen = self.deferred.iter().filter(|d| d.0 == key).count() as u64;
+        if seen + 1 < nlink {
+            self.deferred.push((key, entry));
+            return;
+        }
+        // The last link: flush the held-back ones (newest first), then this one with data.
+        let mut i = self.deferred.len();
+        while i > 0 {
+            i -= 1;
+            if self.deferred[i].0 == key {
+                let mut e = self.deferred.remove(i).1;
+                e.data = Data::None;
+                out.push(e);
+            }
+        }
+        out.push(entry);
+    }
+
+    /// Sets with members missing from the input: newest first, data on the last of each set.
+    fn finish(mut self, out: &mut Vec<Entry>) {
+        while let Some((key, mut e)) = self.deferred.pop() {
+            if self.deferred.iter().any(|d| d.0 == key) {
+                e.data = Data::None;
+            }
+            out.push(e);
+        }
+    }
+}
+
+/// Where an entry's data comes from: a regular file's source, a symlink's target.
+fn data_of(kind: Option<FileKind>, root: &Option<Arc<Path>>, path: Cow<Path>, size: u64) -> Result<Data> {
+    Ok(match kind {
+        Some(FileKind::Regular) => match root {
+            Some(r) => Data::Tree { root: r.clone(), size: newc_size(&path, size)? },
+            None => Data::file(path.into_owned(), size)?,
+        },
+        Some(FileKind::Symlink) => {
+            let target = fs::read_link(&path).with_context(|| format!("{}: cannot read symlink", path.display()))?;
+            Data::inline(target.into_os_string().into_vec())
+        }
+        _ => Data::None,
+    })
+}
+
 /// `lstat` every source and build entries in archive order, with GNU cpio's inode
 /// numbering and hard-link deferral (see the module doc).
 pub fn entries(sources: Sources, norm: &Normalize) -> Result<Vec<Entry>> {
-    struct Pending {
-        key: (u64, u64),
-        entry: Entry,
-    }
-    let mut next_ino = norm.first_ino;
-    let mut link_inos: HashMap<(u64, u64), u32> = HashMap::new();
-    // GNU cpio keeps deferred links in a list it prepends to; here the newest is last.
-    let mut deferred: Vec<Pending> = Vec::new();
+    let mut links = Links { next_ino: norm.first_ino, inos: HashMap::new(), deferred: Vec::new() };
     type Items = Box<dyn Iterator<Item = (Box<[u8]>, usize)>>;
     let (root, items, origin): (Option<Arc<Path>>, Items, String) = match sources {
         Sources::Tree { root, names } => (Some(root), Box::new(Draining::new(names).map(|n| (n, 0))), String::new()),
@@ -123,68 +181,23 @@ pub fn entries(sources: Sources, norm: &Normalize) -> Result<Vec<Entry>> {
     for (raw, line) in items {
         let (path, name): (Cow<Path>, Box<[u8]>) = match &root {
             Some(r) => (Cow::Owned(r.join(OsStr::from_bytes(&raw))), raw),
-            None => {
-                let name: Box<[u8]> = cpio_name(&raw).into();
-                (Cow::Owned(PathBuf::from(OsStr::from_bytes(&raw))), name)
-            }
+            None => (Cow::Owned(PathBuf::from(OsStr::from_bytes(&raw))), cpio_name(&raw).into()),
         };
         let at = || if line > 0 { format!("{origin}:{line}: ") } else { String::new() };
         check_name(&name).map_err(|m| anyhow!("{}{}: {m}", at(), path.display()))?;
         let md = fs::symlink_metadata(&path).with_context(|| format!("{}{}: cannot stat", at(), path.display()))?;
         let kind = FileKind::from_mode(md.mode());
-        let is_link_set = kind == Some(FileKind::Regular) && md.nlink() > 1;
+        let in_set = kind == Some(FileKind::Regular) && md.nlink() > 1;
         let key = (md.dev(), md.ino());
-        let ino = if is_link_set {
-            *link_inos.entry(key).or_insert_with(|| {
-                next_ino += 1;
-                next_ino - 1
-            })
+        let ino = links.ino(key, in_set);
+        let entry = norm.entry_from_metadata(name, &md, ino, data_of(kind, &root, path, md.len())?);
+        if in_set {
+            links.place(key, md.nlink(), entry, &mut out);
         } else {
-            next_ino += 1;
-            next_ino - 1
-        };
-        let data = match kind {
-            Some(FileKind::Regular) => match &root {
-                Some(r) => Data::Tree { root: r.clone(), size: newc_size(&path, md.len())? },
-                None => Data::file(path.into_owned(), md.len())?,
-            },
-            Some(FileKind::Symlink) => {
-                let target =
-                    fs::read_link(&path).with_context(|| format!("{}: cannot read symlink", path.display()))?;
-                Data::inline(target.into_os_string().into_vec())
-            }
-            _ => Data::None,
-        };
-        let entry = norm.entry_from_metadata(name, &md, ino, data);
-        if !is_link_set {
             out.push(entry);
-            continue;
-        }
-        let seen = deferred.iter().filter(|d| d.key == key).count() as u64;
-        if seen + 1 == md.nlink() {
-            // The last link: flush the held-back ones (newest first), then this one with data.
-            let mut i = deferred.len();
-            while i > 0 {
-                i -= 1;
-                if deferred[i].key == key {
-                    let mut e = deferred.remove(i).entry;
-                    e.data = Data::None;
-                    out.push(e);
-                }
-            }
-            out.push(entry);
-        } else {
-            deferred.push(Pending { key, entry });
         }
     }
-    // Sets with members missing from the input: newest first, data on the last of each set.
-    while let Some(p) = deferred.pop() {
-        let mut e = p.entry;
-        if deferred.iter().any(|d| d.key == p.key) {
-            e.data = Data::None;
-        }
-        out.push(e);
-    }
+    links.finish(&mut out);
     // A path list can name anything; a tree cannot hold a name under a file (and the
     // writer checks again either way).
     if root.is_none()

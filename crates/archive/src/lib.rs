@@ -5,6 +5,21 @@
 //! alignment, filler entries where the name cap forbids it); [`write`] puts the bytes in place,
 //! cloning file data with `FICLONERANGE`/`copy_file_range` where it can. [`read`] streams
 //! images back, segment by segment, for `ls`, `extract`, `check`.
+//!
+//! ```
+//! use leanrd_archive::{Layout, Normalize, check::Checker, image, layout, manifest, read};
+//! use leanrd_compress::{Format, Spec};
+//!
+//! let text = b"dir /etc 755 0 0\nslink /etc/mtab /proc/mounts 777 0 0\n";
+//! let entries = manifest::parse(text, "example", &Normalize::default(), &|_| None)?;
+//! let layout = Layout::plan(entries, layout::Options::default())?;
+//! let mut img = Vec::new();
+//! image::write_compressed(&layout, Spec::new(Format::Zstd), 1, &mut img)?;
+//! let mut checker = Checker::new();
+//! read::read_image(&img[..], &mut checker)?;
+//! assert!(checker.problems.is_empty());
+//! # anyhow::Ok(())
+//! ```
 
 pub mod check;
 pub mod entry;
@@ -17,6 +32,7 @@ pub mod manifest;
 pub mod names;
 pub mod output;
 pub mod read;
+mod source;
 pub mod write;
 
 pub use entry::{Data, Entry, Normalize};

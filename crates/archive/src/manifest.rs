@@ -35,6 +35,153 @@ pub struct ManifestError {
     pub msg: String,
 }
 
+/// One manifest line split into fields, with what its errors need.
+struct Line<'a> {
+    f: Vec<&'a [u8]>,
+    origin: &'a str,
+    number: usize,
+    norm: &'a Normalize,
+}
+
+fn word(w: &[u8]) -> String {
+    String::from_utf8_lossy(w).into_owned()
+}
+
+impl Line<'_> {
+    fn err(&self, msg: String) -> ManifestError {
+        ManifestError { file: self.origin.to_string(), line: self.number, msg }
+    }
+
+    /// At least `n` fields (the type word included).
+    fn want(&self, n: usize, usage: &str) -> Result<(), ManifestError> {
+        if self.f.len() < n {
+            return Err(self.err(format!("'{}' needs {} fields: {usage}", word(self.f[0]), n - 1)));
+        }
+        Ok(())
+    }
+
+    /// Exactly `n` fields.
+    fn exact(&self, n: usize, usage: &str) -> Result<(), ManifestError> {
+        self.want(n, usage)?;
+        if self.f.len() > n {
+            let (kind, found) = (word(self.f[0]), self.f.len() - 1);
+            return Err(self.err(format!("'{kind}' takes {} fields, found {found}: {usage}", n - 1)));
+        }
+        Ok(())
+    }
+
+    /// A name as the kernel resolves it: `/a//b/./c/` is `a/b/c`.
+    fn name(&self, s: &[u8]) -> Result<Vec<u8>, ManifestError> {
+        check_name(s).map_err(|m| self.err(format!("{}: {m}", word(s))))?;
+        let n = canonical(s).into_owned();
+        if n.is_empty() {
+            return Err(self.err(format!("{}: names the archive's root, which is not an entry", word(s))));
+        }
+        Ok(n)
+    }
+
+    fn text(&self, s: &[u8], what: &str) -> Result<String, ManifestError> {
+        String::from_utf8(s.to_vec()).map_err(|_| self.err(format!("{what} {:?} is not text", word(s))))
+    }
+
+    fn mode(&self, s: &[u8]) -> Result<u32, ManifestError> {
+        let s = self.text(s, "mode")?;
+        let m = u32::from_str_radix(&s, 8).map_err(|_| self.err(format!("mode {s:?} is not an octal number")))?;
+        if m > 0o7777 {
+            return Err(self.err(format!("mode {s} has bits beyond 07777")));
+        }
+        Ok(m)
+    }
+
+    fn num(&self, s: &[u8], what: &str) -> Result<u32, ManifestError> {
+        let t = self.text(s, what)?;
+        t.parse::<u32>().map_err(|_| self.err(format!("{what} {t:?} is not a number")))
+    }
+
+    /// An entry from NAME MODE UID GID at fields `at`, `at + 1`, ...: `mode_at` is where the
+    /// mode is (after a LOCATION or TARGET for files and symlinks).
+    fn entry(&self, name: Vec<u8>, kind: FileKind, mode_at: usize, ino: u32) -> Result<Entry, ManifestError> {
+        let (uid, gid) = self.norm.owner(self.num(self.f[mode_at + 1], "uid")?, self.num(self.f[mode_at + 2], "gid")?);
+        let mut e = Entry::new(name, kind, self.mode(self.f[mode_at])?, Data::None);
+        (e.uid, e.gid, e.mtime, e.ino, e.nlink) = (uid, gid, self.norm.synthetic_mtime(), ino, 1);
+        Ok(e)
+    }
+
+    /// `file NAME LOCATION MODE UID GID [HARDLINK...]`: one entry per name, data on the last.
+    fn file(&self, ino: u32, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Entry>, ManifestError> {
+        self.want(6, "file NAME LOCATION MODE UID GID [HARDLINK...]")?;
+        let loc = expand(self.f[2], lookup).map_err(|m| self.err(m))?;
+        let md = fs::metadata(&loc).map_err(|e| self.err(format!("{}: {e}", loc.display())))?;
+        if !md.is_file() {
+            return Err(self.err(format!("{}: not a regular file", loc.display())));
+        }
+        let data = Data::file(loc, md.len()).map_err(|e| self.err(e.to_string()))?;
+        let names = std::iter::once(self.f[1]).chain(self.f[6..].iter().copied());
+        let names: Vec<Vec<u8>> = names.map(|n| self.name(n)).collect::<Result<_, _>>()?;
+        let mut out = Vec::new();
+        for n in names {
+            let mut e = self.entry(n, FileKind::Regular, 3, ino)?;
+            e.mtime = self.norm.mtime(md.mtime());
+            out.push(e);
+        }
+        let nlink = out.len() as u32;
+        for e in &mut out {
+            e.nlink = nlink;
+        }
+        out.last_mut().expect("a name").data = data;
+        Ok(out)
+    }
+
+    /// The entries of this line.
+    fn entries(&self, ino: u32, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Entry>, ManifestError> {
+        let e = match self.f[0] {
+            b"file" => return self.file(ino, lookup),
+            b"dir" => {
+                self.exact(5, "dir NAME MODE UID GID")?;
+                let mut e = self.entry(self.name(self.f[1])?, FileKind::Dir, 2, ino)?;
+                e.nlink = 2;
+                e
+            }
+            b"nod" => {
+                self.exact(8, "nod NAME MODE UID GID b|c MAJ MIN")?;
+                let kind = match self.f[5] {
+                    b"b" => FileKind::BlockDev,
+                    b"c" => FileKind::CharDev,
+                    other => return Err(self.err(format!("device type {:?} is not b or c", word(other)))),
+                };
+                let mut e = self.entry(self.name(self.f[1])?, kind, 2, ino)?;
+                e.rdev_major = self.num(self.f[6], "major")?;
+                e.rdev_minor = self.num(self.f[7], "minor")?;
+                e
+            }
+            b"slink" => {
+                self.exact(6, "slink NAME TARGET MODE UID GID")?;
+                let target = self.f[2].to_vec();
+                if !symlink_len_ok(target.len() as u64) {
+                    let n = target.len();
+                    return Err(self.err(format!("symlink target of {n} bytes (the kernel allows 1 to {PATH_MAX})")));
+                }
+                let mut e = self.entry(self.name(self.f[1])?, FileKind::Symlink, 3, ino)?;
+                e.data = Data::inline(target);
+                e
+            }
+            b"pipe" | b"sock" => {
+                let usage = format!("{} NAME MODE UID GID", word(self.f[0]));
+                self.exact(5, &usage)?;
+                let kind = if self.f[0] == b"pipe" { FileKind::Fifo } else { FileKind::Socket };
+                self.entry(self.name(self.f[1])?, kind, 2, ino)?
+            }
+            other => {
+                return Err(self.err(format!(
+                    "unknown entry type {:?} (expected file, dir, nod, slink, pipe or sock)",
+                    word(other)
+                )));
+            }
+        };
+        Ok(vec![e])
+    }
+}
+
 /// Parse a whole manifest. `origin` names it in errors; `lookup` resolves `${VAR}`.
 /// Nothing is returned unless every line is valid. The text is bytes: names and locations
 /// need not be UTF-8 (gen_init_cpio takes any bytes but NUL and white space).
@@ -50,139 +197,21 @@ pub fn parse(
     let mut names = HashMap::new();
     let mut ino = norm.first_ino;
     for (i, raw) in text.split(|&b| b == b'\n').enumerate() {
-        let err = |msg: String| ManifestError { file: origin.to_string(), line: i + 1, msg };
         let line = raw.trim_ascii();
         if line.is_empty() || line.starts_with(b"#") {
             continue;
         }
+        let f = line.split(|b| b.is_ascii_whitespace()).filter(|w| !w.is_empty()).collect();
+        let l = Line { f, origin, number: i + 1, norm };
         if line.contains(&0) {
-            return Err(err("NUL byte in the line".into()));
+            return Err(l.err("NUL byte in the line".into()));
         }
-        let f: Vec<&[u8]> = line.split(|b| b.is_ascii_whitespace()).filter(|w| !w.is_empty()).collect();
-        let word = |w: &[u8]| String::from_utf8_lossy(w).into_owned();
-        let kind = word(f[0]);
-        let want = |n: usize, usage: &str| -> Result<(), ManifestError> {
-            if f.len() < n { Err(err(format!("'{kind}' needs {} fields: {usage}", n - 1))) } else { Ok(()) }
-        };
-        let exact = |n: usize, usage: &str| -> Result<(), ManifestError> {
-            want(n, usage)?;
-            if f.len() > n {
-                return Err(err(format!("'{kind}' takes {} fields, found {}: {usage}", n - 1, f.len() - 1)));
-            }
-            Ok(())
-        };
-        // Names are stored as the kernel resolves them: `/a//b/./c/` is `a/b/c`.
-        let name = |s: &[u8]| -> Result<Vec<u8>, ManifestError> {
-            check_name(s).map_err(|m| err(format!("{}: {m}", word(s))))?;
-            let n = canonical(s).into_owned();
-            if n.is_empty() {
-                return Err(err(format!("{}: names the archive's root, which is not an entry", word(s))));
-            }
-            Ok(n)
-        };
-        let text = |s: &[u8], what: &str| -> Result<String, ManifestError> {
-            String::from_utf8(s.to_vec()).map_err(|_| err(format!("{what} {:?} is not text", word(s))))
-        };
-        let mode = |s: &[u8]| -> Result<u32, ManifestError> {
-            let s = text(s, "mode")?;
-            let m = u32::from_str_radix(&s, 8).map_err(|_| err(format!("mode {s:?} is not an octal number")))?;
-            if m > 0o7777 {
-                return Err(err(format!("mode {s} has bits beyond 07777")));
-            }
-            Ok(m)
-        };
-        let num = |s: &[u8], what: &str| -> Result<u32, ManifestError> {
-            let t = text(s, what)?;
-            t.parse::<u32>().map_err(|_| err(format!("{what} {t:?} is not a number")))
-        };
-        let mut push = |e: Entry| -> Result<(), ManifestError> {
+        for e in l.entries(ino, lookup)? {
             if let Some(first) = names.insert(e.name.clone(), i + 1) {
-                return Err(err(format!("{} is listed twice (first on line {first})", word(&e.name))));
+                return Err(l.err(format!("{} is listed twice (first on line {first})", word(&e.name))));
             }
             out.push(e);
             lines.push(i + 1);
-            Ok(())
-        };
-        let mtime = norm.synthetic_mtime();
-        let base = |name: Vec<u8>,
-                    kind: FileKind,
-                    perm: u32,
-                    uid: &[u8],
-                    gid: &[u8],
-                    ino: u32|
-         -> Result<Entry, ManifestError> {
-            let (uid, gid) = norm.owner(num(uid, "uid")?, num(gid, "gid")?);
-            let mut e = Entry::new(name, kind, perm, Data::None);
-            (e.uid, e.gid, e.mtime, e.ino, e.nlink) = (uid, gid, mtime, ino, 1);
-            Ok(e)
-        };
-        match f[0] {
-            b"file" => {
-                want(6, "file NAME LOCATION MODE UID GID [HARDLINK...]")?;
-                let loc = expand(f[2], lookup).map_err(err)?;
-                let md = fs::metadata(&loc).map_err(|e| err(format!("{}: {e}", loc.display())))?;
-                if !md.is_file() {
-                    return Err(err(format!("{}: not a regular file", loc.display())));
-                }
-                let data = Data::file(loc, md.len()).map_err(|e| err(e.to_string()))?;
-                let mut all = vec![name(f[1])?];
-                for l in &f[6..] {
-                    all.push(name(l)?);
-                }
-                let nlink = all.len() as u32;
-                let last = all.len() - 1;
-                for (k, n) in all.into_iter().enumerate() {
-                    let mut e = base(n, FileKind::Regular, mode(f[3])?, f[4], f[5], ino)?;
-                    e.nlink = nlink;
-                    e.mtime = norm.mtime(md.mtime());
-                    if k == last {
-                        e.data = data.clone();
-                    }
-                    push(e)?;
-                }
-            }
-            b"dir" => {
-                exact(5, "dir NAME MODE UID GID")?;
-                let mut e = base(name(f[1])?, FileKind::Dir, mode(f[2])?, f[3], f[4], ino)?;
-                e.nlink = 2;
-                push(e)?;
-            }
-            b"nod" => {
-                exact(8, "nod NAME MODE UID GID b|c MAJ MIN")?;
-                let kind = match f[5] {
-                    b"b" => FileKind::BlockDev,
-                    b"c" => FileKind::CharDev,
-                    other => return Err(err(format!("device type {:?} is not b or c", word(other)))),
-                };
-                let mut e = base(name(f[1])?, kind, mode(f[2])?, f[3], f[4], ino)?;
-                e.rdev_major = num(f[6], "major")?;
-                e.rdev_minor = num(f[7], "minor")?;
-                push(e)?;
-            }
-            b"slink" => {
-                exact(6, "slink NAME TARGET MODE UID GID")?;
-                let target = f[2].to_vec();
-                if !symlink_len_ok(target.len() as u64) {
-                    return Err(err(format!(
-                        "symlink target of {} bytes (the kernel allows 1 to {PATH_MAX})",
-                        target.len()
-                    )));
-                }
-                let mut e = base(name(f[1])?, FileKind::Symlink, mode(f[3])?, f[4], f[5], ino)?;
-                e.data = Data::inline(target);
-                push(e)?;
-            }
-            b"pipe" => {
-                exact(5, "pipe NAME MODE UID GID")?;
-                push(base(name(f[1])?, FileKind::Fifo, mode(f[2])?, f[3], f[4], ino)?)?;
-            }
-            b"sock" => {
-                exact(5, "sock NAME MODE UID GID")?;
-                push(base(name(f[1])?, FileKind::Socket, mode(f[2])?, f[3], f[4], ino)?)?;
-            }
-            _ => {
-                return Err(err(format!("unknown entry type {kind:?} (expected file, dir, nod, slink, pipe or sock)")));
-            }
         }
         ino += 1;
     }

@@ -4,166 +4,33 @@
 //! Encoders are streaming `Write`s. Where the format allows, they use several threads and
 //! give the same bytes whatever the thread count: zstd and xz always run their library's
 //! multi-threaded mode; gzip, lz4 and lzo compress fixed-size chunks independently.
+//!
+//! ```
+//! use std::io::Read;
+//! use leanrd_compress::{Format, Spec, compress_vec, decoder};
+//!
+//! let data = b"070701 and more".repeat(1000);
+//! let packed = compress_vec("xz:6".parse::<Spec>()?, 2, &data)?;
+//! assert_eq!(Format::detect(&packed), Some(Format::Xz));
+//! let mut back = Vec::new();
+//! decoder(Format::Xz, &packed[..])?.read_to_end(&mut back)?;
+//! assert_eq!(back, data);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod chunked;
+mod format;
 pub mod framing;
 mod lz4legacy;
 mod lzop;
 mod pgzip;
 
-use std::fmt;
 use std::io::{self, BufRead, Read, Write};
-use std::str::FromStr;
 
+pub use format::{Format, Spec};
 pub use lz4legacy::{LZ4_LEGACY_MAGIC, Lz4LegacyDecoder, Lz4LegacyEncoder};
 pub use lzop::{LzopDecoder, LzopEncoder};
 pub use pgzip::ParallelGzEncoder;
-
-/// A compression format the kernel recognises by its first bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Format {
-    None,
-    Gzip,
-    Bzip2,
-    Lzma,
-    Xz,
-    Lzo,
-    Lz4,
-    Zstd,
-}
-
-impl Format {
-    pub const ALL: [Format; 8] =
-        [Format::None, Format::Zstd, Format::Lz4, Format::Xz, Format::Gzip, Format::Bzip2, Format::Lzma, Format::Lzo];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::None => "none",
-            Format::Gzip => "gzip",
-            Format::Bzip2 => "bzip2",
-            Format::Lzma => "lzma",
-            Format::Xz => "xz",
-            Format::Lzo => "lzo",
-            Format::Lz4 => "lz4",
-            Format::Zstd => "zstd",
-        }
-    }
-
-    /// Recognise a compressed stream by its magic, as `lib/decompress.c` does.
-    pub fn detect(head: &[u8]) -> Option<Format> {
-        let m = |p: &[u8]| head.starts_with(p);
-        Some(if m(&[0x1f, 0x8b]) || m(&[0x1f, 0x9e]) {
-            Format::Gzip
-        } else if m(b"BZh") {
-            Format::Bzip2
-        } else if m(&[0x5d, 0x00, 0x00]) {
-            Format::Lzma
-        } else if m(&[0xfd, b'7', b'z', b'X', b'Z', 0x00]) {
-            Format::Xz
-        } else if m(&[0x89, b'L', b'Z', b'O', 0x00]) {
-            Format::Lzo
-        } else if m(&LZ4_LEGACY_MAGIC.to_le_bytes()) {
-            Format::Lz4
-        } else if m(&[0x28, 0xb5, 0x2f, 0xfd]) {
-            Format::Zstd
-        } else {
-            return None;
-        })
-    }
-
-    /// Level used when none is given.
-    pub fn default_level(self) -> i32 {
-        match self {
-            Format::Zstd => 3,
-            Format::Xz | Format::Lzma => 6,
-            Format::Gzip => 6,
-            Format::Bzip2 => 9,
-            Format::Lz4 | Format::Lzo | Format::None => 1,
-        }
-    }
-
-    /// Valid levels.
-    pub fn levels(self) -> (i32, i32) {
-        match self {
-            Format::Zstd => (1, 22),
-            Format::Xz | Format::Lzma => (0, 9),
-            Format::Gzip | Format::Bzip2 => (1, 9),
-            Format::Lzo => (1, 9),
-            Format::Lz4 | Format::None => (1, 1),
-        }
-    }
-
-    /// Zero bytes the kernel needs after a segment of this format before anything else:
-    /// the lz4 legacy frame has no end marker, so a following segment must be preceded by
-    /// at least four zero bytes.
-    pub fn trailing_zeros(self) -> u64 {
-        if self == Format::Lz4 { 4 } else { 0 }
-    }
-}
-
-impl fmt::Display for Format {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A format and level, written `FORMAT[:LEVEL]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Spec {
-    pub format: Format,
-    pub level: i32,
-}
-
-impl Spec {
-    pub fn new(format: Format) -> Spec {
-        Spec { format, level: format.default_level() }
-    }
-}
-
-impl fmt::Display for Spec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if matches!(self.format, Format::None | Format::Lz4) {
-            write!(f, "{}", self.format)
-        } else {
-            write!(f, "{}:{}", self.format, self.level)
-        }
-    }
-}
-
-impl FromStr for Spec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Spec, String> {
-        let (name, level) = match s.split_once(':') {
-            Some((n, l)) => (n, Some(l)),
-            None => (s, None),
-        };
-        let format = match name {
-            "none" | "cat" => Format::None,
-            "gzip" | "gz" => Format::Gzip,
-            "bzip2" | "bz2" => Format::Bzip2,
-            "lzma" => Format::Lzma,
-            "xz" => Format::Xz,
-            "lzo" | "lzop" => Format::Lzo,
-            "lz4" => Format::Lz4,
-            "zstd" | "zst" => Format::Zstd,
-            _ => {
-                return Err(format!("unknown compression {name:?} (none, zstd, lz4, xz, gzip, bzip2, lzma, lzo)"));
-            }
-        };
-        let level = match level {
-            None => format.default_level(),
-            Some(l) => {
-                let v: i32 = l.parse().map_err(|_| format!("compression level {l:?} is not a number"))?;
-                let (lo, hi) = format.levels();
-                if v < lo || v > hi {
-                    return Err(format!("{name} level {v} is outside {lo}..={hi}"));
-                }
-                v
-            }
-        };
-        Ok(Spec { format, level })
-    }
-}
 
 /// A streaming compressor; call [`Encoder::finish`] to write the end of the stream.
 pub trait Encoder: Write + Send {

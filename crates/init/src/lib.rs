@@ -27,6 +27,7 @@ pub mod diagnose;
 pub mod log;
 pub mod modules;
 pub mod probe;
+pub mod process;
 pub mod root;
 pub mod stack;
 pub mod switch_root;

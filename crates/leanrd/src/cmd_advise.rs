@@ -156,27 +156,95 @@ fn writable(dir: &Path) -> bool {
     ok
 }
 
+/// The uncompressed archive to measure, in the directory measured: the input tree archived,
+/// or the input image decompressed.
+fn raw_archive(a: &AdviseArgs, dir: &Path) -> Result<Scratch> {
+    let raw = Scratch(dir.join(format!(".leanrd-advise-{}-raw", std::process::id())));
+    let mut out = File::create(&raw.0).with_context(|| format!("{}: cannot create", raw.0.display()))?;
+    if a.input.is_dir() {
+        let entries = input::entries(input::tree(&a.input)?, &Normalize::from_env())?;
+        let l = Layout::plan(entries, layout::Options::default())?;
+        let mut w = BufWriter::new(&out);
+        write::write_stream(&l, &mut w)?;
+        w.flush()?;
+    } else {
+        decompress_image(&a.input, &mut out)?;
+    }
+    Ok(raw)
+}
+
+const METHOD: &str = "read: cold (fsync + posix_fadvise DONTNEED) from the target directory; decompress: \
+    leanrd's userspace decoder on one thread. The kernel's decoders are slower in absolute terms, and more so \
+    for xz/bzip2/lzma, but rank the formats alike (under QEMU TCG: none 0.75 s, lz4 1.16 s, zstd 2.21 s, gzip \
+    3.11 s, xz 15.7 s for 107 MB); unpacking into the rootfs costs the same for every candidate and is not \
+    counted.";
+
+/// Why the first row (fastest to load) is recommended.
+fn reason(rows: &[Row]) -> String {
+    let best = &rows[0];
+    let smallest = rows.iter().min_by_key(|r| r.size).expect("rows");
+    if best.spec == smallest.spec {
+        return format!("{} loads fastest and is also the smallest", best.spec);
+    }
+    format!(
+        "{} loads fastest ({:.1} ms read + {:.1} ms decompress); the smallest, {}, is {:.0} % smaller but takes \
+         {:.1} ms more to load",
+        best.spec,
+        ms(best.read),
+        ms(best.decompress),
+        smallest.spec,
+        100.0 * (1.0 - smallest.size as f64 / best.size as f64),
+        ms(smallest.load()) - ms(best.load())
+    )
+}
+
+fn print_json(a: &AdviseArgs, dir: &Path, size_in: u64, rows: &[Row], reason: &str) -> Result<()> {
+    let v: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            json!({"candidate": r.spec.to_string(), "format": r.spec.format.name(), "level": r.spec.level,
+                   "size": r.size, "ratio": r.size as f64 / size_in as f64,
+                   "compress_s": r.compress.as_secs_f64(), "read_ms": ms(r.read),
+                   "decompress_ms": ms(r.decompress), "load_ms": ms(r.load())})
+        })
+        .collect();
+    let out = json!({"input": a.input, "uncompressed": size_in, "directory": dir, "candidates": v,
+                     "recommended": rows[0].spec.to_string(), "reason": reason, "method": METHOD});
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+fn print_table(a: &AdviseArgs, dir: &Path, size_in: u64, rows: &[Row], reason: &str) {
+    println!("{}: {} bytes uncompressed; measured in {}", a.input.display(), size_in, dir.display());
+    println!(
+        "{:<10} {:>12} {:>7} {:>11} {:>9} {:>13} {:>11}",
+        "candidate", "size", "ratio", "compress s", "read ms", "decompress ms", "load ms"
+    );
+    for r in rows {
+        println!(
+            "{:<10} {:>12} {:>6.1}% {:>11.2} {:>9.1} {:>13.1} {:>11.1}",
+            r.spec.to_string(),
+            r.size,
+            100.0 * r.size as f64 / size_in as f64,
+            r.compress.as_secs_f64(),
+            ms(r.read),
+            ms(r.decompress),
+            ms(r.load())
+        );
+    }
+    println!("recommended: {} — {reason}", rows[0].spec);
+    println!("method: {METHOD}");
+}
+
 pub fn run(a: AdviseArgs) -> Result<ExitCode> {
     let dir = match &a.on {
         Some(d) => d.clone(),
         None if writable(Path::new("/boot")) => PathBuf::from("/boot"),
         None => a.input.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf(),
     };
-    let raw = Scratch(dir.join(format!(".leanrd-advise-{}-raw", std::process::id())));
-    {
-        let mut out = File::create(&raw.0).with_context(|| format!("{}: cannot create", raw.0.display()))?;
-        if a.input.is_dir() {
-            let entries = input::entries(input::tree(&a.input)?, &Normalize::from_env())?;
-            let l = Layout::plan(entries, layout::Options::default())?;
-            let mut w = BufWriter::new(&out);
-            write::write_stream(&l, &mut w)?;
-            w.flush()?;
-        } else {
-            decompress_image(&a.input, &mut out)?;
-        }
-    }
-    let specs: Vec<Spec> = match a.candidates {
-        Some(c) => c,
+    let raw = raw_archive(&a, &dir)?;
+    let specs: Vec<Spec> = match &a.candidates {
+        Some(c) => c.clone(),
         None => DEFAULT.iter().map(|s| s.parse().expect("valid default")).collect(),
     };
     if specs.is_empty() {
@@ -194,61 +262,12 @@ pub fn run(a: AdviseArgs) -> Result<ExitCode> {
         eprint!("\r{:30}\r", "");
     }
     rows.sort_by_key(|r| r.load());
-    let best = &rows[0];
-    let how = "read: cold (fsync + posix_fadvise DONTNEED) from the target directory; decompress: \
-               leanrd's userspace decoder on one thread. The kernel's decoders are slower in absolute \
-               terms, and more so for xz/bzip2/lzma, but rank the formats alike (under QEMU TCG: none \
-               0.75 s, lz4 1.16 s, zstd 2.21 s, gzip 3.11 s, xz 15.7 s for 107 MB); unpacking into the \
-               rootfs costs the same for every candidate and is not counted.";
-    let smallest = rows.iter().min_by_key(|r| r.size).expect("rows");
-    let reason = if best.spec == smallest.spec {
-        format!("{} loads fastest and is also the smallest", best.spec)
-    } else {
-        format!(
-            "{} loads fastest ({:.1} ms read + {:.1} ms decompress); the smallest, {}, is {:.0} % smaller but \
-             takes {:.1} ms more to load",
-            best.spec,
-            ms(best.read),
-            ms(best.decompress),
-            smallest.spec,
-            100.0 * (1.0 - smallest.size as f64 / best.size as f64),
-            ms(smallest.load()) - ms(best.load())
-        )
-    };
+    let reason = reason(&rows);
     if a.json {
-        let v: Vec<_> = rows
-            .iter()
-            .map(|r| {
-                json!({"candidate": r.spec.to_string(), "format": r.spec.format.name(), "level": r.spec.level,
-                       "size": r.size, "ratio": r.size as f64 / size_in as f64,
-                       "compress_s": r.compress.as_secs_f64(), "read_ms": ms(r.read),
-                       "decompress_ms": ms(r.decompress), "load_ms": ms(r.load())})
-            })
-            .collect();
-        let out = json!({"input": a.input, "uncompressed": size_in, "directory": dir, "candidates": v,
-                         "recommended": best.spec.to_string(), "reason": reason, "method": how});
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(ExitCode::SUCCESS);
+        print_json(&a, &dir, size_in, &rows, &reason)?;
+    } else {
+        print_table(&a, &dir, size_in, &rows, &reason);
     }
-    println!("{}: {} bytes uncompressed; measured in {}", a.input.display(), size_in, dir.display());
-    println!(
-        "{:<10} {:>12} {:>7} {:>11} {:>9} {:>13} {:>11}",
-        "candidate", "size", "ratio", "compress s", "read ms", "decompress ms", "load ms"
-    );
-    for r in &rows {
-        println!(
-            "{:<10} {:>12} {:>6.1}% {:>11.2} {:>9.1} {:>13.1} {:>11.1}",
-            r.spec.to_string(),
-            r.size,
-            100.0 * r.size as f64 / size_in as f64,
-            r.compress.as_secs_f64(),
-            ms(r.read),
-            ms(r.decompress),
-            ms(r.load())
-        );
-    }
-    println!("recommended: {} — {reason}", best.spec);
-    println!("method: {how}");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -12,7 +12,7 @@ use leanrd_archive::output::{self, AtomicFile, DEFAULT_IMAGE_MODE};
 use leanrd_archive::{Data, Entry, Normalize, manifest};
 use leanrd_compress::{Format, Spec};
 use leanrd_gen::digest::{Inputs, SegmentInputs, digest_path, inputs};
-use leanrd_gen::{Request, Settings, generate};
+use leanrd_gen::{Generated, Request, Settings, generate};
 
 #[derive(Args, Default)]
 pub struct BuildArgs {
@@ -133,87 +133,82 @@ impl BuildArgs {
     }
 }
 
-pub fn run(a: BuildArgs) -> Result<ExitCode> {
-    let start = Instant::now();
-    let sysroot = a.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
-    let cfg_path = a.config.clone().unwrap_or_else(|| sysroot.join("etc/leanrd/leanrd.toml"));
-    let file = Settings::load(&cfg_path, a.config.is_some())?;
-    let scratch = output::scratch_dir("build")?;
-    let tmp = scratch.path();
-    let r = Request::new(a.settings().over(file), tmp)?;
-    let kver = r.kver.clone();
-    progress(start, &format!("resolving for kernel {kver} ({})", if r.universal { "universal" } else { "host-only" }));
-    let g = generate(&r)?;
-    progress(start, &format!("{} entries planned, features {}", g.main.items.len(), g.features.join(" ")));
-    for w in &g.warnings {
-        eprintln!("leanrd: warning: {w}");
-    }
+/// The image's two segments as entries: early (uncompressed microcode) and main.
+struct Segments {
+    early: Vec<Entry>,
+    main: Vec<Entry>,
+}
+
+fn segments(g: &Generated) -> Result<Segments> {
     let mut norm = Normalize::from_env();
     norm.mtime = Some(norm.clamp_mtime.unwrap_or(0));
     norm.owner = Some((0, 0));
-    let mut early = match &g.early {
+    let early = match &g.early {
         Some(p) => p.entries(&norm)?,
         None => Vec::new(),
     };
-    let mut main = g.main.entries(&norm)?;
+    Ok(Segments { early, main: g.main.entries(&norm)? })
+}
 
-    if a.print_manifest {
-        // The generated files must outlive this run for the manifest to be usable: a private
-        // directory with an unpredictable name, kept.
-        let keep = tempfile::Builder::new()
-            .prefix(&format!("leanrd-manifest-{kver}-"))
-            .tempdir()
-            .context("cannot create a directory for the generated files")?
-            .keep();
-        materialise(&mut main, &keep)?;
-        keep_transformed(&mut early, tmp, &keep)?;
-        keep_transformed(&mut main, tmp, &keep)?;
-        println!("# leanrd build --print-manifest: kernel {kver}, features {}", g.features.join(" "));
-        println!("# generated and transformed files are in {}", keep.display());
-        if !early.is_empty() {
-            println!("# early segment (uncompressed):");
-            print!("{}", manifest::print(&early));
-            println!("# main segment:");
-        }
-        print!("{}", manifest::print(&main));
-        return Ok(ExitCode::SUCCESS);
+/// `--print-manifest`: the image as a gen_init_cpio manifest, with generated and transformed
+/// files kept where the manifest points.
+fn print_manifest(mut s: Segments, r: &Request, g: &Generated) -> Result<()> {
+    // The generated files must outlive this run for the manifest to be usable: a private
+    // directory with an unpredictable name, kept.
+    let keep = tempfile::Builder::new()
+        .prefix(&format!("leanrd-manifest-{}-", r.kver))
+        .tempdir()
+        .context("cannot create a directory for the generated files")?
+        .keep();
+    materialise(&mut s.main, &keep)?;
+    keep_transformed(&mut s.early, &r.tmp, &keep)?;
+    keep_transformed(&mut s.main, &r.tmp, &keep)?;
+    println!("# leanrd build --print-manifest: kernel {}, features {}", r.kver, g.features.join(" "));
+    println!("# generated and transformed files are in {}", keep.display());
+    if !s.early.is_empty() {
+        println!("# early segment (uncompressed):");
+        print!("{}", manifest::print(&s.early));
+        println!("# main segment:");
     }
+    print!("{}", manifest::print(&s.main));
+    Ok(())
+}
 
-    let out_path = r.output.clone();
-    let (compress, data_align, requested_mode) = (r.compress, r.data_align, r.image_mode);
+/// The digest of the image's inputs with its mode (a change of mode rebuilds), and the mode.
+fn digest_and_mode(s: &Segments, r: &Request) -> Result<(String, u32)> {
     let Inputs { digest, secret } = inputs(
         &[
-            SegmentInputs { entries: &early, compress: Spec::new(Format::None), data_align: None },
-            SegmentInputs { entries: &main, compress, data_align },
+            SegmentInputs { entries: &s.early, compress: Spec::new(Format::None), data_align: None },
+            SegmentInputs { entries: &s.main, compress: r.compress, data_align: r.data_align },
         ],
-        tmp,
+        &r.tmp,
     )?;
-    let mode = output::output_mode(&out_path, requested_mode, DEFAULT_IMAGE_MODE, secret.is_some());
-    if let (Some(name), Some(m)) = (&secret, requested_mode)
+    let mode = output::output_mode(&r.output, r.image_mode, DEFAULT_IMAGE_MODE, secret.is_some());
+    if let (Some(name), Some(m)) = (&secret, r.image_mode)
         && m != mode
     {
         eprintln!("leanrd: warning: image mode {m:04o} lowered to {mode:04o}: /{name} is not readable by others");
     }
-    // The mode is part of what the image is: a change of mode rebuilds.
-    let digest = format!("{digest} mode {mode:o}");
-    let dpath = digest_path(&out_path);
-    // One build at a time writes into this directory: two builds of the same image with
-    // different inputs would otherwise leave one's image beside the other's digest.
-    let _lock = output::lock_dir(&out_path)?;
-    if !a.force && out_path.exists() && fs::read_to_string(&dpath).is_ok_and(|d| d.trim() == digest) {
-        eprintln!("leanrd: {} is up to date (inputs unchanged; --force rebuilds)", out_path.display());
-        return Ok(ExitCode::SUCCESS);
-    }
-    progress(start, &format!("writing {} ({compress})", out_path.display()));
-    let out = AtomicFile::create(&out_path)?;
+    Ok((format!("{digest} mode {mode:o}"), mode))
+}
+
+/// Write the image and then its digest, atomically each, the old digest removed first: a
+/// build killed between the two renames leaves no digest, so the next build rebuilds
+/// instead of trusting a stale one.
+fn write(s: Segments, r: &Request, digest: &str, mode: u32) -> Result<Vec<image::SegmentStats>> {
+    let dpath = digest_path(&r.output);
+    let out = AtomicFile::create(&r.output)?;
     let mut segs = Vec::new();
-    if !early.is_empty() {
-        segs.push(SegmentSpec { entries: early, compress: Spec::new(Format::None), data_align: None, checksum: false });
+    if !s.early.is_empty() {
+        segs.push(SegmentSpec {
+            entries: s.early,
+            compress: Spec::new(Format::None),
+            data_align: None,
+            checksum: false,
+        });
     }
-    segs.push(SegmentSpec { entries: main, compress, data_align, checksum: false });
+    segs.push(SegmentSpec { entries: s.main, compress: r.compress, data_align: r.data_align, checksum: false });
     let stats = image::write_image(out.file(), 0, segs, r.threads)?;
-    // The old digest goes before the new image arrives: a build killed between the two
-    // renames leaves no digest, so the next build rebuilds instead of trusting a stale one.
     match fs::remove_file(&dpath) {
         Ok(()) => sync_dir(&dpath),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -225,17 +220,51 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         .with_context(|| format!("{}: cannot write", dpath.display()))?;
     // The digest is no more readable than the image.
     d.commit(mode & 0o666)?;
-    let size = fs::metadata(&out_path)?.len();
+    Ok(stats)
+}
+
+pub fn run(a: BuildArgs) -> Result<ExitCode> {
+    let start = Instant::now();
+    let sysroot = a.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
+    let cfg_path = a.config.clone().unwrap_or_else(|| sysroot.join("etc/leanrd/leanrd.toml"));
+    let file = Settings::load(&cfg_path, a.config.is_some())?;
+    let scratch = output::scratch_dir("build")?;
+    let r = Request::new(a.settings().over(file), scratch.path())?;
+    let how = if r.universal { "universal" } else { "host-only" };
+    progress(start, &format!("resolving for kernel {} ({how})", r.kver));
+    let g = generate(&r)?;
+    progress(start, &format!("{} entries planned, features {}", g.main.items.len(), g.features.join(" ")));
+    for w in &g.warnings {
+        eprintln!("leanrd: warning: {w}");
+    }
+    let segs = segments(&g)?;
+    if a.print_manifest {
+        print_manifest(segs, &r, &g)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (digest, mode) = digest_and_mode(&segs, &r)?;
+    // One build at a time writes into this directory: two builds of the same image with
+    // different inputs would otherwise leave one's image beside the other's digest.
+    let _lock = output::lock_dir(&r.output)?;
+    let up_to_date = fs::read_to_string(digest_path(&r.output)).is_ok_and(|d| d.trim() == digest);
+    if !a.force && r.output.exists() && up_to_date {
+        eprintln!("leanrd: {} is up to date (inputs unchanged; --force rebuilds)", r.output.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    progress(start, &format!("writing {} ({})", r.output.display(), r.compress));
+    let stats = write(segs, &r, &digest, mode)?;
+    let size = fs::metadata(&r.output)?.len();
     let entries: usize = stats.iter().map(|s| s.archive.entries).sum();
     let cloned: u64 = stats.iter().map(|s| s.archive.cloned).sum();
     let copied: u64 = stats.iter().map(|s| s.archive.copied).sum();
     eprintln!(
-        "leanrd: {} in {:.3} s: {entries} entries, {} modules, features {}; {size} bytes, {compress}; {cloned} B cloned, \
+        "leanrd: {} in {:.3} s: {entries} entries, {} modules, features {}; {size} bytes, {}; {cloned} B cloned, \
          {copied} B copied",
-        out_path.display(),
+        r.output.display(),
         start.elapsed().as_secs_f64(),
         g.modules.len(),
-        g.features.join(" ")
+        g.features.join(" "),
+        r.compress
     );
     Ok(ExitCode::SUCCESS)
 }

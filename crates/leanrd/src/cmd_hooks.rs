@@ -50,20 +50,42 @@ fn remove_ours(path: &Path) -> Result<bool> {
     }
 }
 
+/// `--remove`: the hooks leanrd wrote, and initramfs-tools' setting restored.
+fn remove(root: &Path, conf: &Path, saved: &Path) -> Result<()> {
+    for p in [KERNEL_INSTALL, POSTINST, POSTRM] {
+        if remove_ours(&root.join(p))? {
+            println!("removed {}", root.join(p).display());
+        }
+    }
+    if saved.exists() {
+        fs::rename(saved, conf).with_context(|| format!("{}: cannot restore", conf.display()))?;
+        println!("restored {}", conf.display());
+    }
+    Ok(())
+}
+
+/// Package triggers run `update-initramfs -u`, which would replace leanrd's image: turn them
+/// off (the original file is kept and restored by --remove).
+fn disable_update_initramfs(conf: &Path, saved: &Path) -> Result<()> {
+    if !conf.exists() || saved.exists() {
+        return Ok(());
+    }
+    let text = fs::read_to_string(conf).with_context(|| format!("{}: cannot read", conf.display()))?;
+    fs::copy(conf, saved).with_context(|| format!("{}: cannot back up", conf.display()))?;
+    let mut new: String =
+        text.lines().filter(|l| !l.trim_start().starts_with("update_initramfs=")).map(|l| format!("{l}\n")).collect();
+    new += &format!("{MARK}: leanrd builds the initramfs\nupdate_initramfs=no\n");
+    fs::write(conf, new).with_context(|| format!("{}: cannot write", conf.display()))?;
+    println!("set update_initramfs=no in {}", conf.display());
+    Ok(())
+}
+
 pub fn run(a: HooksArgs) -> Result<ExitCode> {
     let root = a.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
     let conf = root.join(UPDATE_CONF);
     let saved = root.join(format!("{UPDATE_CONF}.leanrd-orig"));
     if a.remove {
-        for p in [KERNEL_INSTALL, POSTINST, POSTRM] {
-            if remove_ours(&root.join(p))? {
-                println!("removed {}", root.join(p).display());
-            }
-        }
-        if saved.exists() {
-            fs::rename(&saved, &conf).with_context(|| format!("{}: cannot restore", conf.display()))?;
-            println!("restored {}", conf.display());
-        }
+        remove(&root, &conf, &saved)?;
         return Ok(ExitCode::SUCCESS);
     }
     let leanrd = match a.leanrd {
@@ -103,20 +125,7 @@ pub fn run(a: HooksArgs) -> Result<ExitCode> {
             b = boot.display()
         ),
     )?;
-    // Package triggers run `update-initramfs -u`, which would replace leanrd's image: turn
-    // them off (the original file is kept and restored by --remove).
-    if conf.exists() && !saved.exists() {
-        let text = fs::read_to_string(&conf).with_context(|| format!("{}: cannot read", conf.display()))?;
-        fs::copy(&conf, &saved).with_context(|| format!("{}: cannot back up", conf.display()))?;
-        let mut new: String = text
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("update_initramfs="))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        new += &format!("{MARK}: leanrd builds the initramfs\nupdate_initramfs=no\n");
-        fs::write(&conf, new).with_context(|| format!("{}: cannot write", conf.display()))?;
-        println!("set update_initramfs=no in {}", conf.display());
-    }
+    disable_update_initramfs(&conf, &saved)?;
     for p in [KERNEL_INSTALL, POSTINST, POSTRM] {
         println!("installed {}", root.join(p).display());
     }

@@ -5,8 +5,26 @@
 //! This crate is pure: no I/O, no file-system policy. Hand-written because no crate exposes
 //! the newc layout at this level (name padding, exact offsets) — the cpio crates on crates.io
 //! write or read whole archives through their own writer, which is exactly what reflinks forbid.
+//!
+//! ```
+//! use leanrd_newc::{FileKind, Header, HEADER_LEN, aligned_namesize, encode_head};
+//!
+//! // A 5000-byte file whose data must start on a 4096-byte boundary, at archive offset 0.
+//! let name = b"lib/modules/x.ko";
+//! let namesize = aligned_namesize(0, name.len(), 4096).unwrap();
+//! let h = Header { mode: FileKind::Regular.mode(0o644), nlink: 1, filesize: 5000, namesize, ..Header::default() };
+//! assert_eq!(h.data_start() % 4096, 0);
+//! let head = encode_head(&h, name);
+//! assert_eq!(head.len() as u64, h.data_start());
+//! let back = Header::decode(head[..HEADER_LEN as usize].try_into().unwrap()).unwrap();
+//! assert_eq!((back.kind(), back.filesize), (Some(FileKind::Regular), 5000));
+//! ```
+
+mod kind;
 
 use thiserror::Error;
+
+pub use kind::{FileKind, S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFMT, S_IFREG, S_IFSOCK, kind_name};
 
 /// Magic of the plain newc format.
 pub const MAGIC_NEWC: &[u8; 6] = b"070701";
@@ -25,15 +43,6 @@ pub fn symlink_len_ok(len: u64) -> bool {
 /// Name of the entry that ends a segment.
 pub const TRAILER: &[u8] = b"TRAILER!!!";
 
-pub const S_IFMT: u32 = 0o170000;
-pub const S_IFSOCK: u32 = 0o140000;
-pub const S_IFLNK: u32 = 0o120000;
-pub const S_IFREG: u32 = 0o100000;
-pub const S_IFBLK: u32 = 0o060000;
-pub const S_IFDIR: u32 = 0o040000;
-pub const S_IFCHR: u32 = 0o020000;
-pub const S_IFIFO: u32 = 0o010000;
-
 /// Round `n` up to a multiple of 4.
 pub const fn align4(n: u64) -> u64 {
     (n + 3) & !3
@@ -42,101 +51,6 @@ pub const fn align4(n: u64) -> u64 {
 /// Round `n` up to a multiple of `a` (a > 0).
 pub const fn align_up(n: u64, a: u64) -> u64 {
     n.div_ceil(a) * a
-}
-
-/// The file type of a mode, as a short word.
-pub fn kind_name(mode: u32) -> &'static str {
-    FileKind::from_mode(mode).map(FileKind::word).unwrap_or("unknown")
-}
-
-/// The file type bits of a mode (`mode & S_IFMT`), as a type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FileKind {
-    Regular,
-    Dir,
-    Symlink,
-    CharDev,
-    BlockDev,
-    Fifo,
-    Socket,
-}
-
-impl FileKind {
-    /// The kind of `mode`; `None` for type bits no file has.
-    pub fn from_mode(mode: u32) -> Option<FileKind> {
-        Some(match mode & S_IFMT {
-            S_IFREG => FileKind::Regular,
-            S_IFDIR => FileKind::Dir,
-            S_IFLNK => FileKind::Symlink,
-            S_IFCHR => FileKind::CharDev,
-            S_IFBLK => FileKind::BlockDev,
-            S_IFIFO => FileKind::Fifo,
-            S_IFSOCK => FileKind::Socket,
-            _ => return None,
-        })
-    }
-
-    /// The `S_IF*` bits.
-    pub fn bits(self) -> u32 {
-        match self {
-            FileKind::Regular => S_IFREG,
-            FileKind::Dir => S_IFDIR,
-            FileKind::Symlink => S_IFLNK,
-            FileKind::CharDev => S_IFCHR,
-            FileKind::BlockDev => S_IFBLK,
-            FileKind::Fifo => S_IFIFO,
-            FileKind::Socket => S_IFSOCK,
-        }
-    }
-
-    /// A short word: `file`, `dir`, `symlink`, `char`, `block`, `fifo`, `socket`.
-    pub fn word(self) -> &'static str {
-        match self {
-            FileKind::Regular => "file",
-            FileKind::Dir => "dir",
-            FileKind::Symlink => "symlink",
-            FileKind::CharDev => "char",
-            FileKind::BlockDev => "block",
-            FileKind::Fifo => "fifo",
-            FileKind::Socket => "socket",
-        }
-    }
-
-    /// A mode of this kind with permission bits `perm`.
-    pub fn mode(self, perm: u32) -> u32 {
-        self.bits() | (perm & !S_IFMT)
-    }
-
-    /// The letter `ls -l` shows: `-`, `d`, `l`, `c`, `b`, `p`, `s`.
-    pub fn letter(self) -> char {
-        match self {
-            FileKind::Regular => '-',
-            FileKind::Dir => 'd',
-            FileKind::Symlink => 'l',
-            FileKind::CharDev => 'c',
-            FileKind::BlockDev => 'b',
-            FileKind::Fifo => 'p',
-            FileKind::Socket => 's',
-        }
-    }
-
-    /// A device node (its rdev numbers mean something).
-    pub fn is_device(self) -> bool {
-        matches!(self, FileKind::CharDev | FileKind::BlockDev)
-    }
-
-    /// As a phrase in a sentence: "a regular file", "a directory", ...
-    pub fn name(self) -> &'static str {
-        match self {
-            FileKind::Regular => "a regular file",
-            FileKind::Dir => "a directory",
-            FileKind::Symlink => "a symlink",
-            FileKind::CharDev => "a character device",
-            FileKind::BlockDev => "a block device",
-            FileKind::Fifo => "a fifo",
-            FileKind::Socket => "a socket",
-        }
-    }
 }
 
 /// One newc header: the thirteen hex fields plus the magic.
@@ -292,10 +206,6 @@ impl Header {
     /// Bytes the whole entry occupies, padding included.
     pub fn entry_len(&self) -> u64 {
         self.data_start() + align4(self.filesize as u64)
-    }
-
-    pub fn file_type(&self) -> u32 {
-        self.mode & S_IFMT
     }
 
     /// True for the `TRAILER!!!` entry name.

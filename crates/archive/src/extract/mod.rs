@@ -18,29 +18,20 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
 use anyhow::{Context, Result, anyhow, bail};
 use leanrd_newc::{FileKind, symlink_len_ok};
-use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, Timespec, Timestamps};
+use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
+
+mod fd;
 
 use crate::names::symlink_target;
 use crate::read::{Problem, ReadEntry, Visitor};
+use fd::{Ident, chmod_fd, errno, gid, make_dir, open_node, set_times, uid};
 
 /// A file this extraction made, by identity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Ident {
-    dev: u64,
-    ino: u64,
-}
-
-impl Ident {
-    fn of(st: &rustix::fs::Stat) -> Ident {
-        Ident { dev: st.st_dev, ino: st.st_ino }
-    }
-}
-
 /// A hard-link set: segment, device major and minor, inode.
 type LinkKey = (usize, u32, u32, u32);
 
@@ -72,10 +63,6 @@ pub struct Extractor {
     pub force: bool,
     /// A checksum did not match and `force` is off: nothing more is extracted.
     stopped: bool,
-}
-
-fn errno(e: rustix::io::Errno) -> io::Error {
-    io::Error::from(e)
 }
 
 /// Components of a safe relative name; an error for absolute names and `..`.
@@ -216,44 +203,51 @@ impl Extractor {
             Err(err) => return Err(errno(err)).context("cannot replace the existing file"),
         }
         match kind {
-            FileKind::Regular => self.restore_file(e, &comps, &dir, base, data)?,
-            FileKind::Symlink => {
-                if !symlink_len_ok(h.filesize.into()) {
-                    bail!("symlink target of {} bytes (the kernel allows 1 to 4096)", h.filesize);
-                }
-                let mut raw = Vec::new();
-                data.read_to_end(&mut raw).context("cannot read link target")?;
-                // As the kernel: the target ends at the first NUL (gen_init_cpio counts one).
-                let target = symlink_target(&raw);
-                if target.is_empty() {
-                    bail!("symlink target is empty");
-                }
-                rustix::fs::symlinkat(target, &dir, *base).map_err(errno).context("cannot create symlink")?;
-                if self.as_root {
-                    rustix::fs::chownat(&dir, *base, uid(h.uid), gid(h.gid), AtFlags::SYMLINK_NOFOLLOW)
-                        .map_err(errno)
-                        .context("cannot chown")?;
-                }
-                set_times(&dir, base, h.mtime, AtFlags::SYMLINK_NOFOLLOW)?;
-            }
-            FileKind::CharDev | FileKind::BlockDev | FileKind::Fifo | FileKind::Socket => {
-                if matches!(kind, FileKind::CharDev | FileKind::BlockDev) && !self.as_root {
-                    self.warnings.push(format!("{}: device node skipped (needs root)", e.name_lossy()));
-                    return Ok(());
-                }
-                let dev = rustix::fs::makedev(h.rdev_major, h.rdev_minor);
-                let ft = rustix::fs::FileType::from_raw_mode(kind.bits());
-                rustix::fs::mknodat(&dir, *base, ft, Mode::from_raw_mode(0o600), dev)
-                    .map_err(errno)
-                    .context("cannot create node")?;
-                let node = open_node(&dir, base, kind, None)?;
-                self.set_owner(&node, h.uid, h.gid)?;
-                chmod_fd(&node, perm)?;
-                set_times(&node, b"", h.mtime, AtFlags::EMPTY_PATH)?;
-            }
+            FileKind::Regular => self.restore_file(e, &comps, &dir, base, data),
+            FileKind::Symlink => self.restore_symlink(e, &dir, base, data),
             FileKind::Dir => unreachable!("handled above"),
+            _ => self.restore_node(e, kind, &dir, base),
         }
-        Ok(())
+    }
+
+    fn restore_symlink(&mut self, e: &ReadEntry, dir: &OwnedFd, base: &[u8], data: &mut dyn Read) -> Result<()> {
+        let h = &e.header;
+        if !symlink_len_ok(h.filesize.into()) {
+            bail!("symlink target of {} bytes (the kernel allows 1 to 4096)", h.filesize);
+        }
+        let mut raw = Vec::new();
+        data.read_to_end(&mut raw).context("cannot read link target")?;
+        // As the kernel: the target ends at the first NUL (gen_init_cpio counts one).
+        let target = symlink_target(&raw);
+        if target.is_empty() {
+            bail!("symlink target is empty");
+        }
+        rustix::fs::symlinkat(target, dir, base).map_err(errno).context("cannot create symlink")?;
+        if self.as_root {
+            rustix::fs::chownat(dir, base, uid(h.uid), gid(h.gid), AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(errno)
+                .context("cannot chown")?;
+        }
+        set_times(dir, base, h.mtime, AtFlags::SYMLINK_NOFOLLOW)
+    }
+
+    /// A device node, fifo or socket: made 0600, then owner, mode and times set through a
+    /// descriptor checked to be what was made.
+    fn restore_node(&mut self, e: &ReadEntry, kind: FileKind, dir: &OwnedFd, base: &[u8]) -> Result<()> {
+        let h = &e.header;
+        if kind.is_device() && !self.as_root {
+            self.warnings.push(format!("{}: device node skipped (needs root)", e.name_lossy()));
+            return Ok(());
+        }
+        let dev = rustix::fs::makedev(h.rdev_major, h.rdev_minor);
+        let ft = rustix::fs::FileType::from_raw_mode(kind.bits());
+        rustix::fs::mknodat(dir, base, ft, Mode::from_raw_mode(0o600), dev)
+            .map_err(errno)
+            .context("cannot create node")?;
+        let node = open_node(dir, base, kind, None)?;
+        self.set_owner(&node, h.uid, h.gid)?;
+        chmod_fd(&node, h.mode & 0o7777)?;
+        set_times(&node, b"", h.mtime, AtFlags::EMPTY_PATH)
     }
 
     fn restore_file(
@@ -329,81 +323,6 @@ impl Extractor {
         }
         Ok(())
     }
-}
-
-fn uid(u: u32) -> Option<rustix::fs::Uid> {
-    Some(rustix::fs::Uid::from_raw(u))
-}
-
-fn gid(g: u32) -> Option<rustix::fs::Gid> {
-    Some(rustix::fs::Gid::from_raw(g))
-}
-
-/// Make directory `base` in `dir`, replacing a non-directory that is there (never following
-/// it), and return an `O_PATH` descriptor of the directory itself.
-fn make_dir(dir: &OwnedFd, base: &[u8]) -> Result<OwnedFd> {
-    match rustix::fs::mkdirat(dir, base, Mode::from_raw_mode(0o700)) {
-        Ok(()) => {}
-        Err(rustix::io::Errno::EXIST) => {
-            let st = rustix::fs::statat(dir, base, AtFlags::SYMLINK_NOFOLLOW).map_err(errno).context("cannot stat")?;
-            if FileKind::from_mode(st.st_mode) != Some(FileKind::Dir) {
-                rustix::fs::unlinkat(dir, base, AtFlags::empty())
-                    .map_err(errno)
-                    .context("cannot replace the file there with a directory")?;
-                rustix::fs::mkdirat(dir, base, Mode::from_raw_mode(0o700))
-                    .map_err(errno)
-                    .context("cannot create directory")?;
-            }
-        }
-        Err(err) => return Err(errno(err)).context("cannot create directory"),
-    }
-    open_node(dir, base, FileKind::Dir, None)
-}
-
-/// An `O_PATH | O_NOFOLLOW` descriptor of `base` in `dir`, checked to be a `kind` (and, if
-/// given, the very file `ident`).
-fn open_node(dir: &OwnedFd, base: &[u8], kind: FileKind, ident: Option<Ident>) -> Result<OwnedFd> {
-    let mut flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    if kind == FileKind::Dir {
-        flags |= OFlags::DIRECTORY;
-    }
-    let fd = rustix::fs::openat(dir, base, flags, Mode::empty()).map_err(errno).context("cannot open")?;
-    let st = rustix::fs::fstat(&fd).map_err(errno).context("cannot stat")?;
-    let found = FileKind::from_mode(st.st_mode);
-    if found != Some(kind) {
-        bail!("expected a {}, found {}", kind.name(), found.map(FileKind::name).unwrap_or("an unknown file type"));
-    }
-    if ident.is_some_and(|i| i != Ident::of(&st)) {
-        bail!("it is no longer the file this extraction made");
-    }
-    Ok(fd)
-}
-
-/// chmod through a descriptor (an `O_PATH` one included), never through a name:
-/// `fchmodat2(fd, "", AT_EMPTY_PATH)` (Linux 6.6), else `/proc/self/fd/N` as glibc's
-/// `fchmodat(AT_SYMLINK_NOFOLLOW)` does. rustix wraps neither for `O_PATH` descriptors.
-fn chmod_fd(fd: &OwnedFd, perm: u32) -> Result<()> {
-    const SYS_FCHMODAT2: libc::c_long = 452;
-    // SAFETY: a plain system call on an open descriptor and a NUL-terminated empty path.
-    let r = unsafe { libc::syscall(SYS_FCHMODAT2, fd.as_raw_fd(), c"".as_ptr(), perm, libc::AT_EMPTY_PATH) };
-    if r == 0 {
-        return Ok(());
-    }
-    let err = io::Error::last_os_error();
-    if !matches!(err.raw_os_error(), Some(libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP)) {
-        return Err(err).context("cannot chmod");
-    }
-    let proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    rustix::fs::chmod(proc.as_str(), Mode::from_raw_mode(perm))
-        .map_err(errno)
-        .context("cannot chmod (fchmodat2 is missing and /proc is not mounted?)")
-}
-
-fn set_times(dir: &impl AsFd, base: &[u8], mtime: u32, flags: AtFlags) -> Result<()> {
-    let t = Timespec { tv_sec: mtime as i64, tv_nsec: 0 };
-    rustix::fs::utimensat(dir, base, &Timestamps { last_access: t, last_modification: t }, flags)
-        .map_err(errno)
-        .context("cannot set mtime")
 }
 
 /// Reads through, adding up the bytes as newc's 070702 checksum does.

@@ -1,0 +1,231 @@
+//! Processes without libc: exit, fork, exec, running helper programs and reaping them.
+//!
+//! Hand-written here: `exit_group`, `fork` and `execve`. rustix keeps process start-up,
+//! fork and exec in its `runtime` module, which is for libc implementations, outside semver
+//! and since rustix 1.1 private by a hashed name; origin, which wraps it, does not build
+//! against rustix 1.1 (see main.rs). They are three syscalls on x86_64; everything else
+//! goes through rustix.
+
+use alloc::ffi::CString;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use crate::sys::{Errno, eprint, errstr, exists, strerror};
+
+#[cfg(not(target_arch = "x86_64"))]
+compile_error!("leanrd-init's raw syscalls are written for x86_64");
+
+/// The directories searched for helper programs (cryptsetup, lvm, mdadm, sh), as a `PATH`.
+pub const PATH: &str = {
+    // SEARCH_PATH joined with ':' at compile time.
+    const P: [&str; 4] = leanrd_contract::SEARCH_PATH;
+    const LEN: usize = P[0].len() + P[1].len() + P[2].len() + P[3].len() + 3;
+    const BYTES: [u8; LEN] = {
+        let mut out = [b':'; LEN];
+        let (mut i, mut at) = (0, 0);
+        while i < P.len() {
+            let p = P[i].as_bytes();
+            let mut j = 0;
+            while j < p.len() {
+                out[at] = p[j];
+                at += 1;
+                j += 1;
+            }
+            at += 1;
+            i += 1;
+        }
+        out
+    };
+    match core::str::from_utf8(&BYTES) {
+        Ok(s) => s,
+        Err(_) => panic!("SEARCH_PATH is ASCII"),
+    }
+};
+
+/// A raw three-argument syscall; returns the kernel's value (negative errno on failure).
+///
+/// # Safety
+/// The caller passes arguments valid for syscall `n`.
+unsafe fn syscall3(n: usize, a: usize, b: usize, c: usize) -> isize {
+    let r: isize;
+    // SAFETY: the x86_64 syscall ABI: number in rax, arguments in rdi/rsi/rdx; rcx and
+    // r11 are clobbered by the instruction.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") n as isize => r,
+            in("rdi") a, in("rsi") b, in("rdx") c,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack)
+        );
+    }
+    r
+}
+
+fn check(r: isize) -> Result<usize, Errno> {
+    if (-4095..0).contains(&r) { Err(Errno::from_raw_os_error(-r as i32)) } else { Ok(r as usize) }
+}
+
+const SYS_FORK: usize = 57;
+const SYS_EXECVE: usize = 59;
+const SYS_EXIT_GROUP: usize = 231;
+
+/// End the process (all of it).
+pub fn exit(code: i32) -> ! {
+    // SAFETY: exit_group takes a plain integer and does not return.
+    unsafe {
+        core::arch::asm!("syscall", in("rax") SYS_EXIT_GROUP, in("rdi") code as isize, options(noreturn, nostack));
+    }
+}
+
+/// fork(2): `Ok(0)` in the child, the child's pid in the parent. /init is single-threaded,
+/// so the child may use everything the parent had (including the allocator).
+pub fn fork() -> Result<i32, Errno> {
+    // SAFETY: fork takes no arguments; both processes continue from here.
+    check(unsafe { syscall3(SYS_FORK, 0, 0, 0) }).map(|p| p as i32)
+}
+
+/// A program with its arguments and environment, ready for execve(2): everything is
+/// allocated before a fork, so the child allocates nothing.
+pub struct Exec {
+    _strings: Vec<CString>,
+    path: *const u8,
+    argv: Vec<*const u8>,
+    envp: Vec<*const u8>,
+}
+
+impl Exec {
+    pub fn new(path: &str, args: &[&str], env: &[&str]) -> Exec {
+        let c = |s: &str| CString::new(s).unwrap_or_default();
+        let mut strings: Vec<CString> = alloc::vec![c(path)];
+        strings.extend(args.iter().chain(env).map(|s| c(s)));
+        let ptrs: Vec<*const u8> = strings.iter().map(|s| s.as_ptr() as *const u8).collect();
+        let mut argv = ptrs[1..1 + args.len()].to_vec();
+        argv.push(core::ptr::null());
+        let mut envp = ptrs[1 + args.len()..].to_vec();
+        envp.push(core::ptr::null());
+        Exec { path: ptrs[0], _strings: strings, argv, envp }
+    }
+
+    /// execve(2); returns only on failure, with the errno. Allocates nothing.
+    pub fn exec(&self) -> Errno {
+        // SAFETY: path, argv and envp point into `_strings` (NUL-terminated, alive as long as
+        // self) and the arrays end with NULL.
+        let r = unsafe {
+            syscall3(SYS_EXECVE, self.path as usize, self.argv.as_ptr() as usize, self.envp.as_ptr() as usize)
+        };
+        check(r).err().unwrap_or(Errno::INVAL)
+    }
+}
+
+/// Find a program in [`PATH`] (or take a path as it is).
+pub fn which(prog: &str) -> Option<String> {
+    if prog.contains('/') {
+        return exists(prog).then(|| prog.to_string());
+    }
+    PATH.split(':').map(|d| alloc::format!("{d}/{prog}")).find(|p| exists(p))
+}
+
+/// Why a helper program did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunError {
+    /// Not in [`PATH`].
+    NotFound(String),
+    /// fork failed.
+    Fork(String, Errno),
+    /// It ran and failed: how it ended.
+    Failed(String, String),
+}
+
+impl core::fmt::Display for RunError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            RunError::NotFound(p) => write!(f, "cannot run {p}: not found in {PATH}"),
+            RunError::Fork(p, e) => write!(f, "cannot run {p}: fork: {}", strerror(*e)),
+            RunError::Failed(p, how) => write!(f, "{p} failed ({how})"),
+        }
+    }
+}
+
+/// Run a program with `PATH` set, on the console, and wait for it.
+pub fn run(prog: &str, args: &[&str]) -> Result<(), RunError> {
+    let path = which(prog).ok_or_else(|| RunError::NotFound(prog.to_string()))?;
+    let mut argv = alloc::vec![prog];
+    argv.extend_from_slice(args);
+    let env = alloc::format!("PATH={PATH}");
+    let x = Exec::new(&path, &argv, &[&env, "TERM=linux"]);
+    match fork() {
+        Err(e) => Err(RunError::Fork(prog.to_string(), e)),
+        Ok(0) => {
+            let e = x.exec();
+            for part in ["leanrd: exec ", &path, ": ", errstr(e), "\n"] {
+                eprint(part);
+            }
+            exit(127)
+        }
+        Ok(pid) => describe_status(wait(pid)).map_err(|how| RunError::Failed(prog.to_string(), how)),
+    }
+}
+
+/// Wait for one child; its wait status (or -1).
+pub fn wait(pid: i32) -> i32 {
+    let pid = rustix::process::Pid::from_raw(pid);
+    loop {
+        match rustix::process::waitpid(pid, rustix::process::WaitOptions::empty()) {
+            Ok(Some((_, st))) => return st.as_raw(),
+            Err(Errno::INTR) => continue,
+            _ => return -1,
+        }
+    }
+}
+
+/// Wait for any child: its pid and wait status; `None` when there are no children.
+pub fn wait_any() -> Option<(i32, i32)> {
+    loop {
+        match rustix::process::wait(rustix::process::WaitOptions::empty()) {
+            Ok(Some((pid, st))) => return Some((pid.as_raw_nonzero().get(), st.as_raw())),
+            Err(Errno::INTR) => continue,
+            _ => return None,
+        }
+    }
+}
+
+/// The exit status of a child that exited (rather than was killed), from its wait status.
+pub fn exit_code(st: i32) -> Option<i32> {
+    (st != -1 && st & 0x7f == 0).then_some((st >> 8) & 0xff)
+}
+
+/// `Ok(())` for exit status 0, otherwise how the process ended.
+pub fn describe_status(st: i32) -> Result<(), String> {
+    match exit_code(st) {
+        Some(0) => Ok(()),
+        Some(c) => Err(alloc::format!("exit status {c}")),
+        None if st == -1 => Err("lost".into()),
+        None => Err(alloc::format!("killed by signal {}", st & 0x7f)),
+    }
+}
+
+/// Reap children that ended without anyone waiting for them (daemons started by helpers).
+pub fn reap() {
+    while let Ok(Some(_)) = rustix::process::waitpid(None, rustix::process::WaitOptions::NOHANG) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::{read_string, remove};
+
+    #[test]
+    fn runs_programs_and_reports_how_they_ended() {
+        assert_eq!(run("true", &[]), Ok(()));
+        assert_eq!(run("sh", &["-c", "exit 3"]), Err(RunError::Failed("sh".into(), "exit status 3".into())));
+        let e = run("sh", &["-c", "kill -9 $$"]).unwrap_err();
+        assert_eq!(e.to_string(), "sh failed (killed by signal 9)");
+        assert!(run("no-such-program-leanrd", &[]).unwrap_err().to_string().contains("not found"));
+        // PATH is what the helper sees.
+        let out = "/tmp/leanrd-init-sys-test";
+        assert_eq!(run("sh", &["-c", &alloc::format!("echo \"$PATH\" > {out}")]), Ok(()));
+        assert_eq!(read_string(out).unwrap().trim(), PATH);
+        remove(out, false);
+    }
+}
