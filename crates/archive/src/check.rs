@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::io::Read;
 
-use anyhow::Result;
+use crate::error::Result;
 use leanrd_newc::{FileKind, Header, PATH_MAX, checksum_update, symlink_len_ok};
 
 use crate::names::{Namespace, canonical, symlink_target};

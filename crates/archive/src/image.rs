@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 
-use anyhow::{Context, Result};
+use crate::error::{Context, Result};
 use leanrd_compress::{Format, Spec};
 use leanrd_newc::align4;
 

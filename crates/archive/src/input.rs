@@ -15,7 +15,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, Result, anyhow, bail};
+use crate::error::{Context, Result, bail, invalid};
 use leanrd_newc::FileKind;
 
 use crate::entry::{Data, Entry, Normalize, newc_size};
@@ -184,7 +184,7 @@ pub fn entries(sources: Sources, norm: &Normalize) -> Result<Vec<Entry>> {
             None => (Cow::Owned(PathBuf::from(OsStr::from_bytes(&raw))), cpio_name(&raw).into()),
         };
         let at = || if line > 0 { format!("{origin}:{line}: ") } else { String::new() };
-        check_name(&name).map_err(|m| anyhow!("{}{}: {m}", at(), path.display()))?;
+        check_name(&name).map_err(|m| invalid!("{}{}: {m}", at(), path.display()))?;
         let md = fs::symlink_metadata(&path).with_context(|| format!("{}{}: cannot stat", at(), path.display()))?;
         let kind = FileKind::from_mode(md.mode());
         let in_set = kind == Some(FileKind::Regular) && md.nlink() > 1;

@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::io::Read;
 
-use anyhow::{Context, Result};
+use crate::error::{Context, Error, Result, bail};
 use leanrd_newc::{
     FileKind, Header, MAX_ALIGNABLE_NAME, PATH_MAX, TRAILER, aligned_namesize, checksum_update, filler_namesize,
 };
@@ -123,11 +123,13 @@ impl Layout {
     /// Plan `entries` in the order given.
     pub fn plan(entries: Vec<Entry>, options: Options) -> Result<Layout> {
         if let Some(a) = options.data_align {
-            check_data_align(a).map_err(anyhow::Error::msg)?;
+            check_data_align(a).map_err(Error::Invalid)?;
         }
-        anyhow::ensure!(options.base.is_multiple_of(4), "archive start {} is not 4-aligned", options.base);
+        if !options.base.is_multiple_of(4) {
+            bail!("archive start {} is not 4-aligned", options.base);
+        }
         if let Some(c) = find_conflict(&entries) {
-            anyhow::bail!("{}", conflict_message(&entries, c));
+            bail!("{}", conflict_message(&entries, c));
         }
         let mut namesizes = Vec::with_capacity(entries.len());
         let mut checks = Vec::new();
@@ -139,7 +141,7 @@ impl Layout {
         for (i, e) in entries.iter().enumerate() {
             let size = e.data.len();
             if let Err(m) = check_name(&e.name) {
-                anyhow::bail!("{:?}: {m}", String::from_utf8_lossy(&e.name));
+                bail!("{:?}: {m}", String::from_utf8_lossy(&e.name));
             }
             let check = if options.checksum { checksum(e)? } else { 0 };
             if options.checksum {
@@ -235,7 +237,9 @@ fn checksum(e: &Entry) -> Result<u32> {
             let (mut sum, mut left) = (0u32, *size as u64);
             while left > 0 {
                 let n = f.read(&mut buf).with_context(|| format!("{}: read error", path.display()))?;
-                anyhow::ensure!(n > 0, "{}: file shrank while archiving", path.display());
+                if n == 0 {
+                    bail!("{}: file shrank while archiving", path.display());
+                }
                 let n = n.min(left as usize);
                 sum = checksum_update(sum, &buf[..n]);
                 left -= n as u64;

@@ -18,11 +18,12 @@
 //! let mut checker = Checker::new();
 //! read::read_image(&img[..], &mut checker)?;
 //! assert!(checker.problems.is_empty());
-//! # anyhow::Ok(())
+//! # Ok::<(), leanrd_archive::Error>(())
 //! ```
 
 pub mod check;
 pub mod entry;
+pub mod error;
 pub mod extract;
 pub mod fiemap;
 pub mod image;
@@ -36,4 +37,5 @@ mod source;
 pub mod write;
 
 pub use entry::{Data, Entry, Normalize};
+pub use error::{Error, Result};
 pub use layout::Layout;

@@ -8,9 +8,9 @@
 
 use std::io::{BufReader, Read};
 
+use crate::error::{Context, Result, bail, invalid};
 use crate::source::{DataReader, Input, Stream};
 pub use crate::source::{Source, Stream0};
-use anyhow::{Context, Result, anyhow, bail};
 use leanrd_compress::Format;
 use leanrd_newc::{HEADER_LEN, Header, PATH_MAX, TRAILER, decode_name};
 
@@ -140,7 +140,7 @@ fn parse_archives(s: &mut Stream, seg: &mut SegState, v: &mut dyn Visitor) -> Re
         if !s.fill(&mut field)? {
             bail!("offset {at}: name runs past the end of the image");
         }
-        let name = decode_name(&field[..h.namesize as usize]).map_err(|e| anyhow!("offset {at}: {e}"))?.to_vec();
+        let name = decode_name(&field[..h.namesize as usize]).map_err(|e| invalid!("offset {at}: {e}"))?.to_vec();
         if name == TRAILER {
             seg.trailer = true;
             if h.filesize != 0 {
@@ -190,7 +190,7 @@ fn read_header(s: &mut Stream, at: u64) -> Result<Header> {
     if let Some(why) = explain_junk(&hb) {
         bail!("offset {at}: {why}");
     }
-    let h = Header::decode(&hb).map_err(|e| anyhow!("offset {at}: {e}"))?;
+    let h = Header::decode(&hb).map_err(|e| invalid!("offset {at}: {e}"))?;
     if h.namesize == 0 {
         bail!("offset {at}: namesize 0 (the kernel rejects the archive)");
     }
@@ -289,8 +289,7 @@ fn read_source<S: Source>(src: S, v: &mut dyn Visitor) -> Result<()> {
         } else {
             let mut dec = BufReader::with_capacity(
                 1 << 20,
-                leanrd_compress::decoder(format, &mut base)
-                    .map_err(|e| anyhow::anyhow!("offset {offset}: {format}: {e}"))?,
+                leanrd_compress::decoder(format, &mut base).map_err(|e| invalid!("offset {offset}: {format}: {e}"))?,
             );
             let mut s = Stream { r: &mut dec, pos: 0 };
             parse_archives(&mut s, &mut seg, v).with_context(|| format!("{format} segment at offset {offset}"))?;

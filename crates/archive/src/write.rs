@@ -18,7 +18,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use crate::error::{Context, Result, bail};
 use leanrd_newc::align4;
 
 use crate::entry::{Data, Entry};
@@ -113,7 +113,7 @@ pub fn write_positional(layout: &Layout, out: &File) -> Result<Stats> {
     let cloned = AtomicU64::new(0);
     let copied = AtomicU64::new(0);
     let clone_works = AtomicBool::new(true);
-    let failure: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    let failure: Mutex<Option<crate::error::Error>> = Mutex::new(None);
     let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(jobs.len());
 
     let buffered = std::thread::scope(|s| {

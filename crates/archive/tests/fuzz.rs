@@ -122,7 +122,7 @@ fn mutate(rng: &mut Rng, b: &mut Vec<u8>, other: &[u8]) {
 /// Lists everything (reads all data), as `ls` does.
 struct Lister(usize);
 impl Visitor for Lister {
-    fn entry(&mut self, _e: &ReadEntry, data: &mut dyn Read) -> anyhow::Result<()> {
+    fn entry(&mut self, _e: &ReadEntry, data: &mut dyn Read) -> leanrd_archive::Result<()> {
         let mut sink = Vec::new();
         data.read_to_end(&mut sink)?;
         self.0 += 1;

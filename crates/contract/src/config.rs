@@ -4,7 +4,6 @@
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use alloc::{format, vec};
-use core::fmt;
 
 use crate::device::DeviceRef;
 use crate::escape::{unword, word};
@@ -68,19 +67,12 @@ pub struct InitConfig {
 }
 
 /// Why a configuration could not be read; `line` counts from 1.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {why}")]
 pub struct DecodeError {
     pub line: usize,
     pub why: String,
 }
-
-impl fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}: {}", self.line, self.why)
-    }
-}
-
-impl core::error::Error for DecodeError {}
 
 impl InitConfig {
     /// The layer for a capability, if the image has it.

@@ -28,19 +28,12 @@ pub enum DeviceRef {
 }
 
 /// Why a device reference is not one.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{spec:?} is not a device: {why}")]
 pub struct DeviceRefError {
     pub spec: String,
     pub why: &'static str,
 }
-
-impl fmt::Display for DeviceRefError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?} is not a device: {}", self.spec, self.why)
-    }
-}
-
-impl core::error::Error for DeviceRefError {}
 
 /// Undo udev's `\xNN` escapes in /dev/disk/by-label/ and by-partlabel/ names.
 pub fn unescape_udev(s: &str) -> String {

@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use leanrd_archive::error::{Context, Result, bail};
 use leanrd_contract::{CONFIG_PATH, DeviceRef, InitConfig, Layer};
 use leanrd_kmod::Resolved;
 

@@ -5,7 +5,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use leanrd_archive::error::{Context, Result};
 use leanrd_archive::output::is_secret;
 use leanrd_archive::{Data, Entry};
 use leanrd_compress::Spec;

@@ -6,8 +6,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
 use goblin::elf::Elf;
+use leanrd_archive::error::{Context, Result, bail};
 
 use crate::plan::{Plan, clean, host_path};
 

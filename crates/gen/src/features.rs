@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use leanrd_archive::error::{Context, Result, bail, invalid};
 use leanrd_contract::Capability;
 use serde::Deserialize;
 
@@ -79,7 +79,7 @@ pub fn parse(name: &str, text: &str, origin: &str) -> Result<Feature> {
     reject_nul(text, origin)?;
     let mut f: Feature = toml::from_str(text).map_err(|e| {
         // toml's message names the line and column.
-        anyhow::anyhow!("{origin}: {}", e.to_string().trim_end())
+        invalid!("{origin}: {}", e.to_string().trim_end())
     })?;
     f.name = name.to_string();
     if let Some(c) = &f.init_name {

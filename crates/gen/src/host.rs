@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use leanrd_archive::error::{Context, Result, bail};
 
 /// One mounted file system that the image must be able to mount.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -53,7 +53,10 @@ pub fn mounts(text: &str) -> Result<Vec<Mount>> {
             mountpoint: unescape(f[4]),
             fstype: f[sep + 1].to_string(),
             source: unescape(f[sep + 2]),
-            dev: (maj.parse()?, min.parse()?),
+            dev: (
+                maj.parse().with_context(|| format!("mountinfo:{}: bad dev {}", n + 1, f[2]))?,
+                min.parse().with_context(|| format!("mountinfo:{}: bad dev {}", n + 1, f[2]))?,
+            ),
             options: f[5].to_string(),
         });
     }

@@ -14,7 +14,7 @@
 //! let s = Settings { kver: Some("6.1.0-28-amd64".into()), universal: Some(true), ..Settings::default() };
 //! let g = leanrd_gen::generate(&Request::new(s, tmp.path())?)?;
 //! println!("{} entries, features {}", g.main.items.len(), g.features.join(" "));
-//! # anyhow::Ok(())
+//! # Ok::<(), leanrd_archive::Error>(())
 //! ```
 
 mod compose;
@@ -30,7 +30,7 @@ mod select;
 
 use std::collections::BTreeSet;
 
-use anyhow::{Context, Result};
+use leanrd_archive::error::{Context, Result};
 
 use crate::host::Facts;
 use crate::modules::Kernel;

@@ -7,8 +7,8 @@ use std::fs;
 use std::io::Read;
 use std::path::Path;
 
-use anyhow::{Context, Result};
 use goblin::elf::Elf;
+use leanrd_archive::error::{Context, Result, bail};
 use leanrd_compress::Format;
 use leanrd_kmod::{ModuleDb, Resolved, Tables, split_compression};
 
@@ -175,6 +175,8 @@ pub fn running_kernel() -> Result<String> {
     let p = "/proc/sys/kernel/osrelease";
     let r = fs::read_to_string(p).with_context(|| format!("{p}: cannot read the running kernel's release (use -k)"))?;
     let r = r.trim().to_string();
-    anyhow::ensure!(!r.is_empty(), "{p} is empty: cannot tell the running kernel's release (use -k)");
+    if r.is_empty() {
+        bail!("{p} is empty: cannot tell the running kernel's release (use -k)");
+    }
     Ok(r)
 }

@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use leanrd_archive::error::{Context, Result, invalid};
 use leanrd_compress::{Format, Spec};
 use serde::{Deserialize, Deserializer};
 
@@ -90,7 +90,7 @@ impl Settings {
     /// The settings in `text`, read from `path` (named in errors, with the line).
     pub fn parse(text: &str, path: &Path) -> Result<Settings> {
         reject_nul(text, &path.display().to_string())?;
-        toml::from_str(text).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim_end()))
+        toml::from_str(text).map_err(|e| invalid!("{}: {}", path.display(), e.to_string().trim_end()))
     }
 
     /// These settings over `lower`: a value given here wins; lists add up.

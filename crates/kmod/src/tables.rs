@@ -5,7 +5,6 @@ use alloc::collections::BTreeSet;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use core::fmt;
 
 use crate::ModuleDb;
 use crate::names::{name_of_path, normalize, normalize_alias};
@@ -52,20 +51,13 @@ fn text(b: &[u8]) -> String {
 }
 
 /// Why a table line could not be used.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {msg}")]
 pub struct ParseError {
     pub file: &'static str,
     pub line: usize,
     pub msg: String,
 }
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.file, self.line, self.msg)
-    }
-}
-
-impl core::error::Error for ParseError {}
 
 impl ModuleDb {
     /// Read the tables.

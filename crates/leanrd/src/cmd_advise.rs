@@ -71,14 +71,14 @@ fn decompress_image(image: &Path, out: &mut File) -> Result<()> {
     #[derive(Default)]
     struct Segs(Vec<(u64, u64, Format)>, Option<Format>);
     impl Visitor for Segs {
-        fn segment(&mut self, s: &Segment) -> Result<()> {
+        fn segment(&mut self, s: &Segment) -> leanrd_archive::Result<()> {
             self.1 = Some(s.format);
             Ok(())
         }
-        fn entry(&mut self, _e: &ReadEntry, _d: &mut dyn Read) -> Result<()> {
+        fn entry(&mut self, _e: &ReadEntry, _d: &mut dyn Read) -> leanrd_archive::Result<()> {
             Ok(())
         }
-        fn segment_end(&mut self, s: &SegmentEnd) -> Result<()> {
+        fn segment_end(&mut self, s: &SegmentEnd) -> leanrd_archive::Result<()> {
             self.0.push((s.offset, s.len, self.1.unwrap_or(Format::None)));
             Ok(())
         }

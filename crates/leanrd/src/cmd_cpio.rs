@@ -78,11 +78,11 @@ fn read_stdin() -> Result<Vec<u8>> {
 /// The entries the arguments ask for.
 fn entries(a: &CpioArgs, norm: &Normalize) -> Result<Vec<Entry>> {
     if let Some(root) = &a.root {
-        return input::entries(input::tree(root)?, norm);
+        return Ok(input::entries(input::tree(root)?, norm)?);
     }
     if a.paths {
         let list = read_stdin()?;
-        return input::entries(input::paths("<stdin>", input::split_path_list(&list, a.null)), norm);
+        return Ok(input::entries(input::paths("<stdin>", input::split_path_list(&list, a.null)), norm)?);
     }
     let m = a.manifest.as_ref().expect("clap requires an input");
     let (text, origin) = if m.as_os_str() == "-" {

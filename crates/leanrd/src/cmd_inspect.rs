@@ -67,11 +67,11 @@ fn kind(name: &str, mode: u32, head: &[u8]) -> &'static str {
 }
 
 impl Visitor for Inspector {
-    fn segment(&mut self, s: &Segment) -> Result<()> {
+    fn segment(&mut self, s: &Segment) -> leanrd_archive::Result<()> {
         self.format = Some(s.format);
         Ok(())
     }
-    fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> Result<()> {
+    fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> leanrd_archive::Result<()> {
         let h = &e.header;
         if h.kind() != Some(FileKind::Regular) {
             return Ok(());
@@ -94,7 +94,7 @@ impl Visitor for Inspector {
         }
         Ok(())
     }
-    fn segment_end(&mut self, s: &SegmentEnd) -> Result<()> {
+    fn segment_end(&mut self, s: &SegmentEnd) -> leanrd_archive::Result<()> {
         self.segs.push(Seg {
             offset: s.offset,
             len: s.len,
@@ -200,7 +200,7 @@ impl PartialEq for Ident {
 struct Collect(BTreeMap<(usize, Vec<u8>), Ident>);
 
 impl Visitor for Collect {
-    fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> Result<()> {
+    fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> leanrd_archive::Result<()> {
         let h = &e.header;
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 1 << 16];

@@ -46,9 +46,9 @@ pub struct CheckArgs {
 /// input, streamed, whatever the compression.
 pub fn walk(p: &Path, v: &mut dyn Visitor) -> Result<()> {
     if p.as_os_str() == "-" {
-        read_image(io::stdin(), v)
+        Ok(read_image(io::stdin(), v)?)
     } else {
-        read_image_file(File::open(p).with_context(|| format!("{}: cannot open", p.display()))?, v)
+        Ok(read_image_file(File::open(p).with_context(|| format!("{}: cannot open", p.display()))?, v)?)
     }
 }
 
@@ -128,15 +128,15 @@ struct Lister<W: Write> {
 }
 
 impl<W: Write> Visitor for Lister<W> {
-    fn segment(&mut self, s: &Segment) -> Result<()> {
+    fn segment(&mut self, s: &Segment) -> leanrd_archive::Result<()> {
         self.format = s.format;
         Ok(())
     }
-    fn problem(&mut self, p: &Problem) -> Result<()> {
+    fn problem(&mut self, p: &Problem) -> leanrd_archive::Result<()> {
         self.problems.push(p.to_string());
         Ok(())
     }
-    fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> Result<()> {
+    fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> leanrd_archive::Result<()> {
         let h = &e.header;
         let target = if h.kind() == Some(FileKind::Symlink) && h.filesize as usize <= 4096 {
             let mut t = Vec::new();

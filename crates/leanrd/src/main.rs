@@ -72,8 +72,12 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // Broken pipe on stdout (e.g. `leanrd ls | head`) is not an error worth a word.
+            let broken_pipe = |io: &std::io::Error| io.kind() == std::io::ErrorKind::BrokenPipe;
             if e.chain().any(|c| {
-                c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+                c.downcast_ref::<std::io::Error>().is_some_and(broken_pipe)
+                    || c.downcast_ref::<leanrd_archive::Error>()
+                        .and_then(leanrd_archive::Error::io)
+                        .is_some_and(broken_pipe)
             }) {
                 return ExitCode::SUCCESS;
             }

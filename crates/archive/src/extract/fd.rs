@@ -3,7 +3,7 @@
 
 use std::io;
 
-use anyhow::{Context, Result, bail};
+use crate::error::{Context, Result, bail};
 use leanrd_newc::FileKind;
 use std::os::fd::AsRawFd;
 

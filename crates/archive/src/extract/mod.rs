@@ -21,7 +21,7 @@ use std::io::{self, Read};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
-use anyhow::{Context, Result, anyhow, bail};
+use crate::error::{Context, Result, bail, invalid};
 use leanrd_newc::{FileKind, symlink_len_ok};
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
 
@@ -171,7 +171,7 @@ impl Extractor {
 
     /// Restore one entry; errors name the entry.
     fn restore(&mut self, e: &ReadEntry, data: &mut dyn Read) -> Result<()> {
-        let comps = safe_components(&e.name).map_err(|m| anyhow!("refusing it: {m}"))?;
+        let comps = safe_components(&e.name).map_err(|m| invalid!("refusing it: {m}"))?;
         let h = &e.header;
         let Some(kind) = FileKind::from_mode(h.mode) else {
             bail!("unknown file type {:o}", h.mode & !0o7777);
