@@ -8,7 +8,7 @@ use leanrd_contract::DeviceRef;
 use rustix::fd::OwnedFd;
 
 use crate::devices::{self, Dev};
-use crate::wait::{self, DeviceWaiter, Platform, Timing};
+use crate::wait::{self, Platform, Timing};
 use crate::{Init, root, stack, switch_root, sys, uevent};
 
 /// The running system behind the wait loop's seam.
@@ -60,18 +60,16 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     let load = init.conf.load.clone();
     init.mods.load_many(&load, &mut init.log);
     init.log.debug("listed modules loaded");
-    let want =
-        init.cmd.root.clone().or(init.conf.root.clone()).ok_or("no root= on the command line and none in the image")?;
+    let mut root = root::source(init)?;
     if init.cmd.rootdelay > 0 {
         sys::sleep_ms(init.cmd.rootdelay.saturating_mul(1000));
     }
     let timing = Timing { forever: init.cmd.rootwait, timeout_ms: init.cmd.timeout.saturating_mul(1000) };
-    let mut root = DeviceWaiter::new("root", want);
+    // Everything the boot waits for, together: the root's device (and, as they are added,
+    // /usr's, the resume device...).
     let mut live = Live { init, sock: uevent::socket() };
-    wait::run(&mut live, &mut [&mut root], timing).map_err(|e| format!("{e}"))?;
-    let dev = root.found.expect("a satisfied waiter has its device");
-    init.log.debug(&format!("root is {}", dev.path()));
-    root::mount(init, &dev)?;
+    wait::run(&mut live, &mut [root.waiter()], timing).map_err(|e| format!("{e}"))?;
+    root.mount(init)?;
     init.log.debug("root mounted");
     if init.cmd.shell {
         init.shell();

@@ -7,11 +7,45 @@ use alloc::vec::Vec;
 
 use rustix::mount::MountFlags;
 
+use alloc::boxed::Box;
+
 use crate::Init;
 use crate::devices::Dev;
 use crate::sys::{self, Errno, strerror};
+use crate::wait::{DeviceWaiter, Waiter};
 
 pub const NEWROOT: &str = "/newroot";
+
+/// Where the root comes from: what to wait for, then how to mount it on [`NEWROOT`]. A block
+/// device is [`BlockRoot`]; another kind (a network root) is another implementation, chosen
+/// in [`source`].
+pub trait RootSource {
+    /// What must appear before the root can be mounted.
+    fn waiter(&mut self) -> &mut dyn Waiter;
+    fn mount(&mut self, init: &mut Init) -> Result<(), String>;
+}
+
+/// A root on a block device (through whatever stack the image assembles).
+pub struct BlockRoot(pub DeviceWaiter);
+
+impl RootSource for BlockRoot {
+    fn waiter(&mut self) -> &mut dyn Waiter {
+        &mut self.0
+    }
+    fn mount(&mut self, init: &mut Init) -> Result<(), String> {
+        let dev = self.0.found.clone().ok_or("the root device was not found")?;
+        init.log.debug(&format!("root is {}", dev.path()));
+        mount(init, &dev)
+    }
+}
+
+/// The root this boot uses: `root=` from the command line, else the one the image was built
+/// for.
+pub fn source(init: &Init) -> Result<Box<dyn RootSource>, String> {
+    let want = init.cmd.root.clone().or(init.conf.root.clone());
+    let want = want.ok_or("no root= on the command line and none in the image")?;
+    Ok(Box::new(BlockRoot(DeviceWaiter::new("root", want))))
+}
 
 /// The types to try, in order: `rootfstype=` may list several, as for the kernel.
 pub fn types(given: Option<&str>, known: &str) -> Vec<String> {
