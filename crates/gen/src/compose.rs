@@ -2,6 +2,7 @@
 //! and its configuration, the features' binaries (with their libraries), files and
 //! firmware, the modules and their tables, and the early microcode segment.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -14,7 +15,7 @@ use crate::host::Facts;
 use crate::modules::Kernel;
 use crate::plan::{Item, Plan, host_path};
 use crate::request::Request;
-use crate::resolve::{self, Modules};
+use crate::resolve::Modules;
 use crate::select::Selected;
 
 /// /init, and the libraries it needs if it is a dynamic (development) build.
@@ -82,6 +83,28 @@ fn root_ref(host_root: &Path, facts: &Facts) -> Option<DeviceRef> {
     DeviceRef::parse(src).ok()
 }
 
+/// The modules /init loads before it uses a capability: the feature's modules named one by
+/// one (a glob over the module tree is for the image, not for loading all at once), those the
+/// image has (a module some kernels lack is left out).
+fn layer_modules(kernel: &Kernel, s: &Selected, universal: bool, set: &BTreeSet<String>) -> Vec<String> {
+    let f = &s.feature;
+    let extra = if universal { f.universal_modules.as_slice() } else { &[] };
+    f.modules
+        .iter()
+        .chain(extra)
+        .filter(|n| !n.contains('/'))
+        .filter(|n| match kernel.db.paths.contains_key(&leanrd_kmod::normalize(n)) {
+            true => set.contains(&leanrd_kmod::normalize(n)),
+            false => match kernel.db.resolve(n) {
+                Resolved::Modules(v) => v.iter().all(|x| set.contains(x)),
+                Resolved::Builtin => true,
+                Resolved::Missing => false,
+            },
+        })
+        .cloned()
+        .collect()
+}
+
 /// What /init is told: the kernel, the root this image was built for, what to load first,
 /// and the capabilities the features turn on with the modules each needs.
 pub fn init_config(
@@ -98,16 +121,7 @@ pub fn init_config(
     }
     for s in selected {
         let Some(capability) = s.feature.init else { continue };
-        // Only what the image has: a module some kernels lack is left out.
-        let modules = resolve::feature_modules(kernel, s, r.universal)
-            .into_iter()
-            .filter(|n| match kernel.db.resolve(n) {
-                Resolved::Modules(v) => v.iter().all(|x| m.set.contains(x)),
-                Resolved::Builtin => true,
-                Resolved::Missing => false,
-            })
-            .collect();
-        c.layers.push(Layer { capability, modules });
+        c.layers.push(Layer { capability, modules: layer_modules(kernel, s, r.universal, &m.set) });
     }
     c
 }
