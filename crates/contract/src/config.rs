@@ -58,6 +58,11 @@ pub struct InitConfig {
     pub root: Option<DeviceRef>,
     pub rootfstype: Option<String>,
     pub rootflags: Option<String>,
+    /// A separate /usr the image was built for (as systemd's `mount.usr=`, `mount.usrfstype=`,
+    /// `mount.usrflags=`): mounted on the new root before switching to it.
+    pub usr: Option<DeviceRef>,
+    pub usrfstype: Option<String>,
+    pub usrflags: Option<String>,
     /// Module names, aliases and modaliases to load before looking for the root.
     pub load: Vec<String>,
     /// Parameters for modules, as modprobe.d's `options MODULE PARAMS` gives them.
@@ -94,10 +99,18 @@ impl InitConfig {
         if let Some(k) = &self.kver {
             line("kver", &[k]);
         }
-        if let Some(r) = &self.root {
-            line("root", &[&r.to_string()]);
+        for (key, d) in [("root", &self.root), ("usr", &self.usr)] {
+            if let Some(d) = d {
+                line(key, &[&d.to_string()]);
+            }
         }
-        for (key, v) in [("rootfstype", &self.rootfstype), ("rootflags", &self.rootflags)] {
+        let texts = [
+            ("rootfstype", &self.rootfstype),
+            ("rootflags", &self.rootflags),
+            ("usrfstype", &self.usrfstype),
+            ("usrflags", &self.usrflags),
+        ];
+        for (key, v) in texts {
             if let Some(v) = v {
                 line(key, &[v]);
             }
@@ -121,7 +134,7 @@ impl InitConfig {
         let mut lines = text.lines().enumerate();
         match lines.next() {
             Some((_, l)) if l == MAGIC => {}
-            Some((_, l)) => return Err(DecodeError { line: 1, why: format!("{l:?} is not {MAGIC:?}") }),
+            Some((_, l)) => return Err(DecodeError { line: 1, why: format!("\"{l}\" is not \"{MAGIC}\"") }),
             None => return Err(DecodeError { line: 1, why: "empty".into() }),
         }
         for (i, l) in lines {
@@ -129,7 +142,7 @@ impl InitConfig {
             let mut words = l.split(' ');
             let key = words.next().unwrap_or("");
             let values: Vec<String> = words
-                .map(|w| unword(w).ok_or_else(|| err(format!("bad escape in {w:?}"))))
+                .map(|w| unword(w).ok_or_else(|| err(format!("bad escape in \"{w}\""))))
                 .collect::<Result<_, _>>()?;
             let single = || match values.as_slice() {
                 [v] => Ok(v.clone()),
@@ -140,6 +153,9 @@ impl InitConfig {
                 "root" => c.root = Some(DeviceRef::parse(&single()?).map_err(|e| err(e.to_string()))?),
                 "rootfstype" => c.rootfstype = Some(single()?),
                 "rootflags" => c.rootflags = Some(single()?),
+                "usr" => c.usr = Some(DeviceRef::parse(&single()?).map_err(|e| err(e.to_string()))?),
+                "usrfstype" => c.usrfstype = Some(single()?),
+                "usrflags" => c.usrflags = Some(single()?),
                 "load" => c.load.extend(values),
                 "options" => match <[String; 2]>::try_from(values) {
                     Ok([m, o]) => c.options.push((m, o)),
@@ -151,11 +167,11 @@ impl InitConfig {
                     let mut v = values.into_iter();
                     let name = v.next().unwrap_or_default();
                     let capability =
-                        Capability::from_name(&name).ok_or_else(|| err(format!("unknown capability {name:?}")))?;
+                        Capability::from_name(&name).ok_or_else(|| err(format!("unknown capability \"{name}\"")))?;
                     c.layers.push(Layer { capability, modules: v.collect() });
                 }
                 "" if l.is_empty() => {}
-                _ => return Err(err(format!("unknown key {key:?}"))),
+                _ => return Err(err(format!("unknown key \"{key}\""))),
             }
         }
         Ok(c)
@@ -172,6 +188,9 @@ mod tests {
             root: Some(DeviceRef::Label("my root %1".into())),
             rootfstype: Some("ext4".into()),
             rootflags: Some("subvol=@,compress=zstd".into()),
+            usr: Some(DeviceRef::PartUuid { uuid: "aa-2".into(), offset: 0 }),
+            usrfstype: Some("xfs".into()),
+            usrflags: Some("ro,noatime".into()),
             load: vec!["virtio_pci".into(), "pci:v00001AF4d*sv*sd*bc*sc*i*".into(), "fs-ext4".into()],
             options: vec![("i915".into(), "enable_guc=2 modeset=1".into())],
             layers: vec![
@@ -221,6 +240,10 @@ mod tests {
             c.options = (0..(n >> 3) % 3).map(|_| (r.text(), r.text())).collect();
             if n & 4 != 0 {
                 c.root = Some(DeviceRef::Uuid(format!("u{}", r.text())));
+            }
+            if n & 8 != 0 {
+                c.usr = Some(DeviceRef::Label(format!("l{}", r.text())));
+                c.usrflags = Some(r.text());
             }
             c.layers = (0..(n >> 5) % 3)
                 .map(|i| Layer { capability: Capability::ALL[i as usize % 4], modules: vec![r.text()] })

@@ -29,7 +29,7 @@ pub enum DeviceRef {
 
 /// Why a device reference is not one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{spec:?} is not a device: {why}")]
+#[error("\"{spec}\" is not a device: {why}")]
 pub struct DeviceRefError {
     pub spec: String,
     pub why: &'static str,

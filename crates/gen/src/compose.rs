@@ -11,7 +11,7 @@ use leanrd_contract::{CONFIG_PATH, DeviceRef, InitConfig, Layer};
 use leanrd_kmod::Resolved;
 
 use crate::elf;
-use crate::host::Facts;
+use crate::host::{Facts, Mount};
 use crate::modules::Kernel;
 use crate::plan::{Item, Plan, host_path};
 use crate::request::Request;
@@ -66,10 +66,10 @@ fn add_features(plan: &mut Plan, selected: &[Selected]) -> Result<Vec<String>> {
     Ok(warnings)
 }
 
-/// The root as the image will name it: by UUID when /dev/disk/by-uuid under the host root
-/// has a link to its device, else as mountinfo gives its source.
-fn root_ref(host_root: &Path, facts: &Facts) -> Option<DeviceRef> {
-    let src = &facts.root.source;
+/// A mounted file system's device as the image will name it: by UUID when /dev/disk/by-uuid
+/// under the host root has a link to its device, else as mountinfo gives its source.
+fn device_ref(host_root: &Path, m: &Mount) -> Option<DeviceRef> {
+    let src = &m.source;
     let dev_name = Path::new(src).file_name().map(|n| n.to_owned());
     if let (Ok(rd), Some(name)) = (fs::read_dir(host_root.join("dev/disk/by-uuid")), dev_name) {
         for e in rd.flatten() {
@@ -116,8 +116,12 @@ pub fn init_config(
 ) -> InitConfig {
     let mut c = InitConfig { kver: Some(r.kver.clone()), load: m.load.clone(), ..InitConfig::default() };
     if let Some(x) = facts {
-        c.root = root_ref(&r.host_root, x);
+        c.root = device_ref(&r.host_root, &x.root);
         c.rootfstype = Some(x.root.fstype.clone());
+        if let Some(u) = &x.usr {
+            c.usr = device_ref(&r.host_root, u);
+            c.usrfstype = Some(u.fstype.clone());
+        }
     }
     for s in selected {
         let Some(capability) = s.feature.init else { continue };

@@ -2,14 +2,15 @@
 //! block stack), mount it, switch to it.
 
 use alloc::format;
+use alloc::vec;
 use alloc::vec::Vec;
 
 use leanrd_contract::DeviceRef;
 use rustix::fd::OwnedFd;
 
 use crate::devices::{self, Dev};
-use crate::wait::{self, Platform, Timing};
-use crate::{Init, root, stack, switch_root, sys, uevent};
+use crate::wait::{self, Platform, Timing, Waiter};
+use crate::{Init, root, stack, switch_root, sys, uevent, usr};
 
 /// The running system behind the wait loop's seam.
 struct Live<'a> {
@@ -61,16 +62,37 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     init.mods.load_many(&load, &mut init.log);
     init.log.debug("listed modules loaded");
     let mut root = root::source(init)?;
+    let mut usr = usr::given(init).map(|u| (usr::waiter(&u), u));
     if init.cmd.rootdelay > 0 {
         sys::sleep_ms(init.cmd.rootdelay.saturating_mul(1000));
     }
     let timing = Timing { forever: init.cmd.rootwait, timeout_ms: init.cmd.timeout.saturating_mul(1000) };
-    // Everything the boot waits for, together: the root's device (and, as they are added,
-    // /usr's, the resume device...).
+    // Everything the boot waits for, together: the root's device, /usr's when it is known
+    // before the root is mounted (and, as they are added, the resume device...).
     let mut live = Live { init, sock: uevent::socket() };
-    wait::run(&mut live, &mut [root.waiter()], timing).map_err(|e| format!("{e}"))?;
+    let mut waiters: Vec<&mut dyn Waiter> = vec![root.waiter()];
+    if let Some((w, _)) = &mut usr {
+        waiters.push(w);
+    }
+    wait::run(&mut live, &mut waiters, timing).map_err(|e| format!("{e}"))?;
+    drop(waiters);
+    let sock = live.sock.take();
     root.mount(init)?;
     init.log.debug("root mounted");
+    // Else /usr as the root's fstab says: waited for now.
+    if usr.is_none()
+        && let Some(u) = usr::from_root()
+    {
+        let mut w = usr::waiter(&u);
+        let mut live = Live { init, sock };
+        wait::run(&mut live, &mut [&mut w], timing)
+            .map_err(|e| format!("{e} (the /usr line of {}/etc/fstab)", root::NEWROOT))?;
+        usr = Some((w, u));
+    }
+    if let Some((w, u)) = &usr {
+        usr::mount(init, u, w)?;
+        init.log.debug("/usr mounted");
+    }
     if init.cmd.shell {
         init.shell();
     }

@@ -12,6 +12,10 @@ pub struct Cmdline {
     pub root: Option<DeviceRef>,
     pub rootfstype: Option<String>,
     pub rootflags: Option<String>,
+    /// systemd's `mount.usr=`, `mount.usrfstype=`, `mount.usrflags=`: a separate /usr.
+    pub usr: Option<DeviceRef>,
+    pub usrfstype: Option<String>,
+    pub usrflags: Option<String>,
     pub rw: bool,
     pub init: Option<String>,
     pub rootwait: bool,
@@ -80,6 +84,12 @@ impl Cmdline {
                     Err(e) => c.problems.push(format!("root={v} ignored: {e}")),
                 },
                 ("rootfstype", Some(v)) => c.rootfstype = Some(v),
+                ("mount.usr", Some(v)) => match DeviceRef::parse(&v) {
+                    Ok(d) => c.usr = Some(d),
+                    Err(e) => c.problems.push(format!("mount.usr={v} ignored: {e}")),
+                },
+                ("mount.usrfstype", Some(v)) => c.usrfstype = Some(v),
+                ("mount.usrflags", Some(v)) => c.usrflags = Some(v),
                 ("rootflags", Some(v)) => c.rootflags = Some(v),
                 ("ro", None) => c.rw = false,
                 ("rw", None) => c.rw = true,
@@ -128,6 +138,9 @@ mod tests {
         assert_eq!(c.init.as_deref(), Some("/bin/sh"));
         assert_eq!(c.timeout, 30);
         assert!(c.problems.is_empty());
+        let c = Cmdline::parse("mount.usr=PARTLABEL=usr mount.usrfstype=xfs mount.usrflags=ro,noatime");
+        assert_eq!(c.usr, Some(DeviceRef::PartLabel("usr".into())));
+        assert_eq!((c.usrfstype.as_deref(), c.usrflags.as_deref()), (Some("xfs"), Some("ro,noatime")));
     }
 
     #[test]

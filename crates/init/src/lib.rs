@@ -8,7 +8,7 @@
 //! `/init -q -- MODULE` loads MODULE with its dependencies.
 //!
 //! One file per stage: [`cmdline`], [`log`], [`modules`] (and [`uevent`]), [`devices`] (with
-//! [`probe`]), [`stack`], [`wait`] (the event loop and its waiters), [`root`],
+//! [`probe`]), [`stack`], [`wait`] (the event loop and its waiters), [`root`], [`usr`],
 //! [`switch_root`], [`diagnose`]; [`boot`] runs them in order. What the generator decided
 //! comes in one typed [`leanrd_contract::InitConfig`].
 //!
@@ -33,6 +33,7 @@ pub mod stack;
 pub mod switch_root;
 pub mod sys;
 pub mod uevent;
+pub mod usr;
 pub mod wait;
 
 use alloc::format;

@@ -74,8 +74,8 @@ pub fn probe_fs<Fd: AsFd>(fd: Fd) -> Probe {
     }
     if let Some(b) = read_at(f, 1024, 1024) {
         if b[56..58] == [0x53, 0xEF] {
-            let compat = u32::from_le_bytes(b[92..96].try_into().unwrap());
-            let incompat = u32::from_le_bytes(b[96..100].try_into().unwrap());
+            let compat = u32::from_le_bytes([b[92], b[93], b[94], b[95]]);
+            let incompat = u32::from_le_bytes([b[96], b[97], b[98], b[99]]);
             p.fstype = Some(
                 if incompat & 0x2C0 != 0 {
                     "ext4"
@@ -140,9 +140,9 @@ pub fn partitions<Fd: AsFd>(fd: Fd) -> Vec<PartEntry> {
         if &h[0..8] != b"EFI PART" {
             continue;
         }
-        let lba = u64::from_le_bytes(h[72..80].try_into().unwrap());
-        let n = u32::from_le_bytes(h[80..84].try_into().unwrap()).min(1024);
-        let size = u32::from_le_bytes(h[84..88].try_into().unwrap()) as usize;
+        let lba = u64::from_le_bytes(core::array::from_fn(|i| h[72 + i]));
+        let n = u32::from_le_bytes([h[80], h[81], h[82], h[83]]).min(1024);
+        let size = u32::from_le_bytes([h[84], h[85], h[86], h[87]]) as usize;
         // A sane entry size (128, or a larger power of two up to 4 KiB); anything else is
         // garbage, and must not make PID 1 allocate gigabytes.
         if !(128..=4096).contains(&size) {
@@ -170,7 +170,7 @@ pub fn partitions<Fd: AsFd>(fd: Fd) -> Vec<PartEntry> {
     if let Some(b) = read_at(f, 0, 512)
         && b[510..512] == [0x55, 0xAA]
     {
-        let sig = u32::from_le_bytes(b[440..444].try_into().unwrap());
+        let sig = u32::from_le_bytes([b[440], b[441], b[442], b[443]]);
         return (0..4)
             .filter(|i| b[446 + 16 * i + 4] != 0)
             .map(|i| PartEntry { number: i as u32 + 1, partuuid: format!("{sig:08x}-{:02x}", i + 1), partlabel: None })

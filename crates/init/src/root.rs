@@ -1,13 +1,12 @@
 //! Mounting the root on /newroot: its type from `rootfstype=`, the probe or the
 //! configuration (or every type the kernel knows), its options from `rootflags=`.
 
+use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use rustix::mount::MountFlags;
-
-use alloc::boxed::Box;
 
 use crate::Init;
 use crate::devices::Dev;
@@ -55,24 +54,40 @@ pub fn types(given: Option<&str>, known: &str) -> Vec<String> {
     }
 }
 
-pub fn mount(init: &mut Init, dev: &Dev) -> Result<(), String> {
-    let fstype = init.cmd.rootfstype.clone().or(dev.probe.fstype.clone()).or(init.conf.rootfstype.clone());
+/// Mount `dev` on `target`: as `fstype` says (a comma list; `auto` or none: the probe's type,
+/// else every type the kernel knows), with `flags` and the file system's own `options`.
+pub fn mount_at(
+    init: &mut Init,
+    dev: &Dev,
+    target: &str,
+    fstype: Option<String>,
+    flags: MountFlags,
+    options: Option<&str>,
+) -> Result<(), String> {
+    let fstype = fstype.filter(|t| t != "auto").or(dev.probe.fstype.clone());
     let known =
         if fstype.is_none() { sys::read_string("/proc/filesystems").unwrap_or_default() } else { String::new() };
     let types = types(fstype.as_deref(), &known);
     for t in &types {
         init.mods.load(&format!("fs-{t}"), &mut init.log);
     }
-    let flags = if init.cmd.rw { MountFlags::empty() } else { MountFlags::RDONLY };
-    let options = init.cmd.rootflags.clone().or(init.conf.rootflags.clone());
     let mut last = Errno::NODEV;
     for t in &types {
-        match sys::mount(&dev.path(), NEWROOT, t, flags, options.as_deref()) {
+        match sys::mount(&dev.path(), target, t, flags, options) {
             Ok(()) => return Ok(()),
             Err(e) => last = e,
         }
     }
-    Err(format!("cannot mount {} ({}) on {NEWROOT}: {}", dev.path(), types.join(","), strerror(last)))
+    Err(format!("cannot mount {} ({}) on {target}: {}", dev.path(), types.join(","), strerror(last)))
+}
+
+/// The root: type from `rootfstype=`, the probe or the configuration; read-only unless `rw`;
+/// `rootflags=` (else the configuration's) as its options.
+pub fn mount(init: &mut Init, dev: &Dev) -> Result<(), String> {
+    let fstype = init.cmd.rootfstype.clone().or(dev.probe.fstype.clone()).or(init.conf.rootfstype.clone());
+    let flags = if init.cmd.rw { MountFlags::empty() } else { MountFlags::RDONLY };
+    let options = init.cmd.rootflags.clone().or(init.conf.rootflags.clone());
+    mount_at(init, dev, NEWROOT, fstype, flags, options.as_deref())
 }
 
 #[cfg(test)]

@@ -90,7 +90,7 @@ impl ModuleDb {
             }
             let f: Vec<&str> = line.split_whitespace().collect();
             if f.len() != 3 || f[0] != "alias" {
-                return Err(ParseError { file: "modules.alias", line: n + 1, msg: format!("bad line {line:?}") });
+                return Err(ParseError { file: "modules.alias", line: n + 1, msg: format!("bad line \"{line}\"") });
             }
             db.aliases.push((normalize_alias(f[1]), normalize(f[2])));
         }
@@ -101,7 +101,7 @@ impl ModuleDb {
             }
             let mut words = line.split_whitespace();
             if words.next() != Some("softdep") {
-                return Err(ParseError { file: "modules.softdep", line: n + 1, msg: format!("bad line {line:?}") });
+                return Err(ParseError { file: "modules.softdep", line: n + 1, msg: format!("bad line \"{line}\"") });
             }
             let Some(m) = words.next() else {
                 return Err(ParseError { file: "modules.softdep", line: n + 1, msg: "no module name".into() });

@@ -63,6 +63,38 @@ fn root_tree(t: &TempDir) -> PathBuf {
     r
 }
 
+const USR_UUID: &str = "88888888-9999-aaaa-bbbb-cccccccccccc";
+
+/// A merged-/usr system split in two: a root whose /bin and /sbin point into /usr (with an
+/// fstab naming /usr when `fstab`), and the /usr tree, whose init prints the marker and how
+/// /usr is mounted.
+fn split_usr_trees(t: &TempDir, fstab: bool) -> (PathBuf, PathBuf) {
+    let (r, u) = (t.join("rootfs"), t.join("usrfs"));
+    for d in ["dev", "proc", "sys", "run", "etc", "usr"] {
+        fs::create_dir_all(r.join(d)).unwrap();
+    }
+    std::os::unix::fs::symlink("usr/bin", r.join("bin")).unwrap();
+    std::os::unix::fs::symlink("usr/sbin", r.join("sbin")).unwrap();
+    if fstab {
+        fs::write(r.join("etc/fstab"), format!("UUID=11 / ext4 defaults 0 1\nUUID={USR_UUID} /usr xfs defaults 0 2\n"))
+            .unwrap();
+    }
+    fs::create_dir_all(u.join("bin")).unwrap();
+    fs::create_dir_all(u.join("sbin")).unwrap();
+    fs::copy("/bin/busybox", u.join("bin/busybox")).unwrap();
+    std::os::unix::fs::symlink("busybox", u.join("bin/sh")).unwrap();
+    fs::write(
+        u.join("sbin/init"),
+        format!(
+            "#!/bin/sh\n/bin/busybox echo {MARK} $(/bin/busybox cat /proc/uptime)\n\
+             /bin/busybox echo USR-MOUNT $(/bin/busybox grep ' /usr ' /proc/mounts)\n/bin/busybox poweroff -f\n"
+        ),
+    )
+    .unwrap();
+    sh(&format!("chmod 755 {}", u.join("sbin/init").display()));
+    (r, u)
+}
+
 fn sh(cmd: &str) {
     let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
     assert!(o.status.success(), "{cmd}: {}", String::from_utf8_lossy(&o.stderr));
@@ -199,6 +231,20 @@ fn boot_matrix() {
     let btrfs = fs_image(&t, &tree, "btrfs", "33333333-4444-5555-6666-777777777777", "btrroot");
     let btrfs_disk = partitioned(&t, &btrfs, true, "44444444-5555-6666-7777-888888888888", "btrgpt");
     let d = |p: &Path| p.display().to_string();
+    // A separate XFS /usr: named by the root's fstab, or by mount.usr= on the command line.
+    let (tf, tc) = (TempDir::new("bootusr-fstab"), TempDir::new("bootusr-cmdline"));
+    let (root_f, usr_tree) = split_usr_trees(&tf, true);
+    let (root_c, _) = split_usr_trees(&tc, false);
+    let root_fstab = fs_image(&tf, &root_f, "ext4", "99999999-0000-1111-2222-333333333333", "splitroot");
+    let root_plain = fs_image(&tc, &root_c, "ext4", "99999999-0000-1111-2222-444444444444", "splitroot2");
+    let usr_fs = fs_image(&tf, &usr_tree, "xfs", USR_UUID, "usr");
+    let two_disks = |root: &Path| {
+        args(&format!(
+            "-drive file={},if=virtio,format=raw,snapshot=on -drive file={},if=virtio,format=raw,snapshot=on",
+            d(root),
+            d(&usr_fs)
+        ))
+    };
 
     // snapshot=on: two VMs may boot from the same disk image at once.
     let cases = vec![
@@ -262,6 +308,20 @@ fn boot_matrix() {
                 d(&ext4_disk)
             )),
             expect: vec![MARK],
+        },
+        Case {
+            name: "universal ext4 root, XFS /usr from the root's fstab",
+            image: univ.clone(),
+            append: "quiet root=LABEL=splitroot".into(),
+            qemu: two_disks(&root_fstab),
+            expect: vec![MARK, "USR-MOUNT /dev/vdb /usr xfs ro,"],
+        },
+        Case {
+            name: "universal ext4 root, XFS /usr from mount.usr=",
+            image: univ.clone(),
+            append: format!("quiet root=LABEL=splitroot2 mount.usr=UUID={USR_UUID} mount.usrfstype=xfs"),
+            qemu: two_disks(&root_plain),
+            expect: vec![MARK, "USR-MOUNT /dev/vdb /usr xfs ro,"],
         },
         Case {
             name: "wrong UUID diagnosis",

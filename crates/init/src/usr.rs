@@ -1,0 +1,157 @@
+//! A separate /usr, mounted on the new root before switching to it (systemd requires the
+//! initramfs to do it; on a merged-/usr system /sbin/init is on /usr). Where it is: systemd's
+//! `mount.usr=` (with `mount.usrfstype=`, `mount.usrflags=`), else the configuration the
+//! generator wrote (host-only), else the new root's /etc/fstab, as initramfs-tools reads it.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use leanrd_contract::DeviceRef;
+use rustix::mount::MountFlags;
+
+use crate::Init;
+use crate::root::{NEWROOT, mount_at};
+use crate::sys;
+use crate::wait::DeviceWaiter;
+
+/// A /usr to mount: the device, and the type and options when something said them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Usr {
+    pub device: DeviceRef,
+    pub fstype: Option<String>,
+    pub options: Option<String>,
+}
+
+/// /usr as the command line or the configuration gives it (known before the root is mounted,
+/// so it is waited for together with the root).
+pub fn given(init: &Init) -> Option<Usr> {
+    let (c, k) = (&init.cmd, &init.conf);
+    if let Some(device) = c.usr.clone() {
+        let fstype = c.usrfstype.clone();
+        return Some(Usr { device, fstype, options: c.usrflags.clone() });
+    }
+    let device = k.usr.clone()?;
+    Some(Usr {
+        device,
+        fstype: c.usrfstype.clone().or(k.usrfstype.clone()),
+        options: c.usrflags.clone().or(k.usrflags.clone()),
+    })
+}
+
+/// fstab's `\040`-style octal escapes undone.
+fn unoctal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let oct = b.get(i + 1..i + 4).filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match oct {
+            Some(d) if b[i] == b'\\' => {
+                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')));
+                i += 4;
+            }
+            _ => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The /usr line of an fstab, if it has one (the last wins, as mount would).
+pub fn from_fstab(text: &str) -> Option<Usr> {
+    let mut found = None;
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 3 || f[0].starts_with('#') {
+            continue;
+        }
+        let mountpoint = unoctal(f[1]);
+        if mountpoint.trim_end_matches('/') != "/usr" {
+            continue;
+        }
+        let Ok(device) = DeviceRef::parse(&unoctal(f[0])) else { continue };
+        let fstype = Some(f[2].to_string()).filter(|t| t != "auto");
+        let options = f.get(3).map(|o| o.to_string()).filter(|o| o != "defaults");
+        found = Some(Usr { device, fstype, options });
+    }
+    found
+}
+
+/// fstab-style options split into mount flags and what the file system itself takes. /usr is
+/// read-only unless the options say `rw` (systemd remounts it as fstab says).
+pub fn flags_and_data(options: Option<&str>) -> (MountFlags, Option<String>) {
+    let mut flags = MountFlags::RDONLY;
+    let mut data = Vec::new();
+    for o in options.unwrap_or("").split(',').filter(|o| !o.is_empty()) {
+        match o {
+            "ro" => flags |= MountFlags::RDONLY,
+            "rw" => flags &= !MountFlags::RDONLY,
+            "nosuid" => flags |= MountFlags::NOSUID,
+            "nodev" => flags |= MountFlags::NODEV,
+            "noexec" => flags |= MountFlags::NOEXEC,
+            "noatime" => flags |= MountFlags::NOATIME,
+            "nodiratime" => flags |= MountFlags::NODIRATIME,
+            "relatime" => flags |= MountFlags::RELATIME,
+            "strictatime" => flags |= MountFlags::STRICTATIME,
+            "lazytime" => flags |= MountFlags::LAZYTIME,
+            "sync" => flags |= MountFlags::SYNCHRONOUS,
+            // Flags that are the default, and what only mount(8) or systemd read.
+            "defaults" | "suid" | "dev" | "exec" | "async" | "atime" | "auto" | "noauto" | "nofail" | "user"
+            | "nouser" | "users" | "owner" | "group" | "_netdev" => {}
+            o if o.starts_with("x-") || o.starts_with("comment=") => {}
+            o => data.push(o),
+        }
+    }
+    (flags, (!data.is_empty()).then(|| data.join(",")))
+}
+
+/// A waiter for /usr's device.
+pub fn waiter(u: &Usr) -> DeviceWaiter {
+    DeviceWaiter::new("mount.usr", u.device.clone())
+}
+
+/// Mount /usr (found by `w`) on the new root's /usr.
+pub fn mount(init: &mut Init, u: &Usr, w: &DeviceWaiter) -> Result<(), String> {
+    let dev = w.found.clone().ok_or("the /usr device was not found")?;
+    let target = format!("{NEWROOT}/usr");
+    if !sys::is_dir(&target) {
+        return Err(format!("{target} is not a directory in the root: cannot mount /usr ({}) there", u.device));
+    }
+    init.log.debug(&format!("/usr is {}", dev.path()));
+    let (flags, data) = flags_and_data(u.options.as_deref());
+    mount_at(init, &dev, &target, u.fstype.clone(), flags, data.as_deref())
+}
+
+/// /usr named by the mounted root's /etc/fstab, when nothing else named it.
+pub fn from_root() -> Option<Usr> {
+    from_fstab(&sys::read_string(&format!("{NEWROOT}/etc/fstab"))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_usr_in_an_fstab() {
+        let t = "# /etc/fstab\nUUID=1 / ext4 errors=remount-ro 0 1\n\
+                 UUID=2-3 /usr xfs defaults 0 2\n/dev/sda3 /usr/local ext4 defaults 0 2\n";
+        let u = from_fstab(t).unwrap();
+        assert_eq!(u, Usr { device: DeviceRef::Uuid("2-3".into()), fstype: Some("xfs".into()), options: None });
+        let u = from_fstab("LABEL=my\\040usr /usr/ auto ro,noatime,x-systemd.device-timeout=5 0 0").unwrap();
+        assert_eq!(u.device, DeviceRef::Label("my usr".into()));
+        assert_eq!((u.fstype, u.options.as_deref()), (None, Some("ro,noatime,x-systemd.device-timeout=5")));
+        assert_eq!(from_fstab("UUID=1 / ext4 defaults 0 1\n#UUID=2 /usr xfs defaults 0 2\n"), None);
+    }
+
+    #[test]
+    fn options_split_into_flags_and_data() {
+        let (f, d) = flags_and_data(None);
+        assert_eq!((f, d), (MountFlags::RDONLY, None));
+        let (f, d) = flags_and_data(Some("rw,noatime,nodev,subvol=@usr,compress=zstd,x-systemd.after=a,nofail"));
+        assert_eq!(f, MountFlags::NOATIME | MountFlags::NODEV);
+        assert_eq!(d.as_deref(), Some("subvol=@usr,compress=zstd"));
+    }
+}
