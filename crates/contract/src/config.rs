@@ -67,6 +67,8 @@ pub struct InitConfig {
     pub load: Vec<String>,
     /// Parameters for modules, as modprobe.d's `options MODULE PARAMS` gives them.
     pub options: Vec<(String, String)>,
+    /// Modules never to load (modprobe.d's `blacklist`).
+    pub blacklist: Vec<String>,
     /// What /init can assemble or start, in this order.
     pub layers: Vec<Layer>,
 }
@@ -120,6 +122,10 @@ impl InitConfig {
         for (m, o) in &self.options {
             line("options", &[m, o]);
         }
+        if !self.blacklist.is_empty() {
+            let b: Vec<&str> = self.blacklist.iter().map(String::as_str).collect();
+            line("blacklist", &b);
+        }
         for l in &self.layers {
             let mut v = vec![l.capability.name()];
             v.extend(l.modules.iter().map(String::as_str));
@@ -157,6 +163,7 @@ impl InitConfig {
                 "usrfstype" => c.usrfstype = Some(single()?),
                 "usrflags" => c.usrflags = Some(single()?),
                 "load" => c.load.extend(values),
+                "blacklist" => c.blacklist.extend(values),
                 "options" => match <[String; 2]>::try_from(values) {
                     Ok([m, o]) => c.options.push((m, o)),
                     Err(v) => {
@@ -193,6 +200,7 @@ mod tests {
             usrflags: Some("ro,noatime".into()),
             load: vec!["virtio_pci".into(), "pci:v00001AF4d*sv*sd*bc*sc*i*".into(), "fs-ext4".into()],
             options: vec![("i915".into(), "enable_guc=2 modeset=1".into())],
+            blacklist: vec!["pcspkr".into(), "nouveau".into()],
             layers: vec![
                 Layer { capability: Capability::Luks, modules: vec!["dm_crypt".into(), "crypto-xts(aes)".into()] },
                 Layer { capability: Capability::Rescue, modules: vec![] },

@@ -12,6 +12,7 @@ use leanrd_kmod::Resolved;
 
 use crate::elf;
 use crate::host::{Facts, Mount};
+use crate::modprobe::ModprobeConf;
 use crate::modules::Kernel;
 use crate::plan::{Item, Plan, host_path};
 use crate::request::Request;
@@ -142,8 +143,11 @@ pub fn main_plan(
     plan.add_console();
     add_init(&mut plan, &r.init)?;
     let mut warnings = add_features(&mut plan, selected)?;
-    warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp)?);
-    let conf = init_config(r, kernel, selected, facts, m);
+    let modprobe = ModprobeConf::read(&r.sysroot)?.for_modules(&m.set);
+    warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp, &modprobe)?);
+    let mut conf = init_config(r, kernel, selected, facts, m);
+    conf.options = modprobe.options;
+    conf.blacklist = modprobe.blacklist;
     plan.put(CONFIG_PATH, Item::Inline { data: conf.encode().into_bytes(), mode: 0o644 });
     Ok((plan, warnings))
 }

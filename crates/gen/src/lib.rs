@@ -22,6 +22,7 @@ pub mod digest;
 pub mod elf;
 pub mod features;
 pub mod host;
+pub mod modprobe;
 pub mod modules;
 pub mod plan;
 pub mod request;

@@ -12,6 +12,7 @@ use leanrd_archive::error::{Context, Result, bail};
 use leanrd_compress::Format;
 use leanrd_kmod::{ModuleDb, Resolved, Tables, split_compression};
 
+use crate::modprobe::ModprobeConf;
 use crate::plan::{Item, Plan, host_path};
 
 /// The target kernel.
@@ -72,7 +73,13 @@ impl Kernel {
 
     /// Add the module files of `set` (and their firmware) to the plan. Compressed modules
     /// are decompressed into `tmp` unless the kernel does it. Returns warnings.
-    pub fn add_to_plan(&self, plan: &mut Plan, set: &BTreeSet<String>, tmp: &Path) -> Result<Vec<String>> {
+    pub fn add_to_plan(
+        &self,
+        plan: &mut Plan,
+        set: &BTreeSet<String>,
+        tmp: &Path,
+        conf: &ModprobeConf,
+    ) -> Result<Vec<String>> {
         let mut warnings = Vec::new();
         let mut firmware = BTreeSet::new();
         for name in set {
@@ -129,13 +136,20 @@ impl Kernel {
                 None => warnings.push(format!("firmware {fw} not found under /lib/firmware")),
             }
         }
-        self.add_tables(plan, set);
+        self.add_tables(plan, set, conf);
         Ok(warnings)
     }
 
-    /// The module tables /init uses, limited to the modules in the image.
-    fn add_tables(&self, plan: &mut Plan, set: &BTreeSet<String>) {
-        let tables = self.db.subset(set, |n| self.image_rel(n));
+    /// The module tables /init uses, limited to the modules in the image, with the target's
+    /// modprobe.d `softdep` and `alias` lines for them (the same line formats).
+    fn add_tables(&self, plan: &mut Plan, set: &BTreeSet<String>, conf: &ModprobeConf) {
+        let mut tables = self.db.subset(set, |n| self.image_rel(n));
+        for l in &conf.softdeps {
+            tables.softdep.extend(format!("{l}\n").bytes());
+        }
+        for (pattern, m) in &conf.aliases {
+            tables.alias.extend(format!("alias {pattern} {m}\n").bytes());
+        }
         for (f, data) in tables.files() {
             plan.put(&format!("{}/{f}", self.dir), Item::Inline { data: data.to_vec(), mode: 0o644 });
         }

@@ -57,7 +57,9 @@ impl Platform for Live<'_> {
 
 /// Boot: returns only when something failed, with why.
 pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
-    // Modules the generator listed, then whatever the devices ask for.
+    // rd.driver.pre=, the modules the generator listed, then whatever the devices ask for.
+    let pre = init.cmd.driver_pre.clone();
+    init.mods.load_many(&pre, &mut init.log);
     let load = init.conf.load.clone();
     init.mods.load_many(&load, &mut init.log);
     init.log.debug("listed modules loaded");
@@ -77,6 +79,8 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     wait::run(&mut live, &mut waiters, timing).map_err(|e| format!("{e}"))?;
     drop(waiters);
     let sock = live.sock.take();
+    let post = init.cmd.driver_post.clone();
+    init.mods.load_many(&post, &mut init.log);
     root.mount(init)?;
     init.log.debug("root mounted");
     // Else /usr as the root's fstab says: waited for now.

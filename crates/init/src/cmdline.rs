@@ -36,8 +36,21 @@ pub struct Cmdline {
     pub no_luks: bool,
     pub no_lvm: bool,
     pub no_md: bool,
+    /// `MODULE.PARAM=VALUE` words: parameters for a module when it is loaded, as modprobe
+    /// takes them from the command line (after modprobe.d's, so they win).
+    pub module_options: Vec<(String, String)>,
+    /// `modprobe.blacklist=` and `rd.driver.blacklist=` (comma lists, repeatable).
+    pub blacklist: Vec<String>,
+    /// `rd.driver.pre=`: load first; `rd.driver.post=`: load once the devices are found.
+    pub driver_pre: Vec<String>,
+    pub driver_post: Vec<String>,
     /// Values that could not be used, for the diagnosis.
     pub problems: Vec<String>,
+}
+
+/// A comma list of module names, normalised.
+fn list(v: &str) -> impl Iterator<Item = String> + '_ {
+    v.split(',').filter(|m| !m.is_empty()).map(leanrd_kmod::normalize)
 }
 
 /// Split a command line into words, honouring double quotes.
@@ -112,7 +125,22 @@ impl Cmdline {
                 ("rd.luks", Some(v)) => c.no_luks = v == "0",
                 ("rd.lvm", Some(v)) => c.no_lvm = v == "0",
                 ("rd.md", Some(v)) => c.no_md = v == "0",
-                _ => {}
+                ("modprobe.blacklist" | "rd.driver.blacklist", Some(v)) => c.blacklist.extend(list(&v)),
+                ("rd.driver.pre", Some(v)) => c.driver_pre.extend(list(&v)),
+                ("rd.driver.post", Some(v)) => c.driver_post.extend(list(&v)),
+                (k, v) => {
+                    if let Some((m, p)) = k.split_once('.')
+                        && !m.is_empty()
+                        && !p.is_empty()
+                    {
+                        let param = match v {
+                            Some(v) if v.contains(' ') => format!("{p}=\"{v}\""),
+                            Some(v) => format!("{p}={v}"),
+                            None => p.to_string(),
+                        };
+                        c.module_options.push((leanrd_kmod::normalize(m), param));
+                    }
+                }
             }
         }
         c
@@ -141,6 +169,27 @@ mod tests {
         let c = Cmdline::parse("mount.usr=PARTLABEL=usr mount.usrfstype=xfs mount.usrflags=ro,noatime");
         assert_eq!(c.usr, Some(DeviceRef::PartLabel("usr".into())));
         assert_eq!((c.usrfstype.as_deref(), c.usrflags.as_deref()), (Some("xfs"), Some("ro,noatime")));
+    }
+
+    #[test]
+    fn module_parameters_and_blacklists() {
+        let c = Cmdline::parse(
+            "root=/dev/vda loop.max_loop=3 nvme_core.default_ps_max_latency_us=0 usb-storage.quirks=\"a:b:u\" \
+             modprobe.blacklist=pcspkr,floppy rd.driver.blacklist=nouveau rd.driver.pre=virtio-scsi rd.driver.post=loop",
+        );
+        assert_eq!(
+            c.module_options,
+            [
+                ("loop".to_string(), "max_loop=3".to_string()),
+                ("nvme_core".to_string(), "default_ps_max_latency_us=0".to_string()),
+                ("usb_storage".to_string(), "quirks=a:b:u".to_string()),
+            ]
+        );
+        assert_eq!(c.blacklist, ["pcspkr", "floppy", "nouveau"]);
+        assert_eq!(
+            (c.driver_pre.as_slice(), c.driver_post.as_slice()),
+            (&["virtio_scsi".to_string()][..], &["loop".to_string()][..])
+        );
     }
 
     #[test]

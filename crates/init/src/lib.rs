@@ -108,6 +108,13 @@ fn read_config(notes: &mut Vec<String>) -> InitConfig {
     })
 }
 
+/// Module parameters (modprobe.d's, then the command line's, which win) and the blacklist.
+fn module_settings(conf: &InitConfig, cmd: &Cmdline) -> (Vec<(String, String)>, Vec<String>) {
+    let options = conf.options.iter().chain(&cmd.module_options).cloned().collect();
+    let blacklist = conf.blacklist.iter().chain(&cmd.blacklist).cloned().collect();
+    (options, blacklist)
+}
+
 fn reboot_or_wait(cmd: &Cmdline) -> ! {
     match cmd.panic {
         Some(n) if n != 0 => {
@@ -137,8 +144,10 @@ fn mount_api_filesystems() {
 pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
     if !rustix::process::getpid().is_init() {
         if args.len() > 1 {
-            let options = read_config(&mut Vec::new()).options;
-            sys::exit(modules::helper_main(&args, options));
+            let conf = read_config(&mut Vec::new());
+            let cmd = Cmdline::parse(&sys::read_string("/proc/cmdline").unwrap_or_default());
+            let (options, blacklist) = module_settings(&conf, &cmd);
+            sys::exit(modules::helper_main(&args, options, blacklist));
         }
         eprint("leanrd-init: this is an initramfs /init and must run as PID 1\n");
         sys::exit(1);
@@ -156,7 +165,8 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
     let _ = sys::write_file("/proc/sys/kernel/modprobe", "/init");
     let mut log = Log::open(cmd.debug);
     log.debug("started");
-    let mods = Modules::open(&kver, conf.options.clone());
+    let (options, blacklist) = module_settings(&conf, &cmd);
+    let mods = Modules::open(&kver, options, blacklist);
     log.debug(&format!("module tables read: {} modules, {} loaded", mods.db.paths.len(), mods.loaded.len()));
     let mut init = Init { log, mods, cmd, conf, cmdline_text, notes, args, env };
     loop {

@@ -17,8 +17,10 @@ use crate::sys::{self, Errno, strerror};
 pub struct Modules {
     dir: String,
     pub db: ModuleDb,
-    /// Parameters by module name, from the configuration.
+    /// Parameters by module name: the configuration's (modprobe.d), then the command line's.
     options: Vec<(String, String)>,
+    /// Modules never loaded: modprobe.d's blacklist, `modprobe.blacklist=`, `rd.driver.blacklist=`.
+    blacklist: Vec<String>,
     pub loaded: BTreeSet<String>,
     pub failed: BTreeMap<String, Errno>,
     pub seen_aliases: BTreeSet<String>,
@@ -27,7 +29,7 @@ pub struct Modules {
 }
 
 impl Modules {
-    pub fn open(kver: &str, options: Vec<(String, String)>) -> Modules {
+    pub fn open(kver: &str, options: Vec<(String, String)>, blacklist: Vec<String>) -> Modules {
         let dir = format!("/lib/modules/{kver}");
         let tables = Tables::read(|f| match sys::read(&format!("{dir}/{f}")) {
             Ok(b) => Ok(b),
@@ -43,7 +45,8 @@ impl Modules {
             .lines()
             .filter_map(|l| l.split_whitespace().next().map(str::to_string))
             .collect();
-        Modules { dir, db, options, loaded, failed: BTreeMap::new(), seen_aliases: BTreeSet::new(), table_error }
+        let (failed, seen_aliases) = (BTreeMap::new(), BTreeSet::new());
+        Modules { dir, db, options, blacklist, loaded, failed, seen_aliases, table_error }
     }
 
     /// Load a name, alias or modalias with everything it needs. Returns how many modules
@@ -52,13 +55,14 @@ impl Modules {
         self.load_many(&[what.to_string()], log)
     }
 
-    /// The modules `whats` resolve to that are neither loaded nor known to fail.
+    /// The modules `whats` resolve to that are neither loaded, known to fail, nor blacklisted.
     fn to_load(&self, whats: &[String]) -> Vec<String> {
         let mut pending: Vec<String> = Vec::new();
         for w in whats {
             if let Resolved::Modules(list) = self.db.resolve(w) {
                 for m in list {
-                    if !self.loaded.contains(&m) && !self.failed.contains_key(&m) && !pending.contains(&m) {
+                    let skip = self.loaded.contains(&m) || self.failed.contains_key(&m) || self.blacklist.contains(&m);
+                    if !skip && !pending.contains(&m) {
                         pending.push(m);
                     }
                 }
@@ -190,10 +194,10 @@ fn finit(path: &str, options: &str) -> Result<(), Errno> {
 
 /// The kernel's module helper: `/init -q -- MODULE...`. Exits 1, as modprobe does, when a
 /// module is unknown or fails to load.
-pub fn helper_main(args: &[String], options: Vec<(String, String)>) -> i32 {
+pub fn helper_main(args: &[String], options: Vec<(String, String)>, blacklist: Vec<String>) -> i32 {
     let names: Vec<String> = args.iter().skip(1).filter(|a| !a.starts_with('-')).cloned().collect();
     let kver = sys::read_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
-    let mut mods = Modules::open(&kver, options);
+    let mut mods = Modules::open(&kver, options, blacklist);
     let mut log = Log::quiet();
     let missing = names.iter().any(|n| matches!(mods.db.resolve(n), Resolved::Missing));
     mods.load_many(&names, &mut log);

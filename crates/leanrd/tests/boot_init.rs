@@ -54,7 +54,9 @@ fn root_tree(t: &TempDir) -> PathBuf {
         format!(
             "#!/bin/sh\n/bin/busybox echo {MARK} $(/bin/busybox cat /proc/uptime)\n\
              /bin/busybox echo ROOT-MOUNT $(/bin/busybox grep ' / ' /proc/mounts)\n\
-             /bin/busybox echo \"INIT-ARGS [$*] INIT-ENV [$leanrd_t]\"\n/bin/busybox poweroff -f\n"
+             /bin/busybox echo \"INIT-ARGS [$*] INIT-ENV [$leanrd_t]\"\n\
+             /bin/busybox echo LOOP-PARAM $(/bin/busybox cat /sys/module/loop/parameters/max_loop || echo absent)\n\
+             /bin/busybox poweroff -f\n"
         ),
     )
     .unwrap();
@@ -225,6 +227,29 @@ fn boot_matrix() {
     let univ = t.join("universal.img");
     ok(leanrd().args(["build", "-k", &kver, "--universal", "--init"]).arg(&init).arg("-o").arg(&univ));
 
+    // A target system whose modprobe.d sets a loop parameter; a user feature loads loop.
+    let sr = t.join("sysroot");
+    fs::create_dir_all(sr.join("etc/modprobe.d")).unwrap();
+    fs::create_dir_all(sr.join("lib/modules")).unwrap();
+    // Hard links (the same file system) or a copy: a symlink would point outside the sysroot,
+    // and a bind mount inside a temporary directory is one rm -r away from the real tree.
+    let mods = sr.join(format!("lib/modules/{kver}"));
+    sh(&format!("cp -al /lib/modules/{kver} {m} 2>/dev/null || cp -a /lib/modules/{kver} {m}", m = mods.display()));
+    fs::write(sr.join("etc/modprobe.d/loop.conf"), "options loop max_loop=3\n").unwrap();
+    let feats = t.join("features");
+    fs::create_dir_all(&feats).unwrap();
+    fs::write(feats.join("loop.toml"), "when = \"requested\"\nmodules = [\"loop\"]\n").unwrap();
+    let modimg = t.join("modopts.img");
+    ok(leanrd()
+        .args(["build", "-k", &kver, "--universal", "--include", "loop", "--sysroot"])
+        .arg(&sr)
+        .arg("--features-dir")
+        .arg(&feats)
+        .arg("--init")
+        .arg(&init)
+        .arg("-o")
+        .arg(&modimg));
+
     let ext4 = fs_image(&t, &tree, "ext4", "11111111-2222-3333-4444-555555555555", "extroot");
     let ext4_disk = partitioned(&t, &ext4, false, "", "ext4mbr");
     let xfs = fs_image(&t, &tree, "xfs", "22222222-3333-4444-5555-666666666666", "xfsroot");
@@ -324,6 +349,27 @@ fn boot_matrix() {
             expect: vec![MARK, "USR-MOUNT /dev/vdb /usr xfs ro,"],
         },
         Case {
+            name: "modprobe.d options reach the module",
+            image: modimg.clone(),
+            append: "quiet root=UUID=11111111-2222-3333-4444-555555555555".into(),
+            qemu: args(&format!("-drive file={},if=virtio,format=raw,snapshot=on", d(&ext4_disk))),
+            expect: vec![MARK, "LOOP-PARAM 3"],
+        },
+        Case {
+            name: "a command-line module parameter wins",
+            image: modimg.clone(),
+            append: "quiet root=UUID=11111111-2222-3333-4444-555555555555 loop.max_loop=5".into(),
+            qemu: args(&format!("-drive file={},if=virtio,format=raw,snapshot=on", d(&ext4_disk))),
+            expect: vec![MARK, "LOOP-PARAM 5"],
+        },
+        Case {
+            name: "modprobe.blacklist= keeps a module out",
+            image: modimg.clone(),
+            append: "quiet root=UUID=11111111-2222-3333-4444-555555555555 modprobe.blacklist=loop".into(),
+            qemu: args(&format!("-drive file={},if=virtio,format=raw,snapshot=on", d(&ext4_disk))),
+            expect: vec![MARK, "LOOP-PARAM absent"],
+        },
+        Case {
             name: "wrong UUID diagnosis",
             image: host_img.clone(),
             append: "quiet root=UUID=99999999-9999-9999-9999-999999999999 leanrd.timeout=5".into(),
@@ -384,7 +430,7 @@ fn prep_image(t: &TempDir, kver: &str, tree: &Path) -> Option<PathBuf> {
     let (set, _) = kernel.resolve(want);
     let tmp = t.join("prep-tmp");
     fs::create_dir_all(&tmp).unwrap();
-    kernel.add_to_plan(&mut plan, &set, &tmp).unwrap();
+    kernel.add_to_plan(&mut plan, &set, &tmp, &Default::default()).unwrap();
     let script = format!(
         "#!/bin/busybox sh\n/bin/busybox mkdir -p /sbin /proc /sys /dev /run /tmp\n/bin/busybox --install -s /bin\n\
          /bin/busybox ln -sf /bin/busybox /sbin/modprobe\n\
