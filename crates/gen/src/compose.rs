@@ -119,6 +119,11 @@ pub fn init_config(
     if let Some(x) = facts {
         c.root = device_ref(&r.host_root, &x.root);
         c.rootfstype = Some(x.root.fstype.clone());
+        // A btrfs root in a subvolume (Debian's and Fedora's `@`, `root`): mounted as it is now
+        // unless the command line says otherwise.
+        if x.root.fstype == "btrfs" && x.root.fsroot != "/" {
+            c.rootflags = Some(format!("subvol={}", x.root.fsroot.trim_start_matches('/')));
+        }
         if let Some(u) = &x.usr {
             c.usr = device_ref(&r.host_root, u);
             c.usrfstype = Some(u.fstype.clone());

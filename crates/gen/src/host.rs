@@ -17,7 +17,12 @@ pub struct Mount {
     pub source: String,
     pub dev: (u32, u32),
     pub options: String,
+    /// The directory of the file system mounted there (a btrfs subvolume: `/@`).
+    pub fsroot: String,
 }
+
+/// Root file system types that need no block device (network and virtual file systems).
+pub const DRIVERLESS_ROOTS: &[&str] = &["nfs", "nfs4", "cifs", "tmpfs", "overlay", "virtiofs", "9p"];
 
 /// What the image needs, as found on the host.
 #[derive(Debug, Clone, Default)]
@@ -58,6 +63,7 @@ pub fn mounts(text: &str) -> Result<Vec<Mount>> {
                 min.parse().with_context(|| format!("mountinfo:{}: bad dev {}", n + 1, f[2]))?,
             ),
             options: f[5].to_string(),
+            fsroot: unescape(f[3]),
         });
     }
     Ok(out)
@@ -92,7 +98,24 @@ pub fn detect(root: &Path) -> Result<Facts> {
     targets.extend(f.usr.clone());
     for m in targets {
         if m.dev.0 == 0 {
-            // Not a block device (tmpfs, overlay, nfs, virtiofs...): nothing to walk.
+            // No block device number: btrfs (its members are listed in sysfs), or a network
+            // or virtual file system (nothing to walk). Anything else cannot be resolved here,
+            // and an image built without its drivers would not boot.
+            let members = btrfs_members(root, &m);
+            if members.is_empty() && !DRIVERLESS_ROOTS.contains(&m.fstype.as_str()) {
+                bail!(
+                    "{} on {} ({}, device {}:{}): cannot find its block devices{} (use --universal)",
+                    m.mountpoint,
+                    m.source,
+                    m.fstype,
+                    m.dev.0,
+                    m.dev.1,
+                    if m.fstype == "btrfs" { " in /sys/fs/btrfs" } else { "" }
+                );
+            }
+            for dev in members {
+                walk_block(root, &dev, &mut f, 0)?;
+            }
             continue;
         }
         let link = root.join(format!("sys/dev/block/{}:{}", m.dev.0, m.dev.1));
@@ -108,6 +131,32 @@ pub fn detect(root: &Path) -> Result<Facts> {
         walk_block(root, &dev, &mut f, 0)?;
     }
     Ok(f)
+}
+
+/// The member devices (their sysfs directories) of the btrfs file system whose devices include
+/// the mount's source: /sys/fs/btrfs/FSID/devices/NAME links to each member.
+fn btrfs_members(root: &Path, m: &Mount) -> Vec<PathBuf> {
+    if m.fstype != "btrfs" {
+        return Vec::new();
+    }
+    let base = Path::new(&m.source).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mapper = m.source.strip_prefix("/dev/mapper/");
+    let Ok(fsids) = fs::read_dir(root.join("sys/fs/btrfs")) else { return Vec::new() };
+    for fsid in fsids.flatten() {
+        let Ok(rd) = fs::read_dir(fsid.path().join("devices")) else { continue };
+        let mut members: Vec<(String, PathBuf)> = rd
+            .flatten()
+            .filter_map(|e| Some((e.file_name().to_string_lossy().into_owned(), fs::canonicalize(e.path()).ok()?)))
+            .collect();
+        members.sort();
+        let ours = members.iter().any(|(name, dir)| {
+            *name == base || mapper.is_some_and(|n| read_trim(&dir.join("dm/name")).as_deref() == Some(n))
+        });
+        if ours {
+            return members.into_iter().map(|(_, dir)| dir).collect();
+        }
+    }
+    Vec::new()
 }
 
 fn read_trim(p: &Path) -> Option<String> {
@@ -192,7 +241,8 @@ mod tests {
                 fstype: "ext4".into(),
                 source: "/dev/vda1".into(),
                 dev: (254, 1),
-                options: "rw,relatime".into()
+                options: "rw,relatime".into(),
+                fsroot: "/".into(),
             }
         );
         assert_eq!(m[2].source, "/dev/mapper/vg-usr x");

@@ -33,11 +33,11 @@ use std::collections::BTreeSet;
 
 use leanrd_archive::error::{Context, Result};
 
+pub use crate::host::DRIVERLESS_ROOTS;
 use crate::host::Facts;
 use crate::modules::Kernel;
 use crate::plan::Plan;
 pub use crate::request::{Request, Settings};
-pub use crate::resolve::DRIVERLESS_ROOTS;
 
 /// What the generator decided.
 #[derive(Debug, Clone)]

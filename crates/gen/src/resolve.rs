@@ -6,13 +6,10 @@ use std::collections::BTreeSet;
 use leanrd_archive::error::{Result, bail};
 use leanrd_kmod::Resolved;
 
-use crate::host::Facts;
+use crate::host::{DRIVERLESS_ROOTS, Facts};
 use crate::modules::Kernel;
 use crate::request::Request;
 use crate::select::Selected;
-
-/// Root file system types that need no block device driver (network and virtual roots).
-pub const DRIVERLESS_ROOTS: &[&str] = &["nfs", "nfs4", "cifs", "tmpfs", "overlay", "virtiofs", "9p"];
 
 /// What resolution decided.
 #[derive(Debug, Default)]
@@ -52,7 +49,8 @@ fn host_modules(kernel: &Kernel, x: &Facts, wanted: &mut Vec<String>, load: &mut
     }
     // Every modalias on the device chain; drivers bound on the running kernel too (a driver
     // built into this kernel may be a module in the target).
-    let mut found_driver = x.root.dev.0 == 0;
+    // Only a root with no block device at all (detection walked none) needs no driver.
+    let mut found_driver = x.devices.is_empty();
     for a in x.modaliases.iter().chain(&x.drivers).chain(&x.modules) {
         if !matches!(kernel.db.resolve(a), Resolved::Missing) {
             found_driver = true;

@@ -191,3 +191,51 @@ fn host_detection_on_fixture_trees() {
     let e = host::detect(&f.root).unwrap_err();
     assert!(format!("{e:#}").contains("8:99"), "{e:#}");
 }
+
+const BTRFS_MOUNTINFO: &str = "22 1 0:31 /@ / rw,relatime shared:1 - btrfs /dev/vda2 rw,space_cache=v2,subvol=/@\n";
+
+/// A btrfs raid1 root on two virtio disks, in subvolume @: mountinfo shows device 0:31.
+fn btrfs_two_disks(t: &TempDir) -> Fixture {
+    let f = Fixture::new(t, "btrfs", BTRFS_MOUNTINFO);
+    f.dev("pci0000:00/0000:00:04.0", Some(VIRTIO_PCI), Some("virtio-pci"))
+        .dev("pci0000:00/0000:00:04.0/virtio1", Some("virtio:d00000002v00001AF4"), Some("virtio_blk"))
+        .block("pci0000:00/0000:00:04.0/virtio1/block/vda", "254:0", false)
+        .block("pci0000:00/0000:00:04.0/virtio1/block/vda/vda2", "254:2", true)
+        .dev("pci0000:00/0000:00:05.0", Some(VIRTIO_PCI), Some("virtio-pci"))
+        .dev("pci0000:00/0000:00:05.0/virtio2", Some("virtio:d00000002v00001AF4"), Some("virtio_blk"))
+        .block("pci0000:00/0000:00:05.0/virtio2/block/vdb", "254:16", false);
+    let devs = f.root.join("sys/fs/btrfs/0a1b2c3d-0000-4000-8000-000000000001/devices");
+    fs::create_dir_all(&devs).unwrap();
+    symlink(f.root.join("sys/devices/pci0000:00/0000:00:04.0/virtio1/block/vda/vda2"), devs.join("vda2")).unwrap();
+    symlink(f.root.join("sys/devices/pci0000:00/0000:00:05.0/virtio2/block/vdb"), devs.join("vdb")).unwrap();
+    f
+}
+
+/// btrfs shows no block device number: its members come from /sys/fs/btrfs, every one walked
+/// to its driver; without them detection fails instead of building an image that cannot boot.
+#[test]
+fn btrfs_roots_are_resolved_to_every_member() {
+    let t = TempDir::new("hostbtrfs");
+    let f = btrfs_two_disks(&t);
+    let x = host::detect(&f.root).unwrap();
+    assert_eq!((x.root.fstype.as_str(), x.root.dev, x.root.fsroot.as_str()), ("btrfs", (0, 31), "/@"));
+    assert_eq!(x.devices, ["vda2", "vdb"]);
+    assert!(x.modaliases.contains(VIRTIO_PCI) && x.drivers.contains("virtio_blk"), "{x:?}");
+    let lone = Fixture::new(&t, "btrfs-nosysfs", BTRFS_MOUNTINFO);
+    let e = host::detect(&lone.root).unwrap_err().to_string();
+    assert!(e.contains("cannot find its block devices in /sys/fs/btrfs"), "{e}");
+    // A network root has no devices and needs none.
+    let nfs = Fixture::new(&t, "nfs", "22 1 0:40 / / rw - nfs4 10.0.0.1:/srv/root rw\n");
+    assert!(host::detect(&nfs.root).unwrap().devices.is_empty());
+    // The image mounts the subvolume the host runs from.
+    let Some(k) = kver() else { return };
+    let init = t.join("init");
+    fs::write(&init, b"#!/bin/sh\n").unwrap();
+    let s =
+        leanrd_gen::Settings { kver: Some(k), host_root: Some(f.root.clone()), init: Some(init), ..Default::default() };
+    let g = leanrd_gen::generate(&leanrd_gen::Request::new(s, t.path()).unwrap()).unwrap();
+    let Some(Item::Inline { data, .. }) = g.main.items.get("/etc/leanrd/init.conf") else { panic!("no config") };
+    let conf = leanrd_contract::InitConfig::decode(std::str::from_utf8(data).unwrap()).unwrap();
+    assert_eq!(conf.rootflags.as_deref(), Some("subvol=@"));
+    assert!(g.modules.contains("virtio_blk") && g.modules.contains("btrfs"), "{:?}", g.modules);
+}

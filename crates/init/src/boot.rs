@@ -10,7 +10,7 @@ use rustix::fd::OwnedFd;
 
 use crate::devices::{self, Dev};
 use crate::wait::{self, Platform, Timing, Waiter};
-use crate::{Init, root, stack, switch_root, sys, uevent, usr};
+use crate::{Init, btrfs, root, stack, switch_root, sys, uevent, usr};
 
 /// The running system behind the wait loop's seam.
 struct Live<'a> {
@@ -26,7 +26,9 @@ impl Platform for Live<'_> {
         sys::sleep_ms(ms)
     }
     fn scan(&mut self) -> Vec<Dev> {
-        devices::scan()
+        let mut devs = devices::scan();
+        btrfs::mark(self.init, &mut devs);
+        devs
     }
     fn block_count(&self) -> usize {
         devices::block_names().len()

@@ -23,6 +23,8 @@ pub struct Dev {
     pub dm_name: Option<String>,
     /// The devices it is built on (sysfs `slaves/`: a dm or md device's members).
     pub slaves: Vec<String>,
+    /// A btrfs member: whether its file system has all its devices (None: not asked).
+    pub complete: Option<bool>,
     pub probe: probe::Probe,
 }
 
@@ -68,7 +70,7 @@ pub fn scan() -> Vec<Dev> {
         let dm_name = sys::read_string(&format!("{sys}/dm/name")).map(|s| s.trim().to_string());
         let slaves = sys::list_dir(&format!("{sys}/slaves")).map(|v| v.into_iter().map(|e| e.0).collect());
         let slaves = slaves.unwrap_or_default();
-        devs.push(Dev { probe: probe::probe_fs(&f), name: n, devno, disk, partno, dm_name, slaves });
+        devs.push(Dev { probe: probe::probe_fs(&f), name: n, devno, disk, partno, dm_name, slaves, complete: None });
     }
     // PARTUUID/PARTLABEL: from each disk's table, matched to its partitions by number.
     for i in 0..devs.len() {
@@ -128,7 +130,16 @@ pub(crate) mod tests {
     use alloc::vec;
 
     pub(crate) fn dev(name: &str, devno: (u32, u32), disk: Option<&str>, partno: u32, p: probe::Probe) -> Dev {
-        Dev { name: name.into(), devno, disk: disk.map(Into::into), partno, dm_name: None, slaves: vec![], probe: p }
+        Dev {
+            name: name.into(),
+            devno,
+            disk: disk.map(Into::into),
+            partno,
+            dm_name: None,
+            slaves: vec![],
+            complete: None,
+            probe: p,
+        }
     }
 
     pub(crate) fn fs(t: &str, u: &str, l: Option<&str>, pu: Option<&str>, pl: Option<&str>) -> probe::Probe {

@@ -32,13 +32,14 @@ impl Report<'_> {
             let p = &d.probe;
             let f = |k: &str, v: &Option<String>| v.as_ref().map(|x| format!(" {k}={x}")).unwrap_or_default();
             s += &format!(
-                "  /dev/{:<10} TYPE={}{}{}{}{}\n",
+                "  /dev/{:<10} TYPE={}{}{}{}{}{}\n",
                 d.name,
                 p.fstype.as_deref().unwrap_or("?"),
                 f("UUID", &p.uuid),
                 f("LABEL", &p.label),
                 f("PARTUUID", &p.partuuid),
-                f("PARTLABEL", &p.partlabel)
+                f("PARTLABEL", &p.partlabel),
+                if d.complete == Some(false) { " (btrfs: members missing)" } else { "" }
             );
         }
         if !self.failed.is_empty() {

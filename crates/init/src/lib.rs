@@ -21,6 +21,7 @@
 extern crate alloc;
 
 pub mod boot;
+pub mod btrfs;
 pub mod cmdline;
 pub mod devices;
 pub mod diagnose;
@@ -66,7 +67,8 @@ pub struct Init {
 impl Init {
     /// Everything useful about a failure, on one screen.
     fn diagnose(&mut self, why: &str) {
-        let devs = devices::scan();
+        let mut devs = devices::scan();
+        btrfs::mark(self, &mut devs);
         let mut notes: Vec<String> = self.mods.table_error.iter().cloned().collect();
         notes.extend(self.notes.iter().cloned());
         let r = diagnose::Report {

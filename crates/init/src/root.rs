@@ -43,7 +43,10 @@ impl RootSource for BlockRoot {
 pub fn source(init: &Init) -> Result<Box<dyn RootSource>, String> {
     let want = init.cmd.root.clone().or(init.conf.root.clone());
     let want = want.ok_or("no root= on the command line and none in the image")?;
-    Ok(Box::new(BlockRoot(DeviceWaiter::new("root", want))))
+    let mut w = DeviceWaiter::new("root", want);
+    let flags = init.cmd.rootflags.as_ref().or(init.conf.rootflags.as_ref());
+    w.degraded = flags.is_some_and(|f| f.split(',').any(|o| o == "degraded"));
+    Ok(Box::new(BlockRoot(w)))
 }
 
 /// The types to try, in order: `rootfstype=` may list several, as for the kernel.

@@ -57,21 +57,35 @@ pub trait Waiter {
 /// A waiter for one device, by reference. A LUKS container named so is not mounted but
 /// holds the device: the waiter is satisfied by the device-mapper device on top of it once
 /// it is unlocked.
+///
+/// A btrfs member whose file system lacks devices does not satisfy it either, unless
+/// `degraded` (the mount option that accepts missing members).
 pub struct DeviceWaiter {
     pub role: &'static str,
     pub want: DeviceRef,
     pub found: Option<Dev>,
+    pub degraded: bool,
+    /// The device was seen, but its btrfs file system had members missing.
+    pub incomplete: Option<Dev>,
 }
 
 impl DeviceWaiter {
     pub fn new(role: &'static str, want: DeviceRef) -> DeviceWaiter {
-        DeviceWaiter { role, want, found: None }
+        DeviceWaiter { role, want, found: None, degraded: false, incomplete: None }
     }
 }
 
 impl Waiter for DeviceWaiter {
     fn describe(&self) -> String {
-        format!("{}={}", self.role, self.want)
+        match &self.incomplete {
+            Some(d) => format!(
+                "{}={} ({} is btrfs with members missing; rootflags=degraded mounts it without them)",
+                self.role,
+                self.want,
+                d.path()
+            ),
+            None => format!("{}={}", self.role, self.want),
+        }
     }
     fn wants(&self) -> Option<&DeviceRef> {
         Some(&self.want)
@@ -84,7 +98,10 @@ impl Waiter for DeviceWaiter {
                 Some(c) if c.is_luks() => devs.iter().find(|h| h.slaves.contains(&c.name)),
                 d => d,
             };
-            self.found = d.cloned();
+            match d {
+                Some(d) if d.complete == Some(false) && !self.degraded => self.incomplete = Some(d.clone()),
+                d => self.found = d.cloned(),
+            }
         }
         self.found.is_some()
     }
@@ -193,6 +210,8 @@ mod tests {
         luks: Option<(String, Dev)>,
         unlocked: bool,
         events: bool,
+        /// Members of the one btrfs file system in the script.
+        btrfs_members: usize,
         scans: usize,
         walks: usize,
         assembles: usize,
@@ -217,7 +236,12 @@ mod tests {
         }
         fn scan(&mut self) -> Vec<Dev> {
             self.scans += 1;
-            self.present()
+            let mut v = self.present();
+            let here = v.iter().filter(|d| d.probe.fstype.as_deref() == Some("btrfs")).count();
+            for d in v.iter_mut().filter(|d| d.probe.fstype.as_deref() == Some("btrfs")) {
+                d.complete = Some(here == self.btrfs_members);
+            }
+            v
         }
         fn block_count(&self) -> usize {
             self.present().len()
@@ -341,6 +365,30 @@ mod tests {
         let mut w = root("L");
         run(&mut f, &mut [&mut w], Timing { forever: false, timeout_ms: 2_000 }).unwrap_err();
         assert!(w.found.is_none());
+    }
+
+    fn btrfs_member(name: &str) -> Dev {
+        dev(name, (254, 0), None, 0, fs("btrfs", "B", None, None, None))
+    }
+
+    #[test]
+    fn a_btrfs_root_waits_for_all_its_members_unless_degraded() {
+        let script = vec![(0, btrfs_member("vda"), false), (1_300, btrfs_member("vdb"), true)];
+        let mut f = Fake { events: true, script: script.clone(), btrfs_members: 2, ..Fake::default() };
+        let mut w = root("B");
+        run(&mut f, &mut [&mut w], T30).unwrap();
+        assert_eq!(f.now, 1_300, "found when the second member came");
+        // It never comes: the timeout says what is missing.
+        let mut f = Fake { events: true, script: script[..1].to_vec(), btrfs_members: 2, ..Fake::default() };
+        let mut w = root("B");
+        let e = run(&mut f, &mut [&mut w], Timing { forever: false, timeout_ms: 2_000 }).unwrap_err();
+        assert!(e.to_string().contains("/dev/vda is btrfs with members missing"), "{e}");
+        // rootflags=degraded: the member that is there will do.
+        let mut f = Fake { events: true, script: script[..1].to_vec(), btrfs_members: 2, ..Fake::default() };
+        let mut w = root("B");
+        w.degraded = true;
+        run(&mut f, &mut [&mut w], T30).unwrap();
+        assert_eq!((f.now, w.found.unwrap().name.as_str()), (0, "vda"));
     }
 
     #[test]

@@ -97,6 +97,27 @@ fn split_usr_trees(t: &TempDir, fstab: bool) -> (PathBuf, PathBuf) {
     (r, u)
 }
 
+/// A btrfs raid1 (data and metadata) across two disk images, the tree in subvolume @, made on
+/// loop devices (mkfs.btrfs --rootdir takes one device only).
+/// Returns the two images and the file system's UUID (one per run: the host kernel remembers
+/// the btrfs file systems it has seen).
+fn btrfs_raid1(t: &TempDir, tree: &Path) -> (PathBuf, PathBuf, String) {
+    let uuid = format!("bbbbbbbb-1111-2222-3333-{:012x}", std::process::id());
+    let (a, b, mnt) = (t.join("raid1-a.img"), t.join("raid1-b.img"), t.join("raid1-mnt"));
+    fs::create_dir_all(&mnt).unwrap();
+    let (a, b) = (a.display().to_string(), b.display().to_string());
+    sh(&format!(
+        "set -e; truncate -s 300M {a} {b}; la=$(losetup -f --show {a}); lb=$(losetup -f --show {b}); \
+         trap 'umount {m} 2>/dev/null || true; losetup -d $la $lb 2>/dev/null || true' EXIT; \
+         mkfs.btrfs -q -f -d raid1 -m raid1 -U {uuid} -L raid1root $la $lb; \
+         mount -o device=$la,device=$lb $la {m}; btrfs subvolume create {m}/@ >/dev/null; cp -a {tree}/. {m}/@/; \
+         umount {m}",
+        m = mnt.display(),
+        tree = tree.display()
+    ));
+    (PathBuf::from(a), PathBuf::from(b), uuid)
+}
+
 fn sh(cmd: &str) {
     let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
     assert!(o.status.success(), "{cmd}: {}", String::from_utf8_lossy(&o.stderr));
@@ -256,6 +277,12 @@ fn boot_matrix() {
     let btrfs = fs_image(&t, &tree, "btrfs", "33333333-4444-5555-6666-777777777777", "btrroot");
     let btrfs_disk = partitioned(&t, &btrfs, true, "44444444-5555-6666-7777-888888888888", "btrgpt");
     let d = |p: &Path| p.display().to_string();
+    let (raid_a, raid_b, raid_uuid) = btrfs_raid1(&t, &tree);
+    let raid = |disks: &[&PathBuf]| {
+        let drives: Vec<String> =
+            disks.iter().map(|p| format!("-drive file={},if=virtio,format=raw,snapshot=on", d(p))).collect();
+        args(&drives.join(" "))
+    };
     // A separate XFS /usr: named by the root's fstab, or by mount.usr= on the command line.
     let (tf, tc) = (TempDir::new("bootusr-fstab"), TempDir::new("bootusr-cmdline"));
     let (root_f, usr_tree) = split_usr_trees(&tf, true);
@@ -347,6 +374,31 @@ fn boot_matrix() {
             append: format!("quiet root=LABEL=splitroot2 mount.usr=UUID={USR_UUID} mount.usrfstype=xfs"),
             qemu: two_disks(&root_plain),
             expect: vec![MARK, "USR-MOUNT /dev/vdb /usr xfs ro,"],
+        },
+        Case {
+            name: "universal btrfs raid1 across two disks, subvolume @",
+            image: univ.clone(),
+            append: format!("quiet root=UUID={raid_uuid} rootflags=subvol=@"),
+            qemu: raid(&[&raid_a, &raid_b]),
+            expect: vec![MARK, "subvol=/@"],
+        },
+        Case {
+            name: "btrfs raid1 with a member missing: the diagnosis says so",
+            image: univ.clone(),
+            append: format!("quiet root=UUID={raid_uuid} rootflags=subvol=@ leanrd.timeout=5"),
+            qemu: raid(&[&raid_a]),
+            expect: vec![
+                "leanrd: cannot boot: waited 5 s for root=UUID=",
+                "is btrfs with members missing",
+                "(btrfs: members missing)",
+            ],
+        },
+        Case {
+            name: "btrfs raid1 with a member missing mounts with rootflags=degraded",
+            image: univ.clone(),
+            append: format!("quiet root=UUID={raid_uuid} rootflags=subvol=@,degraded"),
+            qemu: raid(&[&raid_b]),
+            expect: vec![MARK, "degraded"],
         },
         Case {
             name: "modprobe.d options reach the module",
