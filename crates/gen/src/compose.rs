@@ -157,38 +157,113 @@ pub fn main_plan(
     Ok((plan, warnings))
 }
 
-/// The early microcode segment: every microcode file of the vendor concatenated into the
-/// one file the kernel's early loader reads (host-only: only this CPU's vendor).
-pub fn microcode(r: &Request, host_only: bool) -> Result<Option<Plan>> {
-    let vendor = if host_only {
-        fs::read_to_string(r.host_root.join("proc/cpuinfo")).ok().and_then(|c| {
-            c.lines().find(|l| l.starts_with("vendor_id")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-    } else {
-        None
+/// The CPU's microcode file name: Intel's `FF-MM-SS` (family, model, stepping in hex) under
+/// intel-ucode/, AMD's family file under amd-ucode/ (one file before family 15h).
+fn cpu_microcode(cpuinfo: &str) -> Option<(&'static str, String)> {
+    let field = |k: &str| {
+        cpuinfo
+            .lines()
+            .find(|l| l.split(':').next().is_some_and(|n| n.trim() == k))
+            .map(|l| l.split(':').nth(1).unwrap_or("").trim())
     };
-    let mut plan = Plan::new(&r.sysroot);
-    for (v, dir, name) in [
-        ("GenuineIntel", "/lib/firmware/intel-ucode", "GenuineIntel.bin"),
-        ("AuthenticAMD", "/lib/firmware/amd-ucode", "AuthenticAMD.bin"),
-    ] {
-        if vendor.as_deref().is_some_and(|x| x != v) {
-            continue;
+    let num = |k: &str| field(k).and_then(|v| v.parse::<u32>().ok());
+    match field("vendor_id")? {
+        "GenuineIntel" => {
+            let (f, m, s) = (num("cpu family")?, num("model")?, num("stepping")?);
+            Some(("GenuineIntel", format!("/lib/firmware/intel-ucode/{f:02x}-{m:02x}-{s:02x}")))
         }
+        "AuthenticAMD" => {
+            let f = num("cpu family")?;
+            let file = if f >= 0x15 { format!("microcode_amd_fam{f:02x}h.bin") } else { "microcode_amd.bin".into() };
+            Some(("AuthenticAMD", format!("/lib/firmware/amd-ucode/{file}")))
+        }
+        _ => None,
+    }
+}
+
+/// The microcode files to bundle, by vendor: host-only, only this CPU's file (none when the
+/// system has no file for it); universal, every file of both vendors.
+fn microcode_files(r: &Request, host_only: bool) -> Vec<(&'static str, Vec<PathBuf>)> {
+    if host_only {
+        let cpuinfo = fs::read_to_string(r.host_root.join("proc/cpuinfo")).unwrap_or_default();
+        return match cpu_microcode(&cpuinfo) {
+            Some((vendor, f)) if host_path(&r.sysroot, &f).is_file() => vec![(vendor, vec![host_path(&r.sysroot, &f)])],
+            _ => Vec::new(),
+        };
+    }
+    let mut out = Vec::new();
+    for (vendor, dir) in [("GenuineIntel", "/lib/firmware/intel-ucode"), ("AuthenticAMD", "/lib/firmware/amd-ucode")] {
         let Ok(rd) = fs::read_dir(host_path(&r.sysroot, dir)) else { continue };
         let mut files: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
         files.sort();
-        if files.is_empty() {
-            continue;
+        if !files.is_empty() {
+            out.push((vendor, files));
         }
+    }
+    out
+}
+
+/// The early microcode segment: the files [`microcode_files`] chose, concatenated per vendor
+/// into the one file the kernel's early loader reads.
+pub fn microcode(r: &Request, host_only: bool) -> Result<Option<Plan>> {
+    let mut plan = Plan::new(&r.sysroot);
+    for (vendor, files) in microcode_files(r, host_only) {
         let mut blob = Vec::new();
         for f in files {
             blob.extend(fs::read(&f).with_context(|| format!("{}: cannot read", f.display()))?);
         }
-        let dst = r.tmp.join(name);
+        let name = format!("{vendor}.bin");
+        let dst = r.tmp.join(&name);
         fs::write(&dst, blob).with_context(|| format!("{}: cannot write", dst.display()))?;
         // The early loader wants exactly this name, without "./" and with no symlinks.
         plan.put(&format!("/kernel/x86/microcode/{name}"), Item::File { src: dst, mode: 0o644 });
     }
     Ok(if plan.items.is_empty() { None } else { Some(plan) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::Settings;
+
+    #[test]
+    fn the_cpu_names_its_microcode_file() {
+        let intel = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 158\n\
+                     model name\t: Intel(R) Core(TM) i7\nstepping\t: 10\n";
+        assert_eq!(cpu_microcode(intel), Some(("GenuineIntel", "/lib/firmware/intel-ucode/06-9e-0a".into())));
+        let amd = "vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 33\nstepping\t: 0\n";
+        assert_eq!(
+            cpu_microcode(amd),
+            Some(("AuthenticAMD", "/lib/firmware/amd-ucode/microcode_amd_fam19h.bin".into()))
+        );
+        let old = "vendor_id\t: AuthenticAMD\ncpu family\t: 16\n";
+        assert_eq!(cpu_microcode(old).unwrap().1, "/lib/firmware/amd-ucode/microcode_amd.bin");
+        assert_eq!(cpu_microcode("vendor_id\t: HygonGenuine\n"), None);
+    }
+
+    #[test]
+    fn host_only_takes_only_this_cpus_file() {
+        let t = tempfile::tempdir().unwrap();
+        let (sys, host) = (t.path().join("sys"), t.path().join("host"));
+        let ucode = sys.join("lib/firmware/intel-ucode");
+        fs::create_dir_all(&ucode).unwrap();
+        fs::create_dir_all(host.join("proc")).unwrap();
+        for f in ["06-9e-0a", "06-9e-0b", "06-55-04"] {
+            fs::write(ucode.join(f), f).unwrap();
+        }
+        fs::write(host.join("proc/cpuinfo"), "vendor_id : GenuineIntel\ncpu family : 6\nmodel : 158\nstepping : 10\n")
+            .unwrap();
+        let s = Settings {
+            kver: Some("x".into()),
+            sysroot: Some(sys.clone()),
+            host_root: Some(host),
+            init: Some(t.path().into()),
+            ..Default::default()
+        };
+        let r = Request::new(s, t.path()).unwrap();
+        assert_eq!(microcode_files(&r, true), [("GenuineIntel", vec![ucode.join("06-9e-0a")])]);
+        assert_eq!(microcode_files(&r, false)[0].1.len(), 3);
+        fs::remove_file(ucode.join("06-9e-0a")).unwrap();
+        assert!(microcode_files(&r, true).is_empty(), "no file for this CPU: no early segment");
+    }
 }
