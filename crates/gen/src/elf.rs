@@ -90,6 +90,15 @@ pub struct Resolver<'a> {
     done: BTreeSet<String>,
 }
 
+/// Where binary `name` is in the system at `sysroot`: an absolute path as it is, else the
+/// first of [`leanrd_contract::SEARCH_PATH`] that has it.
+pub fn which(sysroot: &Path, name: &str) -> Option<String> {
+    if name.starts_with('/') {
+        return host_path(sysroot, name).exists().then(|| name.to_string());
+    }
+    leanrd_contract::SEARCH_PATH.iter().map(|d| format!("{d}/{name}")).find(|p| host_path(sysroot, p).is_file())
+}
+
 impl<'a> Resolver<'a> {
     pub fn new(plan: &'a mut Plan) -> Resolver<'a> {
         let cache = LdCache::load(&plan.sysroot);
@@ -98,13 +107,7 @@ impl<'a> Resolver<'a> {
 
     /// Find a binary by name in the usual directories (or take an absolute path).
     pub fn which(&self, name: &str) -> Option<String> {
-        if name.starts_with('/') {
-            return host_path(&self.plan.sysroot, name).exists().then(|| name.to_string());
-        }
-        leanrd_contract::SEARCH_PATH
-            .iter()
-            .map(|d| format!("{d}/{name}"))
-            .find(|p| host_path(&self.plan.sysroot, p).is_file())
+        which(&self.plan.sysroot, name)
     }
 
     /// Add a binary (image path as on the host) with everything it loads.

@@ -42,6 +42,8 @@ pub struct Feature {
     /// Modules added only in --universal builds.
     pub universal_modules: Vec<String>,
     pub binaries: Vec<String>,
+    /// The distribution package that provides the binaries (named in warnings).
+    pub package: Option<String>,
     /// Libraries loaded with dlopen (not in DT_NEEDED).
     pub libraries: Vec<String>,
     /// Files copied as they are (missing ones are skipped with a warning).

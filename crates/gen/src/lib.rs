@@ -67,12 +67,13 @@ pub fn generate(r: &Request) -> Result<Generated> {
     features::check_names(&all, &r.exclude)?;
     let kernel = Kernel::load(&r.sysroot, &r.kver)?;
     let facts = host_facts(r)?;
-    let selected = select::select(&all, r, facts.as_ref());
+    let mut warnings = Vec::new();
+    let selected = select::available(select::select(&all, r, facts.as_ref()), &r.sysroot, &mut warnings);
     let mods = resolve::modules(r, &kernel, &selected, facts.as_ref())?;
     let (main, more) = compose::main_plan(r, &kernel, &selected, facts.as_ref(), &mods)?;
     let microcode = selected.iter().any(|s| s.feature.microcode);
     let early = if microcode { compose::microcode(r, facts.is_some())? } else { None };
-    let mut warnings = mods.warnings;
+    warnings.extend(mods.warnings);
     warnings.extend(more);
     let features = selected.iter().map(|s| s.feature.name.clone()).collect();
     Ok(Generated { main, early, features, modules: mods.set, warnings, facts })

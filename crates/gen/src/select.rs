@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::elf::which;
 use crate::features::{Feature, When};
 use crate::host::Facts;
 use crate::plan::host_path;
@@ -27,6 +28,25 @@ fn detected(f: &Feature, facts: &Facts, sysroot: &Path) -> bool {
     fs_match || stack_match || ucode
 }
 
+/// Features that are only there because the build is universal and whose binaries the
+/// system lacks are left out (with a warning naming what to install): an image must not
+/// offer /init a capability it cannot use.
+pub fn available(selected: Vec<Selected>, sysroot: &Path, warnings: &mut Vec<String>) -> Vec<Selected> {
+    selected
+        .into_iter()
+        .filter(|s| {
+            let missing: Vec<&str> =
+                s.feature.binaries.iter().filter(|b| which(sysroot, b).is_none()).map(String::as_str).collect();
+            if s.required || missing.is_empty() {
+                return true;
+            }
+            let install = s.feature.package.as_deref().map(|p| format!(" (install {p})")).unwrap_or_default();
+            warnings.push(format!("feature {} left out: {} not found{install}", s.feature.name, missing.join(", ")));
+            false
+        })
+        .collect()
+}
+
 pub fn select(all: &BTreeMap<String, Feature>, r: &Request, facts: Option<&Facts>) -> Vec<Selected> {
     all.values()
         .filter_map(|f| {
@@ -45,4 +65,23 @@ pub fn select(all: &BTreeMap<String, Feature>, r: &Request, facts: Option<&Facts
             required.map(|required| Selected { feature: f.clone(), required })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn universal_features_without_their_binaries_are_left_out() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("usr/sbin")).unwrap();
+        std::fs::write(t.path().join("usr/sbin/cryptsetup"), b"").unwrap();
+        let all = crate::features::load(None).unwrap();
+        let pick = |n: &str, required| Selected { feature: all[n].clone(), required };
+        let mut w = Vec::new();
+        let kept = available(vec![pick("luks", false), pick("lvm", false), pick("mdraid", true)], t.path(), &mut w);
+        let names: Vec<&str> = kept.iter().map(|s| s.feature.name.as_str()).collect();
+        assert_eq!(names, ["luks", "mdraid"], "a required feature stays (its missing binary is an error later)");
+        assert_eq!(w, ["feature lvm left out: lvm not found (install lvm2)"]);
+    }
 }

@@ -51,10 +51,39 @@ fn cstr(b: &[u8]) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-/// Probe the file system (or LUKS header) on a device.
+/// The type blkid gives an md RAID member, and an LVM physical volume.
+pub const MD_MEMBER: &str = "linux_raid_member";
+pub const LVM_MEMBER: &str = "LVM2_member";
+
+/// A member of a block stack: an md superblock (v1.1 at 0, v1.2 at 4 KiB, v1.0 near the end,
+/// v0.90 in the last 64 KiB) or an LVM2 label (in one of the first four sectors). Checked
+/// before file systems: a RAID1 member with metadata at the end also looks like the file
+/// system it mirrors, and must not be mounted as that.
+fn stack_member(f: rustix::fd::BorrowedFd<'_>) -> Option<&'static str> {
+    const MD_MAGIC: [u8; 4] = 0xa92b_4efc_u32.to_le_bytes();
+    let size = rustix::fs::seek(f, rustix::fs::SeekFrom::End(0)).unwrap_or(0);
+    // Offsets past the end (u64::MAX) read nothing.
+    let mut md_at = [0, 4096, u64::MAX, u64::MAX];
+    if size >= 128 * 1024 {
+        md_at[2] = (size - 8192) & !4095;
+        md_at[3] = (size & !(65536 - 1)) - 65536;
+    }
+    if md_at.iter().any(|&o| read_at(f, o, 4).is_some_and(|b| b[..] == MD_MAGIC)) {
+        return Some(MD_MEMBER);
+    }
+    let head = read_at(f, 0, 2048)?;
+    let lvm = head.chunks(512).any(|s| s.len() >= 32 && &s[0..8] == b"LABELONE" && &s[24..32] == b"LVM2 001");
+    lvm.then_some(LVM_MEMBER)
+}
+
+/// Probe the file system (or LUKS header, or md/LVM member) on a device.
 pub fn probe_fs<Fd: AsFd>(fd: Fd) -> Probe {
     let f = fd.as_fd();
     let mut p = Probe::default();
+    if let Some(t) = stack_member(f) {
+        p.fstype = Some(t.into());
+        return p;
+    }
     // LUKS1/2: magic at 0, UUID string at 168.
     if let Some(b) = read_at(f, 0, 512) {
         if b.starts_with(b"LUKS\xba\xbe") {
@@ -188,6 +217,34 @@ mod tests {
     fn guid_is_mixed_endian() {
         let b = [0x28, 0x73, 0x2a, 0xc1, 0x1f, 0xf8, 0xd2, 0x11, 0xba, 0x4b, 0x00, 0xa0, 0xc9, 0x3e, 0xc9, 0x3b];
         assert_eq!(guid_str(&b), "c12a7328-f81f-11d2-ba4b-00a0c93ec93b");
+    }
+
+    /// md superblocks (every version's place) and LVM2 labels make a stack member, ahead of
+    /// whatever file system the member also looks like.
+    #[test]
+    fn finds_md_and_lvm_members() {
+        let t = tempfile::tempdir().unwrap();
+        let size: u64 = 1 << 20;
+        let magic = 0xa92b_4efc_u32.to_le_bytes();
+        for (at, what) in [(0, "1.1"), (4096, "1.2"), ((size - 8192) & !4095, "1.0"), (size - 65536, "0.90")] {
+            let mut img = std::vec![0u8; size as usize];
+            img[1024 + 56..1024 + 58].copy_from_slice(&[0x53, 0xEF]); // an ext superblock too
+            img[at as usize..at as usize + 4].copy_from_slice(&magic);
+            let p = t.path().join(what);
+            std::fs::write(&p, &img).unwrap();
+            let f = crate::sys::open(p.to_str().unwrap()).unwrap();
+            assert_eq!(probe_fs(&f).fstype.as_deref(), Some(MD_MEMBER), "md {what}");
+        }
+        let mut img = std::vec![0u8; size as usize];
+        img[512..520].copy_from_slice(b"LABELONE");
+        img[512 + 24..512 + 32].copy_from_slice(b"LVM2 001");
+        let p = t.path().join("pv");
+        std::fs::write(&p, &img).unwrap();
+        let f = crate::sys::open(p.to_str().unwrap()).unwrap();
+        assert_eq!(probe_fs(&f).fstype.as_deref(), Some(LVM_MEMBER));
+        std::fs::write(&p, std::vec![0u8; size as usize]).unwrap();
+        let f = crate::sys::open(p.to_str().unwrap()).unwrap();
+        assert_eq!(probe_fs(&f).fstype, None);
     }
 
     /// blkid's view of an image file: TYPE, UUID, LABEL.

@@ -11,6 +11,7 @@ use leanrd_contract::{Capability, DeviceRef};
 
 use crate::Init;
 use crate::devices::Dev;
+use crate::probe;
 use crate::sys::{self, RunError};
 
 /// One pass over the stack: unlock, then activate and assemble. True when a container was
@@ -18,7 +19,7 @@ use crate::sys::{self, RunError};
 pub fn assemble(init: &mut Init, devs: &[Dev], wanted: &[&DeviceRef]) -> bool {
     let unlocked = unlock(init, devs, wanted);
     if !unlocked {
-        activate(init);
+        activate(init, devs);
     }
     unlocked
 }
@@ -86,12 +87,14 @@ fn unlock(init: &mut Init, devs: &[Dev], wanted: &[&DeviceRef]) -> bool {
     done
 }
 
-/// Assemble md arrays and activate LVM volume groups, when the image can.
-fn activate(init: &mut Init) {
-    if !init.cmd.no_md && prepare(init, Capability::Md) {
+/// Assemble md arrays and activate LVM volume groups, when the image can and a probed device
+/// carries their signature (nothing is loaded or run for a machine without them).
+fn activate(init: &mut Init, devs: &[Dev]) {
+    let has = |t: &str| devs.iter().any(|d| d.probe.fstype.as_deref() == Some(t));
+    if !init.cmd.no_md && has(probe::MD_MEMBER) && prepare(init, Capability::Md) {
         helper(init, "mdadm", &["--assemble", "--scan", "--run"]);
     }
-    if !init.cmd.no_lvm && prepare(init, Capability::Lvm) {
+    if !init.cmd.no_lvm && has(probe::LVM_MEMBER) && prepare(init, Capability::Lvm) {
         // No udev here: lvm creates the device nodes itself.
         let cfg = "activation { udev_sync = 0 udev_rules = 0 } devices { obtain_device_list_from_udev = 0 }";
         helper(init, "lvm", &["vgchange", "-ay", "--sysinit", "--config", cfg]);
