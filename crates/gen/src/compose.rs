@@ -124,7 +124,8 @@ pub fn init_config(
         if x.root.fstype == "btrfs" && x.root.fsroot != "/" {
             c.rootflags = Some(format!("subvol={}", x.root.fsroot.trim_start_matches('/')));
         }
-        if let Some(u) = &x.usr {
+        // /usr on a block device (not a network or virtual file system).
+        if let Some(u) = x.usr.as_ref().filter(|u| !crate::host::DRIVERLESS_ROOTS.contains(&u.fstype.as_str())) {
             c.usr = device_ref(&r.host_root, u);
             c.usrfstype = Some(u.fstype.clone());
         }

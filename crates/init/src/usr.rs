@@ -39,6 +39,10 @@ pub fn given(init: &Init) -> Option<Usr> {
     })
 }
 
+/// File system types that are not on a block device /init could wait for.
+const NOT_BLOCK: &[&str] =
+    &["nfs", "nfs4", "cifs", "smb3", "tmpfs", "overlay", "virtiofs", "9p", "fuse", "none", "bind"];
+
 /// fstab's `\040`-style octal escapes undone.
 fn unoctal(s: &str) -> String {
     let b = s.as_bytes();
@@ -72,9 +76,15 @@ pub fn from_fstab(text: &str) -> Option<Usr> {
         if mountpoint.trim_end_matches('/') != "/usr" {
             continue;
         }
+        let options = f.get(3).map(|o| o.to_string()).filter(|o| o != "defaults");
+        // A /usr that is not on a block device (network, tmpfs, overlay) or not to be mounted
+        // at boot is left to the system.
+        let noauto = options.as_deref().is_some_and(|o| o.split(',').any(|x| x == "noauto"));
+        if noauto || NOT_BLOCK.contains(&f[2]) {
+            continue;
+        }
         let Ok(device) = DeviceRef::parse(&unoctal(f[0])) else { continue };
         let fstype = Some(f[2].to_string()).filter(|t| t != "auto");
-        let options = f.get(3).map(|o| o.to_string()).filter(|o| o != "defaults");
         found = Some(Usr { device, fstype, options });
     }
     found
@@ -144,6 +154,8 @@ mod tests {
         assert_eq!(u.device, DeviceRef::Label("my usr".into()));
         assert_eq!((u.fstype, u.options.as_deref()), (None, Some("ro,noatime,x-systemd.device-timeout=5")));
         assert_eq!(from_fstab("UUID=1 / ext4 defaults 0 1\n#UUID=2 /usr xfs defaults 0 2\n"), None);
+        assert_eq!(from_fstab("server:/usr /usr nfs4 ro 0 0\ntmpfs /usr tmpfs defaults 0 0\n"), None);
+        assert_eq!(from_fstab("UUID=2 /usr xfs noauto,ro 0 0\n"), None);
     }
 
     #[test]
