@@ -49,20 +49,26 @@ pub struct Layer {
     pub modules: Vec<String>,
 }
 
+/// What to mount: the root, and a separate /usr (systemd's `mount.usr=`, `mount.usrfstype=`,
+/// `mount.usrflags=`). The kernel command line gives these, and the configuration gives the
+/// ones the image was built for (used when the command line says nothing).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Mounts {
+    pub root: Option<DeviceRef>,
+    pub rootfstype: Option<String>,
+    pub rootflags: Option<String>,
+    pub usr: Option<DeviceRef>,
+    pub usrfstype: Option<String>,
+    pub usrflags: Option<String>,
+}
+
 /// Everything the generator tells /init.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InitConfig {
     /// The kernel the image's modules are for (/init falls back to the running one).
     pub kver: Option<String>,
-    /// The root the image was built for: used when the command line has no `root=`.
-    pub root: Option<DeviceRef>,
-    pub rootfstype: Option<String>,
-    pub rootflags: Option<String>,
-    /// A separate /usr the image was built for (as systemd's `mount.usr=`, `mount.usrfstype=`,
-    /// `mount.usrflags=`): mounted on the new root before switching to it.
-    pub usr: Option<DeviceRef>,
-    pub usrfstype: Option<String>,
-    pub usrflags: Option<String>,
+    /// The root (and /usr) the image was built for.
+    pub mounts: Mounts,
     /// Module names, aliases and modaliases to load before looking for the root.
     pub load: Vec<String>,
     /// Parameters for modules, as modprobe.d's `options MODULE PARAMS` gives them.
@@ -101,16 +107,17 @@ impl InitConfig {
         if let Some(k) = &self.kver {
             line("kver", &[k]);
         }
-        for (key, d) in [("root", &self.root), ("usr", &self.usr)] {
+        let m = &self.mounts;
+        for (key, d) in [("root", &m.root), ("usr", &m.usr)] {
             if let Some(d) = d {
                 line(key, &[&d.to_string()]);
             }
         }
         let texts = [
-            ("rootfstype", &self.rootfstype),
-            ("rootflags", &self.rootflags),
-            ("usrfstype", &self.usrfstype),
-            ("usrflags", &self.usrflags),
+            ("rootfstype", &m.rootfstype),
+            ("rootflags", &m.rootflags),
+            ("usrfstype", &m.usrfstype),
+            ("usrflags", &m.usrflags),
         ];
         for (key, v) in texts {
             if let Some(v) = v {
@@ -156,12 +163,12 @@ impl InitConfig {
             };
             match key {
                 "kver" => c.kver = Some(single()?),
-                "root" => c.root = Some(DeviceRef::parse(&single()?).map_err(|e| err(e.to_string()))?),
-                "rootfstype" => c.rootfstype = Some(single()?),
-                "rootflags" => c.rootflags = Some(single()?),
-                "usr" => c.usr = Some(DeviceRef::parse(&single()?).map_err(|e| err(e.to_string()))?),
-                "usrfstype" => c.usrfstype = Some(single()?),
-                "usrflags" => c.usrflags = Some(single()?),
+                "root" => c.mounts.root = Some(DeviceRef::parse(&single()?).map_err(|e| err(e.to_string()))?),
+                "rootfstype" => c.mounts.rootfstype = Some(single()?),
+                "rootflags" => c.mounts.rootflags = Some(single()?),
+                "usr" => c.mounts.usr = Some(DeviceRef::parse(&single()?).map_err(|e| err(e.to_string()))?),
+                "usrfstype" => c.mounts.usrfstype = Some(single()?),
+                "usrflags" => c.mounts.usrflags = Some(single()?),
                 "load" => c.load.extend(values),
                 "blacklist" => c.blacklist.extend(values),
                 "options" => match <[String; 2]>::try_from(values) {
@@ -192,12 +199,14 @@ mod tests {
     fn sample() -> InitConfig {
         InitConfig {
             kver: Some("6.1.0-28-amd64".into()),
-            root: Some(DeviceRef::Label("my root %1".into())),
-            rootfstype: Some("ext4".into()),
-            rootflags: Some("subvol=@,compress=zstd".into()),
-            usr: Some(DeviceRef::PartUuid { uuid: "aa-2".into(), offset: 0 }),
-            usrfstype: Some("xfs".into()),
-            usrflags: Some("ro,noatime".into()),
+            mounts: Mounts {
+                root: Some(DeviceRef::Label("my root %1".into())),
+                rootfstype: Some("ext4".into()),
+                rootflags: Some("subvol=@,compress=zstd".into()),
+                usr: Some(DeviceRef::PartUuid { uuid: "aa-2".into(), offset: 0 }),
+                usrfstype: Some("xfs".into()),
+                usrflags: Some("ro,noatime".into()),
+            },
             load: vec!["virtio_pci".into(), "pci:v00001AF4d*sv*sd*bc*sc*i*".into(), "fs-ext4".into()],
             options: vec![("i915".into(), "enable_guc=2 modeset=1".into())],
             blacklist: vec!["pcspkr".into(), "nouveau".into()],
@@ -242,16 +251,16 @@ mod tests {
                 c.kver = Some(r.text());
             }
             if n & 2 != 0 {
-                c.rootflags = Some(r.text());
+                c.mounts.rootflags = Some(r.text());
             }
             c.load = (0..n % 5).map(|_| r.text()).collect();
             c.options = (0..(n >> 3) % 3).map(|_| (r.text(), r.text())).collect();
             if n & 4 != 0 {
-                c.root = Some(DeviceRef::Uuid(format!("u{}", r.text())));
+                c.mounts.root = Some(DeviceRef::Uuid(format!("u{}", r.text())));
             }
             if n & 8 != 0 {
-                c.usr = Some(DeviceRef::Label(format!("l{}", r.text())));
-                c.usrflags = Some(r.text());
+                c.mounts.usr = Some(DeviceRef::Label(format!("l{}", r.text())));
+                c.mounts.usrflags = Some(r.text());
             }
             c.layers = (0..(n >> 5) % 3)
                 .map(|i| Layer { capability: Capability::ALL[i as usize % 4], modules: vec![r.text()] })

@@ -9,7 +9,7 @@
 //!
 //! let mut c = InitConfig::default();
 //! c.kver = Some("6.1.0-28-amd64".into());
-//! c.root = Some(DeviceRef::parse("UUID=0a1b-2c3d").unwrap());
+//! c.mounts.root = Some(DeviceRef::parse("UUID=0a1b-2c3d").unwrap());
 //! c.load = vec!["virtio_blk".into(), "fs-ext4".into()];
 //! c.layers.push(Layer { capability: Capability::Luks, modules: vec!["dm_crypt".into()] });
 //! let text = c.encode();
@@ -24,7 +24,7 @@ mod config;
 mod device;
 mod escape;
 
-pub use config::{Capability, DecodeError, InitConfig, Layer};
+pub use config::{Capability, DecodeError, InitConfig, Layer, Mounts};
 pub use device::{DeviceRef, DeviceRefError, unescape_udev};
 
 /// Where helper programs are: the generator looks for a feature's binaries here (under the

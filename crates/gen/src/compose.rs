@@ -117,17 +117,17 @@ pub fn init_config(
 ) -> InitConfig {
     let mut c = InitConfig { kver: Some(r.kver.clone()), load: m.load.clone(), ..InitConfig::default() };
     if let Some(x) = facts {
-        c.root = device_ref(&r.host_root, &x.root);
-        c.rootfstype = Some(x.root.fstype.clone());
+        c.mounts.root = device_ref(&r.host_root, &x.root);
+        c.mounts.rootfstype = Some(x.root.fstype.clone());
         // A btrfs root in a subvolume (Debian's and Fedora's `@`, `root`): mounted as it is now
         // unless the command line says otherwise.
         if x.root.fstype == "btrfs" && x.root.fsroot != "/" {
-            c.rootflags = Some(format!("subvol={}", x.root.fsroot.trim_start_matches('/')));
+            c.mounts.rootflags = Some(format!("subvol={}", x.root.fsroot.trim_start_matches('/')));
         }
         // /usr on a block device (not a network or virtual file system).
         if let Some(u) = x.usr.as_ref().filter(|u| !crate::host::DRIVERLESS_ROOTS.contains(&u.fstype.as_str())) {
-            c.usr = device_ref(&r.host_root, u);
-            c.usrfstype = Some(u.fstype.clone());
+            c.mounts.usr = device_ref(&r.host_root, u);
+            c.mounts.usrfstype = Some(u.fstype.clone());
         }
     }
     for s in selected {

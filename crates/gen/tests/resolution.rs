@@ -236,6 +236,6 @@ fn btrfs_roots_are_resolved_to_every_member() {
     let g = leanrd_gen::generate(&leanrd_gen::Request::new(s, t.path()).unwrap()).unwrap();
     let Some(Item::Inline { data, .. }) = g.main.items.get("/etc/leanrd/init.conf") else { panic!("no config") };
     let conf = leanrd_contract::InitConfig::decode(std::str::from_utf8(data).unwrap()).unwrap();
-    assert_eq!(conf.rootflags.as_deref(), Some("subvol=@"));
+    assert_eq!(conf.mounts.rootflags.as_deref(), Some("subvol=@"));
     assert!(g.modules.contains("virtio_blk") && g.modules.contains("btrfs"), "{:?}", g.modules);
 }

@@ -4,18 +4,13 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use leanrd_contract::DeviceRef;
+use leanrd_contract::{DeviceRef, Mounts};
 
 /// Settings from the kernel command line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cmdline {
-    pub root: Option<DeviceRef>,
-    pub rootfstype: Option<String>,
-    pub rootflags: Option<String>,
-    /// systemd's `mount.usr=`, `mount.usrfstype=`, `mount.usrflags=`: a separate /usr.
-    pub usr: Option<DeviceRef>,
-    pub usrfstype: Option<String>,
-    pub usrflags: Option<String>,
+    /// `root=`, `rootfstype=`, `rootflags=`, `mount.usr=`, `mount.usrfstype=`, `mount.usrflags=`.
+    pub mounts: Mounts,
     pub rw: bool,
     pub init: Option<String>,
     pub rootwait: bool,
@@ -93,17 +88,17 @@ impl Cmdline {
             };
             match (k, v) {
                 ("root", Some(v)) => match DeviceRef::parse(&v) {
-                    Ok(d) => c.root = Some(d),
+                    Ok(d) => c.mounts.root = Some(d),
                     Err(e) => c.problems.push(format!("root={v} ignored: {e}")),
                 },
-                ("rootfstype", Some(v)) => c.rootfstype = Some(v),
+                ("rootfstype", Some(v)) => c.mounts.rootfstype = Some(v),
                 ("mount.usr", Some(v)) => match DeviceRef::parse(&v) {
-                    Ok(d) => c.usr = Some(d),
+                    Ok(d) => c.mounts.usr = Some(d),
                     Err(e) => c.problems.push(format!("mount.usr={v} ignored: {e}")),
                 },
-                ("mount.usrfstype", Some(v)) => c.usrfstype = Some(v),
-                ("mount.usrflags", Some(v)) => c.usrflags = Some(v),
-                ("rootflags", Some(v)) => c.rootflags = Some(v),
+                ("mount.usrfstype", Some(v)) => c.mounts.usrfstype = Some(v),
+                ("mount.usrflags", Some(v)) => c.mounts.usrflags = Some(v),
+                ("rootflags", Some(v)) => c.mounts.rootflags = Some(v),
                 ("ro", None) => c.rw = false,
                 ("rw", None) => c.rw = true,
                 ("init", Some(v)) => c.init = Some(v),
@@ -157,8 +152,8 @@ mod tests {
             "BOOT_IMAGE=/vmlinuz root=UUID=1234-5678 rootflags=\"subvol=@,compress=zstd\" rw quiet panic=-1 \
              rd.luks.uuid=luks-abcd rd.luks.name=ef01=cryptroot leanrd.debug rootwait init=/bin/sh",
         );
-        assert_eq!(c.root, Some(DeviceRef::Uuid("1234-5678".into())));
-        assert_eq!(c.rootflags.as_deref(), Some("subvol=@,compress=zstd"));
+        assert_eq!(c.mounts.root, Some(DeviceRef::Uuid("1234-5678".into())));
+        assert_eq!(c.mounts.rootflags.as_deref(), Some("subvol=@,compress=zstd"));
         assert!(c.rw && c.quiet && c.debug && c.rootwait);
         assert_eq!(c.panic, Some(-1));
         assert_eq!(c.luks_uuids, ["abcd", "ef01"]);
@@ -167,8 +162,8 @@ mod tests {
         assert_eq!(c.timeout, 30);
         assert!(c.problems.is_empty());
         let c = Cmdline::parse("mount.usr=PARTLABEL=usr mount.usrfstype=xfs mount.usrflags=ro,noatime");
-        assert_eq!(c.usr, Some(DeviceRef::PartLabel("usr".into())));
-        assert_eq!((c.usrfstype.as_deref(), c.usrflags.as_deref()), (Some("xfs"), Some("ro,noatime")));
+        assert_eq!(c.mounts.usr, Some(DeviceRef::PartLabel("usr".into())));
+        assert_eq!((c.mounts.usrfstype.as_deref(), c.mounts.usrflags.as_deref()), (Some("xfs"), Some("ro,noatime")));
     }
 
     #[test]
@@ -195,7 +190,7 @@ mod tests {
     #[test]
     fn a_bad_root_is_a_problem_not_a_panic() {
         let c = Cmdline::parse("root=UUID= quiet");
-        assert_eq!(c.root, None);
+        assert_eq!(c.mounts.root, None);
         assert_eq!(c.problems.len(), 1, "{:?}", c.problems);
     }
 }

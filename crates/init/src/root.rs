@@ -41,10 +41,10 @@ impl RootSource for BlockRoot {
 /// The root this boot uses: `root=` from the command line, else the one the image was built
 /// for.
 pub fn source(init: &Init) -> Result<Box<dyn RootSource>, String> {
-    let want = init.cmd.root.clone().or(init.conf.root.clone());
+    let want = init.cmd.mounts.root.clone().or(init.conf.mounts.root.clone());
     let want = want.ok_or("no root= on the command line and none in the image")?;
     let mut w = DeviceWaiter::new("root", want);
-    let flags = init.cmd.rootflags.as_ref().or(init.conf.rootflags.as_ref());
+    let flags = init.cmd.mounts.rootflags.as_ref().or(init.conf.mounts.rootflags.as_ref());
     w.degraded = flags.is_some_and(|f| f.split(',').any(|o| o == "degraded"));
     Ok(Box::new(BlockRoot(w)))
 }
@@ -87,9 +87,10 @@ pub fn mount_at(
 /// The root: type from `rootfstype=`, the probe or the configuration; read-only unless `rw`;
 /// `rootflags=` (else the configuration's) as its options.
 pub fn mount(init: &mut Init, dev: &Dev) -> Result<(), String> {
-    let fstype = init.cmd.rootfstype.clone().or(dev.probe.fstype.clone()).or(init.conf.rootfstype.clone());
+    let fstype =
+        init.cmd.mounts.rootfstype.clone().or(dev.probe.fstype.clone()).or(init.conf.mounts.rootfstype.clone());
     let flags = if init.cmd.rw { MountFlags::empty() } else { MountFlags::RDONLY };
-    let options = init.cmd.rootflags.clone().or(init.conf.rootflags.clone());
+    let options = init.cmd.mounts.rootflags.clone().or(init.conf.mounts.rootflags.clone());
     mount_at(init, dev, NEWROOT, fstype, flags, options.as_deref())
 }
 

@@ -26,7 +26,7 @@ pub struct Usr {
 /// /usr as the command line or the configuration gives it (known before the root is mounted,
 /// so it is waited for together with the root).
 pub fn given(init: &Init) -> Option<Usr> {
-    let (c, k) = (&init.cmd, &init.conf);
+    let (c, k) = (&init.cmd.mounts, &init.conf.mounts);
     if let Some(device) = c.usr.clone() {
         let fstype = c.usrfstype.clone();
         return Some(Usr { device, fstype, options: c.usrflags.clone() });

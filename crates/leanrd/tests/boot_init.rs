@@ -176,6 +176,16 @@ struct Case {
     expect: Vec<&'static str>,
 }
 
+fn case(
+    name: &'static str,
+    image: &Path,
+    append: impl Into<String>,
+    qemu: Vec<String>,
+    expect: &[&'static str],
+) -> Case {
+    Case { name, image: image.to_path_buf(), append: append.into(), qemu, expect: expect.to_vec() }
+}
+
 fn run_cases(kernel: &Path, cases: Vec<Case>) {
     let results: Vec<(String, String, Vec<&'static str>)> = std::thread::scope(|s| {
         let mut out = Vec::new();
@@ -361,66 +371,45 @@ fn boot_matrix() {
             )),
             expect: vec![MARK],
         },
-        Case {
-            name: "universal ext4 root, XFS /usr from the root's fstab",
-            image: univ.clone(),
-            append: "quiet root=LABEL=splitroot".into(),
-            qemu: two_disks(&root_fstab),
-            expect: vec![MARK, "USR-MOUNT /dev/vdb /usr xfs ro,"],
-        },
-        Case {
-            name: "universal ext4 root, XFS /usr from mount.usr=",
-            image: univ.clone(),
-            append: format!("quiet root=LABEL=splitroot2 mount.usr=UUID={USR_UUID} mount.usrfstype=xfs"),
-            qemu: two_disks(&root_plain),
-            expect: vec![MARK, "USR-MOUNT /dev/vdb /usr xfs ro,"],
-        },
-        Case {
-            name: "universal btrfs raid1 across two disks, subvolume @",
-            image: univ.clone(),
-            append: format!("quiet root=UUID={raid_uuid} rootflags=subvol=@"),
-            qemu: raid(&[&raid_a, &raid_b]),
-            expect: vec![MARK, "subvol=/@"],
-        },
-        Case {
-            name: "btrfs raid1 with a member missing: the diagnosis says so",
-            image: univ.clone(),
-            append: format!("quiet root=UUID={raid_uuid} rootflags=subvol=@ leanrd.timeout=5"),
-            qemu: raid(&[&raid_a]),
-            expect: vec![
+        case(
+            "universal ext4 root, XFS /usr from the root's fstab",
+            &univ,
+            "quiet root=LABEL=splitroot",
+            two_disks(&root_fstab),
+            &[MARK, "USR-MOUNT /dev/vdb /usr xfs ro,"],
+        ),
+        case(
+            "universal ext4 root, XFS /usr from mount.usr=",
+            &univ,
+            format!("quiet root=LABEL=splitroot2 mount.usr=UUID={USR_UUID} mount.usrfstype=xfs"),
+            two_disks(&root_plain),
+            &[MARK, "USR-MOUNT /dev/vdb /usr xfs ro,"],
+        ),
+        case(
+            "universal btrfs raid1 across two disks, subvolume @",
+            &univ,
+            format!("quiet root=UUID={raid_uuid} rootflags=subvol=@"),
+            raid(&[&raid_a, &raid_b]),
+            &[MARK, "subvol=/@"],
+        ),
+        case(
+            "btrfs raid1 with a member missing: the diagnosis says so",
+            &univ,
+            format!("quiet root=UUID={raid_uuid} rootflags=subvol=@ leanrd.timeout=5"),
+            raid(&[&raid_a]),
+            &[
                 "leanrd: cannot boot: waited 5 s for root=UUID=",
                 "is btrfs with members missing",
                 "(btrfs: members missing)",
             ],
-        },
-        Case {
-            name: "btrfs raid1 with a member missing mounts with rootflags=degraded",
-            image: univ.clone(),
-            append: format!("quiet root=UUID={raid_uuid} rootflags=subvol=@,degraded"),
-            qemu: raid(&[&raid_b]),
-            expect: vec![MARK, "degraded"],
-        },
-        Case {
-            name: "modprobe.d options reach the module",
-            image: modimg.clone(),
-            append: "quiet root=UUID=11111111-2222-3333-4444-555555555555".into(),
-            qemu: args(&format!("-drive file={},if=virtio,format=raw,snapshot=on", d(&ext4_disk))),
-            expect: vec![MARK, "LOOP-PARAM 3"],
-        },
-        Case {
-            name: "a command-line module parameter wins",
-            image: modimg.clone(),
-            append: "quiet root=UUID=11111111-2222-3333-4444-555555555555 loop.max_loop=5".into(),
-            qemu: args(&format!("-drive file={},if=virtio,format=raw,snapshot=on", d(&ext4_disk))),
-            expect: vec![MARK, "LOOP-PARAM 5"],
-        },
-        Case {
-            name: "modprobe.blacklist= keeps a module out",
-            image: modimg.clone(),
-            append: "quiet root=UUID=11111111-2222-3333-4444-555555555555 modprobe.blacklist=loop".into(),
-            qemu: args(&format!("-drive file={},if=virtio,format=raw,snapshot=on", d(&ext4_disk))),
-            expect: vec![MARK, "LOOP-PARAM absent"],
-        },
+        ),
+        case(
+            "btrfs raid1 with a member missing mounts with rootflags=degraded",
+            &univ,
+            format!("quiet root=UUID={raid_uuid} rootflags=subvol=@,degraded"),
+            raid(&[&raid_b]),
+            &[MARK, "degraded"],
+        ),
         Case {
             name: "wrong UUID diagnosis",
             image: host_img.clone(),
@@ -434,6 +423,18 @@ fn boot_matrix() {
             ],
         },
     ];
+    // Module parameters: from the target's modprobe.d, overridden on the command line, and a
+    // blacklist that keeps the module out.
+    let virtio_ext4 = args(&format!("-drive file={},if=virtio,format=raw,snapshot=on", d(&ext4_disk)));
+    let mut cases = cases;
+    for (name, extra, expect) in [
+        ("modprobe.d options reach the module", "", "LOOP-PARAM 3"),
+        ("a command-line module parameter wins", " loop.max_loop=5", "LOOP-PARAM 5"),
+        ("modprobe.blacklist= keeps a module out", " modprobe.blacklist=loop", "LOOP-PARAM absent"),
+    ] {
+        let append = format!("quiet root=UUID=11111111-2222-3333-4444-555555555555{extra}");
+        cases.push(case(name, &modimg, append, virtio_ext4.clone(), &[MARK, expect]));
+    }
     run_cases(&kernel, cases);
 }
 
