@@ -1,0 +1,209 @@
+//! The wait loop's timing rules, against a scripted machine.
+
+use super::*;
+use crate::devices::tests::{dev, fs};
+use alloc::string::ToString;
+use alloc::vec;
+
+/// A scripted machine: devices appear at given times (announced by a uevent, or not),
+/// a clock that moves only when the loop sleeps or waits, and counters.
+#[derive(Default)]
+struct Fake {
+    now: u64,
+    /// (time, device, announced by a uevent).
+    script: Vec<(u64, Dev, bool)>,
+    /// A LUKS container's UUID and the device unlocking it makes.
+    luks: Option<(String, Dev)>,
+    unlocked: bool,
+    events: bool,
+    /// Members of the one btrfs file system in the script.
+    btrfs_members: usize,
+    scans: usize,
+    walks: usize,
+    assembles: usize,
+}
+
+impl Fake {
+    fn present(&self) -> Vec<Dev> {
+        let mut v: Vec<Dev> = self.script.iter().filter(|(t, _, _)| *t <= self.now).map(|x| x.1.clone()).collect();
+        if self.unlocked {
+            v.push(self.luks.as_ref().unwrap().1.clone());
+        }
+        v
+    }
+}
+
+impl Platform for Fake {
+    fn now_ms(&self) -> u64 {
+        self.now
+    }
+    fn sleep_ms(&mut self, ms: u64) {
+        self.now += ms;
+    }
+    fn scan(&mut self) -> Vec<Dev> {
+        self.scans += 1;
+        let mut v = self.present();
+        let here = v.iter().filter(|d| d.probe.fstype.as_deref() == Some("btrfs")).count();
+        for d in v.iter_mut().filter(|d| d.probe.fstype.as_deref() == Some("btrfs")) {
+            d.complete = Some(here == self.btrfs_members);
+        }
+        v
+    }
+    fn block_count(&self) -> usize {
+        self.present().len()
+    }
+    fn coldplug(&mut self) -> usize {
+        self.walks += 1;
+        0
+    }
+    fn assemble(&mut self, devs: &[Dev], wanted: &[&DeviceRef]) -> bool {
+        self.assembles += 1;
+        let Some((uuid, _)) = &self.luks else { return false };
+        let here = devs.iter().any(|d| d.is_luks() && d.probe.uuid.as_deref() == Some(uuid));
+        if here && !self.unlocked && wanted.iter().any(|w| w.is_uuid(uuid)) {
+            self.unlocked = true;
+            return true;
+        }
+        false
+    }
+    fn has_events(&self) -> bool {
+        self.events
+    }
+    fn events(&mut self, ms: u64) -> (bool, bool) {
+        let before = self.now;
+        // The wait ends at the first event in the window.
+        let next = self.script.iter().filter(|(t, _, ev)| *ev && *t > before && *t <= before + ms).map(|x| x.0).min();
+        self.now = next.unwrap_or(before + ms);
+        (next.is_some(), false)
+    }
+    fn devno_of(&self, _: &str) -> Option<(u32, u32)> {
+        None
+    }
+    fn debug(&mut self, _: &str) {}
+}
+
+fn disk(name: &str, uuid: &str) -> Dev {
+    dev(name, (254, 0), None, 0, fs("ext4", uuid, None, None, None))
+}
+
+fn root(uuid: &str) -> DeviceWaiter {
+    DeviceWaiter::new("root", DeviceRef::Uuid(uuid.into()))
+}
+
+const T30: Timing = Timing { forever: false, timeout_ms: 30_000 };
+
+#[test]
+fn a_device_that_is_there_is_found_at_once() {
+    let mut f = Fake { events: true, script: vec![(0, disk("vda", "r"), false)], ..Fake::default() };
+    let mut w = root("r");
+    run(&mut f, &mut [&mut w], T30).unwrap();
+    assert_eq!((f.now, f.scans, f.walks), (0, 1, 0));
+    assert_eq!(w.found.unwrap().name, "vda");
+}
+
+#[test]
+fn a_uevent_brings_a_probe_and_idle_ticks_do_not() {
+    let mut f = Fake { events: true, script: vec![(2_450, disk("vda", "r"), true)], ..Fake::default() };
+    let mut w = root("r");
+    run(&mut f, &mut [&mut w], T30).unwrap();
+    assert_eq!(f.now, 2_450, "found when the uevent came");
+    // The start, the once-a-second fallback at 1 s and 2 s, the uevent: not 25 ticks.
+    assert_eq!(f.scans, 4);
+    assert!(f.walks <= 3, "{}", f.walks);
+}
+
+#[test]
+fn a_device_without_a_uevent_is_found_by_the_fallback_probe() {
+    let mut f = Fake { events: true, script: vec![(1_500, disk("vda", "r"), false)], ..Fake::default() };
+    let mut w = root("r");
+    run(&mut f, &mut [&mut w], T30).unwrap();
+    assert!((2_000..=2_100).contains(&f.now), "{}", f.now);
+}
+
+#[test]
+fn the_timeout_ends_the_wait_and_names_what_was_missing() {
+    let mut f = Fake { events: true, script: vec![(0, disk("vda", "other"), false)], ..Fake::default() };
+    let mut w = root("r");
+    let e = run(&mut f, &mut [&mut w], Timing { forever: false, timeout_ms: 5_000 }).unwrap_err();
+    assert_eq!(e.to_string(), "waited 5 s for root=UUID=r");
+    assert!((5_000..=5_200).contains(&f.now), "{}", f.now);
+    assert!(f.scans <= 7, "about one probe a second: {}", f.scans);
+}
+
+#[test]
+fn rootwait_waits_past_the_timeout() {
+    let mut f = Fake { events: true, script: vec![(45_000, disk("vda", "r"), true)], ..Fake::default() };
+    let mut w = root("r");
+    run(&mut f, &mut [&mut w], Timing { forever: true, timeout_ms: 30_000 }).unwrap();
+    assert_eq!(f.now, 45_000);
+}
+
+#[test]
+fn without_uevents_the_loop_polls() {
+    let mut f = Fake { events: false, script: vec![(350, disk("vda", "r"), false)], ..Fake::default() };
+    let mut w = root("r");
+    run(&mut f, &mut [&mut w], T30).unwrap();
+    assert_eq!(f.now, 400);
+    assert_eq!(f.scans, 5);
+}
+
+#[test]
+fn a_luks_container_named_as_root_is_unlocked_and_what_it_holds_is_the_root() {
+    let mut c = disk("vda", "L");
+    c.probe.fstype = Some(crate::probe::LUKS.into());
+    let mut inner = dev("dm-0", (253, 0), None, 0, fs("ext4", "inner", None, None, None));
+    inner.slaves = vec!["vda".into()];
+    let mut f = Fake { events: true, script: vec![(0, c, false)], luks: Some(("L".into(), inner)), ..Fake::default() };
+    let mut w = root("L");
+    run(&mut f, &mut [&mut w], T30).unwrap();
+    assert!(f.unlocked);
+    assert_eq!(w.found.unwrap().name, "dm-0");
+    assert_eq!(f.scans, 2, "probed again right after the unlock");
+}
+
+#[test]
+fn a_locked_container_is_not_the_root() {
+    let mut c = disk("vda", "L");
+    c.probe.fstype = Some(crate::probe::LUKS.into());
+    let mut f = Fake { events: true, script: vec![(0, c, false)], ..Fake::default() };
+    let mut w = root("L");
+    run(&mut f, &mut [&mut w], Timing { forever: false, timeout_ms: 2_000 }).unwrap_err();
+    assert!(w.found.is_none());
+}
+
+fn btrfs_member(name: &str) -> Dev {
+    dev(name, (254, 0), None, 0, fs("btrfs", "B", None, None, None))
+}
+
+#[test]
+fn a_btrfs_root_waits_for_all_its_members_unless_degraded() {
+    let script = vec![(0, btrfs_member("vda"), false), (1_300, btrfs_member("vdb"), true)];
+    let mut f = Fake { events: true, script: script.clone(), btrfs_members: 2, ..Fake::default() };
+    let mut w = root("B");
+    run(&mut f, &mut [&mut w], T30).unwrap();
+    assert_eq!(f.now, 1_300, "found when the second member came");
+    // It never comes: the timeout says what is missing.
+    let mut f = Fake { events: true, script: script[..1].to_vec(), btrfs_members: 2, ..Fake::default() };
+    let mut w = root("B");
+    let e = run(&mut f, &mut [&mut w], Timing { forever: false, timeout_ms: 2_000 }).unwrap_err();
+    assert!(e.to_string().contains("/dev/vda is btrfs with members missing"), "{e}");
+    // rootflags=degraded: the member that is there will do.
+    let mut f = Fake { events: true, script: script[..1].to_vec(), btrfs_members: 2, ..Fake::default() };
+    let mut w = root("B");
+    w.degraded = true;
+    run(&mut f, &mut [&mut w], T30).unwrap();
+    assert_eq!((f.now, w.found.unwrap().name.as_str()), (0, "vda"));
+}
+
+#[test]
+fn every_waiter_must_be_satisfied() {
+    let mut f = Fake {
+        events: true,
+        script: vec![(0, disk("vda", "r"), false), (700, disk("vdb", "u"), true)],
+        ..Fake::default()
+    };
+    let (mut r, mut u) = (root("r"), DeviceWaiter::new("usr", DeviceRef::Uuid("u".into())));
+    run(&mut f, &mut [&mut r, &mut u], T30).unwrap();
+    assert_eq!(f.now, 700);
+    assert_eq!((r.found.unwrap().name, u.found.unwrap().name), ("vda".to_string(), "vdb".to_string()));
+}
