@@ -125,7 +125,7 @@ pub fn init_config(
             c.mounts.rootflags = Some(format!("subvol={}", x.root.fsroot.trim_start_matches('/')));
         }
         // /usr on a block device (not a network or virtual file system).
-        if let Some(u) = x.usr.as_ref().filter(|u| !crate::host::DRIVERLESS_ROOTS.contains(&u.fstype.as_str())) {
+        if let Some(u) = x.usr.as_ref().filter(|u| !leanrd_contract::NOT_BLOCK_FSTYPES.contains(&u.fstype.as_str())) {
             c.mounts.usr = device_ref(&r.host_root, u);
             c.mounts.usrfstype = Some(u.fstype.clone());
         }

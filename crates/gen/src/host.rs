@@ -7,6 +7,8 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use leanrd_contract::{NOT_BLOCK_FSTYPES, unescape_octal};
+
 use leanrd_archive::error::{Context, Result, bail};
 
 /// One mounted file system that the image must be able to mount.
@@ -20,9 +22,6 @@ pub struct Mount {
     /// The directory of the file system mounted there (a btrfs subvolume: `/@`).
     pub fsroot: String,
 }
-
-/// Root file system types that need no block device (network and virtual file systems).
-pub const DRIVERLESS_ROOTS: &[&str] = &["nfs", "nfs4", "cifs", "tmpfs", "overlay", "virtiofs", "9p"];
 
 /// What the image needs, as found on the host.
 #[derive(Debug, Clone, Default)]
@@ -55,35 +54,18 @@ pub fn mounts(text: &str) -> Result<Vec<Mount>> {
         }
         let (maj, min) = f[2].split_once(':').with_context(|| format!("mountinfo:{}: bad dev {}", n + 1, f[2]))?;
         out.push(Mount {
-            mountpoint: unescape(f[4]),
+            mountpoint: unescape_octal(f[4]),
             fstype: f[sep + 1].to_string(),
-            source: unescape(f[sep + 2]),
+            source: unescape_octal(f[sep + 2]),
             dev: (
                 maj.parse().with_context(|| format!("mountinfo:{}: bad dev {}", n + 1, f[2]))?,
                 min.parse().with_context(|| format!("mountinfo:{}: bad dev {}", n + 1, f[2]))?,
             ),
             options: f[5].to_string(),
-            fsroot: unescape(f[3]),
+            fsroot: unescape_octal(f[3]),
         });
     }
     Ok(out)
-}
-
-fn unescape(s: &str) -> String {
-    // mountinfo escapes space, tab, newline and backslash as \ooo.
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push(((b[i + 1] - b'0') << 6) | ((b[i + 2] - b'0') << 3) | (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Detect from `root` (normally "/", which holds proc/ and sys/).
@@ -102,7 +84,7 @@ pub fn detect(root: &Path) -> Result<Facts> {
             // or virtual file system (nothing to walk). Anything else cannot be resolved here,
             // and an image built without its drivers would not boot.
             let members = btrfs_members(root, &m);
-            if members.is_empty() && !DRIVERLESS_ROOTS.contains(&m.fstype.as_str()) {
+            if members.is_empty() && !NOT_BLOCK_FSTYPES.contains(&m.fstype.as_str()) {
                 bail!(
                     "{} on {} ({}, device {}:{}): cannot find its block devices{} (use --universal)",
                     m.mountpoint,

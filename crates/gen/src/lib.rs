@@ -33,7 +33,6 @@ use std::collections::BTreeSet;
 
 use leanrd_archive::error::{Context, Result};
 
-pub use crate::host::DRIVERLESS_ROOTS;
 use crate::host::Facts;
 use crate::modules::Kernel;
 use crate::plan::Plan;

@@ -6,10 +6,11 @@ use std::collections::BTreeSet;
 use leanrd_archive::error::{Result, bail};
 use leanrd_kmod::Resolved;
 
-use crate::host::{DRIVERLESS_ROOTS, Facts};
+use crate::host::Facts;
 use crate::modules::Kernel;
 use crate::request::Request;
 use crate::select::Selected;
+use leanrd_contract::NOT_BLOCK_FSTYPES;
 
 /// What resolution decided.
 #[derive(Debug, Default)]
@@ -41,7 +42,7 @@ fn feature_modules(kernel: &Kernel, s: &Selected, universal: bool) -> Vec<String
 fn host_modules(kernel: &Kernel, x: &Facts, wanted: &mut Vec<String>, load: &mut Vec<String>) -> Result<()> {
     for fsname in [Some(&x.root), x.usr.as_ref()].into_iter().flatten().map(|m| &m.fstype) {
         let alias = format!("fs-{fsname}");
-        if matches!(kernel.db.resolve(&alias), Resolved::Missing) && !DRIVERLESS_ROOTS.contains(&fsname.as_str()) {
+        if matches!(kernel.db.resolve(&alias), Resolved::Missing) && !NOT_BLOCK_FSTYPES.contains(&fsname.as_str()) {
             bail!("root file system type {fsname}: kernel {} has no module or built-in driver for it", kernel.kver)
         }
         wanted.push(alias.clone());

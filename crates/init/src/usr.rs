@@ -7,7 +7,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use leanrd_contract::DeviceRef;
+use leanrd_contract::{DeviceRef, NOT_BLOCK_FSTYPES, unescape_octal};
 use rustix::mount::MountFlags;
 
 use crate::Init;
@@ -39,31 +39,6 @@ pub fn given(init: &Init) -> Option<Usr> {
     })
 }
 
-/// File system types that are not on a block device /init could wait for.
-const NOT_BLOCK: &[&str] =
-    &["nfs", "nfs4", "cifs", "smb3", "tmpfs", "overlay", "virtiofs", "9p", "fuse", "none", "bind"];
-
-/// fstab's `\040`-style octal escapes undone.
-fn unoctal(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let oct = b.get(i + 1..i + 4).filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match oct {
-            Some(d) if b[i] == b'\\' => {
-                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')));
-                i += 4;
-            }
-            _ => {
-                out.push(b[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// The /usr line of an fstab, if it has one (the last wins, as mount would).
 pub fn from_fstab(text: &str) -> Option<Usr> {
     let mut found = None;
@@ -72,7 +47,7 @@ pub fn from_fstab(text: &str) -> Option<Usr> {
         if f.len() < 3 || f[0].starts_with('#') {
             continue;
         }
-        let mountpoint = unoctal(f[1]);
+        let mountpoint = unescape_octal(f[1]);
         if mountpoint.trim_end_matches('/') != "/usr" {
             continue;
         }
@@ -80,10 +55,10 @@ pub fn from_fstab(text: &str) -> Option<Usr> {
         // A /usr that is not on a block device (network, tmpfs, overlay) or not to be mounted
         // at boot is left to the system.
         let noauto = options.as_deref().is_some_and(|o| o.split(',').any(|x| x == "noauto"));
-        if noauto || NOT_BLOCK.contains(&f[2]) {
+        if noauto || NOT_BLOCK_FSTYPES.contains(&f[2]) {
             continue;
         }
-        let Ok(device) = DeviceRef::parse(&unoctal(f[0])) else { continue };
+        let Ok(device) = DeviceRef::parse(&unescape_octal(f[0])) else { continue };
         let fstype = Some(f[2].to_string()).filter(|t| t != "auto");
         found = Some(Usr { device, fstype, options });
     }
