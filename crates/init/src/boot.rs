@@ -53,7 +53,7 @@ impl Platform for Live<'_> {
         devices::devno_of(path)
     }
     fn debug(&mut self, msg: &str) {
-        self.init.log.debug(msg)
+        self.init.log.step(msg)
     }
 }
 
@@ -64,7 +64,7 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     init.mods.load_many(&pre, &mut init.log);
     let load = init.conf.load.clone();
     init.mods.load_many(&load, &mut init.log);
-    init.log.debug("listed modules loaded");
+    init.log.step("listed modules loaded");
     let mut root = root::source(init)?;
     let mut usr = usr::given(init).map(|u| (usr::waiter(&u), u));
     if init.cmd.rootdelay > 0 {
@@ -84,7 +84,7 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     let post = init.cmd.driver_post.clone();
     init.mods.load_many(&post, &mut init.log);
     root.mount(init)?;
-    init.log.debug("root mounted");
+    init.log.step("root mounted");
     // Else /usr as the root's fstab says: waited for now.
     if usr.is_none()
         && let Some(u) = usr::from_root()
@@ -97,7 +97,7 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     }
     if let Some((w, u)) = &usr {
         usr::mount(init, u, w)?;
-        init.log.debug("/usr mounted");
+        init.log.step("/usr mounted");
     }
     if init.cmd.shell {
         init.shell();

@@ -70,7 +70,7 @@ pub fn mark(init: &mut Init, devs: &mut [Dev]) {
         }
         match register(&d.path()) {
             Ok(all) => d.complete = Some(all),
-            Err(e) => init.log.debug(&format!("btrfs: {}: {}", d.path(), sys::strerror(e))),
+            Err(e) => init.log.step(&format!("btrfs: {}: {}", d.path(), sys::strerror(e))),
         }
     }
 }

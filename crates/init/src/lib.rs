@@ -166,10 +166,10 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
     // The kernel asks for modules (crypto-crc32c, fs-*) through its helper: us.
     let _ = sys::write_file("/proc/sys/kernel/modprobe", "/init");
     let mut log = Log::open(cmd.debug);
-    log.debug("started");
+    log.step(&format!("leanrd-init {} for {kver}: {}", env!("CARGO_PKG_VERSION"), cmdline_text.trim()));
     let (options, blacklist) = module_settings(&conf, &cmd);
     let mods = Modules::open(&kver, options, blacklist);
-    log.debug(&format!("module tables read: {} modules, {} loaded", mods.db.paths.len(), mods.loaded.len()));
+    log.step(&format!("module tables read: {} modules, {} loaded", mods.db.paths.len(), mods.loaded.len()));
     let mut init = Init { log, mods, cmd, conf, cmdline_text, notes, args, env };
     loop {
         let err = match boot::boot(&mut init) {

@@ -1,41 +1,73 @@
-//! Messages: debug lines to the kernel log (timestamped there) with `leanrd.debug`, errors
-//! to the console.
+//! The step log: every step /init takes, timestamped (seconds since boot, as the kernel log
+//! counts). Kept in memory and handed to the real system as /run/initramfs/leanrd.log (for
+//! `journalctl`-era inspection after the boot); also sent to the kernel log as it happens
+//! with `leanrd.debug`. Errors go to the console too.
 
 use alloc::format;
+use alloc::string::String;
 use rustix::fd::OwnedFd;
 
 use crate::sys;
 
+/// Where the real system finds the step log.
+pub const SAVED: &str = "/run/initramfs/leanrd.log";
+
+/// A bound on the record: a storm of failing module loads must not eat the memory the boot
+/// needs (the kernel log still gets every line with `leanrd.debug`).
+const RECORD_MAX: usize = 256 * 1024;
+
 pub struct Log {
-    debug: bool,
     kmsg: Option<OwnedFd>,
+    record: String,
+    keep: bool,
 }
 
 impl Log {
-    /// A log that writes debug lines to /dev/kmsg when `debug` is on.
+    /// A log that records steps, and writes them to /dev/kmsg too when `debug` is on.
     pub fn open(debug: bool) -> Log {
         // /dev/kmsg drops a writer's lines after a burst of 10 unless told otherwise: every
         // step is wanted when debugging.
         if debug {
             let _ = sys::write_file("/proc/sys/kernel/printk_devkmsg", "on\n");
         }
-        Log { debug, kmsg: if debug { sys::open_write("/dev/kmsg").ok() } else { None } }
+        Log { kmsg: if debug { sys::open_write("/dev/kmsg").ok() } else { None }, record: String::new(), keep: true }
     }
 
-    /// A log that says nothing but errors (the module helper's).
+    /// A log that records nothing and says nothing but errors (the module helper's).
     pub fn quiet() -> Log {
-        Log { debug: false, kmsg: None }
+        Log { kmsg: None, record: String::new(), keep: false }
     }
 
-    pub fn debug(&mut self, msg: &str) {
-        if self.debug
-            && let Some(k) = &self.kmsg
-        {
+    fn keep(&mut self, msg: &str) {
+        if self.keep && self.record.len() + msg.len() < RECORD_MAX {
+            let ms = sys::now_ms();
+            self.record.push_str(&format!("[{:5}.{:03}] {msg}\n", ms / 1000, ms % 1000));
+        }
+    }
+
+    /// One step of the boot.
+    pub fn step(&mut self, msg: &str) {
+        self.keep(msg);
+        if let Some(k) = &self.kmsg {
             sys::write_all(k, format!("<5>leanrd: {msg}\n").as_bytes());
         }
     }
 
-    pub fn error(&self, msg: &str) {
+    /// A failure: on the console, and in the record.
+    pub fn error(&mut self, msg: &str) {
+        self.keep(&format!("error: {msg}"));
         sys::eprint(&format!("leanrd: {msg}\n"));
+    }
+
+    /// What was recorded so far.
+    pub fn text(&self) -> &str {
+        &self.record
+    }
+
+    /// Write the record to /run/initramfs/leanrd.log (readable by root only: it holds the
+    /// command line and device names, nothing secret, but nobody else needs it).
+    pub fn save(&self) {
+        let _ = rustix::fs::mkdir("/run/initramfs", rustix::fs::Mode::from_raw_mode(0o755));
+        let _ = sys::write_file_mode(SAVED, &self.record, 0o600);
     }
 }

@@ -113,12 +113,13 @@ impl Modules {
             for (m, r) in done {
                 match r {
                     Ok(()) => {
-                        log.debug(&format!("loaded {m}"));
+                        let opts = self.options_for(&m);
+                        log.step(&if opts.is_empty() { format!("loaded {m}") } else { format!("loaded {m} {opts}") });
                         self.loaded.insert(m);
                         n += 1;
                     }
                     Err(e) => {
-                        log.debug(&format!("{m}: {}", strerror(e)));
+                        log.step(&format!("{m}: {}", strerror(e)));
                         self.failed.insert(m, e);
                     }
                 }

@@ -33,7 +33,7 @@ impl RootSource for BlockRoot {
     }
     fn mount(&mut self, init: &mut Init) -> Result<(), String> {
         let dev = self.0.found.clone().ok_or("the root device was not found")?;
-        init.log.debug(&format!("root is {}", dev.path()));
+        init.log.step(&format!("root is {}", dev.path()));
         mount(init, &dev)
     }
 }
@@ -77,7 +77,11 @@ pub fn mount_at(
     let mut last = Errno::NODEV;
     for t in &types {
         match sys::mount(&dev.path(), target, t, flags, options) {
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                let ro = if flags.contains(MountFlags::RDONLY) { "ro" } else { "rw" };
+                init.log.step(&format!("mounted {} ({t}, {ro}, {}) on {target}", dev.path(), options.unwrap_or("")));
+                return Ok(());
+            }
             Err(e) => last = e,
         }
     }

@@ -60,7 +60,7 @@ fn unlock(init: &mut Init, devs: &[Dev], wanted: &[&DeviceRef]) -> bool {
         if !(all || asked) || sys::exists(&format!("/dev/mapper/{name}")) {
             continue;
         }
-        init.log.debug(&format!("unlocking {} as {name}", d.path()));
+        init.log.step(&format!("unlocking {} as {name}", d.path()));
         // cryptsetup needs /dev/mapper/control, and the kernel the crypt target.
         prepare(init, Capability::Luks);
         let dev = d.path();

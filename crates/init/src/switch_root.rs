@@ -31,6 +31,8 @@ fn delete_tree(dir: &str, dev: u64) {
 
 /// Switch to the root mounted on /newroot. Returns only on failure.
 pub fn switch_root(init: &mut Init) -> Result<(), String> {
+    init.log.step("switching to the new root");
+    init.log.save();
     for m in ["/dev", "/proc", "/sys", "/run"] {
         let target = format!("{NEWROOT}{m}");
         if sys::is_dir(&target) {
@@ -47,7 +49,6 @@ pub fn switch_root(init: &mut Init) -> Result<(), String> {
     let _ = sys::write_file("/proc/sys/kernel/modprobe", "/sbin/modprobe");
     let mut candidates: Vec<String> = init.cmd.init.iter().cloned().collect();
     candidates.extend(["/sbin/init", "/etc/init", "/bin/init", "/bin/sh"].map(String::from));
-    init.log.debug("switch_root done; exec init");
     for c in candidates {
         if !sys::exists(&c) {
             continue;

@@ -94,6 +94,16 @@ pub fn write_file(path: &str, data: &str) -> Result<(), Errno> {
     if write_all(&fd, data.as_bytes()) { Ok(()) } else { Err(Errno::IO) }
 }
 
+/// Create (or truncate) `path` with `mode` and write `data`.
+pub fn write_file_mode(path: &str, data: &str, mode: u32) -> Result<(), Errno> {
+    let fd = rustix::fs::open(
+        path,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::from_raw_mode(mode),
+    )?;
+    if write_all(&fd, data.as_bytes()) { Ok(()) } else { Err(Errno::IO) }
+}
+
 pub fn exists(path: &str) -> bool {
     rustix::fs::stat(path).is_ok()
 }

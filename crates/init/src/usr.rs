@@ -105,7 +105,7 @@ pub fn mount(init: &mut Init, u: &Usr, w: &DeviceWaiter) -> Result<(), String> {
     if !sys::is_dir(&target) {
         return Err(format!("{target} is not a directory in the root: cannot mount /usr ({}) there", u.device));
     }
-    init.log.debug(&format!("/usr is {}", dev.path()));
+    init.log.step(&format!("/usr is {}", dev.path()));
     let (flags, data) = flags_and_data(u.options.as_deref());
     mount_at(init, &dev, &target, u.fstype.clone(), flags, data.as_deref())
 }

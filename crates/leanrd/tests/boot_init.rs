@@ -7,39 +7,10 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 use common::*;
 
 const MARK: &str = "LEANRD-ROOT-OK";
-
-/// Build the static /init once per test process (its own target dir: no lock contention
-/// with the cargo running the tests).
-fn init_binary() -> Option<PathBuf> {
-    static INIT: OnceLock<Option<PathBuf>> = OnceLock::new();
-    INIT.get_or_init(|| {
-        let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let target = ws.join("target/init-test");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .current_dir(&ws)
-            .args(["build", "-q", "--profile", "init", "-p", "leanrd-init", "--features", "standalone"])
-            .args(["--target", "x86_64-unknown-linux-gnu", "--target-dir"])
-            .arg(&target)
-            .status()
-            .ok()?;
-        if !st.success() {
-            eprintln!("skipping: could not build leanrd-init");
-            return None;
-        }
-        Some(target.join("x86_64-unknown-linux-gnu/init/leanrd-init"))
-    })
-    .clone()
-}
-
-fn kver_of(kernel: &Path) -> String {
-    kernel.file_name().unwrap().to_string_lossy().trim_start_matches("vmlinuz-").to_string()
-}
 
 /// The root file system's content: busybox and an init that prints the marker.
 fn root_tree(t: &TempDir) -> PathBuf {
@@ -116,11 +87,6 @@ fn btrfs_raid1(t: &TempDir, tree: &Path) -> (PathBuf, PathBuf, String) {
         tree = tree.display()
     ));
     (PathBuf::from(a), PathBuf::from(b), uuid)
-}
-
-fn sh(cmd: &str) {
-    let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
-    assert!(o.status.success(), "{cmd}: {}", String::from_utf8_lossy(&o.stderr));
 }
 
 /// A file system image of `kind` holding `tree`.

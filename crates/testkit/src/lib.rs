@@ -350,3 +350,17 @@ pub fn nvme_base(t: &TempDir, name: &str, mountinfo: &str) -> Fixture {
         .block("pci0000:00/0000:00:05.0/nvme/nvme0/nvme0n1/nvme0n1p2", "259:2", true);
     f
 }
+
+/// The cached Debian root of `tools/debian-root` (made with mmdebstrap when missing: about a
+/// minute with a reachable mirror). `flavour` is "" for the test root, or a peer generator
+/// ("initramfs-tools", "dracut") whose root has it installed. None (test skipped) without
+/// root or mmdebstrap; a failing mmdebstrap fails the test.
+pub fn debian_root(flavour: &str) -> Option<PathBuf> {
+    if !is_root() || !have("mmdebstrap") {
+        eprintln!("skipping: the Debian root needs root and mmdebstrap (apt install mmdebstrap)");
+        return None;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/debian-root");
+    let out = ok(Command::new(script).args((!flavour.is_empty()).then_some(flavour)));
+    Some(PathBuf::from(String::from_utf8_lossy(&out).trim()))
+}

@@ -1,7 +1,9 @@
 //! Helpers shared by the integration tests: leanrd-testkit, and the leanrd binary.
 #![allow(dead_code)]
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 pub use leanrd_testkit::*;
 
@@ -9,4 +11,38 @@ pub fn leanrd() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_leanrd"));
     c.env_remove("SOURCE_DATE_EPOCH");
     c
+}
+
+/// Build the static /init once per test process (its own target dir: no lock contention
+/// with the cargo running the tests).
+pub fn init_binary() -> Option<PathBuf> {
+    static INIT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    INIT.get_or_init(|| {
+        let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let target = ws.join("target/init-test");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .current_dir(&ws)
+            .args(["build", "-q", "--profile", "init", "-p", "leanrd-init", "--features", "standalone"])
+            .args(["--target", "x86_64-unknown-linux-gnu", "--target-dir"])
+            .arg(&target)
+            .status()
+            .ok()?;
+        if !st.success() {
+            eprintln!("skipping: could not build leanrd-init");
+            return None;
+        }
+        Some(target.join("x86_64-unknown-linux-gnu/init/leanrd-init"))
+    })
+    .clone()
+}
+
+pub fn kver_of(kernel: &Path) -> String {
+    kernel.file_name().unwrap().to_string_lossy().trim_start_matches("vmlinuz-").to_string()
+}
+
+/// Run a shell command; fail the test with its stderr if it fails.
+pub fn sh(cmd: &str) {
+    let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
+    assert!(o.status.success(), "{cmd}: {}", String::from_utf8_lossy(&o.stderr));
 }

@@ -1,0 +1,459 @@
+//! The real-system proof: a Debian bookworm root made by mmdebstrap (systemd, udev; cached by
+//! tools/debian-root) with the host's Debian kernel modules, booted under QEMU TCG by images
+//! leanrd built. Every boot must reach multi-user.target with `systemctl is-system-running` =
+//! running: a unit in the root prints that state, and what the test checks, on the serial
+//! console, then powers off.
+//!
+//! - The matrix, universal images: ext4 on virtio-blk (module options from the root's
+//!   modprobe.d and from the command line), btrfs subvolume @ on virtio-scsi (with
+//!   `modprobe.blacklist=`), ext4 root + XFS /usr (named by the root's fstab; by `mount.usr=`),
+//!   btrfs raid1 across two disks.
+//! - Self-hosted host-only: the root boots a universal image, runs `leanrd build` with no
+//!   options on its own devices, and boots again with the image it built, with nothing on the
+//!   command line but the console: btrfs @ on virtio-scsi, ext4 on NVMe, btrfs @ on AHCI, and
+//!   the separate-/usr disks. Each image it built must hold exactly its disks' storage drivers.
+//!
+//! Needs root, qemu, mmdebstrap (the first run makes the root: about a minute), mkfs.ext4,
+//! mkfs.xfs, mkfs.btrfs and sfdisk. About six minutes on two cores.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use common::*;
+
+/// The root's report: run by a unit once the boot has settled.
+const REPORT: &str = r#"#!/bin/sh
+# leanrd's boot test: how the boot went, on the serial console; then power off.
+state=$(systemctl is-system-running --wait 2>&1)
+{
+  echo "LEANRD-STATE $state"
+  systemctl --failed --no-legend --plain | sed 's/^/LEANRD-FAILED /'
+  echo "LEANRD-ROOT $(findmnt -n -o SOURCE,FSTYPE,OPTIONS /)"
+  echo "LEANRD-USR $(findmnt -n -o SOURCE,FSTYPE /usr)"
+  for p in queue_depth num_request_queues; do
+    echo "LEANRD-PARAM $p=$(cat /sys/module/virtio_blk/parameters/$p 2>/dev/null || echo absent)"
+  done
+  echo "LEANRD-MODULES $(cut -d' ' -f1 /proc/modules | sort | tr '\n' ' ')"
+  log=/run/initramfs/leanrd.log
+  echo "LEANRD-INITRD-LOG $(grep -c . $log 2>/dev/null || echo no) lines, mode $(stat -c %a $log 2>/dev/null)"
+  echo "LEANRD-INITRD-END $(tail -n1 $log 2>/dev/null)"
+  systemd-analyze 2>/dev/null | head -n1 | sed 's/^/LEANRD-ANALYZE /'
+  if grep -qw leanrd.test=selfbuild /proc/cmdline; then
+    if leanrd build >/root/build.log 2>&1; then echo "LEANRD-SELFBUILD ok"; else echo "LEANRD-SELFBUILD failed"; fi
+    sed 's/^/LEANRD-BUILD /' /root/build.log
+    sync
+  fi
+  echo LEANRD-DONE
+} >/dev/ttyS0 2>&1
+systemctl poweroff
+"#;
+
+const UNIT: &str = "[Unit]\nDescription=leanrd boot test report\n\n[Service]\nType=simple\n\
+                    ExecStart=/usr/local/sbin/leanrd-report\n\n[Install]\nWantedBy=multi-user.target\n";
+
+/// The Debian root with the kernel's modules, leanrd, its /init and the report unit: the
+/// tree every disk is made from.
+fn prepare(t: &TempDir, kver: &str, init: &Path) -> Option<PathBuf> {
+    let base = debian_root("")?;
+    let tree = t.join("tree");
+    sh(&format!("cp -a {} {}", base.display(), tree.display()));
+    fs::create_dir_all(tree.join("usr/lib/modules")).unwrap();
+    sh(&format!("cp -a /lib/modules/{kver} {}/usr/lib/modules/", tree.display()));
+    // A system that has been installed: its machine id (no first-boot setup), its name.
+    fs::write(tree.join("etc/machine-id"), "6c65616e72642d746573742d726f6f74\n").unwrap();
+    fs::write(tree.join("etc/hostname"), "leanrd-test\n").unwrap();
+    fs::write(tree.join("etc/modprobe.d/leanrd-test.conf"), "options virtio_blk queue_depth=64\n").unwrap();
+    fs::create_dir_all(tree.join("usr/local/sbin")).unwrap();
+    fs::write(tree.join("usr/local/sbin/leanrd-report"), REPORT).unwrap();
+    fs::write(tree.join("etc/systemd/system/leanrd-report.service"), UNIT).unwrap();
+    std::os::unix::fs::symlink(
+        "/etc/systemd/system/leanrd-report.service",
+        tree.join("etc/systemd/system/multi-user.target.wants/leanrd-report.service"),
+    )
+    .unwrap();
+    fs::create_dir_all(tree.join("usr/lib/leanrd")).unwrap();
+    fs::copy(env!("CARGO_BIN_EXE_leanrd"), tree.join("usr/bin/leanrd")).unwrap();
+    fs::copy(init, tree.join("usr/lib/leanrd/leanrd-init")).unwrap();
+    sh(&format!("chmod 755 {t}/usr/local/sbin/leanrd-report {t}/usr/bin/leanrd", t = tree.display()));
+    Some(tree)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Bus {
+    VirtioBlk,
+    VirtioScsi,
+    Nvme,
+    Ahci,
+}
+
+/// One file system on a disk image: on one GPT partition from 1 MiB, or on the whole disk.
+struct Disk {
+    path: PathBuf,
+    gpt: bool,
+    bus: Bus,
+}
+
+const DISK_BYTES: u64 = 2 << 30;
+const PART_OFFSET: u64 = 1 << 20;
+/// The partition: from 1 MiB, leaving 1 MiB at the end for the backup GPT.
+const PART_BYTES: u64 = DISK_BYTES - 2 * PART_OFFSET;
+
+impl Disk {
+    fn losetup(&self, readonly: bool) -> String {
+        let ro = if readonly { "-r " } else { "" };
+        if self.gpt {
+            format!("losetup -f --show {ro}-o {PART_OFFSET} --sizelimit {PART_BYTES} {}", self.path.display())
+        } else {
+            format!("losetup -f --show {ro}{}", self.path.display())
+        }
+    }
+}
+
+/// A file system to make: its type, UUID, and whether the tree goes in subvolume @.
+struct Fs<'a> {
+    kind: &'a str,
+    uuid: String,
+    subvol: bool,
+}
+
+fn mkfs(fs: &Fs, devs: &str) -> String {
+    let u = &fs.uuid;
+    match fs.kind {
+        "ext4" => format!("mkfs.ext4 -q -U {u} {devs}"),
+        "xfs" => format!("mkfs.xfs -q -f -m uuid={u} {devs}"),
+        "btrfs" if devs.contains(' ') => format!("mkfs.btrfs -q -f -d raid1 -m raid1 -U {u} {devs}"),
+        "btrfs" => format!("mkfs.btrfs -q -f -U {u} {devs}"),
+        k => panic!("no mkfs for {k}"),
+    }
+}
+
+/// Disk images (one, or two for a btrfs raid1) holding `fs` with `tree`, and `fstab` as
+/// its /etc/fstab when given. Made on loop devices, released whatever happens.
+fn make(t: &TempDir, name: &str, gpt: bool, bus: Bus, fs: &Fs, tree: &Path, fstab: Option<&str>) -> Vec<Disk> {
+    let n = if fs.kind == "btrfs" && name.contains("raid1") { 2 } else { 1 };
+    let disks: Vec<Disk> =
+        (0..n).map(|i| Disk { path: t.join(format!("{name}-{i}.disk")), gpt: gpt && n == 1, bus }).collect();
+    let mnt = t.join(format!("{name}.mnt"));
+    fs::create_dir_all(&mnt).unwrap();
+    let fstab_file = t.join(format!("{name}.fstab"));
+    if let Some(f) = fstab {
+        fs::write(&fstab_file, f).unwrap();
+    }
+    let mut script =
+        String::from("set -e; ls=\"\"; trap 'umount @MNT@ 2>/dev/null || true; losetup -d $ls || true' EXIT\n");
+    for d in &disks {
+        script += &format!("truncate -s {DISK_BYTES} {}\n", d.path.display());
+        if d.gpt {
+            script += &format!(
+                "printf 'label: gpt\\nstart=2048, size={}, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name=root\\n' \
+                 | sfdisk -q {}\n",
+                PART_BYTES / 512,
+                d.path.display()
+            );
+        }
+        script += &format!("l=$({}); ls=\"$ls $l\"\n", d.losetup(false));
+    }
+    script += &format!("{}\n", mkfs(fs, "$ls"));
+    // A multi-device btrfs is mounted naming its members.
+    script += if n > 1 { "set -- $ls; mount -o device=$1,device=$2 $1 @MNT@\n" } else { "mount $ls @MNT@\n" };
+    script += if fs.subvol { "btrfs subvolume create @MNT@/@ >/dev/null; d=@MNT@/@\n" } else { "d=@MNT@\n" };
+    script += &format!("cp -a {}/. $d/\n", tree.display());
+    if fstab.is_some() {
+        script += &format!("cp {} $d/etc/fstab\n", fstab_file.display());
+    }
+    script += "umount @MNT@\n";
+    sh(&script.replace("@MNT@", &mnt.display().to_string()));
+    disks
+}
+
+/// A file out of a disk's file system (after a boot wrote it).
+fn take_file(t: &TempDir, disk: &Disk, subvol: bool, path: &str, out: &Path) {
+    let mnt = t.join("take.mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    let m = mnt.display();
+    let within = if subvol { "@/" } else { "" };
+    sh(&format!(
+        "set -e; l=$({}); trap 'umount {m} 2>/dev/null || true; losetup -d $l' EXIT; mount -o ro $l {m}; \
+         cp {m}/{within}{path} {}; umount {m}",
+        disk.losetup(true),
+        out.display()
+    ));
+}
+
+fn qemu_args(disks: &[&Disk], snapshot: bool) -> Vec<String> {
+    let mut a: Vec<String> = ["-m", "1024"].map(String::from).to_vec();
+    let snap = if snapshot { ",snapshot=on" } else { "" };
+    let buses: BTreeSet<u8> = disks.iter().map(|d| d.bus as u8).collect();
+    if buses.contains(&(Bus::VirtioScsi as u8)) {
+        a.extend(["-device", "virtio-scsi-pci,id=scsi0"].map(String::from));
+    }
+    if buses.contains(&(Bus::Ahci as u8)) {
+        a.extend(["-device", "ich9-ahci,id=ahci0"].map(String::from));
+    }
+    for (i, d) in disks.iter().enumerate() {
+        let file = format!("file={},format=raw{snap}", d.path.display());
+        let dev = match d.bus {
+            Bus::VirtioBlk => {
+                a.extend(["-drive".into(), format!("{file},if=virtio")]);
+                continue;
+            }
+            Bus::VirtioScsi => format!("scsi-hd,drive=d{i},bus=scsi0.0"),
+            Bus::Nvme => format!("nvme,drive=d{i},serial=leanrd{i}"),
+            Bus::Ahci => format!("ide-hd,drive=d{i},bus=ahci0.{i}"),
+        };
+        a.extend(["-drive".into(), format!("{file},if=none,id=d{i}"), "-device".into(), dev]);
+    }
+    a
+}
+
+/// One boot: its image, command line, disks, and what its console must and must not show.
+struct Boot {
+    name: String,
+    image: PathBuf,
+    append: String,
+    qemu: Vec<String>,
+    expect: Vec<String>,
+    reject: Vec<String>,
+}
+
+impl Boot {
+    fn new(name: &str, image: &Path, append: &str, qemu: Vec<String>) -> Boot {
+        Boot {
+            name: name.into(),
+            image: image.into(),
+            append: append.into(),
+            qemu,
+            expect: vec!["LEANRD-STATE running".into(), "LEANRD-DONE".into()],
+            reject: Vec::new(),
+        }
+    }
+    fn expect(mut self, s: &str) -> Boot {
+        self.expect.push(s.into());
+        self
+    }
+    fn reject(mut self, s: &str) -> Boot {
+        self.reject.push(s.into());
+        self
+    }
+}
+
+/// Run the boots two at a time (TCG takes a core each); returns the names of those whose
+/// console lacks what was expected, printing their consoles.
+fn run(kernel: &Path, boots: &[Boot]) -> Vec<String> {
+    let next = Mutex::new(0usize);
+    let failed = Mutex::new(Vec::new());
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).min(boots.len());
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                loop {
+                    let i = {
+                        let mut n = next.lock().unwrap();
+                        *n += 1;
+                        *n - 1
+                    };
+                    let Some(b) = boots.get(i) else { break };
+                    let q: Vec<&str> = b.qemu.iter().map(String::as_str).collect();
+                    let started = std::time::Instant::now();
+                    let log = qemu_boot(kernel, &b.image, &b.append, &q, 420);
+                    let report: Vec<&str> = log.lines().filter(|l| l.starts_with("LEANRD-")).collect();
+                    let missing: Vec<&String> = b.expect.iter().filter(|e| !log.contains(e.as_str())).collect();
+                    let unwanted: Vec<&String> = b.reject.iter().filter(|e| log.contains(e.as_str())).collect();
+                    eprintln!("{}: {:.0} s\n  {}", b.name, started.elapsed().as_secs_f64(), report.join("\n  "));
+                    if !missing.is_empty() || !unwanted.is_empty() {
+                        eprintln!(
+                            "==== {} FAILED: missing {missing:?}, unwanted {unwanted:?} ====\n{}",
+                            b.name,
+                            &log[log.floor_char_boundary(log.len().saturating_sub(8000))..]
+                        );
+                        failed.lock().unwrap().push(b.name.clone());
+                    }
+                }
+            });
+        }
+    });
+    failed.into_inner().unwrap()
+}
+
+/// The storage drivers (drivers/{ata,block,md,nvme,scsi}) among `modules` paths.
+fn storage(paths: impl Iterator<Item = String>) -> BTreeSet<String> {
+    let dirs = ["/drivers/ata/", "/drivers/block/", "/drivers/md/", "/drivers/nvme/", "/drivers/scsi/"];
+    paths.filter(|p| dirs.iter().any(|d| p.contains(d))).map(|p| leanrd_kmod::name_of_path(&p)).collect()
+}
+
+/// The storage drivers modprobe would load for `what` (with their dependencies).
+fn storage_closure(kver: &str, what: &[&str]) -> BTreeSet<String> {
+    let mut paths = Vec::new();
+    for w in what {
+        let o = ok(Command::new("modprobe").args(["-S", kver, "--show-depends", w]));
+        for l in String::from_utf8_lossy(&o).lines() {
+            if let Some(p) = l.strip_prefix("insmod ") {
+                paths.push(p.split_whitespace().next().unwrap().to_string());
+            }
+        }
+    }
+    storage(paths.into_iter())
+}
+
+/// The modules an image holds, by path.
+fn image_modules(img: &Path) -> Vec<String> {
+    let out = String::from_utf8(ok(leanrd().arg("ls").arg(img))).unwrap();
+    out.lines().filter_map(|l| l.split_whitespace().last()).filter(|p| p.contains(".ko")).map(str::to_string).collect()
+}
+
+fn with_usr<'a>(root: &'a [Disk], usr: &'a [Disk]) -> Vec<&'a Disk> {
+    root.iter().chain(usr).collect()
+}
+
+fn uuid(n: u32) -> String {
+    format!("{n:08x}-dead-beef-0000-{:012x}", std::process::id())
+}
+
+#[test]
+fn debian_root_boots_and_builds_its_own_host_only_image() {
+    let need = ["mkfs.ext4", "mkfs.xfs", "mkfs.btrfs", "sfdisk", "losetup", "modprobe"];
+    if !is_root() || need.iter().any(|t| !have(t)) {
+        eprintln!("skipping: needs root and {need:?}");
+        return;
+    }
+    let Some(kernel) = kernel() else { return };
+    let Some(init) = init_binary() else { return };
+    let kver = kver_of(&kernel);
+    let t = TempDir::new("debian");
+    let Some(tree) = prepare(&t, &kver, &init) else { return };
+    // The root split for a separate /usr: the root (with an empty /usr) and /usr's tree.
+    let (split_root, split_usr) = (t.join("split-root"), t.join("split-usr"));
+    sh(&format!(
+        "cp -al {tr} {r} && mv {r}/usr {u} && mkdir {r}/usr",
+        tr = tree.display(),
+        r = split_root.display(),
+        u = split_usr.display()
+    ));
+
+    let univ = t.join("universal.img");
+    ok(leanrd()
+        .args(["build", "-k", &kver, "--universal", "--sysroot"])
+        .arg(&tree)
+        .arg("--init")
+        .arg(&init)
+        .arg("-o")
+        .arg(&univ));
+
+    let root_line = |u: &str, kind: &str, opts: &str| format!("UUID={u} / {kind} {opts} 0 1\n");
+    let ext4 = |n| Fs { kind: "ext4", uuid: uuid(n), subvol: false };
+    let btrfs = |n| Fs { kind: "btrfs", uuid: uuid(n), subvol: true };
+    let xfs = |n| Fs { kind: "xfs", uuid: uuid(n), subvol: false };
+    let btrfs_fstab = |f: &Fs| root_line(&f.uuid, "btrfs", "defaults,subvol=@").replace(" 0 1", " 0 0");
+
+    // The matrix: universal images, disks written to a snapshot.
+    let f1 = ext4(1);
+    let d1 = make(&t, "ext4-vblk", true, Bus::VirtioBlk, &f1, &tree, Some(&root_line(&f1.uuid, "ext4", "defaults")));
+    let f2 = btrfs(2);
+    let d2 = make(&t, "btrfs-vscsi", true, Bus::VirtioScsi, &f2, &tree, Some(&btrfs_fstab(&f2)));
+    let scratch = Disk { path: t.join("scratch.disk"), gpt: false, bus: Bus::VirtioBlk };
+    sh(&format!("truncate -s 16M {}", scratch.path.display()));
+    let (f4r, f4u) = (ext4(4), xfs(5));
+    let d4r = make(
+        &t,
+        "usr-cmdline-root",
+        false,
+        Bus::VirtioBlk,
+        &f4r,
+        &split_root,
+        Some(&root_line(&f4r.uuid, "ext4", "defaults")),
+    );
+    let d4u = make(&t, "usr-cmdline-usr", false, Bus::VirtioBlk, &f4u, &split_usr, None);
+    let f5 = btrfs(6);
+    let d5 = make(&t, "btrfs-raid1", false, Bus::VirtioBlk, &f5, &tree, Some(&btrfs_fstab(&f5)));
+
+    // Self-hosted: writable disks, first booted with the universal image and told to build.
+    let s1f = btrfs(11);
+    let s1 = make(&t, "self-btrfs-vscsi", true, Bus::VirtioScsi, &s1f, &tree, Some(&btrfs_fstab(&s1f)));
+    let s2f = ext4(12);
+    let s2 = make(&t, "self-ext4-nvme", true, Bus::Nvme, &s2f, &tree, Some(&root_line(&s2f.uuid, "ext4", "defaults")));
+    let s3f = btrfs(13);
+    let s3 = make(&t, "self-btrfs-ahci", true, Bus::Ahci, &s3f, &tree, Some(&btrfs_fstab(&s3f)));
+    let (s4r, s4u) = (ext4(14), xfs(15));
+    let usr_fstab = root_line(&s4r.uuid, "ext4", "defaults") + &format!("UUID={} /usr xfs defaults 0 0\n", s4u.uuid);
+    let s4 = make(&t, "self-usr-root", false, Bus::VirtioBlk, &s4r, &split_root, Some(&usr_fstab));
+    let s4usr = make(&t, "self-usr-usr", false, Bus::VirtioBlk, &s4u, &split_usr, None);
+
+    let self_hosted: Vec<(&str, Vec<&Disk>, &Fs, Vec<&str>)> = vec![
+        ("self btrfs@ virtio-scsi", s1.iter().collect(), &s1f, vec!["virtio_scsi", "sd_mod"]),
+        ("self ext4 NVMe", s2.iter().collect(), &s2f, vec!["nvme"]),
+        ("self btrfs@ AHCI", s3.iter().collect(), &s3f, vec!["ahci", "sd_mod"]),
+        ("self ext4 + XFS /usr (fstab) virtio-blk", with_usr(&s4, &s4usr), &s4r, vec!["virtio_blk"]),
+    ];
+    let flags = |f: &Fs| {
+        if f.subvol { format!("root=UUID={} rootflags=subvol=@", f.uuid) } else { format!("root=UUID={}", f.uuid) }
+    };
+
+    let mut first = vec![
+        Boot::new(
+            "ext4 virtio-blk, module options",
+            &univ,
+            &format!("root=UUID={} virtio_blk.num_request_queues=1", f1.uuid),
+            qemu_args(&d1.iter().collect::<Vec<_>>(), true),
+        )
+        .expect("LEANRD-PARAM queue_depth=64")
+        .expect("LEANRD-PARAM num_request_queues=1")
+        .expect(" mode 600")
+        // Nothing loaded for nothing: no md/raid stack on a plain disk, no helper missing.
+        .reject(" raid456 ")
+        .reject("cannot run"),
+        Boot::new(
+            "btrfs@ virtio-scsi, modprobe.blacklist=virtio_blk",
+            &univ,
+            &format!("{} modprobe.blacklist=virtio_blk", flags(&f2)),
+            qemu_args(&[&d2[0], &scratch], true),
+        )
+        .expect("LEANRD-PARAM queue_depth=absent")
+        .expect("subvol=/@"),
+        Boot::new(
+            "ext4 + XFS /usr by mount.usr=",
+            &univ,
+            &format!("root=UUID={} mount.usr=UUID={} mount.usrfstype=xfs", f4r.uuid, f4u.uuid),
+            qemu_args(&with_usr(&d4r, &d4u), true),
+        )
+        .expect("LEANRD-USR /dev/vdb xfs"),
+        Boot::new("btrfs raid1 on two disks", &univ, &flags(&f5), qemu_args(&d5.iter().collect::<Vec<_>>(), true))
+            .expect("subvol=/@"),
+    ];
+    for (name, disks, f, _) in &self_hosted {
+        let b = Boot::new(name, &univ, &format!("{} leanrd.test=selfbuild", flags(f)), qemu_args(disks, false))
+            .expect("LEANRD-SELFBUILD ok");
+        first.push(if name.contains("/usr") { b.expect("LEANRD-USR /dev/vdb xfs") } else { b });
+    }
+    let mut failed = run(&kernel, &first);
+
+    // The images they built: exactly their disks' storage drivers; then boot them with
+    // nothing on the command line (root, rootflags, /usr: all from the image).
+    let mut second = Vec::new();
+    for (name, disks, f, drivers) in &self_hosted {
+        if failed.iter().any(|n| n == name) {
+            continue;
+        }
+        let slug: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+        let img = t.join(format!("{slug}.img"));
+        take_file(&t, disks[0], f.subvol, &format!("boot/initrd.img-{kver}"), &img);
+        let mods = image_modules(&img);
+        let got = storage(mods.iter().cloned());
+        let want = storage_closure(&kver, drivers);
+        assert_eq!(got, want, "{name}: the host-only image's storage drivers");
+        let fs_mod = if f.kind == "btrfs" { "/btrfs.ko" } else { "/ext4.ko" };
+        assert!(mods.iter().any(|m| m.contains(fs_mod)), "{name}: no {fs_mod} in {mods:?}");
+        if name.contains("/usr") {
+            assert!(mods.iter().any(|m| m.contains("/xfs.ko")), "{name}: no xfs for /usr");
+        }
+        let host = format!("{name}, host-only");
+        let b = Boot::new(&host, &img, "", qemu_args(disks, false));
+        second.push(if name.contains("/usr") { b.expect("LEANRD-USR /dev/vdb xfs") } else { b });
+    }
+    failed.extend(run(&kernel, &second));
+    assert!(failed.is_empty(), "failed boots: {failed:?}");
+}
