@@ -77,6 +77,9 @@ pub struct InitConfig {
     pub blacklist: Vec<String>,
     /// What /init can assemble or start, in this order.
     pub layers: Vec<Layer>,
+    /// File system checkers in the image, by file system type (`ext4` → `e2fsck`): run on a
+    /// root or /usr the initramfs mounts read-write.
+    pub fsck: Vec<(String, String)>,
 }
 
 /// Why a configuration could not be read; `line` counts from 1.
@@ -133,6 +136,9 @@ impl InitConfig {
             let b: Vec<&str> = self.blacklist.iter().map(String::as_str).collect();
             line("blacklist", &b);
         }
+        for (t, p) in &self.fsck {
+            line("fsck", &[t, p]);
+        }
         for l in &self.layers {
             let mut v = vec![l.capability.name()];
             v.extend(l.modules.iter().map(String::as_str));
@@ -177,6 +183,15 @@ impl InitConfig {
                         return Err(err(format!("options takes a module and its options, not {} values", v.len())));
                     }
                 },
+                "fsck" => match <[String; 2]>::try_from(values) {
+                    Ok([t, p]) => c.fsck.push((t, p)),
+                    Err(v) => {
+                        return Err(err(format!(
+                            "fsck takes a file system type and a program, not {} values",
+                            v.len()
+                        )));
+                    }
+                },
                 "layer" => {
                     let mut v = values.into_iter();
                     let name = v.next().unwrap_or_default();
@@ -210,6 +225,7 @@ mod tests {
             load: vec!["virtio_pci".into(), "pci:v00001AF4d*sv*sd*bc*sc*i*".into(), "fs-ext4".into()],
             options: vec![("i915".into(), "enable_guc=2 modeset=1".into())],
             blacklist: vec!["pcspkr".into(), "nouveau".into()],
+            fsck: vec![("ext4".into(), "e2fsck".into()), ("vfat".into(), "fsck.fat".into())],
             layers: vec![
                 Layer { capability: Capability::Luks, modules: vec!["dm_crypt".into(), "crypto-xts(aes)".into()] },
                 Layer { capability: Capability::Rescue, modules: vec![] },
@@ -255,6 +271,7 @@ mod tests {
             }
             c.load = (0..n % 5).map(|_| r.text()).collect();
             c.options = (0..(n >> 3) % 3).map(|_| (r.text(), r.text())).collect();
+            c.fsck = (0..(n >> 5) % 3).map(|_| (r.text(), r.text())).collect();
             if n & 4 != 0 {
                 c.mounts.root = Some(DeviceRef::Uuid(format!("u{}", r.text())));
             }

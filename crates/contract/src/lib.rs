@@ -27,7 +27,7 @@ mod fstab;
 
 pub use config::{Capability, DecodeError, InitConfig, Layer, Mounts};
 pub use device::{DeviceRef, DeviceRefError, unescape_udev};
-pub use fstab::{NOT_BLOCK_FSTYPES, unescape_octal};
+pub use fstab::{FstabEntry, NOT_BLOCK_FSTYPES, fstab_entries, fstab_entry, unescape_octal};
 
 /// Where helper programs are: the generator looks for a feature's binaries here (under the
 /// system root), /init runs them with this `PATH`.

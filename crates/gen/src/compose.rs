@@ -67,6 +67,53 @@ fn add_features(plan: &mut Plan, selected: &[Selected]) -> Result<Vec<String>> {
     Ok(warnings)
 }
 
+/// The file system checkers the image needs (see [`Feature::fsck`]), and their entries in
+/// the configuration. Returns warnings.
+///
+/// [`Feature::fsck`]: crate::features::Feature::fsck
+fn add_checkers(
+    plan: &mut Plan,
+    r: &Request,
+    selected: &[Selected],
+    facts: Option<&Facts>,
+    conf: &mut InitConfig,
+) -> Result<Vec<String>> {
+    let fstab = fs::read_to_string(r.sysroot.join("etc/fstab")).unwrap_or_default();
+    // Host-only: the types of the root and /usr whose fstab pass number is not 0.
+    let checked: Vec<&str> = match facts {
+        None => Vec::new(),
+        Some(x) => [("/", Some(&x.root)), ("/usr", x.usr.as_ref())]
+            .into_iter()
+            .filter_map(|(at, m)| Some((at, m?)))
+            .filter(|(at, _)| leanrd_contract::fstab_entry(&fstab, at).is_some_and(|e| e.passno > 0))
+            .map(|(_, m)| m.fstype.as_str())
+            .collect(),
+    };
+    let mut warnings = Vec::new();
+    let mut res = elf::Resolver::new(plan);
+    for s in selected {
+        let Some(prog) = &s.feature.fsck else { continue };
+        let types: Vec<&String> =
+            s.feature.fstypes.iter().filter(|t| facts.is_none() || checked.contains(&t.as_str())).collect();
+        if types.is_empty() {
+            continue;
+        }
+        match res.which(prog) {
+            Some(path) => {
+                res.add_binary(&path).with_context(|| format!("feature {}", s.feature.name))?;
+                conf.fsck.extend(types.into_iter().map(|t| (t.clone(), prog.clone())));
+            }
+            None if facts.is_some() => warnings.push(format!(
+                "feature {}: {prog} not found: a root or /usr mounted read-write (`rw`) will not be checked \
+                 before it is mounted",
+                s.feature.name
+            )),
+            None => {}
+        }
+    }
+    Ok(warnings)
+}
+
 /// A mounted file system's device as the image will name it: by UUID when /dev/disk/by-uuid
 /// under the host root has a link to its device, else as mountinfo gives its source.
 fn device_ref(host_root: &Path, m: &Mount) -> Option<DeviceRef> {
@@ -152,6 +199,7 @@ pub fn main_plan(
     let modprobe = ModprobeConf::read(&r.sysroot)?.for_modules(&m.set);
     warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp, &modprobe)?);
     let mut conf = init_config(r, kernel, selected, facts, m);
+    warnings.extend(add_checkers(&mut plan, r, selected, facts, &mut conf)?);
     conf.options = modprobe.options;
     conf.blacklist = modprobe.blacklist;
     plan.put(CONFIG_PATH, Item::Inline { data: conf.encode().into_bytes(), mode: 0o644 });

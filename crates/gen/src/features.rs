@@ -44,6 +44,9 @@ pub struct Feature {
     pub binaries: Vec<String>,
     /// The distribution package that provides the binaries (named in warnings).
     pub package: Option<String>,
+    /// The program that checks the feature's file systems (`e2fsck`): in the image when the
+    /// fstab's pass number for the root or /usr asks (host-only) or when installed (universal).
+    pub fsck: Option<String>,
     /// Libraries loaded with dlopen (not in DT_NEEDED).
     pub libraries: Vec<String>,
     /// Files copied as they are (missing ones are skipped with a warning).

@@ -39,8 +39,34 @@ pub struct Cmdline {
     /// `rd.driver.pre=`: load first; `rd.driver.post=`: load once the devices are found.
     pub driver_pre: Vec<String>,
     pub driver_post: Vec<String>,
+    /// `rd.leanrd.coldplug=all`: load drivers for every device at boot, not only storage and
+    /// input.
+    pub coldplug_all: bool,
+    /// `fsck.mode=`: auto (the default), skip or force.
+    pub fsck_mode: FsckMode,
+    /// `fsck.repair=`: preen (the default), yes or no.
+    pub fsck_repair: FsckRepair,
     /// Values that could not be used, for the diagnosis.
     pub problems: Vec<String>,
+}
+
+/// Whether to check a file system the initramfs mounts read-write (systemd's `fsck.mode=`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FsckMode {
+    #[default]
+    Auto,
+    Skip,
+    Force,
+}
+
+/// What the checker may repair (systemd's `fsck.repair=`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FsckRepair {
+    /// What is safe to repair without asking.
+    #[default]
+    Preen,
+    Yes,
+    No,
 }
 
 /// A comma list of module names, normalised.
@@ -108,6 +134,19 @@ impl Cmdline {
                 ("quiet", None) => c.quiet = true,
                 ("leanrd.debug", _) => c.debug = true,
                 ("leanrd.shell", _) => c.shell = true,
+                ("rd.leanrd.coldplug" | "leanrd.coldplug", Some(v)) => c.coldplug_all = v == "all",
+                ("fsck.mode", Some(v)) => match v.as_str() {
+                    "auto" => c.fsck_mode = FsckMode::Auto,
+                    "skip" => c.fsck_mode = FsckMode::Skip,
+                    "force" => c.fsck_mode = FsckMode::Force,
+                    _ => c.problems.push(format!("fsck.mode={v}: not auto, skip or force (auto used)")),
+                },
+                ("fsck.repair", Some(v)) => match v.as_str() {
+                    "preen" => c.fsck_repair = FsckRepair::Preen,
+                    "yes" => c.fsck_repair = FsckRepair::Yes,
+                    "no" => c.fsck_repair = FsckRepair::No,
+                    _ => c.problems.push(format!("fsck.repair={v}: not preen, yes or no (preen used)")),
+                },
                 ("leanrd.timeout", Some(v)) => c.timeout = v.parse().unwrap_or(30),
                 ("rd.luks.uuid", Some(v)) => c.luks_uuids.push(v.trim_start_matches("luks-").to_string()),
                 ("rd.luks.name", Some(v)) => {
@@ -170,8 +209,11 @@ mod tests {
     fn module_parameters_and_blacklists() {
         let c = Cmdline::parse(
             "root=/dev/vda loop.max_loop=3 nvme_core.default_ps_max_latency_us=0 usb-storage.quirks=\"a:b:u\" \
-             modprobe.blacklist=pcspkr,floppy rd.driver.blacklist=nouveau rd.driver.pre=virtio-scsi rd.driver.post=loop",
+             modprobe.blacklist=pcspkr,floppy rd.driver.blacklist=nouveau rd.driver.pre=virtio-scsi rd.driver.post=loop \
+             rd.leanrd.coldplug=all",
         );
+        assert!(c.coldplug_all);
+        assert!(!Cmdline::parse("root=/dev/vda").coldplug_all);
         assert_eq!(
             c.module_options,
             [

@@ -25,6 +25,7 @@ pub mod btrfs;
 pub mod cmdline;
 pub mod devices;
 pub mod diagnose;
+pub mod fsck;
 pub mod log;
 pub mod modules;
 pub mod probe;
@@ -168,7 +169,8 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
     let mut log = Log::open(cmd.debug);
     log.step(&format!("leanrd-init {} for {kver}: {}", env!("CARGO_PKG_VERSION"), cmdline_text.trim()));
     let (options, blacklist) = module_settings(&conf, &cmd);
-    let mods = Modules::open(&kver, options, blacklist);
+    let mut mods = Modules::open(&kver, options, blacklist);
+    mods.coldplug_all = cmd.coldplug_all;
     log.step(&format!("module tables read: {} modules, {} loaded", mods.db.paths.len(), mods.loaded.len()));
     let mut init = Init { log, mods, cmd, conf, cmdline_text, notes, args, env };
     loop {

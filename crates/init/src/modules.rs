@@ -24,6 +24,8 @@ pub struct Modules {
     pub loaded: BTreeSet<String>,
     pub failed: BTreeMap<String, Errno>,
     pub seen_aliases: BTreeSet<String>,
+    /// Load drivers for every device (`rd.leanrd.coldplug=all`), not only [`boot_device`]s.
+    pub coldplug_all: bool,
     /// Why the image's module tables could not be read, if they could not.
     pub table_error: Option<String>,
 }
@@ -46,7 +48,7 @@ impl Modules {
             .filter_map(|l| l.split_whitespace().next().map(str::to_string))
             .collect();
         let (failed, seen_aliases) = (BTreeMap::new(), BTreeSet::new());
-        Modules { dir, db, options, blacklist, loaded, failed, seen_aliases, table_error }
+        Modules { dir, db, options, blacklist, loaded, failed, seen_aliases, coldplug_all: false, table_error }
     }
 
     /// Load a name, alias or modalias with everything it needs. Returns how many modules
@@ -145,21 +147,63 @@ impl Modules {
                 } else if name == "modalias"
                     && let Some(a) = sys::read_string(&format!("{d}/{name}"))
                 {
-                    let a = a.trim().to_string();
-                    if !a.is_empty() && self.seen_aliases.insert(a.clone()) {
-                        aliases.push(a);
-                    }
+                    aliases.push(a.trim().to_string());
                 }
             }
         }
-        self.load_many(&aliases, log)
+        self.load_aliases(aliases, log)
     }
 
-    /// Load drivers for modaliases that uevents brought, unless seen before.
+    /// Load drivers for devices' modaliases (coldplug's, or uevents'), each once, for the
+    /// devices the boot may need (all with `rd.leanrd.coldplug=all`).
     pub fn load_aliases(&mut self, aliases: Vec<String>, log: &mut Log) -> usize {
-        let new: Vec<String> = aliases.into_iter().filter(|a| self.seen_aliases.insert(a.clone())).collect();
+        let mut new = Vec::new();
+        for a in aliases {
+            if a.is_empty() || !self.seen_aliases.insert(a.clone()) {
+                continue;
+            }
+            if self.coldplug_all || boot_device(&a) {
+                new.push(a);
+            } else if matches!(self.db.resolve(&a), Resolved::Modules(_)) {
+                log.step(&format!("left to the system: {a}"));
+            }
+        }
         self.load_many(&new, log)
     }
+}
+
+/// Whether a device, by its modalias, is one the boot may need: storage (with the buses and
+/// controllers it sits on) or input (a keyboard for a passphrase). Optical drives, tapes,
+/// enclosures, network, display, sound, cameras are left to the real root's udev, which
+/// loads their drivers anyway: time in the initramfs spent on them is spent for nothing.
+/// A deny list, not an allow list: a device of a class not named here is loaded, so an
+/// unusual storage path is never left out.
+pub fn boot_device(alias: &str) -> bool {
+    /// The value of `key` (two hex digits) in a modalias such as `pci:v..d..bc01sc08i02`.
+    fn field<'a>(alias: &'a str, key: &str) -> Option<&'a str> {
+        let i = alias.find(key)? + key.len();
+        alias.get(i..i + 2)
+    }
+    if let Some(rest) = alias.strip_prefix("scsi:t-0x") {
+        // Disks, optical memory (MO), reduced-command-set disks, zoned disks.
+        return matches!(rest.get(..2), Some("00" | "07" | "0e" | "14"));
+    }
+    if alias.starts_with("pci:") {
+        // Network, display, multimedia, communication, wireless, satellite, encryption,
+        // signal processing, accelerators, instrumentation.
+        let not = ["02", "03", "04", "07", "0d", "0f", "10", "11", "12", "13"];
+        return !field(alias, "bc").is_some_and(|c| not.iter().any(|n| c.eq_ignore_ascii_case(n)));
+    }
+    if alias.starts_with("usb:") {
+        // Interface classes: audio, communication, still image, printer, CDC data, smart
+        // card, content security, video, healthcare, audio/video, billboard, diagnostic,
+        // wireless.
+        let not = ["01", "02", "06", "07", "0a", "0b", "0d", "0e", "0f", "10", "11", "dc", "e0"];
+        return !field(alias, "ic").is_some_and(|c| not.iter().any(|n| c.eq_ignore_ascii_case(n)));
+    }
+    !["sound:", "snd:", "hdaudio:", "ac97:", "video4linux:", "ieee80211:", "bluetooth:", "net:"]
+        .iter()
+        .any(|p| alias.starts_with(p))
 }
 
 /// Wait for one of the `running` children; the module it loaded and how it went. Another
@@ -203,4 +247,45 @@ pub fn helper_main(args: &[String], options: Vec<(String, String)>, blacklist: V
     let missing = names.iter().any(|n| matches!(mods.db.resolve(n), Resolved::Missing));
     mods.load_many(&names, &mut log);
     if mods.failed.is_empty() && !missing { 0 } else { 1 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::boot_device;
+
+    #[test]
+    fn storage_and_input_devices_are_loaded_at_boot_others_left_to_the_system() {
+        let boot = [
+            "scsi:t-0x00",                                           // a disk
+            "scsi:t-0x0e",                                           // RBC
+            "pci:v00001AF4d00001001sv00001AF4sd00000002bc01sc00i00", // virtio-blk
+            "pci:v00008086d00007010sv00001AF4sd00001100bc01sc01i80", // PIIX IDE
+            "pci:v00001B36d0000000Dsv00001AF4sd00001100bc0Csc03i30", // xHCI
+            "pci:v00008086d00009D2Fsv00001028sd000007E6bc08sc05i01", // SD host controller
+            "usb:v0781p5581d0100dc00dsc00dp00ic08isc06ip50in00",     // USB mass storage
+            "usb:v046DpC31Cd6400dc00dsc00dp00ic03isc01ip01in00",     // USB keyboard
+            "hid:b0003g0001v0000046Dp0000C31C",                      // HID
+            "virtio:d00000002v00001AF4",                             // virtio block
+            "platform:i8042",                                        // PS/2 keyboard
+            "acpi:PNP0303:",                                         // keyboard controller
+            "nvme:unknown",
+        ];
+        for a in boot {
+            assert!(boot_device(a), "{a} must be loaded at boot");
+        }
+        let left = [
+            "scsi:t-0x05",                                           // CD-ROM (sr_mod)
+            "scsi:t-0x01",                                           // tape
+            "scsi:t-0x0d",                                           // enclosure
+            "pci:v00008086d0000100Esv00001AF4sd00001100bc02sc00i00", // e1000
+            "pci:v00001234d00001111sv00001AF4sd00001100bc03sc00i00", // VGA
+            "pci:v00008086d00002668sv00001AF4sd00001100bc04sc03i00", // HD audio
+            "usb:v046Dp0825d0012dcEFdsc02dp01ic0Eisc01ip00in00",     // webcam
+            "usb:v0BDAp8153d3000dc00dsc00dp00ic02isc06ip00in00",     // USB network (CDC)
+            "sound:card0",
+        ];
+        for a in left {
+            assert!(!boot_device(a), "{a} must be left to the system");
+        }
+    }
 }

@@ -149,6 +149,11 @@ impl core::fmt::Display for RunError {
 
 /// Run a program with `PATH` set, on the console, and wait for it.
 pub fn run(prog: &str, args: &[&str]) -> Result<(), RunError> {
+    describe_status(run_status(prog, args)?).map_err(|how| RunError::Failed(prog.to_string(), how))
+}
+
+/// [`run`], giving the wait status (see [`exit_code`]) however the program ended.
+pub fn run_status(prog: &str, args: &[&str]) -> Result<i32, RunError> {
     let path = which(prog).ok_or_else(|| RunError::NotFound(prog.to_string()))?;
     let mut argv = alloc::vec![prog];
     argv.extend_from_slice(args);
@@ -163,7 +168,7 @@ pub fn run(prog: &str, args: &[&str]) -> Result<(), RunError> {
             }
             exit(127)
         }
-        Ok(pid) => describe_status(wait(pid)).map_err(|how| RunError::Failed(prog.to_string(), how)),
+        Ok(pid) => Ok(wait(pid)),
     }
 }
 

@@ -95,6 +95,7 @@ pub fn mount(init: &mut Init, dev: &Dev) -> Result<(), String> {
         init.cmd.mounts.rootfstype.clone().or(dev.probe.fstype.clone()).or(init.conf.mounts.rootfstype.clone());
     let flags = if init.cmd.rw { MountFlags::empty() } else { MountFlags::RDONLY };
     let options = init.cmd.mounts.rootflags.clone().or(init.conf.mounts.rootflags.clone());
+    crate::fsck::check(init, dev, fstype.as_deref(), init.cmd.rw)?;
     mount_at(init, dev, NEWROOT, fstype, flags, options.as_deref())
 }
 

@@ -4,10 +4,10 @@
 //! generator wrote (host-only), else the new root's /etc/fstab, as initramfs-tools reads it.
 
 use alloc::format;
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 
-use leanrd_contract::{DeviceRef, NOT_BLOCK_FSTYPES, unescape_octal};
+use leanrd_contract::{DeviceRef, NOT_BLOCK_FSTYPES, fstab_entries};
 use rustix::mount::MountFlags;
 
 use crate::Init;
@@ -41,28 +41,18 @@ pub fn given(init: &Init) -> Option<Usr> {
 
 /// The /usr line of an fstab, if it has one (the last wins, as mount would).
 pub fn from_fstab(text: &str) -> Option<Usr> {
-    let mut found = None;
-    for line in text.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 3 || f[0].starts_with('#') {
-            continue;
-        }
-        let mountpoint = unescape_octal(f[1]);
-        if mountpoint.trim_end_matches('/') != "/usr" {
-            continue;
-        }
-        let options = f.get(3).map(|o| o.to_string()).filter(|o| o != "defaults");
-        // A /usr that is not on a block device (network, tmpfs, overlay) or not to be mounted
-        // at boot is left to the system.
-        let noauto = options.as_deref().is_some_and(|o| o.split(',').any(|x| x == "noauto"));
-        if noauto || NOT_BLOCK_FSTYPES.contains(&f[2]) {
-            continue;
-        }
-        let Ok(device) = DeviceRef::parse(&unescape_octal(f[0])) else { continue };
-        let fstype = Some(f[2].to_string()).filter(|t| t != "auto");
-        found = Some(Usr { device, fstype, options });
-    }
-    found
+    fstab_entries(text)
+        .into_iter()
+        .filter(|e| e.file.trim_end_matches('/') == "/usr")
+        // A /usr that is not on a block device (network, tmpfs, overlay) or not to be
+        // mounted at boot is left to the system.
+        .filter(|e| !e.noauto() && !NOT_BLOCK_FSTYPES.contains(&e.vfstype.as_str()))
+        .filter_map(|e| {
+            let device = DeviceRef::parse(&e.spec).ok()?;
+            let fstype = Some(e.vfstype).filter(|t| t != "auto");
+            Some(Usr { device, fstype, options: e.mntops.filter(|o| o != "defaults") })
+        })
+        .next_back()
 }
 
 /// fstab-style options split into mount flags and what the file system itself takes. /usr is
@@ -107,6 +97,8 @@ pub fn mount(init: &mut Init, u: &Usr, w: &DeviceWaiter) -> Result<(), String> {
     }
     init.log.step(&format!("/usr is {}", dev.path()));
     let (flags, data) = flags_and_data(u.options.as_deref());
+    let fstype = u.fstype.clone().or(dev.probe.fstype.clone());
+    crate::fsck::check(init, &dev, fstype.as_deref(), !flags.contains(MountFlags::RDONLY))?;
     mount_at(init, &dev, &target, u.fstype.clone(), flags, data.as_deref())
 }
 

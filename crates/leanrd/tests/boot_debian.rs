@@ -5,7 +5,7 @@
 //! console, then powers off.
 //!
 //! - The matrix, universal images: ext4 on virtio-blk (module options from the root's
-//!   modprobe.d and from the command line), btrfs subvolume @ on virtio-scsi (with
+//!   modprobe.d and from the command line; `rw`, so the initramfs checks it first), btrfs subvolume @ on virtio-scsi (with
 //!   `modprobe.blacklist=`), ext4 root + XFS /usr (named by the root's fstab; by `mount.usr=`),
 //!   btrfs raid1 across two disks.
 //! - Self-hosted host-only: the root boots a universal image, runs `leanrd build` with no
@@ -41,7 +41,7 @@ state=$(systemctl is-system-running --wait 2>&1)
   echo "LEANRD-MODULES $(cut -d' ' -f1 /proc/modules | sort | tr '\n' ' ')"
   log=/run/initramfs/leanrd.log
   echo "LEANRD-INITRD-LOG $(grep -c . $log 2>/dev/null || echo no) lines, mode $(stat -c %a $log 2>/dev/null)"
-  echo "LEANRD-INITRD-END $(tail -n1 $log 2>/dev/null)"
+  sed 's/^/LEANRD-INITRD /' $log
   systemd-analyze 2>/dev/null | head -n1 | sed 's/^/LEANRD-ANALYZE /'
   if grep -qw leanrd.test=selfbuild /proc/cmdline; then
     if leanrd build >/root/build.log 2>&1; then echo "LEANRD-SELFBUILD ok"; else echo "LEANRD-SELFBUILD failed"; fi
@@ -261,7 +261,14 @@ fn run(kernel: &Path, boots: &[Boot]) -> Vec<String> {
                     let q: Vec<&str> = b.qemu.iter().map(String::as_str).collect();
                     let started = std::time::Instant::now();
                     let log = qemu_boot(kernel, &b.image, &b.append, &q, 420);
-                    let report: Vec<&str> = log.lines().filter(|l| l.starts_with("LEANRD-")).collect();
+                    let report: Vec<&str> = log
+                        .lines()
+                        .filter(|l| {
+                            l.starts_with("LEANRD-")
+                                && !l.starts_with("LEANRD-INITRD ")
+                                && !l.starts_with("LEANRD-MODULES")
+                        })
+                        .collect();
                     let missing: Vec<&String> = b.expect.iter().filter(|e| !log.contains(e.as_str())).collect();
                     let unwanted: Vec<&String> = b.reject.iter().filter(|e| log.contains(e.as_str())).collect();
                     eprintln!("{}: {:.0} s\n  {}", b.name, started.elapsed().as_secs_f64(), report.join("\n  "));
@@ -397,15 +404,21 @@ fn debian_root_boots_and_builds_its_own_host_only_image() {
         Boot::new(
             "ext4 virtio-blk, module options",
             &univ,
-            &format!("root=UUID={} virtio_blk.num_request_queues=1", f1.uuid),
+            &format!("root=UUID={} rw fsck.mode=force virtio_blk.num_request_queues=1", f1.uuid),
             qemu_args(&d1.iter().collect::<Vec<_>>(), true),
         )
         .expect("LEANRD-PARAM queue_depth=64")
         .expect("LEANRD-PARAM num_request_queues=1")
         .expect(" mode 600")
+        // `rw`: the initramfs checks the root before it mounts it.
+        .expect("checking /dev/vda1: e2fsck -a -f /dev/vda1")
         // Nothing loaded for nothing: no md/raid stack on a plain disk, no helper missing.
-        .reject(" raid456 ")
-        .reject("cannot run"),
+        .reject("] loaded raid456")
+        .reject("] loaded dm_mod")
+        .reject("cannot run")
+        // QEMU's CD-ROM is left to the root's udev (no sr_mod, no cdrom in the initramfs).
+        .expect("left to the system: scsi:t-0x05")
+        .reject("] loaded sr_mod"),
         Boot::new(
             "btrfs@ virtio-scsi, modprobe.blacklist=virtio_blk",
             &univ,
@@ -450,6 +463,9 @@ fn debian_root_boots_and_builds_its_own_host_only_image() {
         if name.contains("/usr") {
             assert!(mods.iter().any(|m| m.contains("/xfs.ko")), "{name}: no xfs for /usr");
         }
+        // The fstab asks for ext4 roots to be checked (pass 1): the checker comes along.
+        let listing = String::from_utf8(ok(leanrd().arg("ls").arg(&img))).unwrap();
+        assert_eq!(listing.contains("bin/e2fsck"), f.kind == "ext4", "{name}: e2fsck in the image?");
         let host = format!("{name}, host-only");
         let b = Boot::new(&host, &img, "", qemu_args(disks, false));
         second.push(if name.contains("/usr") { b.expect("LEANRD-USR /dev/vdb xfs") } else { b });
