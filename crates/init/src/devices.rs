@@ -33,6 +33,15 @@ impl Dev {
         format!("/dev/{}", self.name)
     }
 
+    /// The name to mount it by, which /proc/mounts, df and findmnt then show: a device-mapper
+    /// device by its /dev/mapper name (as lvm and cryptsetup make it), else /dev/NAME.
+    pub fn mount_source(&self) -> String {
+        match &self.dm_name {
+            Some(n) if sys::exists(&format!("/dev/mapper/{n}")) => format!("/dev/mapper/{n}"),
+            _ => self.path(),
+        }
+    }
+
     /// A container to open rather than a file system to mount.
     pub fn is_luks(&self) -> bool {
         self.probe.fstype.as_deref() == Some(probe::LUKS)

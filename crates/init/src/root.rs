@@ -75,11 +75,12 @@ pub fn mount_at(
         init.mods.load(&format!("fs-{t}"), &mut init.log);
     }
     let mut last = Errno::NODEV;
+    let source = dev.mount_source();
     for t in &types {
-        match sys::mount(&dev.path(), target, t, flags, options) {
+        match sys::mount(&source, target, t, flags, options) {
             Ok(()) => {
                 let ro = if flags.contains(MountFlags::RDONLY) { "ro" } else { "rw" };
-                init.log.step(&format!("mounted {} ({t}, {ro}, {}) on {target}", dev.path(), options.unwrap_or("")));
+                init.log.step(&format!("mounted {source} ({t}, {ro}, {}) on {target}", options.unwrap_or("")));
                 return Ok(());
             }
             Err(e) => last = e,

@@ -110,3 +110,25 @@ fn helper(init: &mut Init, prog: &str, args: &[&str]) {
     }
     sys::reap();
 }
+
+/// Tell the real root's udev that the device-mapper devices made here are set up. lvm and
+/// cryptsetup ran without udev, so udev's database has no record of them; on the root's
+/// coldplug ("add") udev's dm rules then treat each as not yet ready — no /dev/mapper links,
+/// `SYSTEMD_READY=0` — and systemd waits 90 s for a /usr or swap named by /dev/mapper in the
+/// fstab. The record udev keeps for a primary dm event is enough (what peers without udev
+/// in the initramfs do too).
+pub fn hand_over_to_udev(init: &mut Init) {
+    let Ok(names) = sys::list_dir("/sys/block") else { return };
+    for (name, _) in names.iter().filter(|(n, _)| n.starts_with("dm-")) {
+        let Some(devno) = sys::read_string(&format!("/sys/block/{name}/dev")) else { continue };
+        let db = format!("/run/udev/data/b{}", devno.trim());
+        if sys::exists(&db) {
+            continue;
+        }
+        sys::mkdir_p("/run/udev/data");
+        match sys::write_file_mode(&db, "E:DM_UDEV_PRIMARY_SOURCE_FLAG=1\n", 0o644) {
+            Ok(()) => init.log.step(&format!("udev: {name} recorded as set up")),
+            Err(e) => init.log.error(&format!("{db}: {}", sys::strerror(e))),
+        }
+    }
+}

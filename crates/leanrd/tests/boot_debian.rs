@@ -7,7 +7,8 @@
 //! - The matrix, universal images: ext4 on virtio-blk (module options from the root's
 //!   modprobe.d and from the command line; `rw`, so the initramfs checks it first), btrfs subvolume @ on virtio-scsi (with
 //!   `modprobe.blacklist=`), ext4 root + XFS /usr (named by the root's fstab; by `mount.usr=`),
-//!   btrfs raid1 across two disks.
+//!   btrfs raid1 across two disks, ext4 root on LVM, and root and /usr on LVM (the volumes
+//!   made by a prep VM: the host kernel has no device-mapper).
 //! - Self-hosted host-only: the root boots a universal image, runs `leanrd build` with no
 //!   options on its own devices, and boots again with the image it built, with nothing on the
 //!   command line but the console: btrfs @ on virtio-scsi, ext4 on NVMe, btrfs @ on AHCI, and
@@ -26,35 +27,11 @@ use std::sync::Mutex;
 
 use common::*;
 
-/// The root's report: run by a unit once the boot has settled.
-const REPORT: &str = r#"#!/bin/sh
-# leanrd's boot test: how the boot went, on the serial console; then power off.
-state=$(systemctl is-system-running --wait 2>&1)
-{
-  echo "LEANRD-STATE $state"
-  systemctl --failed --no-legend --plain | sed 's/^/LEANRD-FAILED /'
-  echo "LEANRD-ROOT $(findmnt -n -o SOURCE,FSTYPE,OPTIONS /)"
-  echo "LEANRD-USR $(findmnt -n -o SOURCE,FSTYPE /usr)"
-  for p in queue_depth num_request_queues; do
-    echo "LEANRD-PARAM $p=$(cat /sys/module/virtio_blk/parameters/$p 2>/dev/null || echo absent)"
-  done
-  echo "LEANRD-MODULES $(cut -d' ' -f1 /proc/modules | sort | tr '\n' ' ')"
-  log=/run/initramfs/leanrd.log
-  echo "LEANRD-INITRD-LOG $(grep -c . $log 2>/dev/null || echo no) lines, mode $(stat -c %a $log 2>/dev/null)"
-  sed 's/^/LEANRD-INITRD /' $log
-  systemd-analyze 2>/dev/null | head -n1 | sed 's/^/LEANRD-ANALYZE /'
-  if grep -qw leanrd.test=selfbuild /proc/cmdline; then
-    if leanrd build >/root/build.log 2>&1; then echo "LEANRD-SELFBUILD ok"; else echo "LEANRD-SELFBUILD failed"; fi
-    sed 's/^/LEANRD-BUILD /' /root/build.log
-    sync
-  fi
-  echo LEANRD-DONE
-} >/dev/ttyS0 2>&1
-systemctl poweroff
-"#;
-
-const UNIT: &str = "[Unit]\nDescription=leanrd boot test report\n\n[Service]\nType=simple\n\
-                    ExecStart=/usr/local/sbin/leanrd-report\n\n[Install]\nWantedBy=multi-user.target\n";
+/// The root's report, run by a unit once the boot has settled: the state, the mounts, module
+/// parameters, the initramfs's step log, and `leanrd build` with `leanrd.test=selfbuild`.
+/// Shared with bench/debian.py.
+const REPORT: &str = include_str!("../../../tools/boot-report/leanrd-report");
+const UNIT: &str = include_str!("../../../tools/boot-report/leanrd-report.service");
 
 /// The Debian root with the kernel's modules, leanrd, its /init and the report unit: the
 /// tree every disk is made from.
@@ -171,6 +148,45 @@ fn make(t: &TempDir, name: &str, gpt: bool, bus: Bus, fs: &Fs, tree: &Path, fsta
     disks
 }
 
+/// An ext4 image of `tree`, `fstab` as its /etc/fstab, made without mounting (to be copied
+/// onto a device-mapper volume inside a VM).
+fn ext4_image(t: &TempDir, name: &str, megs: u64, uuid: &str, tree: &Path, fstab: Option<&str>) -> PathBuf {
+    let (img, case) = (t.join(format!("{name}.ext4")), t.join(format!("{name}.tree")));
+    sh(&format!("cp -al {} {}", tree.display(), case.display()));
+    if let Some(f) = fstab {
+        let _ = fs::remove_file(case.join("etc/fstab"));
+        fs::write(case.join("etc/fstab"), f).unwrap();
+    }
+    sh(&format!("truncate -s {megs}M {i} && mkfs.ext4 -q -U {uuid} -d {c} {i}", i = img.display(), c = case.display()));
+    sh(&format!("rm -rf {}", case.display()));
+    img
+}
+
+/// The LVM disk: volume group vg0 on one disk with `root` (the whole tree), `sroot` (the
+/// root of the split tree, its fstab naming /usr on `usr`) and `usr`, made in a prep VM
+/// (the host has no device-mapper) by copying ext4 images made here. Returns the prep
+/// image and the disks its boot needs: the LVM disk first.
+fn lvm_prep(t: &TempDir, kver: &str, tree: &Path, split_root: &Path, split_usr: &Path) -> Option<(PathBuf, Vec<Disk>)> {
+    let whole = ext4_image(t, "lvm-root", 2048, &uuid(21), tree, Some("/dev/mapper/vg0-root / ext4 defaults 0 1\n"));
+    let sroot_fstab = "/dev/mapper/vg0-sroot / ext4 defaults 0 1\n/dev/mapper/vg0-usr /usr ext4 defaults 0 2\n";
+    let sroot = ext4_image(t, "lvm-sroot", 256, &uuid(22), split_root, Some(sroot_fstab));
+    let usr = ext4_image(t, "lvm-usr", 2048, &uuid(23), split_usr, None);
+    let lvm = t.join("lvm.disk");
+    sh(&format!("truncate -s 4600M {}", lvm.display()));
+    let body = "$lvm pvcreate -y --config \"$C\" /dev/vda && $lvm vgcreate --config \"$C\" vg0 /dev/vda && \
+                $lvm lvcreate -y --config \"$C\" -L 2048M -n root vg0 && \
+                $lvm lvcreate -y --config \"$C\" -L 256M -n sroot vg0 && \
+                $lvm lvcreate -y --config \"$C\" -L 2048M -n usr vg0 && \
+                $e2image -ra /dev/vdb /dev/mapper/vg0-root && $e2image -ra /dev/vdc /dev/mapper/vg0-sroot && \
+                $e2image -ra /dev/vdd /dev/mapper/vg0-usr && $lvm vgchange -an --config \"$C\" vg0 && \
+                sync && echo PREP-DONE";
+    let modules = ["virtio_pci", "virtio_blk", "dm_mod"];
+    let img = common::prep::image(t.path(), kver, &["lvm", "e2image"], &modules, "vdd", body, None)?;
+    let disks =
+        [lvm, whole, sroot, usr].into_iter().map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk }).collect();
+    Some((img, disks))
+}
+
 /// A file out of a disk's file system (after a boot wrote it).
 fn take_file(t: &TempDir, disk: &Disk, subvol: bool, path: &str, out: &Path) {
     let mnt = t.join("take.mnt");
@@ -229,7 +245,8 @@ impl Boot {
             append: append.into(),
             qemu,
             expect: vec!["LEANRD-STATE running".into(), "LEANRD-DONE".into()],
-            reject: Vec::new(),
+            // systemd waiting on a device or a job (a dm device udev was not told about...).
+            reject: vec!["A start job is running".into()],
         }
     }
     fn expect(mut self, s: &str) -> Boot {
@@ -442,6 +459,13 @@ fn debian_root_boots_and_builds_its_own_host_only_image() {
             .expect("LEANRD-SELFBUILD ok");
         first.push(if name.contains("/usr") { b.expect("LEANRD-USR /dev/vdb xfs") } else { b });
     }
+    // The LVM disk is made by a prep VM alongside; its boots come in the second round.
+    let lvm = lvm_prep(&t, &kver, &tree, &split_root, &split_usr);
+    if let Some((prep, disks)) = &lvm {
+        let mut b = Boot::new("prep: LVM volumes", prep, "", qemu_args(&disks.iter().collect::<Vec<_>>(), false));
+        b.expect = vec!["PREP-DONE".into()];
+        first.insert(0, b);
+    }
     let mut failed = run(&kernel, &first);
 
     // The images they built: exactly their disks' storage drivers; then boot them with
@@ -469,6 +493,18 @@ fn debian_root_boots_and_builds_its_own_host_only_image() {
         let host = format!("{name}, host-only");
         let b = Boot::new(&host, &img, "", qemu_args(disks, false));
         second.push(if name.contains("/usr") { b.expect("LEANRD-USR /dev/vdb xfs") } else { b });
+    }
+    if let Some((_, disks)) = lvm.as_ref().filter(|_| !failed.iter().any(|n| n.starts_with("prep"))) {
+        let q = qemu_args(&[&disks[0]], true);
+        second.push(
+            Boot::new("ext4 root on LVM", &univ, "root=/dev/mapper/vg0-root", q.clone())
+                .expect("LEANRD-ROOT /dev/mapper/vg0-root ext4"),
+        );
+        second.push(
+            Boot::new("ext4 root and /usr on LVM (fstab)", &univ, "root=/dev/mapper/vg0-sroot", q)
+                .expect("LEANRD-ROOT /dev/mapper/vg0-sroot ext4")
+                .expect("LEANRD-USR /dev/mapper/vg0-usr ext4"),
+        );
     }
     failed.extend(run(&kernel, &second));
     assert!(failed.is_empty(), "failed boots: {failed:?}");

@@ -410,30 +410,24 @@ const LVM_ROOT_UUID: &str = "66666666-7777-8888-9999-aaaaaaaaaaaa";
 const MD_ROOT_UUID: &str = "77777777-8888-9999-aaaa-bbbbbbbbbbbb";
 const PASS: &str = "leanrd-test-passphrase";
 
-/// A prep image: busybox, cryptsetup, lvm and mke2fs with their libraries, the dm modules, the
-/// root tree, and a script that makes a LUKS2 disk on vda and an LVM disk on vdb.
+/// The prep VM: a LUKS2 disk on vda, an LVM disk on vdb, an md raid1 on vdc and vdd, each
+/// holding the root tree.
 fn prep_image(t: &TempDir, kver: &str, tree: &Path) -> Option<PathBuf> {
-    use leanrd_gen::elf::Resolver;
-    use leanrd_gen::modules::Kernel;
-    use leanrd_gen::plan::{Item, Plan};
-    let mut plan = Plan::new(Path::new("/"));
-    let mut paths = std::collections::HashMap::new();
-    {
-        let mut r = Resolver::new(&mut plan);
-        for b in ["busybox", "cryptsetup", "lvm", "mke2fs", "mdadm"] {
-            let Some(p) = r.which(b) else {
-                eprintln!("skipping LUKS/LVM boots: {b} not installed");
-                return None;
-            };
-            r.add_binary(&p).unwrap();
-            paths.insert(b, p);
-        }
-        // By its /bin path too, so that /bin (a symlink on merged-/usr systems) is there.
-        r.add_binary("/bin/busybox").unwrap();
-        r.add_library_if_present("libgcc_s.so.1").unwrap();
-    }
-    let kernel = Kernel::load(Path::new("/"), kver).unwrap();
-    let want = [
+    let body = format!(
+        "printf %s '{PASS}' > /tmp/key\n\
+         $cryptsetup luksFormat --batch-mode --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
+           --uuid {LUKS_UUID} --key-file /tmp/key /dev/vda && \
+         $cryptsetup open --key-file /tmp/key /dev/vda prep && \
+         $mke2fs -q -t ext4 -U {LUKS_ROOT_UUID} -d /roottree /dev/mapper/prep && $cryptsetup close prep && \
+         $lvm pvcreate -y --config \"$C\" /dev/vdb && $lvm vgcreate --config \"$C\" vg0 /dev/vdb && \
+         $lvm lvcreate -y --config \"$C\" -L 40M -n root vg0 && \
+         $mke2fs -q -t ext4 -U {LVM_ROOT_UUID} -d /roottree /dev/mapper/vg0-root && \
+         $lvm vgchange -an --config \"$C\" vg0 && \
+         $mdadm --create /dev/md0 --run --level=1 --raid-devices=2 --metadata=1.2 /dev/vdc /dev/vdd && \
+         $mke2fs -q -t ext4 -U {MD_ROOT_UUID} -d /roottree /dev/md0 && $mdadm --stop /dev/md0 && \
+         sync && echo PREP-DONE"
+    );
+    let modules = [
         "virtio_pci",
         "virtio_blk",
         "dm_mod",
@@ -446,63 +440,7 @@ fn prep_image(t: &TempDir, kver: &str, tree: &Path) -> Option<PathBuf> {
         "md_mod",
         "raid1",
     ];
-    let (set, _) = kernel.resolve(want);
-    let tmp = t.join("prep-tmp");
-    fs::create_dir_all(&tmp).unwrap();
-    kernel.add_to_plan(&mut plan, &set, &tmp, &Default::default()).unwrap();
-    let script = format!(
-        "#!/bin/busybox sh\n/bin/busybox mkdir -p /sbin /proc /sys /dev /run /tmp\n/bin/busybox --install -s /bin\n\
-         /bin/busybox ln -sf /bin/busybox /sbin/modprobe\n\
-         mount -t devtmpfs dev /dev; mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t tmpfs run /run\n\
-         echo /sbin/modprobe > /proc/sys/kernel/modprobe\n\
-         for m in {mods}; do modprobe $m; done\n\
-         for i in 1 2 3 4 5 6 7 8 9 10; do [ -b /dev/vdd ] && break; sleep 1; done\n\
-         printf %s '{PASS}' > /tmp/key\n\
-         C='devices {{ obtain_device_list_from_udev = 0 }} activation {{ udev_sync = 0 udev_rules = 0 }}'\n\
-         cryptsetup={cs}; lvm={lvm}; mke2fs={mk}; mdadm={md}\n\
-         $cryptsetup luksFormat --batch-mode --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
-           --uuid {LUKS_UUID} --key-file /tmp/key /dev/vda && \
-         $cryptsetup open --key-file /tmp/key /dev/vda prep && \
-         $mke2fs -q -t ext4 -U {LUKS_ROOT_UUID} -d /roottree /dev/mapper/prep && $cryptsetup close prep && \
-         $lvm pvcreate -y --config \"$C\" /dev/vdb && $lvm vgcreate --config \"$C\" vg0 /dev/vdb && \
-         $lvm lvcreate -y --config \"$C\" -L 40M -n root vg0 && \
-         $mke2fs -q -t ext4 -U {LVM_ROOT_UUID} -d /roottree /dev/mapper/vg0-root && \
-         $lvm vgchange -an --config \"$C\" vg0 && \
-         $mdadm --create /dev/md0 --run --level=1 --raid-devices=2 --metadata=1.2 /dev/vdc /dev/vdd && \
-         $mke2fs -q -t ext4 -U {MD_ROOT_UUID} -d /roottree /dev/md0 && $mdadm --stop /dev/md0 && \
-         sync && echo PREP-DONE\n\
-         poweroff -f\n",
-        mods = want.join(" "),
-        cs = paths["cryptsetup"],
-        lvm = paths["lvm"],
-        mk = paths["mke2fs"],
-        md = paths["mdadm"],
-    );
-    plan.put("/init", Item::Inline { data: script.into_bytes(), mode: 0o755 });
-    plan.add_console();
-    // The root tree, as files under /roottree.
-    let mut stack = vec![tree.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            let rel = format!("/roottree/{}", p.strip_prefix(tree).unwrap().display());
-            let md = fs::symlink_metadata(&p).unwrap();
-            if md.is_dir() {
-                plan.put(&rel, Item::Dir { mode: 0o755 });
-                stack.push(p);
-            } else if md.file_type().is_symlink() {
-                plan.put(&rel, Item::Symlink { target: fs::read_link(&p).unwrap().display().to_string() });
-            } else {
-                plan.put(&rel, Item::File { src: p.clone(), mode: 0o755 });
-            }
-        }
-    }
-    let norm = leanrd_archive::Normalize { mtime: Some(0), owner: Some((0, 0)), first_ino: 1, ..Default::default() };
-    let layout = leanrd_archive::Layout::plan(plan.entries(&norm).unwrap(), Default::default()).unwrap();
-    let img = t.join("prep.img");
-    let f = fs::File::create(&img).unwrap();
-    leanrd_archive::write::write_positional(&layout, &f).unwrap();
-    Some(img)
+    common::prep::image(t.path(), kver, &["cryptsetup", "lvm", "mke2fs", "mdadm"], &modules, "vdd", &body, Some(tree))
 }
 
 /// Boot, answering the passphrase prompt on the serial console; returns the console output.

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: leanrd-testkit, and the leanrd binary.
 #![allow(dead_code)]
 
+pub mod prep;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Real-root benchmark (issue 12): a Debian bookworm root with systemd (tools/debian-root),
+the Debian kernel, QEMU TCG, ext4 on a GPT partition of a virtio-blk disk. Variants:
+
+  leanrd universal         `leanrd build --universal --sysroot ROOT`, on the host
+  leanrd host-only         `leanrd build` inside the VM, on its own devices
+  initramfs-tools most     `mkinitramfs` (MODULES=most, Debian's default) in a chroot of the root
+  initramfs-tools dep      `mkinitramfs` with MODULES=dep inside the VM
+  dracut generic           `dracut --no-hostonly` in a chroot of the root
+  dracut host-only         `dracut --hostonly` inside the VM
+
+Measured, in one run: build seconds (median of --runs builds; universal variants natively on
+the host, host-only variants inside the VM under TCG: compare each group among itself), image
+bytes, and per boot (median of --runs boots): kernel start → multi-user.target (systemd-
+analyze's total) and the initramfs phase ("Run /init" → the root's systemd starting, from the
+kernel's timestamps on the console). Every boot must reach `is-system-running` = running.
+
+The initramfs-tools and dracut roots are the same root with the peer installed (they conflict
+with each other); leanrd's images boot the initramfs-tools root.
+
+Usage (root, Debian 12): python3 bench/debian.py [--runs 3] [--kver KVER]
+"""
+
+import concurrent.futures
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+
+from common import ROOT, boot_setup, sh
+
+UUID = "11111111-2222-3333-4444-0000000000be"
+DISK_MIB = 3072
+PART_OFFSET = 1 << 20
+
+HOOK = r"""#!/bin/sh
+# bench/debian.py: with leanrd.bench=build, time the host-only builds of every generator in
+# this root, RUNS times each; the images go to /boot.
+grep -qw leanrd.bench=build /proc/cmdline || exit 0
+k=$(uname -r)
+t() {
+  name=$1; shift
+  s=$(date +%s.%N); "$@" >/root/$name.log 2>&1; rc=$?; e=$(date +%s.%N)
+  echo "LEANRD-BENCH $name rc=$rc $(awk "BEGIN{print $e - $s}")"
+  [ $rc = 0 ] || tail -n 5 /root/$name.log
+}
+for i in $(seq RUNS); do
+  t leanrd-host-only leanrd build --force -o /boot/leanrd-host-only.img
+  if command -v mkinitramfs >/dev/null; then
+    sed -i 's/^MODULES=.*/MODULES=dep/' /etc/initramfs-tools/initramfs.conf
+    t initramfs-tools-dep mkinitramfs -o /boot/initramfs-tools-dep.img $k
+  fi
+  if command -v dracut >/dev/null; then
+    t dracut-host-only dracut --hostonly --force /boot/dracut-host-only.img $k
+  fi
+done
+sync
+"""
+
+
+def prepare(work, flavour, kver, leanrd, init, runs):
+    """The root with `flavour` installed, the kernel's modules, the report unit, leanrd and
+    the build hook; returns the tree."""
+    base = subprocess.run([os.path.join(ROOT, "tools/debian-root"), flavour], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    tree = os.path.join(work, f"{flavour}-tree")
+    sh(f"cp -a {base} {tree}")
+    os.makedirs(f"{tree}/usr/lib/modules", exist_ok=True)
+    sh(f"cp -a /lib/modules/{kver} {tree}/usr/lib/modules/")
+    files = {
+        "etc/machine-id": "6c65616e72642d62656e63682d726f6f\n",
+        "etc/hostname": "leanrd-bench\n",
+        "etc/fstab": f"UUID={UUID} / ext4 errors=remount-ro 0 1\n",
+        "usr/local/sbin/leanrd-test-hook": HOOK.replace("RUNS", str(runs)),
+    }
+    for name, text in files.items():
+        os.makedirs(os.path.dirname(f"{tree}/{name}"), exist_ok=True)
+        with open(f"{tree}/{name}", "w") as f:
+            f.write(text)
+    report = os.path.join(ROOT, "tools/boot-report")
+    shutil.copy(f"{report}/leanrd-report", f"{tree}/usr/local/sbin/leanrd-report")
+    shutil.copy(f"{report}/leanrd-report.service", f"{tree}/etc/systemd/system/leanrd-report.service")
+    os.symlink("/etc/systemd/system/leanrd-report.service",
+               f"{tree}/etc/systemd/system/multi-user.target.wants/leanrd-report.service")
+    os.makedirs(f"{tree}/usr/lib/leanrd", exist_ok=True)
+    shutil.copy(leanrd, f"{tree}/usr/bin/leanrd")
+    shutil.copy(init, f"{tree}/usr/lib/leanrd/leanrd-init")
+    sh(f"chmod 755 {tree}/usr/local/sbin/leanrd-report {tree}/usr/local/sbin/leanrd-test-hook")
+    return tree
+
+
+def chroot_build(tree, cmd):
+    """Run a generator in a chroot of the root (with /proc, /sys, /dev); seconds taken."""
+    mounts = []
+    try:
+        for d in ("proc", "sys", "dev"):
+            sh(f"mount --bind /{d} {tree}/{d}")
+            mounts.append(f"{tree}/{d}")
+        s = time.perf_counter()
+        sh(f"chroot {tree} {cmd}", stdout=subprocess.DEVNULL)
+        return time.perf_counter() - s
+    finally:
+        for m in reversed(mounts):
+            subprocess.run(["umount", "-l", m])
+
+
+def disk(work, tree, name):
+    """ext4 of `tree` on a GPT partition from 1 MiB, made without mounting."""
+    img = os.path.join(work, f"{name}.disk")
+    size = (DISK_MIB << 20) - 2 * PART_OFFSET
+    sh(f"truncate -s {DISK_MIB}M {img}")
+    subprocess.run(["sfdisk", "-q", img], check=True, text=True,
+                   input=f"label: gpt\nstart=2048, size={size // 512}, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4\n")
+    sh(f"mkfs.ext4 -q -F -U {UUID} -E offset={PART_OFFSET} -d {tree} {img} {size // 1024}k")
+    return img
+
+
+def take(work, img, names, prefix):
+    """Files from the disk's /boot (after a boot wrote them), copied as PREFIX-NAME."""
+    mnt = os.path.join(work, "take.mnt")
+    os.makedirs(mnt, exist_ok=True)
+    loop = subprocess.run(["losetup", "-f", "--show", "-r", "-o", str(PART_OFFSET), img], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    try:
+        sh(f"mount -o ro {loop} {mnt}")
+        out = {}
+        for n in names:
+            p = f"{mnt}/boot/{n}"
+            if os.path.exists(p):
+                out[n] = os.path.join(work, f"{prefix}-{n}")
+                shutil.copy(p, out[n])
+        return out
+    finally:
+        subprocess.run(["umount", mnt])
+        subprocess.run(["losetup", "-d", loop])
+
+
+def qemu(kernel, initrd, img, append, snapshot=True, secs=420):
+    snap = ",snapshot=on" if snapshot else ""
+    cmd = ["timeout", "--signal=KILL", str(secs), "qemu-system-x86_64", "-accel", "tcg", "-m", "1024",
+           "-nographic", "-no-reboot", "-monitor", "none", "-kernel", kernel, "-initrd", initrd,
+           "-drive", f"file={img},if=virtio,format=raw{snap}",
+           "-append", f"console=ttyS0 panic=-1 root=UUID={UUID} {append}"]
+    return subprocess.run(cmd, capture_output=True, text=True, errors="replace").stdout
+
+
+def measure(log):
+    """(running?, kernel → multi-user s, initramfs phase s) from a boot's console."""
+    running = "LEANRD-STATE running" in log
+    total = re.search(r"LEANRD-ANALYZE Startup finished in .* = ([0-9.]+)(ms|s)", log)
+    total = (float(total.group(1)) / (1000 if total.group(2) == "ms" else 1)) if total else None
+    run_init = re.search(r"\[\s*([0-9.]+)\] Run /init as init process", log)
+    # The root's systemd: the last one to start (dracut's initramfs runs a systemd too).
+    starts = re.findall(r"\[\s*([0-9.]+)\] systemd\[1\]: systemd \d+\S* running in system mode", log)
+    phase = float(starts[-1]) - float(run_init.group(1)) if run_init and starts else None
+    return running, total, phase
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return f"{statistics.median(xs):.2f}" if xs else "–"
+
+
+def main():
+    a, kver, kernel, leanrd, init = boot_setup()
+    work = tempfile.mkdtemp(prefix="leanrd-bench-debian-", dir="/var/tmp")
+    try:
+        trees = {f: prepare(work, f, kver, leanrd, init, a.runs) for f in ("initramfs-tools", "dracut")}
+        images, builds = {}, {}
+
+        # Universal variants, natively on the host.
+        out = os.path.join(work, "leanrd-universal.img")
+        builds["leanrd universal"] = []
+        for _ in range(a.runs):
+            s = time.perf_counter()
+            sh(f"{leanrd} build -k {kver} --universal --force --sysroot {trees['initramfs-tools']} "
+               f"--init {init} -o {out}", stderr=subprocess.DEVNULL)
+            builds["leanrd universal"].append(time.perf_counter() - s)
+        images["leanrd universal"] = out
+        for name, flavour, cmd, target in (
+            ("initramfs-tools most", "initramfs-tools", f"mkinitramfs -o /tmp/peer.img {kver}", "/tmp/peer.img"),
+            ("dracut generic", "dracut", f"dracut --no-hostonly --force /tmp/peer.img {kver}", "/tmp/peer.img"),
+        ):
+            tree = trees[flavour]
+            builds[name] = [chroot_build(tree, cmd) for _ in range(a.runs)]
+            images[name] = os.path.join(work, name.replace(" ", "-") + ".img")
+            shutil.move(tree + target, images[name])
+
+        disks = {f: disk(work, t, f) for f, t in trees.items()}
+        for t in trees.values():
+            shutil.rmtree(t)
+
+        # Host-only variants: built inside the VM by each root's generators (leanrd's from the
+        # initramfs-tools root).
+        in_vm = {"leanrd-host-only": "leanrd host-only", "initramfs-tools-dep": "initramfs-tools dep",
+                 "dracut-host-only": "dracut host-only"}
+
+        def build_in_vm(flavour):
+            return flavour, qemu(kernel, images["leanrd universal"], disks[flavour], "leanrd.bench=build",
+                                 snapshot=False, secs=1200)
+        with concurrent.futures.ThreadPoolExecutor(2) as ex:
+            for flavour, log in ex.map(build_in_vm, disks):
+                keep = [k for k in in_vm if k != "leanrd-host-only" or flavour == "initramfs-tools"]
+                for m in re.finditer(r"LEANRD-BENCH (\S+) rc=(\d+) ([0-9.]+)", log):
+                    if m.group(1) not in keep:
+                        continue
+                    if m.group(2) != "0":
+                        print(f"({in_vm[m.group(1)]}: a build failed in the VM)")
+                        continue
+                    builds.setdefault(in_vm[m.group(1)], []).append(float(m.group(3)))
+                got = take(work, disks[flavour], [f"{k}.img" for k in keep], flavour)
+                for k in keep:
+                    if f"{k}.img" in got:
+                        images[in_vm[k]] = got[f"{k}.img"]
+                    else:
+                        print(f"({in_vm[k]}: no image built in the VM)\n```\n{log[-3000:]}\n```")
+
+        def root_of(name):
+            return disks["dracut" if name.startswith("dracut") else "initramfs-tools"]
+        jobs = [(name, i) for i in range(a.runs) for name in images]
+        with concurrent.futures.ThreadPoolExecutor(2) as ex:
+            logs = list(ex.map(lambda j: (j[0], qemu(kernel, images[j[0]], root_of(j[0]), "")), jobs))
+
+        print(f"## Debian bookworm root (systemd), {time.strftime('%Y-%m-%d')}, kernel {kver}, QEMU TCG -m 1024, "
+              f"virtio-blk ext4 GPT, two VMs at a time; medians of {a.runs}\n")
+        print("| variant | build s | image bytes | kernel → multi-user s | initramfs phase s | running |")
+        print("|---|---:|---:|---:|---:|---:|")
+        res = {}
+        for name in images:
+            ms = [measure(log) for n, log in logs if n == name]
+            ok = sum(1 for r, _, _ in ms if r)
+            res[name] = (med([t for _, t, _ in ms]), med([p for _, _, p in ms]))
+            print(f"| {name} | {med(builds.get(name, []))} | {os.path.getsize(images[name])} | {res[name][0]} | "
+                  f"{res[name][1]} | {ok}/{len(ms)} |")
+            if ok < len(ms):
+                bad = next(log for n, log in logs if n == name and "LEANRD-STATE running" not in log)
+                print(f"\n<details><summary>{name}: a boot that did not reach running</summary>\n\n```\n"
+                      f"{bad[-3000:]}\n```\n</details>\n")
+
+        def ratio(a_, b_, i):
+            try:
+                return f"{float(res[a_][i]) / float(res[b_][i]):.2f}"
+            except (KeyError, ValueError, ZeroDivisionError):
+                return "–"
+        print()
+        for lean, peer in (("leanrd host-only", "initramfs-tools dep"), ("leanrd universal", "initramfs-tools most"),
+                           ("leanrd host-only", "dracut host-only"), ("leanrd universal", "dracut generic")):
+            print(f"- {lean} / {peer}: initramfs phase {ratio(lean, peer, 1)}, whole boot {ratio(lean, peer, 0)}")
+        print("\nBuild seconds of host-only variants are inside the VM (TCG); universal ones on the host.")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+//! Prep VMs: the host kernel has no device-mapper, so LUKS, LVM and md disks are made inside
+//! QEMU by a throw-away initramfs holding busybox, the tools asked for (with their libraries),
+//! the modules asked for and a script.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use leanrd_gen::elf::Resolver;
+use leanrd_gen::modules::Kernel;
+use leanrd_gen::plan::{Item, Plan};
+
+/// The lvm configuration for a system without udev.
+pub const LVM_NO_UDEV: &str =
+    "devices { obtain_device_list_from_udev = 0 } activation { udev_sync = 0 udev_rules = 0 }";
+
+/// A prep image whose /init mounts the API file systems, loads `modules`, waits for the
+/// virtio disk `last_disk` (e.g. "vdd"), runs `body` (the tools' paths are in shell variables
+/// named after them, `-` as `_`: `$cryptsetup`, `$lvm`, `$mke2fs`; `$C` is [`LVM_NO_UDEV`])
+/// and powers off. `tree`, when given, is under /roottree. None (skipped) when a tool is
+/// missing.
+pub fn image(
+    t: &Path,
+    kver: &str,
+    tools: &[&str],
+    modules: &[&str],
+    last_disk: &str,
+    body: &str,
+    tree: Option<&Path>,
+) -> Option<PathBuf> {
+    let mut plan = Plan::new(Path::new("/"));
+    let mut paths = HashMap::new();
+    {
+        let mut r = Resolver::new(&mut plan);
+        for b in std::iter::once(&"busybox").chain(tools) {
+            let Some(p) = r.which(b) else {
+                eprintln!("skipping: {b} not installed");
+                return None;
+            };
+            r.add_binary(&p).unwrap();
+            paths.insert(b.replace('-', "_"), p);
+        }
+        // By its /bin path too, so that /bin (a symlink on merged-/usr systems) is there.
+        r.add_binary("/bin/busybox").unwrap();
+        r.add_library_if_present("libgcc_s.so.1").unwrap();
+    }
+    let kernel = Kernel::load(Path::new("/"), kver).unwrap();
+    let (set, _) = kernel.resolve(modules.iter().copied());
+    let tmp = t.join("prep-tmp");
+    fs::create_dir_all(&tmp).unwrap();
+    kernel.add_to_plan(&mut plan, &set, &tmp, &Default::default()).unwrap();
+    let vars: String =
+        tools.iter().map(|b| format!("{}={}\n", b.replace('-', "_"), paths[&b.replace('-', "_")])).collect();
+    let script = format!(
+        "#!/bin/busybox sh\n/bin/busybox mkdir -p /sbin /proc /sys /dev /run /tmp\n/bin/busybox --install -s /bin\n\
+         /bin/busybox ln -sf /bin/busybox /sbin/modprobe\n\
+         mount -t devtmpfs dev /dev; mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t tmpfs run /run\n\
+         echo /sbin/modprobe > /proc/sys/kernel/modprobe\n\
+         for m in {mods}; do modprobe $m; done\n\
+         for i in $(seq 1 20); do [ -b /dev/{last_disk} ] && break; sleep 1; done\n\
+         C='{LVM_NO_UDEV}'\n{vars}{body}\npoweroff -f\n",
+        mods = modules.join(" "),
+    );
+    plan.put("/init", Item::Inline { data: script.into_bytes(), mode: 0o755 });
+    plan.add_console();
+    if let Some(tree) = tree {
+        let mut stack = vec![tree.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                let rel = format!("/roottree/{}", p.strip_prefix(tree).unwrap().display());
+                let md = fs::symlink_metadata(&p).unwrap();
+                if md.is_dir() {
+                    plan.put(&rel, Item::Dir { mode: 0o755 });
+                    stack.push(p);
+                } else if md.file_type().is_symlink() {
+                    plan.put(&rel, Item::Symlink { target: fs::read_link(&p).unwrap().display().to_string() });
+                } else {
+                    plan.put(&rel, Item::File { src: p.clone(), mode: 0o755 });
+                }
+            }
+        }
+    }
+    let norm = leanrd_archive::Normalize { mtime: Some(0), owner: Some((0, 0)), first_ino: 1, ..Default::default() };
+    let layout = leanrd_archive::Layout::plan(plan.entries(&norm).unwrap(), Default::default()).unwrap();
+    let img = t.join("prep.img");
+    let f = fs::File::create(&img).unwrap();
+    leanrd_archive::write::write_positional(&layout, &f).unwrap();
+    Some(img)
+}
