@@ -77,6 +77,11 @@ pub struct InitConfig {
     pub blacklist: Vec<String>,
     /// What /init can assemble or start, in this order.
     pub layers: Vec<Layer>,
+    /// The swap to resume a hibernated system from (host-only: the one the system hibernates
+    /// to), when the command line names none.
+    pub resume: Option<DeviceRef>,
+    /// Where in that device the hibernation image starts, in pages (a swap file's).
+    pub resume_offset: Option<u64>,
     /// File system checkers in the image, by file system type (`ext4` → `e2fsck`): run on a
     /// root or /usr the initramfs mounts read-write.
     pub fsck: Vec<(String, String)>,
@@ -111,7 +116,7 @@ impl InitConfig {
             line("kver", &[k]);
         }
         let m = &self.mounts;
-        for (key, d) in [("root", &m.root), ("usr", &m.usr)] {
+        for (key, d) in [("root", &m.root), ("usr", &m.usr), ("resume", &self.resume)] {
             if let Some(d) = d {
                 line(key, &[&d.to_string()]);
             }
@@ -135,6 +140,9 @@ impl InitConfig {
         if !self.blacklist.is_empty() {
             let b: Vec<&str> = self.blacklist.iter().map(String::as_str).collect();
             line("blacklist", &b);
+        }
+        if let Some(o) = self.resume_offset {
+            line("resume_offset", &[&format!("{o}")]);
         }
         for (t, p) in &self.fsck {
             line("fsck", &[t, p]);
@@ -175,6 +183,12 @@ impl InitConfig {
                 "usr" => c.mounts.usr = Some(DeviceRef::parse(&single()?).map_err(|e| err(e.to_string()))?),
                 "usrfstype" => c.mounts.usrfstype = Some(single()?),
                 "usrflags" => c.mounts.usrflags = Some(single()?),
+                "resume" => c.resume = Some(DeviceRef::parse(&single()?).map_err(|e| err(e.to_string()))?),
+                "resume_offset" => {
+                    let v = single()?;
+                    c.resume_offset =
+                        Some(v.parse().map_err(|_| err(format!("resume_offset \"{v}\" is not a number")))?);
+                }
                 "load" => c.load.extend(values),
                 "blacklist" => c.blacklist.extend(values),
                 "options" => match <[String; 2]>::try_from(values) {
@@ -226,6 +240,8 @@ mod tests {
             options: vec![("i915".into(), "enable_guc=2 modeset=1".into())],
             blacklist: vec!["pcspkr".into(), "nouveau".into()],
             fsck: vec![("ext4".into(), "e2fsck".into()), ("vfat".into(), "fsck.fat".into())],
+            resume: Some(DeviceRef::DevNo { major: 254, minor: 2 }),
+            resume_offset: Some(34816),
             layers: vec![
                 Layer { capability: Capability::Luks, modules: vec!["dm_crypt".into(), "crypto-xts(aes)".into()] },
                 Layer { capability: Capability::Rescue, modules: vec![] },
@@ -279,6 +295,10 @@ mod tests {
                 c.mounts.usr = Some(DeviceRef::Label(format!("l{}", r.text())));
                 c.mounts.usrflags = Some(r.text());
             }
+            if n & 16 != 0 {
+                c.resume = Some(DeviceRef::PartLabel(format!("p{}", r.text())));
+                c.resume_offset = Some(n);
+            }
             c.layers = (0..(n >> 5) % 3)
                 .map(|i| Layer { capability: Capability::ALL[i as usize % 4], modules: vec![r.text()] })
                 .collect();
@@ -296,5 +316,6 @@ mod tests {
         assert_eq!(e("leanrd-init-config 1\nlayer nfs\n"), "line 2: unknown capability \"nfs\"");
         assert!(e("leanrd-init-config 1\nroot UUID=\n").starts_with("line 2: \"UUID=\" is not a device"));
         assert!(e("leanrd-init-config 1\nload a%2\n").starts_with("line 2: bad escape"));
+        assert_eq!(e("leanrd-init-config 1\nresume_offset x\n"), "line 2: resume_offset \"x\" is not a number");
     }
 }

@@ -171,6 +171,10 @@ pub fn init_config(
         if x.root.fstype == "btrfs" && x.root.fsroot != "/" {
             c.mounts.rootflags = Some(format!("subvol={}", x.root.fsroot.trim_start_matches('/')));
         }
+        if let Some(resume) = &x.resume {
+            c.resume = Some(resume.device.clone());
+            c.resume_offset = resume.offset;
+        }
         // /usr on a block device (not a network or virtual file system).
         if let Some(u) = x.usr.as_ref().filter(|u| !leanrd_contract::NOT_BLOCK_FSTYPES.contains(&u.fstype.as_str())) {
             c.mounts.usr = device_ref(&r.host_root, u);

@@ -170,7 +170,9 @@ mod tests {
     fn builtins_parse() {
         let all = load(None).unwrap();
         assert!(all["base"].when == When::Always);
-        assert_eq!(all["fs-ext4"].fstypes, ["ext4"]);
+        assert_eq!(all["fs-ext4"].fstypes, ["ext4", "ext3", "ext2"]);
+        assert_eq!(all["fs-ext4"].fsck.as_deref(), Some("e2fsck"));
+        assert_eq!(all["fs-xfs"].fsck, None);
         assert!(all["luks"].binaries.contains(&"cryptsetup".to_string()));
         assert_eq!(all["luks"].init, Some(Capability::Luks));
         assert_eq!(all["mdraid"].init, Some(Capability::Md));

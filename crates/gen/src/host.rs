@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use leanrd_contract::{NOT_BLOCK_FSTYPES, unescape_octal};
+use leanrd_contract::{DeviceRef, NOT_BLOCK_FSTYPES, fstab_entries, unescape_octal};
 
 use leanrd_archive::error::{Context, Result, bail};
 
@@ -38,6 +38,20 @@ pub struct Facts {
     pub modules: BTreeSet<String>,
     /// Block devices walked, for messages.
     pub devices: Vec<String>,
+    /// The swap the system hibernates to.
+    pub resume: Option<ResumeDev>,
+    /// What detection could not settle, for the build's warnings.
+    pub notes: Vec<String>,
+}
+
+/// The swap a hibernated system resumes from, as the image will name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumeDev {
+    pub device: DeviceRef,
+    /// In pages, for a swap file.
+    pub offset: Option<u64>,
+    /// Where it was found: "/sys/power/resume", "/proc/swaps", ...
+    pub source: String,
 }
 
 /// Parse /proc/self/mountinfo; the last mount at a mountpoint wins.
@@ -113,6 +127,171 @@ pub fn detect(root: &Path) -> Result<Facts> {
         walk_block(root, &dev, &mut f, 0)?;
     }
     Ok(f)
+}
+
+/// The page size hibernation counts `resume_offset` in.
+const PAGE: u64 = 4096;
+
+/// The resume device: the kernel's current /sys/power/resume (and resume_offset) if set,
+/// else the largest active swap in /proc/swaps (a partition, or a swap file with the place of
+/// its first page from FIEMAP), else initramfs-tools' `RESUME=` in the system's
+/// /etc/initramfs-tools/conf.d/resume, else the swap line of its fstab. Its block devices are
+/// walked like the root's, so that a swap on LUKS or LVM brings those in.
+pub fn detect_resume(root: &Path, sysroot: &Path, f: &mut Facts) -> Result<()> {
+    let Some((name, r)) = find_resume(root, sysroot, &mut f.notes) else { return Ok(()) };
+    if let Some(name) = name {
+        let dir = root.join("sys/class/block").join(&name);
+        match fs::canonicalize(&dir) {
+            Ok(dev) => walk_block(root, &dev, f, 0)?,
+            Err(_) => {
+                f.notes.push(format!("resume device {name} ({}): not in sysfs; its drivers may be missing", r.source))
+            }
+        }
+    }
+    f.resume = Some(r);
+    Ok(())
+}
+
+/// The resume device and its kernel name (when known).
+fn find_resume(root: &Path, sysroot: &Path, notes: &mut Vec<String>) -> Option<(Option<String>, ResumeDev)> {
+    let named = |name: String, offset: Option<u64>, source: &str| {
+        let device = by_uuid(root, &name).map(DeviceRef::Uuid).unwrap_or_else(|| DeviceRef::Kernel(name.clone()));
+        Some((Some(name), ResumeDev { device, offset, source: source.into() }))
+    };
+    // The kernel's own setting (systemd and the hibernation tools write it).
+    if let Some(devno) = read_trim(&root.join("sys/power/resume")).filter(|d| d != "0:0" && !d.is_empty()) {
+        let offset = read_trim(&root.join("sys/power/resume_offset")).and_then(|o| o.parse().ok()).filter(|&o| o > 0);
+        if let Some(name) = block_name(root, &devno) {
+            return named(name, offset, "/sys/power/resume");
+        }
+    }
+    // The largest active swap.
+    if let Ok(text) = fs::read_to_string(root.join("proc/swaps")) {
+        let mut swaps: Vec<(u64, String, String)> = text
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                Some((w.get(2)?.parse().ok()?, unescape_octal(w.first()?), w.get(1)?.to_string()))
+            })
+            .collect();
+        swaps.sort_by_key(|s| std::cmp::Reverse(s.0));
+        for (_, path, kind) in swaps {
+            if kind == "partition" {
+                if let Some(name) = name_of_path(root, &path) {
+                    return named(name, None, "/proc/swaps");
+                }
+                continue;
+            }
+            match swap_file(root, &path) {
+                Ok((name, offset)) => return named(name, Some(offset), "/proc/swaps (a swap file)"),
+                Err(why) => notes.push(format!("swap file {path}: {why}; not used for resume")),
+            }
+        }
+    }
+    // What the system's configuration says.
+    let conf = sysroot.join("etc/initramfs-tools/conf.d/resume");
+    let from_conf = fs::read_to_string(&conf).ok().and_then(|t| {
+        let v = t.lines().find_map(|l| l.trim().strip_prefix("RESUME="))?.trim_matches(['"', '\'']).to_string();
+        Some((v, conf.display().to_string()))
+    });
+    let fstab = sysroot.join("etc/fstab");
+    let from_fstab = || {
+        let t = fs::read_to_string(&fstab).ok()?;
+        let e = fstab_entries(&t).into_iter().find(|e| e.vfstype == "swap" && !e.noauto())?;
+        // A swap file named by the fstab: its offset is not known without it being active.
+        (!e.spec.starts_with('/') || e.spec.starts_with("/dev/")).then(|| (e.spec, fstab.display().to_string()))
+    };
+    let (spec, source) = from_conf.or_else(from_fstab)?;
+    if spec.is_empty() || spec == "none" {
+        return None;
+    }
+    match DeviceRef::parse(&spec) {
+        Ok(device) => {
+            let name = resolve_name(root, &device);
+            Some((name, ResumeDev { device, offset: None, source }))
+        }
+        Err(e) => {
+            notes.push(format!("{source}: {e}"));
+            None
+        }
+    }
+}
+
+/// The kernel name of the block device MAJ:MIN.
+fn block_name(root: &Path, devno: &str) -> Option<String> {
+    let p = fs::canonicalize(root.join("sys/dev/block").join(devno)).ok()?;
+    Some(p.file_name()?.to_string_lossy().into_owned())
+}
+
+/// The kernel name of a block device node path (/dev/vda2, /dev/mapper/vg-swap, /dev/dm-1).
+fn name_of_path(root: &Path, path: &str) -> Option<String> {
+    if let Some(dm) = path.strip_prefix("/dev/mapper/") {
+        let rd = fs::read_dir(root.join("sys/class/block")).ok()?;
+        return rd
+            .flatten()
+            .find(|e| read_trim(&e.path().join("dm/name")).as_deref() == Some(dm))
+            .map(|e| e.file_name().to_string_lossy().into_owned());
+    }
+    if let Ok(md) = fs::metadata(root.join(path.trim_start_matches('/')))
+        && std::os::unix::fs::FileTypeExt::is_block_device(&md.file_type())
+    {
+        use std::os::unix::fs::MetadataExt;
+        let (maj, min) = (rustix::fs::major(md.rdev()), rustix::fs::minor(md.rdev()));
+        if let Some(n) = block_name(root, &format!("{maj}:{min}")) {
+            return Some(n);
+        }
+    }
+    let name = Path::new(path).file_name()?.to_string_lossy().into_owned();
+    root.join("sys/class/block").join(&name).exists().then_some(name)
+}
+
+/// The kernel name of the device a reference names, through /dev/disk links on the host.
+fn resolve_name(root: &Path, d: &DeviceRef) -> Option<String> {
+    let link = match d {
+        DeviceRef::Uuid(u) => root.join("dev/disk/by-uuid").join(u),
+        DeviceRef::Label(l) => root.join("dev/disk/by-label").join(l),
+        DeviceRef::PartUuid { uuid, offset: 0 } => root.join("dev/disk/by-partuuid").join(uuid),
+        DeviceRef::PartLabel(l) => root.join("dev/disk/by-partlabel").join(l),
+        DeviceRef::DevNo { major, minor } => return block_name(root, &format!("{major}:{minor}")),
+        DeviceRef::Mapper(n) => return name_of_path(root, &format!("/dev/mapper/{n}")),
+        DeviceRef::Kernel(n) => return Some(n.clone()),
+        _ => return None,
+    };
+    let target = fs::read_link(link).ok()?;
+    Some(target.file_name()?.to_string_lossy().into_owned())
+}
+
+/// The UUID /dev/disk/by-uuid gives the block device `name`.
+pub fn by_uuid(root: &Path, name: &str) -> Option<String> {
+    let rd = fs::read_dir(root.join("dev/disk/by-uuid")).ok()?;
+    rd.flatten()
+        .find(|e| fs::read_link(e.path()).is_ok_and(|t| t.file_name().is_some_and(|n| n == name)))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+}
+
+/// A swap file: the block device its file system is on, and where its first page is, in
+/// pages (the kernel's `resume_offset`).
+fn swap_file(root: &Path, path: &str) -> std::result::Result<(String, u64), String> {
+    use std::os::unix::fs::MetadataExt;
+    let p = root.join(path.trim_start_matches('/'));
+    let file = fs::File::open(&p).map_err(|e| e.to_string())?;
+    let md = file.metadata().map_err(|e| e.to_string())?;
+    let (maj, min) = (rustix::fs::major(md.dev()), rustix::fs::minor(md.dev()));
+    if maj == 0 {
+        // btrfs: FIEMAP's physical addresses are in the file system's own address space.
+        return Err("on a file system without a single block device (btrfs needs `btrfs inspect-internal \
+                    map-swapfile -r`; pass resume_offset= yourself)"
+            .into());
+    }
+    let name = block_name(root, &format!("{maj}:{min}")).ok_or(format!("its device {maj}:{min} is not in sysfs"))?;
+    let start = leanrd_archive::fiemap::physical_start(&file)
+        .map_err(|e| format!("FIEMAP: {e}"))?
+        .ok_or("its first page has no plain place on the device")?;
+    if start % PAGE != 0 {
+        return Err(format!("its first page is not page-aligned on the device (byte {start})"));
+    }
+    Ok((name, start / PAGE))
 }
 
 /// The member devices (their sysfs directories) of the btrfs file system whose devices include

@@ -55,9 +55,10 @@ fn host_facts(r: &Request) -> Result<Option<Facts>> {
     if r.universal {
         return Ok(None);
     }
-    host::detect(&r.host_root)
-        .map(Some)
-        .context("host detection failed (use --universal to build an image for any machine)")
+    let mut f = host::detect(&r.host_root)
+        .context("host detection failed (use --universal to build an image for any machine)")?;
+    host::detect_resume(&r.host_root, &r.sysroot, &mut f).context("detecting the resume device")?;
+    Ok(Some(f))
 }
 
 pub fn generate(r: &Request) -> Result<Generated> {
@@ -73,6 +74,7 @@ pub fn generate(r: &Request) -> Result<Generated> {
     let microcode = selected.iter().any(|s| s.feature.microcode);
     let early = if microcode { compose::microcode(r, facts.is_some())? } else { None };
     warnings.extend(mods.warnings);
+    warnings.extend(facts.iter().flat_map(|f| f.notes.iter().cloned()));
     warnings.extend(more);
     let features = selected.iter().map(|s| s.feature.name.clone()).collect();
     Ok(Generated { main, early, features, modules: mods.set, warnings, facts })

@@ -239,3 +239,64 @@ fn btrfs_roots_are_resolved_to_every_member() {
     assert_eq!(conf.mounts.rootflags.as_deref(), Some("subvol=@"));
     assert!(g.modules.contains("virtio_blk") && g.modules.contains("btrfs"), "{:?}", g.modules);
 }
+
+/// The resume device: the kernel's setting first, then the largest active swap, then the
+/// system's configuration; its drivers come in even when the root does not need them.
+#[test]
+fn resume_devices_are_detected() {
+    use leanrd_contract::DeviceRef;
+    let t = TempDir::new("resume");
+    let detect = |f: &Fixture, sysroot: &Path| {
+        let mut x = host::detect(&f.root).unwrap();
+        host::detect_resume(&f.root, sysroot, &mut x).unwrap();
+        x
+    };
+    // /sys/power/resume names a swap partition on another disk (NVMe): by its UUID, with the
+    // NVMe driver.
+    let f = virtio_ext4(&t);
+    f.dev("pci0000:00/0000:00:05.0", Some(NVME_PCI), Some("nvme"))
+        .block("pci0000:00/0000:00:05.0/nvme/nvme0/nvme0n1", "259:0", false)
+        .block("pci0000:00/0000:00:05.0/nvme/nvme0/nvme0n1/nvme0n1p2", "259:2", true)
+        .uuid("5a5a0000-1111-2222-3333-444455556666", "nvme0n1p2");
+    fs::create_dir_all(f.root.join("sys/power")).unwrap();
+    fs::write(f.root.join("sys/power/resume"), "259:2\n").unwrap();
+    fs::write(f.root.join("sys/power/resume_offset"), "0\n").unwrap();
+    let x = detect(&f, &f.root);
+    let r = x.resume.unwrap();
+    assert_eq!(r.device, DeviceRef::Uuid("5a5a0000-1111-2222-3333-444455556666".into()));
+    assert_eq!((r.offset, r.source.as_str()), (None, "/sys/power/resume"));
+    assert!(x.modaliases.contains(NVME_PCI), "{:?}", x.modaliases);
+
+    // Nothing set in the kernel: the largest active swap partition.
+    fs::write(f.root.join("sys/power/resume"), "0:0\n").unwrap();
+    f.block("pci0000:00/0000:00:04.0/virtio1/block/vda/vda3", "254:3", true).uuid("77-3", "vda3");
+    fs::write(
+        f.root.join("proc/swaps"),
+        "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n\
+         /dev/nvme0n1p2                          partition\t1048572\t\t0\t\t-2\n\
+         /dev/vda3                               partition\t4194300\t\t0\t\t-3\n",
+    )
+    .unwrap();
+    let r = detect(&f, &f.root).resume.unwrap();
+    assert_eq!((r.device, r.source.as_str()), (DeviceRef::Uuid("77-3".into()), "/proc/swaps"));
+
+    // No active swap: initramfs-tools' RESUME=, else the fstab's swap line.
+    fs::remove_file(f.root.join("proc/swaps")).unwrap();
+    let sysroot = t.join("sysroot");
+    fs::create_dir_all(sysroot.join("etc/initramfs-tools/conf.d")).unwrap();
+    fs::write(sysroot.join("etc/fstab"), "UUID=1 / ext4 defaults 0 1\nUUID=77-3 none swap sw 0 0\n").unwrap();
+    let r = detect(&f, &sysroot).resume.unwrap();
+    assert_eq!(r.device, DeviceRef::Uuid("77-3".into()));
+    assert!(r.source.ends_with("etc/fstab"), "{}", r.source);
+    fs::write(sysroot.join("etc/initramfs-tools/conf.d/resume"), "RESUME=UUID=5a5a0000-1111-2222-3333-444455556666\n")
+        .unwrap();
+    let x = detect(&f, &sysroot);
+    assert_eq!(x.resume.unwrap().device, DeviceRef::Uuid("5a5a0000-1111-2222-3333-444455556666".into()));
+    fs::write(sysroot.join("etc/initramfs-tools/conf.d/resume"), "RESUME=none\n").unwrap();
+    assert_eq!(detect(&f, &sysroot).resume, None);
+
+    // A machine without swap records nothing.
+    let t2 = TempDir::new("noswap");
+    let g = virtio_ext4(&t2);
+    assert_eq!(detect(&g, &g.root).resume, None);
+}

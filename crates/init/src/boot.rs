@@ -10,7 +10,7 @@ use rustix::fd::OwnedFd;
 
 use crate::devices::{self, Dev};
 use crate::wait::{self, Platform, Timing, Waiter};
-use crate::{Init, btrfs, root, stack, switch_root, sys, uevent, usr};
+use crate::{Init, btrfs, resume, root, stack, switch_root, sys, uevent, usr};
 
 /// The running system behind the wait loop's seam.
 struct Live<'a> {
@@ -67,20 +67,30 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     init.log.step("listed modules loaded");
     let mut root = root::source(init)?;
     let mut usr = usr::given(init).map(|u| (usr::waiter(&u), u));
-    if init.cmd.rootdelay > 0 {
-        sys::sleep_ms(init.cmd.rootdelay.saturating_mul(1000));
+    let mut resume =
+        resume::given(init).map(|r| (resume::ResumeWaiter::new(&r, init.cmd.noresume, init.cmd.resumewait), r));
+    let delay = if resume.is_some() { init.cmd.rootdelay.max(init.cmd.resumedelay) } else { init.cmd.rootdelay };
+    if delay > 0 {
+        sys::sleep_ms(delay.saturating_mul(1000));
     }
     let timing = Timing { forever: init.cmd.rootwait, timeout_ms: init.cmd.timeout.saturating_mul(1000) };
     // Everything the boot waits for, together: the root's device, /usr's when it is known
-    // before the root is mounted (and, as they are added, the resume device...).
+    // before the root is mounted, the resume device (briefly: the boot goes on without it).
     let mut live = Live { init, sock: uevent::socket() };
     let mut waiters: Vec<&mut dyn Waiter> = vec![root.waiter()];
     if let Some((w, _)) = &mut usr {
         waiters.push(w);
     }
+    if let Some((w, _)) = &mut resume {
+        waiters.push(w);
+    }
     wait::run(&mut live, &mut waiters, timing).map_err(|e| format!("{e}"))?;
     drop(waiters);
     let sock = live.sock.take();
+    // Before anything is mounted (even read-only: ext4 replays its journal).
+    if let Some((w, r)) = &resume {
+        resume::attempt(init, r, w);
+    }
     let post = init.cmd.driver_post.clone();
     init.mods.load_many(&post, &mut init.log);
     root.mount(init)?;

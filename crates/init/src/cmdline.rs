@@ -42,6 +42,14 @@ pub struct Cmdline {
     /// `rd.leanrd.coldplug=all`: load drivers for every device at boot, not only storage and
     /// input.
     pub coldplug_all: bool,
+    /// `resume=`: the swap holding a hibernation image; `resume_offset=` (pages) for a swap
+    /// file; `noresume`; `resumedelay=` (seconds to pause before looking for it) and
+    /// `resumewait` (wait for it however long it takes), as the kernel takes them.
+    pub resume: Option<DeviceRef>,
+    pub resume_offset: Option<u64>,
+    pub noresume: bool,
+    pub resumedelay: u64,
+    pub resumewait: bool,
     /// `fsck.mode=`: auto (the default), skip or force.
     pub fsck_mode: FsckMode,
     /// `fsck.repair=`: preen (the default), yes or no.
@@ -135,6 +143,17 @@ impl Cmdline {
                 ("leanrd.debug", _) => c.debug = true,
                 ("leanrd.shell", _) => c.shell = true,
                 ("rd.leanrd.coldplug" | "leanrd.coldplug", Some(v)) => c.coldplug_all = v == "all",
+                ("resume", Some(v)) => match DeviceRef::parse(&v) {
+                    Ok(d) => c.resume = Some(d),
+                    Err(e) => c.problems.push(format!("resume={v} ignored: {e}")),
+                },
+                ("resume_offset", Some(v)) => match v.parse() {
+                    Ok(o) => c.resume_offset = Some(o),
+                    Err(_) => c.problems.push(format!("resume_offset={v} ignored: not a number")),
+                },
+                ("noresume", None) => c.noresume = true,
+                ("resumedelay", Some(v)) => c.resumedelay = v.parse().unwrap_or(0),
+                ("resumewait", None) => c.resumewait = true,
                 ("fsck.mode", Some(v)) => match v.as_str() {
                     "auto" => c.fsck_mode = FsckMode::Auto,
                     "skip" => c.fsck_mode = FsckMode::Skip,
@@ -203,6 +222,13 @@ mod tests {
         let c = Cmdline::parse("mount.usr=PARTLABEL=usr mount.usrfstype=xfs mount.usrflags=ro,noatime");
         assert_eq!(c.mounts.usr, Some(DeviceRef::PartLabel("usr".into())));
         assert_eq!((c.mounts.usrfstype.as_deref(), c.mounts.usrflags.as_deref()), (Some("xfs"), Some("ro,noatime")));
+        let c = Cmdline::parse("resume=UUID=5a-1 resume_offset=34816 resumedelay=2 resumewait");
+        assert_eq!((c.resume, c.resume_offset), (Some(DeviceRef::Uuid("5a-1".into())), Some(34816)));
+        assert!(c.resumewait && !c.noresume && c.resumedelay == 2 && c.module_options.is_empty());
+        let c = Cmdline::parse("resume=/dev/mapper/vg-swap noresume resume_offset=x");
+        assert_eq!(c.resume, Some(DeviceRef::Mapper("vg-swap".into())));
+        assert!(c.noresume);
+        assert_eq!(c.problems, ["resume_offset=x ignored: not a number"]);
     }
 
     #[test]

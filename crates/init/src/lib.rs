@@ -30,6 +30,7 @@ pub mod log;
 pub mod modules;
 pub mod probe;
 pub mod process;
+pub mod resume;
 pub mod root;
 pub mod stack;
 pub mod switch_root;

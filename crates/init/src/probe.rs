@@ -152,8 +152,29 @@ pub fn probe_fs<Fd: AsFd>(fd: Fd) -> Probe {
             return p;
         }
     }
+    // Swap: a signature in the last 10 bytes of its first page (4 KiB here; larger pages on
+    // other machines), replaced by the kernel's while a hibernation image is in it. UUID and
+    // label follow the 1 KiB of boot bits.
+    for page in [4096u64, 8192, 16384, 65536] {
+        let Some(sig) = read_at(f, page - 10, 10) else { break };
+        let t = match &sig[..] {
+            b"SWAPSPACE2" | b"SWAP-SPACE" => SWAP,
+            b"S1SUSPEND\0" | b"S2SUSPEND\0" | b"ULSUSPEND\0" | b"LINHIB0001" => HIBERNATED,
+            _ => continue,
+        };
+        p.fstype = Some(t.into());
+        if let Some(b) = read_at(f, 1024, 48) {
+            p.uuid = Some(uuid_str(&b[12..28])).filter(|u| u != "00000000-0000-0000-0000-000000000000");
+            p.label = cstr(&b[28..44]);
+        }
+        return p;
+    }
     p
 }
+
+/// The types blkid gives a swap area, and one holding a hibernation image.
+pub const SWAP: &str = "swap";
+pub const HIBERNATED: &str = "swsuspend";
 
 /// One partition-table entry: 1-based number, PARTUUID, PARTLABEL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -249,6 +270,31 @@ mod tests {
         assert_eq!(probe_fs(&f).fstype, None);
     }
 
+    /// A swap area with the kernel's hibernation signature in place of its own: a hibernation
+    /// image, same UUID.
+    #[test]
+    fn tells_a_hibernation_image_from_an_empty_swap() {
+        if !sh("command -v mkswap") {
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        let img = t.path().join("swap");
+        let img = img.to_str().unwrap();
+        assert!(sh(&format!("truncate -s 8M {img} && mkswap -q -U 5a5a5a5a-1111-2222-3333-444455556666 {img}")));
+        let p = probe_fs(crate::sys::open(img).unwrap());
+        assert_eq!(
+            (p.fstype.as_deref(), p.uuid.as_deref()),
+            (Some(SWAP), Some("5a5a5a5a-1111-2222-3333-444455556666"))
+        );
+        use std::os::unix::fs::FileExt;
+        std::fs::OpenOptions::new().write(true).open(img).unwrap().write_all_at(b"S1SUSPEND\0", 4086).unwrap();
+        let p = probe_fs(crate::sys::open(img).unwrap());
+        assert_eq!(
+            (p.fstype.as_deref(), p.uuid.as_deref()),
+            (Some(HIBERNATED), Some("5a5a5a5a-1111-2222-3333-444455556666"))
+        );
+    }
+
     /// blkid's view of an image file: TYPE, UUID, LABEL.
     fn blkid(path: &str) -> Probe {
         let o = Command::new("blkid").args(["-p", "-o", "export", path]).output().unwrap();
@@ -280,6 +326,7 @@ mod tests {
             ("btrfs", "mkfs.btrfs -q -f -L 'btrfs root' IMG", 128),
             ("vfat", "mkfs.vfat -n ESP IMG", 64),
             ("f2fs", "mkfs.f2fs -q -f -l f2label IMG", 128),
+            ("swap", "mkswap -q -L swaplabel IMG", 16),
             (
                 "luks",
                 "echo pw | cryptsetup luksFormat -q --type luks2 --label sealed --pbkdf pbkdf2 \\

@@ -52,6 +52,11 @@ pub trait Waiter {
     fn wants(&self) -> Option<&DeviceRef>;
     /// Look at the devices; true once satisfied.
     fn offer(&mut self, devs: &[Dev], devno_of: &dyn Fn(&str) -> Option<(u32, u32)>) -> bool;
+    /// For something the boot can go on without (a resume device): how long after the start
+    /// it stops holding the loop. None: until satisfied or the timeout.
+    fn gives_up_after_ms(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A waiter for one device, by reference. A LUKS container named so is not mounted but
@@ -128,11 +133,14 @@ impl core::fmt::Display for TimedOut {
     }
 }
 
-fn offer_all(waiters: &mut [&mut dyn Waiter], devs: &[Dev], p: &dyn Platform) -> bool {
+/// Offer the devices to every waiter; true when each is satisfied or has given up
+/// (`elapsed` ms after the start).
+fn offer_all(waiters: &mut [&mut dyn Waiter], devs: &[Dev], p: &dyn Platform, elapsed: u64) -> bool {
     let devno_of = |path: &str| p.devno_of(path);
     let mut all = true;
     for w in waiters.iter_mut() {
-        all &= w.offer(devs, &devno_of);
+        let done = w.offer(devs, &devno_of);
+        all &= done || w.gives_up_after_ms().is_some_and(|ms| elapsed >= ms);
     }
     all
 }
@@ -151,7 +159,7 @@ pub fn run(p: &mut dyn Platform, waiters: &mut [&mut dyn Waiter], t: Timing) -> 
             devs = p.scan();
             scanned_at = p.now_ms();
             rescan = false;
-            if offer_all(waiters, &devs, p) {
+            if offer_all(waiters, &devs, p, scanned_at - start) {
                 return Ok(());
             }
         }
@@ -180,8 +188,11 @@ pub fn run(p: &mut dyn Platform, waiters: &mut [&mut dyn Waiter], t: Timing) -> 
             }
         }
         if !t.forever && p.now_ms() - start > t.timeout_ms {
-            let missing =
-                waiters.iter_mut().filter_map(|w| (!w.offer(&devs, &|_| None)).then(|| w.describe())).collect();
+            let missing = waiters
+                .iter_mut()
+                .filter(|w| w.gives_up_after_ms().is_none())
+                .filter_map(|w| (!w.offer(&devs, &|_| None)).then(|| w.describe()))
+                .collect();
             return Err(TimedOut { seconds: t.timeout_ms / 1000, missing });
         }
         if polling {

@@ -207,3 +207,43 @@ fn every_waiter_must_be_satisfied() {
     assert_eq!(f.now, 700);
     assert_eq!((r.found.unwrap().name, u.found.unwrap().name), ("vda".to_string(), "vdb".to_string()));
 }
+
+/// A waiter that gives up after 5 s (a resume device).
+struct Optional(DeviceWaiter);
+
+impl Waiter for Optional {
+    fn describe(&self) -> String {
+        self.0.describe()
+    }
+    fn wants(&self) -> Option<&DeviceRef> {
+        self.0.wants()
+    }
+    fn offer(&mut self, devs: &[Dev], devno_of: &dyn Fn(&str) -> Option<(u32, u32)>) -> bool {
+        self.0.offer(devs, devno_of)
+    }
+    fn gives_up_after_ms(&self) -> Option<u64> {
+        Some(5_000)
+    }
+}
+
+#[test]
+fn a_waiter_that_gives_up_holds_the_boot_only_so_long() {
+    // There at once with the root: no wait at all.
+    let script = vec![(0, disk("vda", "r"), false), (0, disk("vdb", "s"), false)];
+    let mut f = Fake { events: true, script, ..Fake::default() };
+    let (mut r, mut s) = (root("r"), Optional(DeviceWaiter::new("resume", DeviceRef::Uuid("s".into()))));
+    run(&mut f, &mut [&mut r, &mut s], T30).unwrap();
+    assert_eq!(f.now, 0);
+    assert!(s.0.found.is_some());
+    // Never there: the boot goes on after about 5 s, not the 30 s timeout, and is not an error.
+    let mut f = Fake { events: true, script: vec![(0, disk("vda", "r"), false)], ..Fake::default() };
+    let (mut r, mut s) = (root("r"), Optional(DeviceWaiter::new("resume", DeviceRef::Uuid("s".into()))));
+    run(&mut f, &mut [&mut r, &mut s], T30).unwrap();
+    assert!((5_000..=6_100).contains(&f.now), "{}", f.now);
+    assert!(s.0.found.is_none() && r.found.is_some());
+    // A root that never comes still times out, naming only the root.
+    let mut f = Fake { events: true, ..Fake::default() };
+    let (mut r, mut s) = (root("r"), Optional(DeviceWaiter::new("resume", DeviceRef::Uuid("s".into()))));
+    let e = run(&mut f, &mut [&mut r, &mut s], Timing { forever: false, timeout_ms: 8_000 }).unwrap_err();
+    assert_eq!(e.to_string(), "waited 8 s for root=UUID=r");
+}

@@ -310,6 +310,22 @@ impl Fixture {
         let link = self.root.join("sys/dev/block").join(dev);
         let _ = fs::remove_file(&link);
         symlink(format!("../../devices/{path}"), link).unwrap();
+        self.class_link(path);
+        self
+    }
+    /// sys/class/block/NAME, as the kernel links every block device.
+    fn class_link(&self, path: &str) {
+        let class = self.root.join("sys/class/block");
+        fs::create_dir_all(&class).unwrap();
+        let name = Path::new(path).file_name().unwrap();
+        let _ = fs::remove_file(class.join(name));
+        symlink(format!("../../devices/{path}"), class.join(name)).unwrap();
+    }
+    /// /dev/disk/by-uuid/UUID pointing at the block device NAME.
+    pub fn uuid(&self, uuid: &str, name: &str) -> &Self {
+        let d = self.root.join("dev/disk/by-uuid");
+        fs::create_dir_all(&d).unwrap();
+        symlink(format!("../../{name}"), d.join(uuid)).unwrap();
         self
     }
     pub fn dm(&self, name: &str, uuid: &str, slaves: &[&str]) -> &Self {
@@ -321,6 +337,7 @@ impl Fixture {
             let target = self.root.join("sys/devices").join(s);
             symlink(&target, d.join("slaves").join(Path::new(s).file_name().unwrap())).unwrap();
         }
+        self.class_link(&format!("virtual/block/{name}"));
         self
     }
 }
