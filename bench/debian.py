@@ -70,6 +70,8 @@ def prepare(work, flavour, kver, leanrd, init, runs):
     sh(f"cp -a {base} {tree}")
     os.makedirs(f"{tree}/usr/lib/modules", exist_ok=True)
     sh(f"cp -a /lib/modules/{kver} {tree}/usr/lib/modules/")
+    # The peers read the kernel's configuration (which compressions it unpacks).
+    shutil.copy(f"/boot/config-{kver}", f"{tree}/boot/")
     files = {
         "etc/machine-id": "6c65616e72642d62656e63682d726f6f\n",
         "etc/hostname": "leanrd-bench\n",
@@ -203,7 +205,9 @@ def main():
                                  snapshot=False, secs=1200)
         with concurrent.futures.ThreadPoolExecutor(2) as ex:
             for flavour, log in ex.map(build_in_vm, disks):
-                keep = [k for k in in_vm if k != "leanrd-host-only" or flavour == "initramfs-tools"]
+                # Each root's own generator; leanrd's from the initramfs-tools root.
+                mine = {"initramfs-tools": ("leanrd-host-only", "initramfs-tools-dep"), "dracut": ("dracut-host-only",)}
+                keep = list(mine[flavour])
                 for m in re.finditer(r"LEANRD-BENCH (\S+) rc=(\d+) ([0-9.]+)", log):
                     if m.group(1) not in keep:
                         continue

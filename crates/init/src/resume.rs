@@ -95,9 +95,13 @@ pub fn action(r: &Resume, found: Option<&Dev>, noresume: bool) -> Action {
     let image = d.probe.fstype.as_deref() == Some(HIBERNATED);
     if noresume {
         return Action::Skip(if image {
-            format!("resume={}: hibernation image found on {} but resume was skipped (noresume)", r.device, d.path())
+            format!(
+                "resume={}: hibernation image found on {} but resume was skipped (noresume)",
+                r.device,
+                d.mount_source()
+            )
         } else {
-            format!("resume={}: {} found, noresume", r.device, d.path())
+            format!("resume={}: {} found, noresume", r.device, d.mount_source())
         });
     }
     Action::Resume { devno: d.devno, offset: r.offset }
@@ -112,7 +116,7 @@ pub fn attempt(init: &mut Init, r: &Resume, w: &ResumeWaiter) {
             init.notes.push(why);
         }
         Action::Resume { devno: (major, minor), offset } => {
-            let path = found.map(|d| d.path()).unwrap_or_default();
+            let path = found.map(|d| d.mount_source()).unwrap_or_default();
             let image = found.is_some_and(|d| d.probe.fstype.as_deref() == Some(HIBERNATED));
             if let Some(o) = offset
                 && let Err(e) = sys::write_file("/sys/power/resume_offset", &format!("{o}\n"))

@@ -5,7 +5,8 @@
 //! places, and the root's fresh-boot line never appears. Around it: a boot with `noresume`
 //! (a fresh boot; the debug log names the image it skipped) and a first boot on an empty
 //! swap (a fresh boot, no image). Twice: a swap partition by UUID, and a swap file on the ext4
-//! root with `resume_offset` (FIEMAP's offset, checked against filefrag).
+//! root with `resume_offset` (FIEMAP's offset, checked against filefrag), and a swap volume
+//! next to the root volume on LVM on LUKS (the passphrase typed at each boot).
 //!
 //! Needs root, qemu, mkfs.ext4, mkswap, sfdisk, filefrag, busybox-static. About 3 minutes.
 
@@ -18,6 +19,7 @@ use common::*;
 
 const ROOT_UUID: &str = "12121212-3434-5656-7878-9a9a9a9a9a9a";
 const SWAP_UUID: &str = "5a5a5a5a-1111-2222-3333-444455556666";
+const LUKS_UUID: &str = "c0c0c0c0-1111-2222-3333-444455556666";
 
 /// The root's init: a fresh boot prints FRESH; with `leanrd.test=hibernate` it swaps on
 /// `$swap`, leaves a token behind and hibernates; after a resume it prints what it finds.
@@ -57,8 +59,14 @@ fn qemu_args(disk: &Path) -> Vec<String> {
     vec!["-m".into(), "512".into(), "-drive".into(), format!("file={},if=virtio,format=raw", disk.display())]
 }
 
+const PASS: &str = "leanrd-resume-passphrase";
+
+/// Boot (typing the passphrase when the disk is LUKS).
 fn boot(kernel: &Path, img: &Path, disk: &Path, append: &str) -> String {
     let q = qemu_args(disk);
+    if append.contains("rd.luks.uuid=") {
+        return boot_typing(kernel, img, append, &q, PASS, 300);
+    }
     qemu_boot(kernel, img, append, &q.iter().map(String::as_str).collect::<Vec<_>>(), 300)
 }
 
@@ -67,7 +75,8 @@ fn tail(log: &str) -> &str {
 }
 
 /// Hibernate, skip with `noresume`, resume: the three boots of one case, in order.
-fn hibernate_and_resume(kernel: &Path, img: &Path, disk: &Path, resume: &str, what: &str) {
+/// `noresume_sees`: where the noresume boot must find the image (None: no noresume boot).
+fn hibernate_and_resume(kernel: &Path, img: &Path, disk: &Path, resume: &str, what: &str, noresume_sees: Option<&str>) {
     // An empty swap: a fresh boot; /init says there was no image. Then it hibernates.
     let log = boot(kernel, img, disk, &format!("{resume} leanrd.debug leanrd.test=hibernate"));
     let tok = log
@@ -83,11 +92,11 @@ fn hibernate_and_resume(kernel: &Path, img: &Path, disk: &Path, resume: &str, wh
     // noresume: a fresh boot that says what it skipped; the image stays. (Only where the
     // root is read-only: a read-write root would be checked and mounted under the
     // hibernated system's feet, which is why noresume loses the session on real machines.)
-    if !resume.contains(" rw ") {
+    if let Some(swap_path) = noresume_sees {
         let log = boot(kernel, img, disk, &format!("{resume} noresume leanrd.debug"));
         assert!(log.contains("LEANRD-FRESH-BOOT"), "{what}: noresume:\n{}", tail(&log));
         assert!(
-            log.contains("hibernation image found on /dev/vda2 but resume was skipped (noresume)"),
+            log.contains(&format!("hibernation image found on {swap_path} but resume was skipped (noresume)")),
             "{what}: noresume:\n{}",
             tail(&log)
         );
@@ -133,7 +142,7 @@ fn hibernated_systems_resume() {
                  && dd if={w} of={d} bs=1M seek=65 conv=notrunc,sparse status=none"
             ));
             let resume = format!("root=UUID={ROOT_UUID} resume=UUID={SWAP_UUID}");
-            hibernate_and_resume(&kernel, &img, &disk, &resume, "swap partition");
+            hibernate_and_resume(&kernel, &img, &disk, &resume, "swap partition", Some("/dev/vda2"));
         });
         // A swap file on the (read-write) root: resume= names the root, resume_offset= where
         // the file starts on it.
@@ -165,9 +174,37 @@ fn hibernated_systems_resume() {
             let ours = ours.expect("FIEMAP gave no place for the swap file") / 4096;
             assert_eq!(ours, theirs, "resume_offset: FIEMAP vs filefrag:\n{text}");
             let resume = format!("root=UUID={ROOT_UUID} rw resume=UUID={ROOT_UUID} resume_offset={ours}");
-            hibernate_and_resume(&kernel, &img, &disk, &resume, "swap file");
+            hibernate_and_resume(&kernel, &img, &disk, &resume, "swap file", None);
         });
-        for h in [part, file] {
+        // Swap and root as logical volumes on LUKS (the passphrase typed at each boot), made in
+        // a prep VM (the host has no device-mapper).
+        let luks = s.spawn(|| {
+            let tl = TempDir::new("resume-luks");
+            let tree = root_tree(&tl, "/dev/mapper/vg-swap");
+            let disk = tl.join("disk");
+            sh(&format!("truncate -s 400M {}", disk.display()));
+            let body = format!(
+                "printf %s '{PASS}' > /tmp/key\n\
+                 $cryptsetup luksFormat --batch-mode --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
+                   --uuid {LUKS_UUID} --key-file /tmp/key /dev/vda && \
+                 $cryptsetup open --key-file /tmp/key /dev/vda crypt && \
+                 $lvm pvcreate -y --config \"$C\" /dev/mapper/crypt && $lvm vgcreate --config \"$C\" vg /dev/mapper/crypt && \
+                 $lvm lvcreate -y --config \"$C\" -L 64M -n root vg && $lvm lvcreate -y --config \"$C\" -L 256M -n swap vg && \
+                 $mke2fs -q -t ext4 -U {ROOT_UUID} -d /roottree /dev/mapper/vg-root && \
+                 $mkswap -U {SWAP_UUID} /dev/mapper/vg-swap && $lvm vgchange -an --config \"$C\" vg && \
+                 $cryptsetup close crypt && sync && echo PREP-DONE"
+            );
+            let mods = ["virtio_pci", "virtio_blk", "dm_mod", "dm_crypt", "xts", "aes_generic", "sha256_generic", "cbc", "ecb"];
+            let Some(prep) = common::prep::image(tl.path(), &kver, &["cryptsetup", "lvm", "mke2fs", "mkswap"], &mods, "vda", &body, Some(&tree))
+            else {
+                return;
+            };
+            let log = boot(&kernel, &prep, &disk, "quiet");
+            assert!(log.contains("PREP-DONE"), "preparing LUKS/LVM:\n{}", tail(&log));
+            let resume = format!("root=/dev/mapper/vg-root rd.luks.uuid={LUKS_UUID} resume=UUID={SWAP_UUID}");
+            hibernate_and_resume(&kernel, &img, &disk, &resume, "swap on LVM on LUKS", Some("/dev/mapper/vg-swap"));
+        });
+        for h in [part, file, luks] {
             if let Err(e) = h.join() {
                 std::panic::resume_unwind(e);
             }

@@ -48,3 +48,36 @@ pub fn sh(cmd: &str) {
     let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
     assert!(o.status.success(), "{cmd}: {}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// Boot, answering the passphrase prompt on the serial console; returns the console output.
+pub fn boot_typing(kernel: &Path, initrd: &Path, append: &str, extra: &[String], answer: &str, secs: u64) -> String {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let mut child = qemu_command(kernel, initrd, append, &extra, secs)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut log = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut answered = false;
+    loop {
+        let n = stdout.read(&mut buf).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        log.extend_from_slice(&buf[..n]);
+        if !answered && String::from_utf8_lossy(&log).contains("Enter passphrase") {
+            answered = true;
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let _ = stdin.write_all(format!("{answer}\r").as_bytes());
+            let _ = stdin.flush();
+        }
+    }
+    let _ = child.wait();
+    String::from_utf8_lossy(&log).into_owned()
+}
