@@ -272,17 +272,14 @@ pub fn by_uuid(root: &Path, name: &str) -> Option<String> {
 
 /// A swap file: the block device its file system is on, and where its first page is, in
 /// pages (the kernel's `resume_offset`).
-fn swap_file(root: &Path, path: &str) -> std::result::Result<(String, u64), String> {
+pub fn swap_file(root: &Path, path: &str) -> std::result::Result<(String, u64), String> {
     use std::os::unix::fs::MetadataExt;
     let p = root.join(path.trim_start_matches('/'));
     let file = fs::File::open(&p).map_err(|e| e.to_string())?;
     let md = file.metadata().map_err(|e| e.to_string())?;
     let (maj, min) = (rustix::fs::major(md.dev()), rustix::fs::minor(md.dev()));
     if maj == 0 {
-        // btrfs: FIEMAP's physical addresses are in the file system's own address space.
-        return Err("on a file system without a single block device (btrfs needs `btrfs inspect-internal \
-                    map-swapfile -r`; pass resume_offset= yourself)"
-            .into());
+        return btrfs_swap_file(root, path);
     }
     let name = block_name(root, &format!("{maj}:{min}")).ok_or(format!("its device {maj}:{min} is not in sysfs"))?;
     let start = leanrd_archive::fiemap::physical_start(&file)
@@ -292,6 +289,41 @@ fn swap_file(root: &Path, path: &str) -> std::result::Result<(String, u64), Stri
         return Err(format!("its first page is not page-aligned on the device (byte {start})"));
     }
     Ok((name, start / PAGE))
+}
+
+/// A swap file on btrfs: FIEMAP gives addresses in the file system's own space, which only
+/// btrfs' chunk tree maps to a device. btrfs-progs (6.1 and later) does that mapping; run it
+/// rather than re-implement the chunk tree walk. Only a single-device file system: the kernel
+/// hibernates to one device.
+fn btrfs_swap_file(root: &Path, path: &str) -> std::result::Result<(String, u64), String> {
+    let mi = fs::read_to_string(root.join("proc/self/mountinfo")).map_err(|e| e.to_string())?;
+    let all = mounts(&mi).map_err(|e| e.to_string())?;
+    let m = all
+        .iter()
+        .filter(|m| Path::new(path).starts_with(&m.mountpoint))
+        .max_by_key(|m| m.mountpoint.len())
+        .ok_or("no mount holds it")?;
+    if m.fstype != "btrfs" {
+        return Err(format!("on {} ({}), which has no single block device", m.mountpoint, m.fstype));
+    }
+    let members = btrfs_members(root, m);
+    let [member] = members.as_slice() else {
+        return Err(format!("on a btrfs of {} devices; the kernel hibernates to one", members.len()));
+    };
+    let name = member.file_name().map(|n| n.to_string_lossy().into_owned()).ok_or("no device name")?;
+    let p = root.join(path.trim_start_matches('/'));
+    let out = std::process::Command::new("btrfs")
+        .args(["inspect-internal", "map-swapfile", "-r"])
+        .arg(&p)
+        .output()
+        .map_err(|e| format!("btrfs inspect-internal map-swapfile: {e} (install btrfs-progs 6.1 or later)"))?;
+    if !out.status.success() {
+        return Err(format!("btrfs inspect-internal map-swapfile: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let offset =
+        text.trim().parse().map_err(|_| format!("btrfs inspect-internal map-swapfile printed \"{}\"", text.trim()))?;
+    Ok((name, offset))
 }
 
 /// The member devices (their sysfs directories) of the btrfs file system whose devices include

@@ -300,3 +300,51 @@ fn resume_devices_are_detected() {
     let g = virtio_ext4(&t2);
     assert_eq!(detect(&g, &g.root).resume, None);
 }
+
+/// A swap file's resume device and offset, on real file systems (loop devices): ext4 by
+/// FIEMAP (as filefrag gives it), btrfs by btrfs-progs' map-swapfile (FIEMAP's addresses
+/// are btrfs' own there).
+#[test]
+fn swap_file_offsets() {
+    if !is_root() || !have("mkfs.btrfs") || !have("filefrag") || !have("mkswap") {
+        eprintln!("skipping: needs root, mkfs.btrfs, filefrag, mkswap");
+        return;
+    }
+    let t = TempDir::new("swapfile");
+    for kind in ["ext4", "btrfs"] {
+        // 600 MB: mkfs.ext4 gives a smaller one 1 KiB blocks, and a swap file wants whole pages.
+        let Some(fs) = LoopFs::new(kind, "600M") else {
+            eprintln!("skipping {kind}: no loop mount");
+            continue;
+        };
+        let mnt = fs.path();
+        let file = mnt.join("swapfile");
+        let (f, m) = (file.display().to_string(), mnt.display().to_string());
+        let made = if kind == "btrfs" {
+            Command::new("btrfs").args(["filesystem", "mkswapfile", "--size", "64m", &f]).status()
+        } else {
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!("dd if=/dev/zero of={f} bs=1M count=64 status=none && chmod 600 {f} && mkswap -q {f}"))
+                .status()
+        };
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("skipping {kind}: cannot make a swap file");
+            continue;
+        }
+        let _ = Command::new("sync").status();
+        let (name, offset) = host::swap_file(Path::new("/"), &f).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        let dev = String::from_utf8(ok(Command::new("findmnt").args(["-n", "-o", "SOURCE", "--target", &m]))).unwrap();
+        assert_eq!(format!("/dev/{name}"), dev.trim().split('[').next().unwrap(), "{kind}: the device");
+        let want: u64 = if kind == "btrfs" {
+            let o = ok(Command::new("btrfs").args(["inspect-internal", "map-swapfile", "-r", &f]));
+            String::from_utf8(o).unwrap().trim().parse().unwrap()
+        } else {
+            let o = String::from_utf8(ok(Command::new("filefrag").args(["-v", "-b4096", &f]))).unwrap();
+            let first = o.lines().find(|l| l.trim_start().starts_with("0:")).unwrap().to_string();
+            first.split(':').nth(2).unwrap().split("..").next().unwrap().trim().parse().unwrap()
+        };
+        assert_eq!(offset, want, "{kind}: resume_offset");
+    }
+    drop(t);
+}
