@@ -43,6 +43,25 @@ pub struct Usage {
     pub extents: u64,
 }
 
+/// Up to BATCH extents of `length` bytes of the file from `start`.
+fn map(f: &File, start: u64, length: u64) -> io::Result<Box<Request>> {
+    let mut req = Box::new(Request {
+        start,
+        length,
+        flags: FIEMAP_FLAG_SYNC,
+        mapped: 0,
+        count: BATCH as u32,
+        reserved: 0,
+        extents: [Extent::default(); BATCH],
+    });
+    // SAFETY: `req` is a valid struct fiemap followed by room for BATCH extents.
+    let r = unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_FIEMAP as _, &mut *req as *mut Request) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(req)
+}
+
 /// Where on its device a file's first byte is (a swap file's header: the kernel's
 /// `resume_offset` is this in pages). None when the start is a hole or the extent has no
 /// plain physical place (inline, encoded, not yet allocated). On btrfs this is an address in
@@ -50,20 +69,7 @@ pub struct Usage {
 pub fn physical_start(f: &File) -> io::Result<Option<u64>> {
     // FIEMAP_EXTENT_UNKNOWN | DELALLOC | ENCODED | DATA_ENCRYPTED | NOT_ALIGNED | DATA_INLINE
     const NOT_PLAIN: u32 = 0x2 | 0x4 | 0x8 | 0x80 | 0x100 | 0x200;
-    let mut req = Request {
-        start: 0,
-        length: 1,
-        flags: FIEMAP_FLAG_SYNC,
-        mapped: 0,
-        count: BATCH as u32,
-        reserved: 0,
-        extents: [Extent::default(); BATCH],
-    };
-    // SAFETY: `req` is a valid struct fiemap followed by room for BATCH extents.
-    let r = unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_FIEMAP as _, &mut req as *mut Request) };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let req = map(f, 0, 1)?;
     let e = &req.extents[0];
     Ok((req.mapped > 0 && e.logical == 0 && e.flags & NOT_PLAIN == 0).then_some(e.physical))
 }
@@ -73,20 +79,7 @@ pub fn usage(f: &File) -> io::Result<Usage> {
     let mut u = Usage::default();
     let mut start = 0u64;
     loop {
-        let mut req = Request {
-            start,
-            length: u64::MAX - start,
-            flags: FIEMAP_FLAG_SYNC,
-            mapped: 0,
-            count: BATCH as u32,
-            reserved: 0,
-            extents: [Extent::default(); BATCH],
-        };
-        // SAFETY: `req` is a valid struct fiemap followed by room for BATCH extents.
-        let r = unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_FIEMAP as _, &mut req as *mut Request) };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let req = map(f, start, u64::MAX - start)?;
         if req.mapped == 0 {
             return Ok(u);
         }

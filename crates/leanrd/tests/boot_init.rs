@@ -14,12 +14,7 @@ const MARK: &str = "LEANRD-ROOT-OK";
 
 /// The root file system's content: busybox and an init that prints the marker.
 fn root_tree(t: &TempDir) -> PathBuf {
-    let r = t.join("rootfs");
-    for d in ["sbin", "bin", "dev", "proc", "sys", "run"] {
-        fs::create_dir_all(r.join(d)).unwrap();
-    }
-    fs::copy("/bin/busybox", r.join("bin/busybox")).unwrap();
-    std::os::unix::fs::symlink("busybox", r.join("bin/sh")).unwrap();
+    let r = busybox_root(t, &["dev", "proc", "sys", "run"]);
     fs::write(
         r.join("sbin/init"),
         format!(

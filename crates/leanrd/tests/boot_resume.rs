@@ -24,12 +24,7 @@ const LUKS_UUID: &str = "c0c0c0c0-1111-2222-3333-444455556666";
 /// The root's init: a fresh boot prints FRESH; with `leanrd.test=hibernate` it swaps on
 /// `$swap`, leaves a token behind and hibernates; after a resume it prints what it finds.
 fn root_tree(t: &TempDir, swap: &str) -> PathBuf {
-    let r = t.join("rootfs");
-    for d in ["sbin", "bin", "dev", "proc", "sys", "run", "tmp"] {
-        fs::create_dir_all(r.join(d)).unwrap();
-    }
-    fs::copy("/bin/busybox", r.join("bin/busybox")).unwrap();
-    std::os::unix::fs::symlink("busybox", r.join("bin/sh")).unwrap();
+    let r = busybox_root(t, &["dev", "proc", "sys", "run", "tmp"]);
     fs::write(
         r.join("sbin/init"),
         format!(

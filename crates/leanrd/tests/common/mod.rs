@@ -81,3 +81,15 @@ pub fn boot_typing(kernel: &Path, initrd: &Path, append: &str, extra: &[String],
     let _ = child.wait();
     String::from_utf8_lossy(&log).into_owned()
 }
+
+/// A root tree at `t/rootfs` with static busybox as /bin/busybox and /bin/sh, and these
+/// directories; its /sbin/init is the caller's.
+pub fn busybox_root(t: &TempDir, dirs: &[&str]) -> PathBuf {
+    let r = t.join("rootfs");
+    for d in ["sbin", "bin"].iter().chain(dirs) {
+        std::fs::create_dir_all(r.join(d)).unwrap();
+    }
+    std::fs::copy("/bin/busybox", r.join("bin/busybox")).unwrap();
+    std::os::unix::fs::symlink("busybox", r.join("bin/sh")).unwrap();
+    r
+}
