@@ -65,8 +65,11 @@ impl Waiter for ResumeWaiter {
     fn describe(&self) -> String {
         self.dev.describe()
     }
+    /// Nothing for the block stack: a resume device named by UUID must not change which LUKS
+    /// containers are opened (with no container named, all are; the swap's is among them, or
+    /// `rd.luks.uuid=` names it).
     fn wants(&self) -> Option<&DeviceRef> {
-        self.dev.wants()
+        None
     }
     fn offer(&mut self, devs: &[Dev], devno_of: &dyn Fn(&str) -> Option<(u32, u32)>) -> bool {
         self.dev.offer(devs, devno_of)
