@@ -43,14 +43,21 @@ fn mapper_name(init: &Init, uuid: &str) -> String {
 }
 
 /// Unlock the LUKS containers asked for with rd.luks.uuid=, or a waited-for device named
-/// by a container's UUID; every container when neither names one. True if something was
-/// unlocked.
+/// by a container's UUID; every container when neither names one that is there. True if
+/// something was unlocked.
 fn unlock(init: &mut Init, devs: &[Dev], wanted: &[&DeviceRef]) -> bool {
     if init.cmd.no_luks || init.conf.layer(Capability::Luks).is_none() || sys::which("cryptsetup").is_none() {
         return false;
     }
-    let by_uuid = wanted.iter().any(|w| matches!(w, DeviceRef::Uuid(_)));
-    let all = init.cmd.luks_uuids.is_empty() && !by_uuid;
+    // A container named (by rd.luks.uuid=, or as the device waited for): that one. None
+    // named — the root is named by the UUID of the file system inside, or by its mapper
+    // name — every container there is, as a host-only image of a LUKS root needs.
+    let names_one = devs
+        .iter()
+        .filter(|d| d.is_luks())
+        .filter_map(|d| d.probe.uuid.as_deref())
+        .any(|u| wanted.iter().any(|w| w.is_uuid(u)));
+    let all = init.cmd.luks_uuids.is_empty() && !names_one;
     let mut done = false;
     for d in devs.iter().filter(|d| d.is_luks()) {
         let Some(uuid) = d.probe.uuid.clone() else { continue };
