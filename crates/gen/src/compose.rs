@@ -80,13 +80,27 @@ fn add_checkers(
 ) -> Result<Vec<String>> {
     let fstab = fs::read_to_string(r.sysroot.join("etc/fstab")).unwrap_or_default();
     // Host-only: the types of the root and /usr whose fstab pass number is not 0.
+    // Host-only: the types of the root and /usr that the initramfs mounts read-write (the
+    // root with `rw` on this boot's command line, /usr when its fstab options say `rw`) and
+    // whose fstab pass number is not 0. Mounted read-only (the usual), the root's own
+    // systemd-fsck checks them, and a checker in the image (with the C library it brings) would
+    // be megabytes loaded at every boot for nothing.
+    let cmdline = fs::read_to_string(r.host_root.join("proc/cmdline")).unwrap_or_default();
+    let root_rw = cmdline.split_whitespace().rfind(|w| *w == "rw" || *w == "ro") == Some("rw");
     let checked: Vec<&str> = match facts {
         None => Vec::new(),
         Some(x) => [("/", Some(&x.root)), ("/usr", x.usr.as_ref())]
             .into_iter()
-            .filter_map(|(at, m)| Some((at, m?)))
-            .filter(|(at, _)| leanrd_contract::fstab_entry(&fstab, at).is_some_and(|e| e.passno > 0))
-            .map(|(_, m)| m.fstype.as_str())
+            .filter_map(|(at, m)| Some((at, m?, leanrd_contract::fstab_entry(&fstab, at)?)))
+            .filter(|(at, _, e)| {
+                let rw = if *at == "/" {
+                    root_rw
+                } else {
+                    e.mntops.as_deref().is_some_and(|o| o.split(',').any(|x| x == "rw"))
+                };
+                rw && e.passno > 0
+            })
+            .map(|(_, m, _)| m.fstype.as_str())
             .collect(),
     };
     let mut warnings = Vec::new();

@@ -45,7 +45,8 @@ pub struct Feature {
     /// The distribution package that provides the binaries (named in warnings).
     pub package: Option<String>,
     /// The program that checks the feature's file systems (`e2fsck`): in the image when the
-    /// fstab's pass number for the root or /usr asks (host-only) or when installed (universal).
+    /// initramfs mounts the root or /usr read-write and the fstab's pass number asks
+    /// (host-only), or when installed (universal).
     pub fsck: Option<String>,
     /// Libraries loaded with dlopen (not in DT_NEEDED).
     pub libraries: Vec<String>,

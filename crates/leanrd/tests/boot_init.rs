@@ -480,14 +480,7 @@ fn boot_luks_lvm_and_md_roots() {
     // the file system inside, and nothing names the container (as a host-only image of a
     // LUKS root without crypttab has it): the container there is opened. (rd.luks.uuid= is
     // in the hibernation suite.)
-    let log = boot_typing(
-        &kernel,
-        &univ,
-        &format!("quiet root=UUID={LUKS_ROOT_UUID}"),
-        &drives(&[luks]),
-        PASS,
-        240,
-    );
+    let log = boot_typing(&kernel, &univ, &format!("quiet root=UUID={LUKS_ROOT_UUID}"), &drives(&[luks]), PASS, 240);
     assert!(
         log.contains("Enter passphrase") && log.contains(MARK),
         "LUKS boot:\n{}",
