@@ -131,18 +131,8 @@ fn add_checkers(
 /// A mounted file system's device as the image will name it: by UUID when /dev/disk/by-uuid
 /// under the host root has a link to its device, else as mountinfo gives its source.
 fn device_ref(host_root: &Path, m: &Mount) -> Option<DeviceRef> {
-    let src = &m.source;
-    let dev_name = Path::new(src).file_name().map(|n| n.to_owned());
-    if let (Ok(rd), Some(name)) = (fs::read_dir(host_root.join("dev/disk/by-uuid")), dev_name) {
-        for e in rd.flatten() {
-            if let Ok(t) = fs::read_link(e.path())
-                && t.file_name() == Some(name.as_os_str())
-            {
-                return Some(DeviceRef::Uuid(e.file_name().to_string_lossy().into_owned()));
-            }
-        }
-    }
-    DeviceRef::parse(src).ok()
+    let name = Path::new(&m.source).file_name()?.to_string_lossy().into_owned();
+    crate::host::by_uuid(host_root, &name).map(DeviceRef::Uuid).or_else(|| DeviceRef::parse(&m.source).ok())
 }
 
 /// The modules /init loads before it uses a capability: the feature's modules named one by

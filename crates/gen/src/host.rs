@@ -142,7 +142,18 @@ pub fn detect_resume(root: &Path, sysroot: &Path, f: &mut Facts) -> Result<()> {
     if let Some(name) = name {
         let dir = root.join("sys/class/block").join(&name);
         match fs::canonicalize(&dir) {
-            Ok(dev) => walk_block(root, &dev, f, 0)?,
+            // Its devices' drivers and stack come in. One whose devices cannot be walked is
+            // left out with a note, never a failed build: the image still boots, without resuming.
+            Ok(dev) => {
+                let mut g = f.clone();
+                match walk_block(root, &dev, &mut g, 0) {
+                    Ok(()) => *f = g,
+                    Err(e) => {
+                        f.notes.push(format!("resume device {name} ({}): {e}; the image will not resume", r.source));
+                        return Ok(());
+                    }
+                }
+            }
             Err(_) => {
                 f.notes.push(format!("resume device {name} ({}): not in sysfs; its drivers may be missing", r.source))
             }

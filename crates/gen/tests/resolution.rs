@@ -295,6 +295,17 @@ fn resume_devices_are_detected() {
     fs::write(sysroot.join("etc/initramfs-tools/conf.d/resume"), "RESUME=none\n").unwrap();
     assert_eq!(detect(&f, &sysroot).resume, None);
 
+    // A resume device whose stack cannot be walked (a broken slave link): a note, no resume,
+    // and the build goes on.
+    fs::remove_file(sysroot.join("etc/initramfs-tools/conf.d/resume")).unwrap();
+    fs::remove_file(sysroot.join("etc/fstab")).unwrap();
+    f.dm("dm-7", "LVM-broken", &["pci0000:00/gone/block/sdz"]);
+    symlink("../../devices/virtual/block/dm-7", f.root.join("sys/dev/block/253:7")).unwrap();
+    fs::write(f.root.join("sys/power/resume"), "253:7\n").unwrap();
+    let x = detect(&f, &sysroot);
+    assert_eq!(x.resume, None);
+    assert!(x.notes.iter().any(|n| n.contains("resume device dm-7") && n.contains("will not resume")), "{:?}", x.notes);
+
     // A machine without swap records nothing.
     let t2 = TempDir::new("noswap");
     let g = virtio_ext4(&t2);

@@ -59,11 +59,6 @@ impl Log {
         sys::eprint(&format!("leanrd: {msg}\n"));
     }
 
-    /// What was recorded so far.
-    pub fn text(&self) -> &str {
-        &self.record
-    }
-
     /// Write the record to /run/initramfs/leanrd.log (readable by root only: it holds the
     /// command line and device names, nothing secret, but nobody else needs it).
     pub fn save(&self) {
