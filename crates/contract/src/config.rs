@@ -5,6 +5,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use alloc::{format, vec};
 
+use crate::crypttab::{CryptEntry, CryptKey, CryptOptions};
 use crate::device::DeviceRef;
 use crate::escape::{unword, word};
 
@@ -85,6 +86,26 @@ pub struct InitConfig {
     /// File system checkers in the image, by file system type (`ext4` → `e2fsck`): run on a
     /// root or /usr the initramfs mounts read-write.
     pub fsck: Vec<(String, String)>,
+    /// Encrypted devices from the system's crypttab, with whether the boot needs each
+    /// (host-only: the root's, /usr's and the resume device's; unlocked without being asked).
+    /// The others give names, keys and options to containers the command line or the root's
+    /// name asks for.
+    pub crypt: Vec<Crypt>,
+    /// The keymap (a name under [`KEYMAP_DIR`]) applied before a passphrase is asked for;
+    /// `rd.vconsole.keymap=` picks another one the image holds.
+    pub keymap: Option<String>,
+}
+
+/// Where the image keeps its compiled keymaps (`NAME.bmap`, the binary form `loadkeys -b`
+/// writes).
+pub const KEYMAP_DIR: &str = "/etc/leanrd/keymaps";
+
+/// A crypttab entry in the image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Crypt {
+    pub entry: CryptEntry,
+    /// Unlock it at boot whether or not anything names it.
+    pub needed: bool,
 }
 
 /// Why a configuration could not be read; `line` counts from 1.
@@ -147,6 +168,14 @@ impl InitConfig {
         for (t, p) in &self.fsck {
             line("fsck", &[t, p]);
         }
+        for c in &self.crypt {
+            let e = &c.entry;
+            let (dev, key, opts) = (e.device.to_string(), e.key.to_string(), e.options.to_string());
+            line("crypt", &[&e.name, &dev, &key, &opts, if c.needed { "needed" } else { "named" }]);
+        }
+        if let Some(k) = &self.keymap {
+            line("keymap", &[k]);
+        }
         for l in &self.layers {
             let mut v = vec![l.capability.name()];
             v.extend(l.modules.iter().map(String::as_str));
@@ -206,6 +235,24 @@ impl InitConfig {
                         )));
                     }
                 },
+                "crypt" => {
+                    let [name, dev, key, opts, need] = <[String; 5]>::try_from(values)
+                        .map_err(|v| err(format!("crypt takes 5 values, not {}", v.len())))?;
+                    let device = DeviceRef::parse(&dev).map_err(|e| err(e.to_string()))?;
+                    let key = CryptKey::parse(&key).map_err(err)?;
+                    let (options, bad) = CryptOptions::parse(&opts);
+                    // Only what encode wrote; other types are refused by /init with a note.
+                    if let Some(b) = bad.iter().find(|b| !b.contains("opens LUKS containers only")) {
+                        return Err(err(b.clone()));
+                    }
+                    let needed = match need.as_str() {
+                        "needed" => true,
+                        "named" => false,
+                        x => return Err(err(format!("crypt: \"{x}\" is not needed or named"))),
+                    };
+                    c.crypt.push(Crypt { entry: CryptEntry { name, device, key, options }, needed });
+                }
+                "keymap" => c.keymap = Some(single()?),
                 "layer" => {
                     let mut v = values.into_iter();
                     let name = v.next().unwrap_or_default();
@@ -242,6 +289,27 @@ mod tests {
             fsck: vec![("ext4".into(), "e2fsck".into()), ("vfat".into(), "fsck.fat".into())],
             resume: Some(DeviceRef::DevNo { major: 254, minor: 2 }),
             resume_offset: Some(34816),
+            crypt: vec![
+                Crypt {
+                    entry: CryptEntry {
+                        name: "sda3_crypt".into(),
+                        device: DeviceRef::Uuid("0a1b".into()),
+                        key: CryptKey::Passphrase,
+                        options: CryptOptions { discard: true, tries: 0, ..Default::default() },
+                    },
+                    needed: true,
+                },
+                Crypt {
+                    entry: CryptEntry {
+                        name: "my data".into(),
+                        device: DeviceRef::PartLabel("d a".into()),
+                        key: CryptKey::OnDevice { path: "/k ey".into(), device: DeviceRef::Label("USB".into()) },
+                        options: CryptOptions { keyfile_timeout: Some(5), ..Default::default() },
+                    },
+                    needed: false,
+                },
+            ],
+            keymap: Some("de".into()),
             layers: vec![
                 Layer { capability: Capability::Luks, modules: vec!["dm_crypt".into(), "crypto-xts(aes)".into()] },
                 Layer { capability: Capability::Rescue, modules: vec![] },

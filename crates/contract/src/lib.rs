@@ -21,11 +21,13 @@
 extern crate alloc;
 
 mod config;
+mod crypttab;
 mod device;
 mod escape;
 mod fstab;
 
-pub use config::{Capability, DecodeError, InitConfig, Layer, Mounts};
+pub use config::{Capability, Crypt, DecodeError, InitConfig, KEYMAP_DIR, Layer, Mounts};
+pub use crypttab::{CryptEntry, CryptKey, CryptOptions, CrypttabProblem, crypttab_entries};
 pub use device::{DeviceRef, DeviceRefError, unescape_udev};
 pub use fstab::{FstabEntry, NOT_BLOCK_FSTYPES, fstab_entries, fstab_entry, unescape_octal};
 

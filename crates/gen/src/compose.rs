@@ -10,6 +10,7 @@ use leanrd_archive::error::{Context, Result, bail};
 use leanrd_contract::{CONFIG_PATH, DeviceRef, InitConfig, Layer};
 use leanrd_kmod::Resolved;
 
+use crate::crypt::CryptSelection;
 use crate::elf;
 use crate::host::{Facts, Mount};
 use crate::modprobe::ModprobeConf;
@@ -192,6 +193,53 @@ pub fn init_config(
     c
 }
 
+/// What the image needs to unlock its encrypted devices: the crypttab entries, their key
+/// files and headers (private in the image: the image becomes private too), the keyboard
+/// drivers loaded before the prompt, and the console keymap. Returns warnings.
+fn add_crypt(
+    plan: &mut Plan,
+    r: &Request,
+    kernel: &Kernel,
+    facts: Option<&Facts>,
+    m: &Modules,
+    crypt: CryptSelection,
+    conf: &mut InitConfig,
+) -> Vec<String> {
+    let mut warnings = crypt.warnings;
+    for (dest, src) in crypt.files {
+        plan.put(&dest, Item::File { src, mode: 0o600 });
+    }
+    conf.crypt = crypt.entries;
+    // Keyboard drivers the image has, loaded with the LUKS layer (before the prompt).
+    let keyboard: Vec<String> = crypt
+        .before_prompt
+        .into_iter()
+        .filter(|a| match kernel.db.resolve(a) {
+            Resolved::Modules(v) => v.iter().all(|x| m.set.contains(x)),
+            _ => false,
+        })
+        .collect();
+    if let Some(l) = conf.layers.iter_mut().find(|l| l.capability == leanrd_contract::Capability::Luks) {
+        l.modules.extend(keyboard);
+    }
+    if let Some(w) = crate::keymap::wanted(r, facts.is_some()) {
+        match crate::keymap::compile(r, &w, &r.tmp.join("keymaps")) {
+            Ok(file) => {
+                plan.put(
+                    &format!("{}/{}.bmap", leanrd_contract::KEYMAP_DIR, w.name),
+                    Item::File { src: file, mode: 0o644 },
+                );
+                conf.keymap = Some(w.name);
+            }
+            Err(e) => warnings.push(format!(
+                "keymap {} (from {}): {e}; a passphrase is read with the kernel's US keymap",
+                w.name, w.origin
+            )),
+        }
+    }
+    warnings
+}
+
 /// The main segment's plan.
 pub fn main_plan(
     r: &Request,
@@ -199,6 +247,7 @@ pub fn main_plan(
     selected: &[Selected],
     facts: Option<&Facts>,
     m: &Modules,
+    crypt: CryptSelection,
 ) -> Result<(Plan, Vec<String>)> {
     let mut plan = Plan::new(&r.sysroot);
     plan.add_console();
@@ -208,6 +257,9 @@ pub fn main_plan(
     warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp, &modprobe)?);
     let mut conf = init_config(r, kernel, selected, facts, m);
     warnings.extend(add_checkers(&mut plan, r, selected, facts, &mut conf)?);
+    if conf.layer(leanrd_contract::Capability::Luks).is_some() {
+        warnings.extend(add_crypt(&mut plan, r, kernel, facts, m, crypt, &mut conf));
+    }
     conf.options = modprobe.options;
     conf.blacklist = modprobe.blacklist;
     plan.put(CONFIG_PATH, Item::Inline { data: conf.encode().into_bytes(), mode: 0o644 });

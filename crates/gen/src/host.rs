@@ -42,6 +42,37 @@ pub struct Facts {
     pub resume: Option<ResumeDev>,
     /// What detection could not settle, for the build's warnings.
     pub notes: Vec<String>,
+    /// The dm-crypt devices in the stacks walked.
+    pub crypt: Vec<CryptDev>,
+    /// Keyboards (input devices with letter keys), by sysfs name, and the modaliases and
+    /// drivers of the devices they hang off (see [`detect_keyboards`]).
+    pub keyboards: Vec<String>,
+    pub keyboard_modules: BTreeSet<String>,
+}
+
+/// A dm-crypt device found on the way to the root, /usr or the resume device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CryptDev {
+    /// Its device-mapper name (what crypttab calls it).
+    pub name: String,
+    /// The LUKS header's UUID (from the dm UUID `CRYPT-LUKS2-<32 hex>-NAME`), dashed.
+    pub luks_uuid: Option<String>,
+    /// The kernel names of the devices it is on.
+    pub backing: Vec<String>,
+}
+
+impl CryptDev {
+    /// From a dm device's sysfs `dm/uuid` and `dm/name`: None unless it is dm-crypt.
+    fn from_dm(uuid: &str, name: &str, backing: Vec<String>) -> Option<CryptDev> {
+        let rest = uuid.strip_prefix("CRYPT-")?;
+        let luks_uuid = rest
+            .strip_prefix("LUKS1-")
+            .or_else(|| rest.strip_prefix("LUKS2-"))
+            .and_then(|r| r.get(..32))
+            .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+            .map(|h| format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..]));
+        Some(CryptDev { name: name.to_string(), luks_uuid, backing })
+    }
 }
 
 /// The swap a hibernated system resumes from, as the image will name it.
@@ -258,7 +289,7 @@ fn name_of_path(root: &Path, path: &str) -> Option<String> {
 }
 
 /// The kernel name of the device a reference names, through /dev/disk links on the host.
-fn resolve_name(root: &Path, d: &DeviceRef) -> Option<String> {
+pub(crate) fn resolve_name(root: &Path, d: &DeviceRef) -> Option<String> {
     let link = match d {
         DeviceRef::Uuid(u) => root.join("dev/disk/by-uuid").join(u),
         DeviceRef::Label(l) => root.join("dev/disk/by-label").join(l),
@@ -379,6 +410,16 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
         if uuid.starts_with("CRYPT-") {
             f.stack.insert("crypt".into());
             f.modules.insert("dm_crypt".into());
+            let name = read_trim(&dev.join("dm/name"))
+                .unwrap_or_else(|| dev.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+            let backing = fs::read_dir(dev.join("slaves"))
+                .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+                .unwrap_or_default();
+            if let Some(c) = CryptDev::from_dm(&uuid, &name, backing)
+                && !f.crypt.iter().any(|x| x.name == c.name)
+            {
+                f.crypt.push(c);
+            }
         } else if uuid.starts_with("LVM-") {
             f.stack.insert("lvm".into());
         }
@@ -404,20 +445,46 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
     // A partition's disk is its parent directory.
     let disk =
         if dev.join("partition").exists() { dev.parent().unwrap_or(dev).to_path_buf() } else { dev.to_path_buf() };
-    // Every ancestor up to /sys/devices: modalias and driver.
+    ancestors(root, &disk, &mut f.modaliases, &mut f.drivers);
+    Ok(())
+}
+
+/// The drivers of a block device (its sysfs directory) that is not part of the root's stack:
+/// the disk's (for a partition) and every ancestor's modalias and driver.
+pub(crate) fn device_drivers(
+    root: &Path,
+    dev: &Path,
+    modaliases: &mut BTreeSet<String>,
+    drivers: &mut BTreeSet<String>,
+) {
+    let disk = if dev.join("partition").exists() { dev.parent().unwrap_or(dev) } else { dev };
+    ancestors(root, disk, modaliases, drivers);
+}
+
+/// A block device's file system type as udev recorded it (`ID_FS_TYPE` in
+/// /run/udev/data/bMAJ:MIN).
+pub(crate) fn fs_type(root: &Path, name: &str) -> Option<String> {
+    let devno = read_trim(&root.join("sys/class/block").join(name).join("dev"))?;
+    let db = fs::read_to_string(root.join("run/udev/data").join(format!("b{devno}"))).ok()?;
+    db.lines().find_map(|l| l.strip_prefix("E:ID_FS_TYPE=")).filter(|t| !t.is_empty()).map(str::to_string)
+}
+
+/// Every device from `start` up to /sys/devices: its modalias and its driver (the module's
+/// name when sysfs tells it).
+fn ancestors(root: &Path, start: &Path, modaliases: &mut BTreeSet<String>, drivers: &mut BTreeSet<String>) {
     let top = fs::canonicalize(root.join("sys/devices")).unwrap_or_else(|_| root.join("sys/devices"));
-    let mut cur = disk.as_path();
+    let mut cur = start;
     while cur.starts_with(&top) && cur != top {
         if let Some(a) = read_trim(&cur.join("modalias"))
             && !a.is_empty()
         {
-            f.modaliases.insert(a);
+            modaliases.insert(a);
         }
         if let Ok(drv) = fs::canonicalize(cur.join("driver")) {
             let module = fs::canonicalize(drv.join("module")).ok().and_then(|m| m.file_name().map(|n| n.to_owned()));
             let name = module.or_else(|| drv.file_name().map(|n| n.to_owned()));
             if let Some(n) = name {
-                f.drivers.insert(n.to_string_lossy().replace('-', "_"));
+                drivers.insert(n.to_string_lossy().replace('-', "_"));
             }
         }
         match cur.parent() {
@@ -425,7 +492,40 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
             None => break,
         }
     }
-    Ok(())
+}
+
+/// Whether an input device's `capabilities/key` bitmap (hex words, most significant first,
+/// each as wide as the kernel's long) has every letter key: a keyboard, not a power button,
+/// a lid switch or a mouse.
+pub fn has_letter_keys(bitmap: &str) -> bool {
+    // KEY_Q..KEY_P, KEY_A..KEY_L, KEY_Z..KEY_M (linux/input-event-codes.h).
+    const LETTERS: [std::ops::RangeInclusive<usize>; 3] = [16..=25, 30..=38, 44..=50];
+    let words: Vec<u64> = bitmap.split_whitespace().rev().map(|w| u64::from_str_radix(w, 16).unwrap_or(0)).collect();
+    let bit = |n: usize| words.get(n / 64).is_some_and(|w| w >> (n % 64) & 1 == 1);
+    LETTERS.iter().all(|r| r.clone().all(bit))
+}
+
+/// The keyboards (/sys/class/input devices with letter keys) and what drives them: the
+/// modaliases and drivers of every device they hang off — the HID device (hid-generic or a
+/// vendor driver), its USB interface (usbhid) or I2C device (i2c-hid), the host controller
+/// (xhci_pci), or the serio port (atkbd) and i8042. The input device's own modalias is left
+/// out: it names input handlers (joydev, evbug...), not drivers.
+pub fn detect_keyboards(root: &Path, f: &mut Facts) {
+    let Ok(rd) = fs::read_dir(root.join("sys/class/input")) else { return };
+    let mut found: Vec<(String, PathBuf)> = rd
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("input"))
+        .filter(|e| read_trim(&e.path().join("capabilities/key")).is_some_and(|k| has_letter_keys(&k)))
+        .filter_map(|e| Some((e.file_name().to_string_lossy().into_owned(), fs::canonicalize(e.path()).ok()?)))
+        .collect();
+    found.sort();
+    for (name, dev) in found {
+        let parent = dev.parent().unwrap_or(&dev).to_path_buf();
+        let mut drivers = BTreeSet::new();
+        ancestors(root, &parent, &mut f.keyboard_modules, &mut drivers);
+        f.keyboard_modules.extend(drivers);
+        f.keyboards.push(name);
+    }
 }
 
 #[cfg(test)]

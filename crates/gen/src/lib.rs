@@ -18,10 +18,12 @@
 //! ```
 
 mod compose;
+pub mod crypt;
 pub mod digest;
 pub mod elf;
 pub mod features;
 pub mod host;
+pub mod keymap;
 pub mod modprobe;
 pub mod modules;
 pub mod plan;
@@ -58,6 +60,7 @@ fn host_facts(r: &Request) -> Result<Option<Facts>> {
     let mut f = host::detect(&r.host_root)
         .context("host detection failed (use --universal to build an image for any machine)")?;
     host::detect_resume(&r.host_root, &r.sysroot, &mut f).context("detecting the resume device")?;
+    host::detect_keyboards(&r.host_root, &mut f);
     Ok(Some(f))
 }
 
@@ -69,8 +72,10 @@ pub fn generate(r: &Request) -> Result<Generated> {
     let facts = host_facts(r)?;
     let mut warnings = Vec::new();
     let selected = select::available(select::select(&all, r, facts.as_ref()), &r.sysroot, &mut warnings);
-    let mods = resolve::modules(r, &kernel, &selected, facts.as_ref())?;
-    let (main, more) = compose::main_plan(r, &kernel, &selected, facts.as_ref(), &mods)?;
+    let luks = selected.iter().any(|s| s.feature.init == Some(leanrd_contract::Capability::Luks));
+    let crypt = if luks { crypt::select(r, facts.as_ref()) } else { crypt::CryptSelection::default() };
+    let mods = resolve::modules(r, &kernel, &selected, facts.as_ref(), &crypt.modules)?;
+    let (main, more) = compose::main_plan(r, &kernel, &selected, facts.as_ref(), &mods, crypt)?;
     let microcode = selected.iter().any(|s| s.feature.microcode);
     let early = if microcode { compose::microcode(r, facts.is_some())? } else { None };
     warnings.extend(mods.warnings);

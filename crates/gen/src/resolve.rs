@@ -74,7 +74,15 @@ fn host_modules(kernel: &Kernel, x: &Facts, wanted: &mut Vec<String>, load: &mut
 /// Modules from features, then from the host's devices. Modules a feature has only because
 /// the build is universal are left to coldplug and to the root probe (which loads
 /// fs-<type>); required features' modules are loaded up front.
-pub fn modules(r: &Request, kernel: &Kernel, selected: &[Selected], facts: Option<&Facts>) -> Result<Modules> {
+/// `extra`: modules, aliases or modaliases for the image that /init loads itself when it
+/// needs them (keyboards, a key file's device); those the kernel has no module for are left.
+pub fn modules(
+    r: &Request,
+    kernel: &Kernel,
+    selected: &[Selected],
+    facts: Option<&Facts>,
+    extra: &[String],
+) -> Result<Modules> {
     let mut wanted: Vec<String> = Vec::new();
     let mut load: Vec<String> = Vec::new();
     for s in selected {
@@ -87,6 +95,7 @@ pub fn modules(r: &Request, kernel: &Kernel, selected: &[Selected], facts: Optio
     if let Some(x) = facts {
         host_modules(kernel, x, &mut wanted, &mut load)?;
     }
+    wanted.extend(extra.iter().filter(|a| matches!(kernel.db.resolve(a), Resolved::Modules(_))).cloned());
     let (set, missing) = kernel.resolve(wanted.iter().map(String::as_str));
     // Feature lists name modules some kernels lack (e.g. crc32c_intel); only say so.
     let warnings = missing.into_iter().map(|m| format!("module {m} not found in kernel {}", r.kver)).collect();

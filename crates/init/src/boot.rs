@@ -37,7 +37,8 @@ impl Platform for Live<'_> {
         self.init.mods.coldplug(&mut self.init.log)
     }
     fn assemble(&mut self, devs: &[Dev], wanted: &[&DeviceRef]) -> bool {
-        stack::assemble(self.init, devs, wanted)
+        use rustix::fd::AsFd;
+        stack::assemble(self.init, devs, wanted, self.sock.as_ref().map(|s| s.as_fd()))
     }
     fn has_events(&self) -> bool {
         self.sock.is_some()

@@ -4,7 +4,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use leanrd_contract::{DeviceRef, Mounts};
+use leanrd_contract::{CryptKey, CryptOptions, DeviceRef, Mounts};
 
 /// Settings from the kernel command line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -25,10 +25,18 @@ pub struct Cmdline {
     pub luks_uuids: Vec<String>,
     /// rd.luks.name=UUID=NAME: mapper names.
     pub luks_names: Vec<(String, String)>,
-    /// rd.luks.key=PATH: a key file inside the image.
-    pub luks_key: Option<String>,
+    /// rd.luks.key=[UUID=]PATH[:DEVICE]: a key file in the image or on a device, for one
+    /// container (by UUID) or for all.
+    pub luks_keys: Vec<(Option<String>, CryptKey)>,
+    /// rd.luks.options=[UUID=]OPTIONS: crypttab options, for one container or for those
+    /// crypttab says nothing about.
+    pub luks_options: Vec<(Option<String>, CryptOptions)>,
+    /// rd.luks.crypttab=0: ignore the image's crypttab entries.
+    pub no_crypttab: bool,
     /// rd.luks=0 / rd.lvm=0 / rd.md=0 turn the steps off.
     pub no_luks: bool,
+    /// rd.vconsole.keymap= / vconsole.keymap=: the keymap (one the image holds) to apply.
+    pub keymap: Option<String>,
     pub no_lvm: bool,
     pub no_md: bool,
     /// `MODULE.PARAM=VALUE` words: parameters for a module when it is loaded, as modprobe
@@ -80,6 +88,22 @@ pub enum FsckRepair {
 /// A comma list of module names, normalised.
 fn list(v: &str) -> impl Iterator<Item = String> + '_ {
     v.split(',').filter(|m| !m.is_empty()).map(leanrd_kmod::normalize)
+}
+
+/// systemd's `[UUID=]VALUE` for rd.luks.key= and rd.luks.options=: a value that does not
+/// start with '/' and has '=' before any '/' names a container (`luks-` prefix allowed).
+fn for_uuid(v: &str) -> (Option<String>, &str) {
+    match v.split_once('=') {
+        Some((u, rest))
+            if !v.starts_with('/')
+                && !u.contains('/')
+                && !u.contains(',')
+                && u.trim_start_matches("luks-").bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') =>
+        {
+            (Some(u.trim_start_matches("luks-").to_string()), rest)
+        }
+        _ => (None, v),
+    }
 }
 
 /// Split a command line into words, honouring double quotes.
@@ -174,8 +198,25 @@ impl Cmdline {
                         c.luks_uuids.push(u.to_string());
                     }
                 }
-                ("rd.luks.key", Some(v)) => c.luks_key = Some(v),
-                ("rd.luks", Some(v)) => c.no_luks = v == "0",
+                ("rd.luks.key", Some(v)) => {
+                    let (uuid, spec) = for_uuid(&v);
+                    match CryptKey::parse(spec) {
+                        Ok(k) => c.luks_keys.push((uuid, k)),
+                        Err(e) => c.problems.push(format!("rd.luks.key={v} ignored: {e}")),
+                    }
+                }
+                ("rd.luks.options", Some(v)) => {
+                    let (uuid, spec) = for_uuid(&v);
+                    let (o, bad) = CryptOptions::parse(spec);
+                    c.problems.extend(bad.into_iter().map(|b| format!("rd.luks.options: {b}")));
+                    c.luks_options.push((uuid, o));
+                }
+                ("rd.luks.crypttab", Some(v)) => c.no_crypttab = matches!(v.as_str(), "0" | "no" | "false"),
+                ("rd.luks", Some(v)) => c.no_luks = matches!(v.as_str(), "0" | "no" | "false"),
+                ("rd.vconsole.keymap" | "vconsole.keymap", Some(v)) => c.keymap = Some(v),
+                (k, _) if k.starts_with("rd.luks.") || k.starts_with("rd.vconsole.") || k.starts_with("vconsole.") => {
+                    c.problems.push(format!("{w}: not known to leanrd's /init"))
+                }
                 ("rd.lvm", Some(v)) => c.no_lvm = v == "0",
                 ("rd.md", Some(v)) => c.no_md = v == "0",
                 ("modprobe.blacklist" | "rd.driver.blacklist", Some(v)) => c.blacklist.extend(list(&v)),
@@ -253,6 +294,32 @@ mod tests {
             (c.driver_pre.as_slice(), c.driver_post.as_slice()),
             (&["virtio_scsi".to_string()][..], &["loop".to_string()][..])
         );
+    }
+
+    #[test]
+    fn luks_settings() {
+        let c = Cmdline::parse(
+            "rd.luks.key=/k.bin rd.luks.key=ab-12=/keys/r.key:LABEL=STICK rd.luks.options=discard,tries=1 \
+             rd.luks.options=luks-ab-12=timeout=10s rd.luks.crypttab=0 rd.vconsole.keymap=de rd.luks.bogus=1",
+        );
+        assert_eq!(
+            c.luks_keys,
+            [
+                (None, CryptKey::File("/k.bin".into())),
+                (
+                    Some("ab-12".into()),
+                    CryptKey::OnDevice { path: "/keys/r.key".into(), device: DeviceRef::Label("STICK".into()) }
+                ),
+            ]
+        );
+        assert_eq!(c.luks_options.len(), 2);
+        assert!(c.luks_options[0].0.is_none() && c.luks_options[0].1.discard && c.luks_options[0].1.tries == 1);
+        assert_eq!((c.luks_options[1].0.as_deref(), c.luks_options[1].1.timeout), (Some("ab-12"), 10));
+        assert!(c.no_crypttab && !c.no_luks);
+        assert_eq!(c.keymap.as_deref(), Some("de"));
+        assert_eq!(c.problems, ["rd.luks.bogus=1: not known to leanrd's /init"]);
+        assert!(c.module_options.is_empty());
+        assert!(Cmdline::parse("rd.luks=no").no_luks);
     }
 
     #[test]

@@ -26,10 +26,13 @@ pub mod cmdline;
 pub mod devices;
 pub mod diagnose;
 pub mod fsck;
+pub mod keymap;
 pub mod log;
+pub mod luks;
 pub mod modules;
 pub mod probe;
 pub mod process;
+pub mod prompt;
 pub mod resume;
 pub mod root;
 pub mod stack;
@@ -64,6 +67,8 @@ pub struct Init {
     /// know, such as `single`, and `HOME`, `TERM`, `x=y`): handed on to the root's init.
     pub args: Vec<String>,
     pub env: Vec<String>,
+    /// What unlocking remembers between passes (the passphrase given, containers given up).
+    pub luks: luks::State,
 }
 
 impl Init {
@@ -173,7 +178,7 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
     let mut mods = Modules::open(&kver, options, blacklist);
     mods.coldplug_all = cmd.coldplug_all;
     log.step(&format!("module tables read: {} modules, {} loaded", mods.db.paths.len(), mods.loaded.len()));
-    let mut init = Init { log, mods, cmd, conf, cmdline_text, notes, args, env };
+    let mut init = Init { log, mods, cmd, conf, cmdline_text, notes, args, env, luks: luks::State::default() };
     loop {
         let err = match boot::boot(&mut init) {
             Ok(()) => "switch_root returned".to_string(),

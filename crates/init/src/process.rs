@@ -46,7 +46,7 @@ pub const PATH: &str = {
 ///
 /// # Safety
 /// The caller passes arguments valid for syscall `n`.
-unsafe fn syscall3(n: usize, a: usize, b: usize, c: usize) -> isize {
+pub(crate) unsafe fn syscall3(n: usize, a: usize, b: usize, c: usize) -> isize {
     let r: isize;
     // SAFETY: the x86_64 syscall ABI: number in rax, arguments in rdi/rsi/rdx; rcx and
     // r11 are clobbered by the instruction.
@@ -172,6 +172,41 @@ pub fn run_status(prog: &str, args: &[&str]) -> Result<i32, RunError> {
     }
 }
 
+/// [`run_status`] with `input` on the program's standard input (a pipe; a passphrase for
+/// `cryptsetup --key-file=-`). The input never touches a file.
+pub fn run_input(prog: &str, args: &[&str], input: &[u8]) -> Result<i32, RunError> {
+    let path = which(prog).ok_or_else(|| RunError::NotFound(prog.to_string()))?;
+    let mut argv = alloc::vec![prog];
+    argv.extend_from_slice(args);
+    let env = alloc::format!("PATH={PATH}");
+    let x = Exec::new(&path, &argv, &[&env, "TERM=linux"]);
+    let (r, w) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| RunError::Fork(prog.to_string(), e))?;
+    match fork() {
+        Err(e) => Err(RunError::Fork(prog.to_string(), e)),
+        Ok(0) => {
+            drop(w);
+            // dup2 clears close-on-exec on the copy.
+            if rustix::stdio::dup2_stdin(&r).is_err() {
+                exit(126);
+            }
+            let e = x.exec();
+            for part in ["leanrd: exec ", &path, ": ", errstr(e), "\n"] {
+                eprint(part);
+            }
+            exit(127)
+        }
+        Ok(pid) => {
+            drop(r);
+            // A program that exits without reading all of it: EPIPE (SIGPIPE is ignored by
+            // PID 1 by default), not a failure here.
+            let _ = crate::sys::write_all(&w, input);
+            drop(w);
+            Ok(wait(pid))
+        }
+    }
+}
+
 /// Wait for one child; its wait status (or -1).
 pub fn wait(pid: i32) -> i32 {
     let pid = rustix::process::Pid::from_raw(pid);
@@ -232,5 +267,16 @@ mod tests {
         assert_eq!(run("sh", &["-c", &alloc::format!("echo \"$PATH\" > {out}")]), Ok(()));
         assert_eq!(read_string(out).unwrap().trim(), PATH);
         remove(out, false);
+    }
+
+    #[test]
+    fn gives_a_program_its_input() {
+        let out = "/tmp/leanrd-init-input-test";
+        let st = run_input("sh", &["-c", &alloc::format!("cat > {out}; exit 4")], b"pass\nphrase").unwrap();
+        assert_eq!(exit_code(st), Some(4));
+        assert_eq!(read_string(out).unwrap(), "pass\nphrase");
+        remove(out, false);
+        // A program that does not read: no hang, no failure.
+        assert_eq!(exit_code(run_input("true", &[], &[b'x'; 1 << 20]).unwrap()), Some(0));
     }
 }

@@ -1,23 +1,22 @@
-//! The block stack the image can assemble — LUKS (cryptsetup), LVM (lvm), md RAID (mdadm) —
-//! each only when the configuration has its [`Layer`](leanrd_contract::Layer), with the
-//! modules the layer lists loaded first.
+//! The block stack the image can assemble — LUKS (cryptsetup, in [`crate::luks`]), LVM (lvm),
+//! md RAID (mdadm) — each only when the configuration has its
+//! [`Layer`](leanrd_contract::Layer), with the modules the layer lists loaded first.
 
 use alloc::format;
-use alloc::string::String;
-use alloc::vec;
 use alloc::vec::Vec;
 
 use leanrd_contract::{Capability, DeviceRef};
+use rustix::fd::BorrowedFd;
 
 use crate::Init;
 use crate::devices::Dev;
 use crate::probe;
-use crate::sys::{self, RunError};
+use crate::sys;
 
 /// One pass over the stack: unlock, then activate and assemble. True when a container was
-/// unlocked.
-pub fn assemble(init: &mut Init, devs: &[Dev], wanted: &[&DeviceRef]) -> bool {
-    let unlocked = unlock(init, devs, wanted);
+/// unlocked. `events` (the uevent socket) is served while a passphrase prompt waits.
+pub fn assemble(init: &mut Init, devs: &[Dev], wanted: &[&DeviceRef], events: Option<BorrowedFd<'_>>) -> bool {
+    let unlocked = crate::luks::unlock(init, devs, wanted, events);
     if !unlocked {
         activate(init, devs);
     }
@@ -30,68 +29,6 @@ fn prepare(init: &mut Init, c: Capability) -> bool {
     let modules = layer.modules.clone();
     init.mods.load_many(&modules, &mut init.log);
     true
-}
-
-/// The mapper name for a container: rd.luks.name=, else luks-UUID.
-fn mapper_name(init: &Init, uuid: &str) -> String {
-    init.cmd
-        .luks_names
-        .iter()
-        .find(|(u, _)| u.eq_ignore_ascii_case(uuid))
-        .map(|(_, n)| n.clone())
-        .unwrap_or_else(|| format!("luks-{uuid}"))
-}
-
-/// Unlock the LUKS containers asked for with rd.luks.uuid=, or a waited-for device named
-/// by a container's UUID; every container when neither names one that is there. True if
-/// something was unlocked.
-fn unlock(init: &mut Init, devs: &[Dev], wanted: &[&DeviceRef]) -> bool {
-    if init.cmd.no_luks || init.conf.layer(Capability::Luks).is_none() || sys::which("cryptsetup").is_none() {
-        return false;
-    }
-    // A container named (by rd.luks.uuid=, or as the device waited for): that one. None
-    // named — the root is named by the UUID of the file system inside, or by its mapper
-    // name — every container there is, as a host-only image of a LUKS root needs.
-    let names_one = devs
-        .iter()
-        .filter(|d| d.is_luks())
-        .filter_map(|d| d.probe.uuid.as_deref())
-        .any(|u| wanted.iter().any(|w| w.is_uuid(u)));
-    let all = init.cmd.luks_uuids.is_empty() && !names_one;
-    let mut done = false;
-    for d in devs.iter().filter(|d| d.is_luks()) {
-        let Some(uuid) = d.probe.uuid.clone() else { continue };
-        let asked = init.cmd.luks_uuids.iter().any(|w| w.eq_ignore_ascii_case(&uuid))
-            || wanted.iter().any(|w| w.is_uuid(&uuid));
-        let name = mapper_name(init, &uuid);
-        if !(all || asked) || sys::exists(&format!("/dev/mapper/{name}")) {
-            continue;
-        }
-        init.log.step(&format!("unlocking {} as {name}", d.path()));
-        // cryptsetup needs /dev/mapper/control, and the kernel the crypt target.
-        prepare(init, Capability::Luks);
-        let dev = d.path();
-        let mut args = vec!["open", "--type", "luks", &dev, &name];
-        let key = init.cmd.luks_key.clone();
-        if let Some(k) = &key {
-            args.extend(["--key-file", k.as_str()]);
-        }
-        // Three passphrase tries, as cryptsetup's own prompt; a key file gets one.
-        for _ in 0..if key.is_some() { 1 } else { 3 } {
-            match sys::run("cryptsetup", &args) {
-                Ok(()) => {
-                    done = true;
-                    break;
-                }
-                Err(e @ RunError::Failed(..)) => init.notes.push(format!("{e} for {dev}")),
-                Err(e) => {
-                    init.notes.push(format!("{e}"));
-                    break;
-                }
-            }
-        }
-    }
-    done
 }
 
 /// Assemble md arrays and activate LVM volume groups, when the image can and a probed device

@@ -5,7 +5,7 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use rustix::fd::OwnedFd;
+use rustix::fd::{AsFd, OwnedFd};
 
 use crate::sys;
 
@@ -33,10 +33,13 @@ pub struct Events {
 }
 
 /// Wait up to `ms` for uevents and take all that are queued.
-pub fn receive(fd: &OwnedFd, ms: u64) -> Events {
+pub fn receive<Fd: AsFd>(fd: Fd, ms: u64) -> Events {
+    let fd = fd.as_fd();
     use rustix::event::{PollFd, PollFlags};
     let mut ev = Events::default();
-    if !rustix::event::poll(&mut [PollFd::new(fd, PollFlags::IN)], Some(&sys::timespec_ms(ms))).is_ok_and(|n| n > 0) {
+    if !rustix::event::poll(&mut [PollFd::from_borrowed_fd(fd, PollFlags::IN)], Some(&sys::timespec_ms(ms)))
+        .is_ok_and(|n| n > 0)
+    {
         return ev;
     }
     ev.any = true;

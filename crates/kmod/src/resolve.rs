@@ -25,13 +25,23 @@ impl ModuleDb {
     pub fn match_alias(&self, alias: &str) -> Vec<String> {
         let q = normalize_alias(alias);
         let qb = q.as_bytes();
-        let mut idx: Vec<usize> = self.wild.clone();
-        if qb.len() >= 4
-            && let Some(v) = self.index.get(&[qb[0], qb[1], qb[2], qb[3]])
-        {
-            idx.extend(v);
+        let bucket: &[usize] = match qb.get(..4) {
+            Some(k) => self.index.get(&[k[0], k[1], k[2], k[3]]).map_or(&[], Vec::as_slice),
+            None => &[],
+        };
+        // Both lists are in modules.alias order: merged, not sorted (a sort's code is kilobytes
+        // of /init).
+        let (mut a, mut b) = (self.wild.iter().peekable(), bucket.iter().peekable());
+        let mut idx: Vec<usize> = Vec::with_capacity(self.wild.len() + bucket.len());
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) if x <= y => a.next(),
+                (Some(_), Some(_)) | (None, Some(_)) => b.next(),
+                (Some(_), None) => a.next(),
+                (None, None) => break,
+            };
+            idx.extend(next);
         }
-        idx.sort_unstable();
         let mut out: Vec<String> = Vec::new();
         for i in idx {
             let (pat, m) = &self.aliases[i];

@@ -329,3 +329,66 @@ fn concurrent_builds_leave_an_image_that_matches_its_digest() {
     ok(&mut build("zstd"));
     assert!(fs::read(&img).unwrap() == a, "a build for zstd trusted a digest that describes another image");
 }
+
+/// A root on LUKS with a crypttab and a German keymap gets cryptsetup, the compiled keymap and
+/// exactly its keyboards' drivers (PS/2 and USB, not the power button's); the same machine
+/// with its root not encrypted gets none of them.
+#[test]
+fn luks_brings_exactly_its_keyboards_keymap_and_cryptsetup() {
+    let Some(k) = kver() else { return };
+    if !is_root() || !have("cryptsetup") || !have("loadkeys") || !have("ckbcomp") {
+        eprintln!("skipping: needs root (hard links of /usr), cryptsetup, loadkeys (kbd), ckbcomp (console-setup)");
+        return;
+    }
+    let t = TempDir::new("lukskeyboard");
+    let uuid = "0c0c0c0c-1111-4222-8333-444444444444";
+    let tab = format!("sda3_crypt UUID={uuid} none luks,discard,bogus-option\n");
+    let sr = host_sysroot(&t, "sr", &[("crypttab", tab.as_bytes(), 0o644), ("vconsole.conf", b"KEYMAP=de\n", 0o644)]);
+    let init = fake_init(&t);
+    let softdeps = fs::read_to_string(format!("/lib/modules/{k}/modules.softdep")).unwrap_or_default();
+    let mut keyboard = BTreeSet::new();
+    for a in [XHCI_PCI, USB_KEYBOARD, HID_KEYBOARD] {
+        keyboard.extend(expected_modules(&k, a, &softdeps));
+    }
+    // What the root needs anyway is not the keyboard's.
+    let mut base = BTreeSet::new();
+    for a in [VIRTIO_PCI, "virtio:d00000002v00001AF4", "fs-ext4", "dm_crypt"] {
+        base.extend(expected_modules(&k, a, &softdeps));
+    }
+    keyboard.retain(|m| !base.contains(m));
+    assert!(keyboard.contains("usbhid") && keyboard.contains("hid_generic"), "{keyboard:?}");
+    for luks in [true, false] {
+        let sub = TempDir::new("lukskeyboard-host");
+        let f = keyboard_host(&sub, luks.then_some(uuid));
+        let sysroot = format!("--sysroot={}", sr.display());
+        let o = build_cmd(&k, &f, &init, &["--print-manifest", &sysroot]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        let files: Vec<&str> =
+            out.lines().filter(|l| l.starts_with("file ")).map(|l| l.split_whitespace().nth(1).unwrap()).collect();
+        let modules: BTreeSet<String> = files
+            .iter()
+            .filter(|f| f.ends_with(".ko") || f.contains(".ko."))
+            .map(|f| leanrd_kmod::name_of_path(f))
+            .collect();
+        let has_keyboard: Vec<&String> = keyboard.iter().filter(|m| modules.contains(*m)).collect();
+        let cryptsetup = files.iter().any(|f| f.ends_with("/cryptsetup"));
+        let keymap = files.contains(&"/etc/leanrd/keymaps/de.bmap");
+        if luks {
+            assert_eq!(has_keyboard.len(), keyboard.len(), "keyboard modules: {has_keyboard:?} of {keyboard:?}");
+            assert!(cryptsetup && keymap, "cryptsetup {cryptsetup}, keymap {keymap}:\n{out}");
+            assert!(!modules.contains("button"), "the power button is not a keyboard");
+            assert!(err.contains("crypttab:1: bogus-option: unknown option"), "{err}");
+            // The configuration names the container and the keymap, and loads the keyboard
+            // with the LUKS layer.
+            let dir = out.lines().find_map(|l| l.strip_prefix("# generated and transformed files are in ")).unwrap();
+            let conf = fs::read_to_string(Path::new(dir).join("etc/leanrd/init.conf")).unwrap();
+            assert!(conf.contains(&format!("crypt sda3_crypt UUID={uuid} none luks,discard needed")), "{conf}");
+            assert!(conf.contains("keymap de\n") && conf.contains(USB_KEYBOARD), "{conf}");
+            let _ = fs::remove_dir_all(dir);
+        } else {
+            assert!(has_keyboard.is_empty(), "keyboard modules without LUKS: {has_keyboard:?}");
+            assert!(!cryptsetup && !keymap, "cryptsetup {cryptsetup}, keymap {keymap} without LUKS");
+        }
+    }
+}

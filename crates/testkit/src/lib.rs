@@ -340,7 +340,35 @@ impl Fixture {
         self.class_link(&format!("virtual/block/{name}"));
         self
     }
+    /// The device-mapper name of the dm device `name` (made by [`Fixture::dm`]), and its
+    /// device number link.
+    pub fn dm_name(&self, name: &str, mapper: &str, devno: &str) -> &Self {
+        let d = self.root.join("sys/devices/virtual/block").join(name);
+        fs::write(d.join("dm/name"), format!("{mapper}\n")).unwrap();
+        fs::write(d.join("dev"), format!("{devno}\n")).unwrap();
+        let link = self.root.join("sys/dev/block").join(devno);
+        let _ = fs::remove_file(&link);
+        symlink(format!("../../devices/virtual/block/{name}"), link).unwrap();
+        self
+    }
+    /// An input device at `path` under sys/devices (its parent devices made with
+    /// [`Fixture::dev`]), with this `capabilities/key` bitmap, listed in sys/class/input.
+    pub fn input(&self, path: &str, keys: &str) -> &Self {
+        let d = self.root.join("sys/devices").join(path);
+        fs::create_dir_all(d.join("capabilities")).unwrap();
+        fs::write(d.join("capabilities/key"), format!("{keys}\n")).unwrap();
+        let class = self.root.join("sys/class/input");
+        fs::create_dir_all(&class).unwrap();
+        let name = Path::new(path).file_name().unwrap();
+        symlink(format!("../../devices/{path}"), class.join(name)).unwrap();
+        self
+    }
 }
+
+/// A full keyboard's `capabilities/key` (every key up to 127), as a 64-bit kernel prints it.
+pub const KEYBOARD_KEYS: &str = "ffffffffffffffff fffffffffffffffe";
+/// A power button's.
+pub const POWER_BUTTON_KEYS: &str = "10000000000000 0";
 
 pub const VIRTIO_PCI: &str = "pci:v00001AF4d00001001sv00001AF4sd00000002bc01sc00i00";
 pub const NVME_PCI: &str = "pci:v00008086d00005845sv00001AF4sd00001100bc01sc08i02";

@@ -93,3 +93,72 @@ pub fn busybox_root(t: &TempDir, dirs: &[&str]) -> PathBuf {
     std::os::unix::fs::symlink("busybox", r.join("bin/sh")).unwrap();
     r
 }
+
+/// A system root that shares the host's programs, libraries and kernel modules (hard links
+/// of /usr/bin, /usr/sbin, /usr/lib, /usr/lib64, the merged-/usr links) with an /etc of its
+/// own: `etc` files as (path under etc/, content, mode). A sysroot's symlinks resolve inside
+/// it, so links to the host's tree would not do.
+pub fn host_sysroot(t: &TempDir, name: &str, etc: &[(&str, &[u8], u32)]) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let sr = t.join(name);
+    std::fs::create_dir_all(sr.join("usr")).unwrap();
+    std::fs::create_dir_all(sr.join("etc")).unwrap();
+    sh(&format!("cp -al /usr/lib /usr/sbin /usr/bin /usr/lib64 {}/usr/", sr.display()));
+    for (l, target) in [("bin", "usr/bin"), ("sbin", "usr/sbin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")] {
+        std::os::unix::fs::symlink(target, sr.join(l)).unwrap();
+    }
+    std::fs::copy("/etc/ld.so.cache", sr.join("etc/ld.so.cache")).unwrap();
+    for (path, content, mode) in etc {
+        let p = sr.join("etc").join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, content).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(*mode)).unwrap();
+    }
+    sr
+}
+
+/// The xHCI controller, USB keyboard interface and HID device of [`keyboard_host`].
+pub const XHCI_PCI: &str = "pci:v00001B36d0000000Dsv00001AF4sd00001100bc0Csc03i30";
+pub const USB_KEYBOARD: &str = "usb:v0627p0001d0000dc00dsc00dp00ic03isc01ip01in00";
+pub const HID_KEYBOARD: &str = "hid:b0003g0001v00000627p00000001";
+
+/// A host (as a fixture) with a PS/2 keyboard, a USB keyboard behind xHCI and a power button
+/// (not a keyboard), whose root is ext4 on the third partition of a virtio disk — through
+/// dm-crypt (`sda3_crypt`, the LUKS header's UUID given) or directly.
+pub fn keyboard_host(t: &TempDir, luks_uuid: Option<&str>) -> Fixture {
+    let mountinfo = match luks_uuid {
+        Some(_) => "25 1 253:0 / / rw,relatime shared:1 - ext4 /dev/mapper/sda3_crypt rw\n",
+        None => "25 1 254:3 / / rw,relatime shared:1 - ext4 /dev/vda3 rw\n",
+    };
+    let f = Fixture::new(t, "keyboard-host", &format!("{mountinfo}26 25 0:5 / /proc rw - proc proc rw\n"));
+    let vda3 = "pci0000:00/0000:00:04.0/virtio1/block/vda/vda3";
+    f.dev("pci0000:00", None, None)
+        .dev("pci0000:00/0000:00:04.0", Some(VIRTIO_PCI), Some("virtio-pci"))
+        .dev("pci0000:00/0000:00:04.0/virtio1", Some("virtio:d00000002v00001AF4"), Some("virtio_blk"))
+        .block("pci0000:00/0000:00:04.0/virtio1/block/vda", "254:0", false)
+        .block(vda3, "254:3", true);
+    if let Some(u) = luks_uuid {
+        f.dm("dm-0", &format!("CRYPT-LUKS2-{}-sda3_crypt", u.replace('-', "")), &[vda3]).dm_name(
+            "dm-0",
+            "sda3_crypt",
+            "253:0",
+        );
+    }
+    let usb = "pci0000:00/0000:00:05.0/usb1/1-1/1-1:1.0";
+    f.dev("platform/i8042", Some("platform:i8042"), Some("i8042"))
+        .dev("platform/i8042/serio0", Some("serio:ty06pr00id00ex00"), Some("atkbd"))
+        .dev("platform/i8042/serio0/input", None, None)
+        .input("platform/i8042/serio0/input/input1", KEYBOARD_KEYS)
+        .dev("pci0000:00/0000:00:05.0", Some(XHCI_PCI), Some("xhci_hcd"))
+        .dev("pci0000:00/0000:00:05.0/usb1", Some("usb:v1D6Bp0003d0601dc09dsc00dp03ic09isc00ip00in00"), Some("usb"))
+        .dev("pci0000:00/0000:00:05.0/usb1/1-1", None, Some("usb"))
+        .dev(usb, Some(USB_KEYBOARD), Some("usbhid"))
+        .dev(&format!("{usb}/0003:0627:0001.0001"), Some(HID_KEYBOARD), Some("hid-generic"))
+        .dev(&format!("{usb}/0003:0627:0001.0001/input"), None, None)
+        .input(&format!("{usb}/0003:0627:0001.0001/input/input2"), KEYBOARD_KEYS)
+        .dev("LNXSYSTM:00", None, None)
+        .dev("LNXSYSTM:00/LNXPWRBN:00", Some("acpi:LNXPWRBN:"), Some("button"))
+        .dev("LNXSYSTM:00/LNXPWRBN:00/input", None, None)
+        .input("LNXSYSTM:00/LNXPWRBN:00/input/input0", POWER_BUTTON_KEYS);
+    f
+}

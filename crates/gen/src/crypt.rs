@@ -1,0 +1,259 @@
+//! Encrypted devices: which of the system's crypttab entries the image carries, the key
+//! files and detached headers they need, the drivers of a key file's own device, and the
+//! keyboard drivers to type a passphrase with. Only when the image can unlock LUKS (a
+//! feature with `init = "luks"`: host-only when dm-crypt is in the stack, or universal).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use leanrd_contract::{Crypt, CryptEntry, CryptKey, CryptOptions, DeviceRef, crypttab_entries};
+
+use crate::host::{self, Facts};
+use crate::plan::host_path;
+use crate::request::Request;
+
+/// What the image gets for its encrypted devices.
+#[derive(Debug, Default)]
+pub struct CryptSelection {
+    /// The entries for /init's configuration.
+    pub entries: Vec<Crypt>,
+    /// Files to copy, private (0600): (path in the image, source).
+    pub files: Vec<(String, PathBuf)>,
+    /// Modules, aliases and modaliases for the image: keyboards, key files' devices.
+    pub modules: Vec<String>,
+    /// Of those, what /init loads before it asks for a passphrase (the keyboard's).
+    pub before_prompt: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Whether a crypttab entry's device is the one a dm-crypt device sits on.
+fn same_device(host_root: &Path, e: &CryptEntry, c: &host::CryptDev) -> bool {
+    match &e.device {
+        DeviceRef::Uuid(u) => c.luks_uuid.as_deref().is_some_and(|l| l.eq_ignore_ascii_case(u)),
+        d => host::resolve_name(host_root, d).is_some_and(|n| c.backing.contains(&n)),
+    }
+}
+
+/// The entries and files for an image that unlocks LUKS. `facts` is None for a universal
+/// image: then every entry that may be unlocked at boot is carried for its name, key and
+/// options, and is unlocked only when the command line or the root asks for it (or, with
+/// Debian's `initramfs` option, always).
+pub fn select(r: &Request, facts: Option<&Facts>) -> CryptSelection {
+    let mut s = CryptSelection::default();
+    let path = host_path(&r.sysroot, "/etc/crypttab");
+    let text = fs::read_to_string(&path).unwrap_or_default();
+    let shown = path.display().to_string();
+    let (all, problems) = crypttab_entries(&text);
+    // Entries made at every boot with a random key (swap, tmp) are the system's business.
+    let random: BTreeSet<usize> =
+        all.iter().filter(|(_, e)| e.options.swap_or_tmp || is_random_key(&e.key)).map(|(l, _)| *l).collect();
+    for p in problems.iter().filter(|p| !random.contains(&p.line)) {
+        s.warnings.push(format!("{shown}:{}: {}", p.line, p.why));
+    }
+    let usable: Vec<(usize, CryptEntry)> = all.into_iter().filter(|(l, _)| !random.contains(l)).collect();
+    match facts {
+        Some(x) => {
+            // The stack's dm-crypt devices, each with its crypttab entry (matched by name,
+            // then by device); one missing from crypttab is unlocked by passphrase under its
+            // current name.
+            for c in &x.crypt {
+                let found = usable
+                    .iter()
+                    .find(|(_, e)| e.name == c.name)
+                    .or_else(|| usable.iter().find(|(_, e)| same_device(&r.host_root, e, c)));
+                let entry = match found {
+                    Some((_, e)) => e.clone(),
+                    None => {
+                        let device = match (&c.luks_uuid, c.backing.first()) {
+                            (Some(u), _) => DeviceRef::Uuid(u.clone()),
+                            (None, Some(b)) => DeviceRef::Kernel(b.clone()),
+                            (None, None) => continue,
+                        };
+                        s.warnings.push(format!(
+                            "{}: not in {shown}; the image unlocks {device} by passphrase as {}",
+                            c.name, c.name
+                        ));
+                        CryptEntry {
+                            name: c.name.clone(),
+                            device,
+                            key: CryptKey::Passphrase,
+                            options: CryptOptions::default(),
+                        }
+                    }
+                };
+                push(&mut s, r, entry, true);
+            }
+            // Debian's `initramfs` and systemd's `x-initrd.attach`: unlocked in the initramfs too.
+            for (_, e) in usable.iter().filter(|(_, e)| e.options.initramfs) {
+                push(&mut s, r, e.clone(), true);
+            }
+            s.modules.extend(x.keyboard_modules.iter().cloned());
+            s.before_prompt.extend(x.keyboard_modules.iter().cloned());
+            if x.keyboards.is_empty() {
+                s.warnings.push(
+                    "no keyboard found in /sys/class/input: the passphrase can only be typed on a serial console"
+                        .into(),
+                );
+            }
+        }
+        None => {
+            for (_, e) in usable.into_iter().filter(|(_, e)| !e.options.noauto) {
+                let needed = e.options.initramfs;
+                push(&mut s, r, e, needed);
+            }
+        }
+    }
+    s
+}
+
+fn is_random_key(k: &CryptKey) -> bool {
+    matches!(k, CryptKey::File(p) if p.starts_with("/dev/urandom") || p.starts_with("/dev/random"))
+}
+
+/// Add an entry (once, by name) with the files it needs in the image and the drivers of its
+/// key file's device.
+fn push(s: &mut CryptSelection, r: &Request, mut e: CryptEntry, needed: bool) {
+    if let Some(c) = s.entries.iter_mut().find(|c| c.entry.name == e.name) {
+        c.needed |= needed;
+        return;
+    }
+    if let Some(t) = &e.options.other_type {
+        s.warnings.push(format!("{}: type {t} cannot be opened by leanrd's /init; left to the system", e.name));
+        return;
+    }
+    if let CryptKey::File(p) = &e.key {
+        let src = host_path(&r.sysroot, p);
+        if src.is_file() {
+            s.files.push((p.clone(), src));
+        } else {
+            s.warnings.push(format!("{}: key file {p} not found; the passphrase is asked instead", e.name));
+            e.key = CryptKey::Passphrase;
+        }
+    }
+    if let Some(h) = &e.options.header {
+        let src = host_path(&r.sysroot, h);
+        if src.is_file() {
+            s.files.push((h.clone(), src));
+        } else {
+            s.warnings.push(format!("{}: header {h} not found; the container cannot be opened", e.name));
+        }
+    }
+    if let CryptKey::OnDevice { device, path } = &e.key {
+        key_device(s, r, &e.name, device, path);
+    }
+    s.entries.push(Crypt { entry: e, needed });
+}
+
+/// A key file on another device: that device's drivers and file system, when it is
+/// plugged in on the host; otherwise the common ones for a USB stick.
+fn key_device(s: &mut CryptSelection, r: &Request, name: &str, device: &DeviceRef, path: &str) {
+    let fat = ["fs-vfat", "nls_cp437", "nls_iso8859-1", "nls_utf8"];
+    let found = host::resolve_name(&r.host_root, device)
+        .and_then(|n| fs::canonicalize(r.host_root.join("sys/class/block").join(&n)).ok().map(|d| (n, d)));
+    let Some((kname, dir)) = found else {
+        s.warnings.push(format!(
+            "{name}: the device holding key file {path} ({device}) is not plugged in; the image gets USB storage \
+             and vfat drivers for it"
+        ));
+        s.modules.extend(["usb_storage", "uas", "sd_mod", "xhci_pci", "ehci_pci"].map(String::from));
+        s.modules.extend(fat.map(String::from));
+        return;
+    };
+    let mut aliases = BTreeSet::new();
+    let mut drivers = BTreeSet::new();
+    host::device_drivers(&r.host_root, &dir, &mut aliases, &mut drivers);
+    s.modules.extend(aliases.into_iter().chain(drivers));
+    s.modules.push("sd_mod".into());
+    match host::fs_type(&r.host_root, &kname) {
+        Some(t) if t == "vfat" => s.modules.extend(fat.map(String::from)),
+        Some(t) => s.modules.push(format!("fs-{t}")),
+        None => {
+            s.warnings.push(format!("{name}: the file system of {device} is not known; vfat drivers are added"));
+            s.modules.extend(fat.map(String::from));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::Settings;
+
+    fn request(t: &Path, crypttab: &str) -> Request {
+        let sys = t.join("sys");
+        fs::create_dir_all(sys.join("etc/keys")).unwrap();
+        fs::write(sys.join("etc/crypttab"), crypttab).unwrap();
+        fs::write(sys.join("etc/keys/home.key"), b"secret").unwrap();
+        let s = Settings {
+            kver: Some("x".into()),
+            sysroot: Some(sys),
+            host_root: Some(t.join("host")),
+            init: Some(t.into()),
+            ..Default::default()
+        };
+        Request::new(s, t).unwrap()
+    }
+
+    const TAB: &str = "sda3_crypt UUID=11111111-2222-3333-4444-555555555555 none luks,discard\n\
+                       home UUID=aaaa /etc/keys/home.key luks\n\
+                       gone UUID=bbbb /etc/keys/missing.key luks,initramfs\n\
+                       cryptswap /dev/sda4 /dev/urandom swap,cipher=aes-xts-plain64,size=512\n\
+                       old UUID=cccc none luks,noauto,bogus\n";
+
+    #[test]
+    fn host_only_carries_the_stacks_entries_and_their_keys() {
+        let t = tempfile::tempdir().unwrap();
+        let r = request(t.path(), TAB);
+        let facts = Facts {
+            crypt: vec![host::CryptDev {
+                name: "sda3_crypt".into(),
+                luks_uuid: Some("11111111-2222-3333-4444-555555555555".into()),
+                backing: vec!["sda3".into()],
+            }],
+            keyboards: vec!["input3".into()],
+            keyboard_modules: ["serio:ty06pr00id00ex00".to_string()].into(),
+            ..Facts::default()
+        };
+        let s = select(&r, Some(&facts));
+        let names: Vec<(&str, bool)> = s.entries.iter().map(|c| (c.entry.name.as_str(), c.needed)).collect();
+        assert_eq!(names, [("sda3_crypt", true), ("gone", true)]);
+        assert_eq!(s.entries[1].entry.key, CryptKey::Passphrase, "a missing key file falls back to the passphrase");
+        assert!(s.files.is_empty());
+        assert_eq!(s.before_prompt, ["serio:ty06pr00id00ex00"]);
+        let w = s.warnings.join("\n");
+        assert!(w.contains("crypttab:5: bogus: unknown option"), "{w}");
+        assert!(!w.contains("cipher"), "swap lines' options are the system's: {w}");
+        assert!(w.contains("gone: key file /etc/keys/missing.key not found"), "{w}");
+
+        // Matched by the LUKS UUID when crypttab names it differently; one not there is named
+        // as the system names it now.
+        let facts = Facts {
+            crypt: vec![
+                host::CryptDev { name: "luks-x".into(), luks_uuid: Some("AAAA".into()), backing: vec![] },
+                host::CryptDev { name: "cryptroot".into(), luks_uuid: Some("dddd".into()), backing: vec![] },
+            ],
+            ..Facts::default()
+        };
+        let s = select(&r, Some(&facts));
+        let e: Vec<(&str, String)> =
+            s.entries.iter().map(|c| (c.entry.name.as_str(), c.entry.key.to_string())).collect();
+        assert_eq!(
+            e,
+            [("home", "/etc/keys/home.key".to_string()), ("cryptroot", "none".into()), ("gone", "none".into())]
+        );
+        assert_eq!(s.files, [("/etc/keys/home.key".to_string(), r.sysroot.join("etc/keys/home.key"))]);
+        assert!(s.warnings.iter().any(|w| w.contains("cryptroot: not in")), "{:?}", s.warnings);
+        assert!(s.warnings.iter().any(|w| w.contains("no keyboard found")));
+    }
+
+    #[test]
+    fn universal_carries_every_bootable_entry_unlocking_only_when_asked() {
+        let t = tempfile::tempdir().unwrap();
+        let r = request(t.path(), TAB);
+        let s = select(&r, None);
+        let names: Vec<(&str, bool)> = s.entries.iter().map(|c| (c.entry.name.as_str(), c.needed)).collect();
+        assert_eq!(names, [("sda3_crypt", false), ("home", false), ("gone", true)]);
+        assert_eq!(s.files.len(), 1);
+    }
+}

@@ -1,0 +1,79 @@
+//! The console keymap: the binary form the generator compiled (`loadkeys -b`: "bkeymap", 256
+//! flags for the kernel's keymaps, then 128 16-bit entries for each one defined), written into
+//! the kernel with the VT's KDSKBENT ioctl, entry by entry — what busybox's loadkmap does,
+//! without a program in the image.
+
+use alloc::format;
+use alloc::string::String;
+
+use rustix::fd::BorrowedFd;
+
+/// KDSKBENT (linux/kd.h): set one entry of one keymap.
+const KDSKBENT: rustix::ioctl::Opcode = 0x4B47;
+/// Keys per keymap in the binary form (the kernel has 256; loadkeys -b writes 128).
+const KEYS: usize = 128;
+
+/// struct kbentry.
+#[repr(C)]
+struct KbEntry {
+    table: u8,
+    index: u8,
+    value: u16,
+}
+
+/// The entries of a binary keymap: (keymap, key, value); an error names what is wrong.
+pub fn entries(b: &[u8]) -> Result<alloc::vec::Vec<(u8, u8, u16)>, String> {
+    let body = b.strip_prefix(b"bkeymap").ok_or("not a binary keymap")?;
+    let (flags, mut rest) = body.split_at_checked(256).ok_or("truncated")?;
+    let mut out = alloc::vec::Vec::new();
+    for (table, _) in flags.iter().enumerate().filter(|(_, f)| **f != 0) {
+        let (keys, more) = rest.split_at_checked(KEYS * 2).ok_or_else(|| format!("keymap {table} truncated"))?;
+        for (index, v) in keys.chunks_exact(2).enumerate() {
+            out.push((table as u8, index as u8, u16::from_le_bytes([v[0], v[1]])));
+        }
+        rest = more;
+    }
+    if !rest.is_empty() {
+        return Err(format!("{} bytes after the last keymap", rest.len()));
+    }
+    Ok(out)
+}
+
+/// Load the keymap file into the kernel through a VT; how many entries were set.
+pub fn apply(vt: BorrowedFd<'_>, data: &[u8]) -> Result<usize, String> {
+    let all = entries(data)?;
+    for &(table, index, value) in &all {
+        let e = KbEntry { table, index, value };
+        // SAFETY: KDSKBENT reads a struct kbentry, which KbEntry is (repr(C), 4 bytes).
+        unsafe { rustix::ioctl::ioctl(vt, rustix::ioctl::Setter::<KDSKBENT, KbEntry>::new(e)) }
+            .map_err(|e| format!("KDSKBENT (keymap {table}, key {index}): {}", crate::sys::strerror(e)))?;
+    }
+    Ok(all.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_binary_keymaps() {
+        let mut b = b"bkeymap".to_vec();
+        let mut flags = [0u8; 256];
+        flags[0] = 1;
+        flags[2] = 1;
+        b.extend(flags);
+        for t in [0u16, 2] {
+            for k in 0..KEYS as u16 {
+                b.extend((t << 8 | k).to_le_bytes());
+            }
+        }
+        let e = entries(&b).unwrap();
+        assert_eq!(e.len(), 256);
+        assert_eq!(e[1], (0, 1, 1));
+        assert_eq!(e[128 + 5], (2, 5, 0x205));
+        assert!(entries(&b[..b.len() - 1]).is_err());
+        assert!(entries(&[b.as_slice(), b"x"].concat()).is_err());
+        assert!(entries(b"bkeymap").is_err());
+        assert!(entries(b"hello").is_err());
+    }
+}

@@ -1,0 +1,508 @@
+//! Unlocking LUKS containers with cryptsetup: which to open, under which name, with which
+//! key — from the image's crypttab entries, `rd.luks.*` and what the boot waits for — and the
+//! passphrase, asked once on every console and tried on every container still locked (as
+//! systemd-cryptsetup's password cache does).
+//!
+//! Which containers ([`plan`]):
+//! - with `rd.luks.uuid=` (or `rd.luks.name=`): those, and any the root, /usr or the resume
+//!   device names (by the container's UUID or the crypttab name it opens as);
+//! - else the entries the generator marked needed (host-only: the root's, /usr's, the resume
+//!   device's, Debian's `initramfs`), and any a waited-for device names;
+//! - when nothing names one (a universal image booted with `root=UUID=` of the file system
+//!   inside): every container there is. A `root=/dev/mapper/NAME` that no entry names is then
+//!   the name of the one container there.
+//!
+//! The key, in order: a key file (in the image, or on a device waited for), the cached
+//! passphrase, then the prompt (`tries=`, default 3; none with `headless`).
+
+use alloc::collections::BTreeSet;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec;
+use alloc::vec::Vec;
+
+use leanrd_contract::{Capability, Crypt, CryptKey, CryptOptions, DeviceRef, KEYMAP_DIR};
+use rustix::fd::BorrowedFd;
+
+use crate::Init;
+use crate::cmdline::Cmdline;
+use crate::devices::{self, Dev};
+use crate::prompt::{Answer, Consoles, Secret};
+use crate::sys;
+
+/// What the unlocking remembers between passes of the wait loop.
+#[derive(Default)]
+pub struct State {
+    /// The last passphrase that opened a container.
+    cached: Option<Secret>,
+    /// Containers (by UUID) the user gave up on, or that cannot be opened: not asked again.
+    given_up: BTreeSet<String>,
+    /// The keymap was applied (or could not be).
+    keymap_done: bool,
+}
+
+/// One container to open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job<'a> {
+    pub dev: &'a Dev,
+    pub uuid: String,
+    pub name: String,
+    pub key: CryptKey,
+    pub options: CryptOptions,
+}
+
+/// Whether a device reference names this device.
+fn names(want: &DeviceRef, d: &Dev, devno_of: &dyn Fn(&str) -> Option<(u32, u32)>) -> bool {
+    devices::find(want, core::slice::from_ref(d), devno_of).is_some()
+}
+
+/// The containers to open now, in device order. `locked` are the LUKS devices that nothing
+/// holds yet.
+pub fn plan<'a>(
+    cmd: &Cmdline,
+    crypt: &[Crypt],
+    locked: &[&'a Dev],
+    wanted: &[&DeviceRef],
+    devno_of: &dyn Fn(&str) -> Option<(u32, u32)>,
+) -> Vec<Job<'a>> {
+    let crypt: &[Crypt] = if cmd.no_crypttab { &[] } else { crypt };
+    let mut jobs = Vec::new();
+    let mut unasked = Vec::new();
+    for &d in locked {
+        let Some(uuid) = d.probe.uuid.clone() else { continue };
+        let entry = crypt.iter().find(|c| names(&c.entry.device, d, devno_of));
+        let name = cmd
+            .luks_names
+            .iter()
+            .find(|(u, _)| u.eq_ignore_ascii_case(&uuid))
+            .map(|(_, n)| n.clone())
+            .or_else(|| entry.map(|c| c.entry.name.clone()))
+            .unwrap_or_else(|| format!("luks-{uuid}"));
+        let for_this = |u: &Option<String>| u.as_deref().is_some_and(|u| u.eq_ignore_ascii_case(&uuid));
+        let mut options = entry.map(|c| c.entry.options.clone()).unwrap_or_default();
+        if entry.is_none()
+            && let Some((_, o)) = cmd.luks_options.iter().rev().find(|(u, _)| u.is_none())
+        {
+            options = o.clone();
+        }
+        if let Some((_, o)) = cmd.luks_options.iter().rev().find(|(u, _)| for_this(u)) {
+            options = o.clone();
+        }
+        let key = cmd
+            .luks_keys
+            .iter()
+            .rev()
+            .find(|(u, _)| for_this(u))
+            .or_else(|| cmd.luks_keys.iter().rev().find(|(u, _)| u.is_none()))
+            .map(|(_, k)| k.clone())
+            .or_else(|| entry.map(|c| c.entry.key.clone()))
+            .unwrap_or(CryptKey::Passphrase);
+        let named_by_wait = wanted.iter().any(|w| names(w, d, devno_of) || **w == DeviceRef::Mapper(name.clone()));
+        let asked = if cmd.luks_uuids.is_empty() {
+            entry.is_some_and(|c| c.needed) || named_by_wait
+        } else {
+            cmd.luks_uuids.iter().any(|u| u.eq_ignore_ascii_case(&uuid)) || named_by_wait
+        };
+        let job = Job { dev: d, uuid, name, key, options };
+        if asked {
+            jobs.push(job);
+        } else {
+            unasked.push((job, entry.is_some()));
+        }
+    }
+    let told = !cmd.luks_uuids.is_empty() || crypt.iter().any(|c| c.needed);
+    if jobs.is_empty() && !told {
+        // Nothing says which: all of them. A /dev/mapper/NAME waited for that no entry names
+        // is the name of the only container without an entry.
+        let free: Vec<usize> = unasked.iter().enumerate().filter(|(_, (_, e))| !e).map(|(i, _)| i).collect();
+        if let [i] = free.as_slice() {
+            let known = |n: &str| unasked.iter().any(|(j, _)| j.name == n);
+            let mapper = wanted.iter().find_map(|w| match w {
+                DeviceRef::Mapper(n) if !known(n) && !n.contains('-') => Some(n.clone()),
+                _ => None,
+            });
+            if let Some(n) = mapper {
+                unasked[*i].0.name = n;
+            }
+        }
+        jobs.extend(unasked.into_iter().map(|(j, _)| j));
+    }
+    jobs
+}
+
+/// Unlock what [`plan`] says; true when something was opened. `events` (the uevent socket)
+/// is served while a prompt waits.
+pub fn unlock(init: &mut Init, devs: &[Dev], wanted: &[&DeviceRef], events: Option<BorrowedFd<'_>>) -> bool {
+    if init.cmd.no_luks || init.conf.layer(Capability::Luks).is_none() || sys::which("cryptsetup").is_none() {
+        return false;
+    }
+    let locked: Vec<&Dev> = devs
+        .iter()
+        .filter(|d| d.is_luks())
+        .filter(|d| !devs.iter().any(|h| h.slaves.contains(&d.name)))
+        .filter(|d| d.probe.uuid.as_ref().is_some_and(|u| !init.luks.given_up.contains(u)))
+        .collect();
+    if locked.is_empty() {
+        return false;
+    }
+    let jobs = plan(&init.cmd, &init.conf.crypt, &locked, wanted, &devices::devno_of);
+    let mut consoles: Option<Consoles> = None;
+    let mut done = false;
+    for job in jobs {
+        if sys::exists(&format!("/dev/mapper/{}", job.name)) {
+            continue;
+        }
+        if open(init, &job, &mut consoles, events) {
+            done = true;
+        } else {
+            init.luks.given_up.insert(job.uuid.clone());
+        }
+    }
+    done
+}
+
+/// The modules the LUKS layer lists (dm-crypt, ciphers, the keyboard), once.
+fn prepare(init: &mut Init) {
+    if let Some(l) = init.conf.layer(Capability::Luks) {
+        let m = l.modules.clone();
+        init.mods.load_many(&m, &mut init.log);
+    }
+}
+
+/// `cryptsetup open` arguments for a job, before the key arguments.
+pub fn open_args(job: &Job) -> Vec<String> {
+    let o = &job.options;
+    let mut a: Vec<String> = vec!["open".into(), "--type".into(), "luks".into()];
+    for (on, flag) in [
+        (o.discard, "--allow-discards"),
+        (o.no_read_workqueue, "--perf-no_read_workqueue"),
+        (o.no_write_workqueue, "--perf-no_write_workqueue"),
+        (o.same_cpu_crypt, "--perf-same_cpu_crypt"),
+        (o.submit_from_crypt_cpus, "--perf-submit_from_crypt_cpus"),
+        (o.readonly, "--readonly"),
+    ] {
+        if on {
+            a.push(flag.into());
+        }
+    }
+    if let Some(h) = &o.header {
+        a.extend(["--header".into(), h.clone()]);
+    }
+    if let Some(s) = o.key_slot {
+        a.extend(["--key-slot".into(), format!("{s}")]);
+    }
+    a.extend([job.dev.path(), job.name.clone()]);
+    a
+}
+
+/// How one cryptsetup run went.
+enum Tried {
+    Opened,
+    /// The key did not fit (cryptsetup's exit status 2).
+    WrongKey,
+    /// Anything else: not worth another key.
+    Failed(String),
+}
+
+fn try_key(args: &[String], key_args: &[&str], input: Option<&[u8]>) -> Tried {
+    let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+    // Options go before the positional device and name.
+    let at = all.len() - 2;
+    for (i, k) in key_args.iter().enumerate() {
+        all.insert(at + i, k);
+    }
+    let r = match input {
+        Some(i) => sys::run_input("cryptsetup", &all, i),
+        None => crate::process::run_status("cryptsetup", &all),
+    };
+    sys::reap();
+    match r {
+        Ok(st) => match sys::exit_code(st) {
+            Some(0) => Tried::Opened,
+            Some(2) => Tried::WrongKey,
+            _ => Tried::Failed(match sys::describe_status(st) {
+                Err(how) => format!("cryptsetup failed ({how})"),
+                Ok(()) => "cryptsetup failed".into(),
+            }),
+        },
+        Err(e) => Tried::Failed(e.to_string()),
+    }
+}
+
+/// The key file arguments (offset and size as crypttab gives them).
+fn keyfile_args<'a>(path: &'a str, o: &CryptOptions, nums: &'a mut [String; 2]) -> Vec<&'a str> {
+    let mut a = vec!["--key-file", path];
+    if let Some(off) = o.keyfile_offset {
+        nums[0] = format!("--keyfile-offset={off}");
+    }
+    if let Some(size) = o.keyfile_size {
+        nums[1] = format!("--keyfile-size={size}");
+    }
+    a.extend(nums.iter().filter(|n| !n.is_empty()).map(String::as_str));
+    a
+}
+
+/// Open one container; false when it stays locked (why is in the notes).
+fn open(init: &mut Init, job: &Job, consoles: &mut Option<Consoles>, events: Option<BorrowedFd<'_>>) -> bool {
+    let dev = job.dev.path();
+    init.log.step(&format!("unlocking {dev} as {}", job.name));
+    prepare(init);
+    let args = open_args(job);
+    let mut nums = [String::new(), String::new()];
+    // A key file: in the image, or on a device that may come late.
+    match &job.key {
+        CryptKey::Passphrase => {}
+        CryptKey::File(p) => match try_key(&args, &keyfile_args(p, &job.options, &mut nums), None) {
+            Tried::Opened => return opened(init, job, &format!("key file {p}")),
+            Tried::WrongKey => init.notes.push(format!("key file {p} does not open {dev}")),
+            Tried::Failed(e) => init.notes.push(format!("{e} for {dev} with key file {p}")),
+        },
+        CryptKey::OnDevice { path, device } => {
+            if let Some(r) = key_on_device(init, job, path, device, &args, events) {
+                return r;
+            }
+        }
+    }
+    if job.options.try_empty_password && matches!(try_key(&args, &["--key-file=-"], Some(b"")), Tried::Opened) {
+        return opened(init, job, "the empty passphrase");
+    }
+    if let Some(c) = &init.luks.cached {
+        let secret = Secret(c.0.clone());
+        if matches!(try_key(&args, &["--key-file=-"], Some(&secret.0)), Tried::Opened) {
+            return opened(init, job, "the passphrase already given");
+        }
+    }
+    if job.options.headless {
+        init.notes.push(format!("{dev} ({}): no key opened it, and headless forbids asking", job.name));
+        return false;
+    }
+    ask(init, job, &args, consoles, events)
+}
+
+fn opened(init: &mut Init, job: &Job, how: &str) -> bool {
+    init.log.step(&format!("{} unlocked as /dev/mapper/{} with {how}", job.dev.path(), job.name));
+    true
+}
+
+/// The prompt, `tries=` times (0: until it opens or is given up).
+fn ask(
+    init: &mut Init,
+    job: &Job,
+    args: &[String],
+    consoles: &mut Option<Consoles>,
+    events: Option<BorrowedFd<'_>>,
+) -> bool {
+    let dev = job.dev.path();
+    let c = consoles.get_or_insert_with(Consoles::open);
+    if !init.luks.keymap_done {
+        init.luks.keymap_done = true;
+        apply_keymap(init, c);
+    }
+    let tries = job.options.tries;
+    let mut n = 0u32;
+    loop {
+        n += 1;
+        let prompt = format!("Enter passphrase for {} ({dev}): ", job.name);
+        let (mods, log) = (&mut init.mods, &mut init.log);
+        let mut on_event = || {
+            if let Some(fd) = events {
+                let ev = crate::uevent::receive(fd, 0);
+                mods.load_aliases(ev.aliases, log);
+            }
+        };
+        let answer = c.ask(&prompt, job.options.timeout.saturating_mul(1000), events, &mut on_event);
+        let secret = match answer {
+            Answer::Line(s) => s,
+            Answer::Cancelled => {
+                init.notes.push(format!("the passphrase for {dev} ({}) was not given", job.name));
+                return false;
+            }
+            Answer::TimedOut => {
+                init.notes.push(format!("no passphrase for {dev} ({}) within {} s", job.name, job.options.timeout));
+                return false;
+            }
+            Answer::NoConsole => {
+                init.notes.push(format!("{dev} ({}): no console to ask for its passphrase on", job.name));
+                return false;
+            }
+        };
+        match try_key(args, &["--key-file=-"], Some(&secret.0)) {
+            Tried::Opened => {
+                init.luks.cached = Some(secret);
+                return opened(init, job, "the passphrase typed");
+            }
+            Tried::WrongKey if tries == 0 || n < tries => {
+                let left = if tries == 0 { String::new() } else { format!(" ({} left)", tries - n) };
+                c.say(&format!("leanrd: wrong passphrase for {}{left}\r\n", job.name));
+            }
+            Tried::WrongKey => {
+                c.say(&format!("leanrd: wrong passphrase for {}\r\n", job.name));
+                init.notes.push(format!("{dev} ({}): wrong passphrase, {tries} tries", job.name));
+                return false;
+            }
+            Tried::Failed(e) => {
+                init.notes.push(format!("{e} for {dev} ({})", job.name));
+                return false;
+            }
+        }
+    }
+}
+
+/// The keymap the command line or the image names, applied through a VT.
+fn apply_keymap(init: &mut Init, c: &Consoles) {
+    let Some(name) = init.cmd.keymap.clone().or(init.conf.keymap.clone()) else { return };
+    let path = format!("{KEYMAP_DIR}/{name}.bmap");
+    let Ok(data) = sys::read(&path) else {
+        init.notes.push(format!("keymap {name}: {path} is not in the image; the kernel's US keymap is used"));
+        return;
+    };
+    let Some(vt) = c.vt() else {
+        init.log.step(&format!("keymap {name}: no virtual terminal to load it through"));
+        return;
+    };
+    match crate::keymap::apply(vt, &data) {
+        Ok(n) => init.log.step(&format!("keymap {name} loaded ({n} entries)")),
+        Err(e) => init.notes.push(format!("keymap {name}: {e}")),
+    }
+}
+
+/// Where a key file's device is mounted while its key is read.
+const KEY_MOUNT: &str = "/run/leanrd/keydev";
+
+/// A key file on another device: wait for the device (`keyfile-timeout=`, default 10 s),
+/// mount it read-only, try the key. None: go on to the passphrase.
+fn key_on_device(
+    init: &mut Init,
+    job: &Job,
+    path: &str,
+    device: &DeviceRef,
+    args: &[String],
+    events: Option<BorrowedFd<'_>>,
+) -> Option<bool> {
+    let dev = job.dev.path();
+    let wait_ms = job.options.keyfile_timeout.unwrap_or(10).saturating_mul(1000);
+    let start = sys::now_ms();
+    let found = loop {
+        let devs = devices::scan();
+        if let Some(d) = devices::find(device, &devs, &devices::devno_of) {
+            break Some(d.clone());
+        }
+        if sys::now_ms() - start >= wait_ms {
+            break None;
+        }
+        match events {
+            Some(fd) => {
+                let ev = crate::uevent::receive(fd, 250);
+                init.mods.load_aliases(ev.aliases, &mut init.log);
+            }
+            None => sys::sleep_ms(250),
+        }
+        init.mods.coldplug(&mut init.log);
+    };
+    let Some(keydev) = found else {
+        init.notes.push(format!("{device} (holding the key for {dev}) did not appear within {} s", wait_ms / 1000));
+        return None;
+    };
+    let flags =
+        rustix::mount::MountFlags::RDONLY | rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV;
+    if let Err(e) = crate::root::mount_at(init, &keydev, KEY_MOUNT, None, flags, None) {
+        init.notes.push(format!("key device for {dev}: {e}"));
+        return None;
+    }
+    let file = format!("{KEY_MOUNT}/{}", path.trim_start_matches('/'));
+    let mut nums = [String::new(), String::new()];
+    let r = try_key(args, &keyfile_args(&file, &job.options, &mut nums), None);
+    let _ = rustix::mount::unmount(KEY_MOUNT, rustix::mount::UnmountFlags::DETACH);
+    match r {
+        Tried::Opened => Some(opened(init, job, &format!("key file {path} on {}", keydev.path()))),
+        Tried::WrongKey => {
+            init.notes.push(format!("key file {path} on {} does not open {dev}", keydev.path()));
+            None
+        }
+        Tried::Failed(e) => {
+            init.notes.push(format!("{e} for {dev} with key file {path} on {}", keydev.path()));
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::devices::tests::{dev, fs};
+    use leanrd_contract::CryptEntry;
+
+    fn luks(name: &str, uuid: &str, partuuid: &str) -> Dev {
+        dev(name, (8, 3), Some("sda"), 3, fs(crate::probe::LUKS, uuid, None, Some(partuuid), None))
+    }
+
+    fn entry(name: &str, device: &str, needed: bool) -> Crypt {
+        let (e, _) = CryptEntry::from_fields(&[name, device, "none", "luks,discard"]).unwrap();
+        Crypt { entry: e, needed }
+    }
+
+    fn jobs(cmdline: &str, crypt: &[Crypt], locked: &[&Dev], wanted: &[&str]) -> Vec<(String, String)> {
+        let cmd = Cmdline::parse(cmdline);
+        let wanted: Vec<DeviceRef> = wanted.iter().map(|w| DeviceRef::parse(w).unwrap()).collect();
+        let w: Vec<&DeviceRef> = wanted.iter().collect();
+        plan(&cmd, crypt, locked, &w, &|_| None).into_iter().map(|j| (j.dev.name.clone(), j.name)).collect()
+    }
+
+    fn pair(a: &str, b: &str) -> (String, String) {
+        (a.to_string(), b.to_string())
+    }
+
+    #[test]
+    fn which_containers_and_names() {
+        let (a, b) = (luks("sda3", "aaaa", "p-3"), luks("sdb1", "bbbb", "p-b1"));
+        let both = [&a, &b];
+        let tab = [entry("sda3_crypt", "UUID=AAAA", false), entry("data", "PARTUUID=p-b1", false)];
+        // The Debian installer's way: root=/dev/mapper/sda3_crypt, crypttab names it.
+        assert_eq!(jobs("", &tab, &both, &["/dev/mapper/sda3_crypt"]), [pair("sda3", "sda3_crypt")]);
+        // Root by the UUID inside, nothing named: all, each under its crypttab name.
+        assert_eq!(jobs("", &tab, &both, &["UUID=inside"]), [pair("sda3", "sda3_crypt"), pair("sdb1", "data")]);
+        // Host-only: the needed entry only.
+        let host = [entry("sda3_crypt", "UUID=aaaa", true), entry("data", "PARTUUID=p-b1", false)];
+        assert_eq!(jobs("", &host, &both, &["UUID=inside"]), [pair("sda3", "sda3_crypt")]);
+        // rd.luks.uuid= narrows, rd.luks.name= renames; rd.luks.crypttab=0 drops the names.
+        assert_eq!(jobs("rd.luks.uuid=luks-bbbb", &tab, &both, &["UUID=inside"]), [pair("sdb1", "data")]);
+        assert_eq!(jobs("rd.luks.name=bbbb=home", &host, &both, &["UUID=x"]), [pair("sdb1", "home")]);
+        assert_eq!(
+            jobs("rd.luks.crypttab=0", &host, &both, &["UUID=x"]),
+            [pair("sda3", "luks-aaaa"), pair("sdb1", "luks-bbbb")]
+        );
+        // A container named as the root itself (root=UUID=<the LUKS UUID>, or its partition).
+        assert_eq!(jobs("", &[], &both, &["UUID=bbbb"]), [pair("sdb1", "luks-bbbb")]);
+        assert_eq!(jobs("", &[], &both, &["PARTUUID=p-3"]), [pair("sda3", "luks-aaaa")]);
+        // Universal, no crypttab, root=/dev/mapper/NAME: the one container is NAME...
+        assert_eq!(jobs("", &[], &[&a], &["/dev/mapper/cryptroot"]), [pair("sda3", "cryptroot")]);
+        // ...but not an LVM name (VG-LV), and not when two could be it.
+        assert_eq!(jobs("", &[], &[&a], &["/dev/mapper/vg-root"]), [pair("sda3", "luks-aaaa")]);
+        assert_eq!(
+            jobs("", &[], &both, &["/dev/mapper/cryptroot"]),
+            [pair("sda3", "luks-aaaa"), pair("sdb1", "luks-bbbb")]
+        );
+    }
+
+    #[test]
+    fn keys_and_options_from_the_command_line() {
+        let a = luks("sda3", "aaaa", "p-3");
+        let tab = [entry("sda3_crypt", "UUID=aaaa", true)];
+        let cmd = Cmdline::parse("rd.luks.key=/k rd.luks.key=aaaa=/r.key:LABEL=KEYS rd.luks.options=tries=0");
+        let j = plan(&cmd, &tab, &[&a], &[], &|_| None);
+        assert_eq!(
+            j[0].key,
+            CryptKey::OnDevice { path: "/r.key".into(), device: DeviceRef::Label("KEYS".into()) },
+            "the key for this UUID wins"
+        );
+        assert!(j[0].options.discard && j[0].options.tries == 3, "crypttab's options stand against a general one");
+        let cmd = Cmdline::parse("rd.luks.key=/k rd.luks.options=tries=0,readonly");
+        let j = plan(&cmd, &[], &[&a], &[], &|_| None);
+        assert_eq!(j[0].key, CryptKey::File("/k".into()));
+        assert!(j[0].options.readonly && j[0].options.tries == 0);
+        assert_eq!(
+            open_args(&j[0]),
+            ["open", "--type", "luks", "--readonly", "/dev/sda3", "luks-aaaa"].map(String::from)
+        );
+    }
+}

@@ -1,0 +1,290 @@
+//! Asking for a passphrase on every console at once — the VT a keyboard types on and a
+//! serial console — taking the first line typed on any of them. Nothing is echoed; Enter
+//! ends a line, Backspace and Ctrl-U edit it, Ctrl-C or an empty line gives up (the boot goes
+//! on to the diagnosis). While waiting, uevents are still handled, so that a USB keyboard
+//! plugged in or enumerated late gets its driver.
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use rustix::event::{PollFd, PollFlags};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{Mode, OFlags};
+use rustix::termios::{LocalModes, OptionalActions, SpecialCodeIndex, Termios};
+
+use crate::sys::{self, Errno};
+
+/// A line typed in secret; zeroed when dropped.
+pub struct Secret(pub Vec<u8>);
+
+impl Drop for Secret {
+    fn drop(&mut self) {
+        for b in self.0.iter_mut() {
+            // SAFETY: a plain write through a valid &mut u8; volatile so it is not elided.
+            unsafe { core::ptr::write_volatile(b, 0) };
+        }
+    }
+}
+
+/// How asking ended.
+pub enum Answer {
+    Line(Secret),
+    /// Ctrl-C or an empty line.
+    Cancelled,
+    TimedOut,
+    /// No console could be opened.
+    NoConsole,
+}
+
+/// What a byte did to the line being typed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Edit {
+    More,
+    Done,
+    Cancel,
+}
+
+/// The line editing: printable bytes (and UTF-8 sequences) are kept, Backspace/DEL remove
+/// the last character, Ctrl-U the whole line; Enter ends it, Ctrl-C or Ctrl-D cancels.
+/// Escape sequences (arrow keys) are dropped.
+#[derive(Default)]
+pub struct Line {
+    pub buf: Vec<u8>,
+    escape: u8,
+}
+
+impl Line {
+    pub fn feed(&mut self, b: u8) -> Edit {
+        if self.escape > 0 {
+            // ESC [ ... final byte (0x40..0x7e); ESC X: two bytes.
+            self.escape = match (self.escape, b) {
+                (1, b'[') | (1, b'O') => 2,
+                (2, 0x40..=0x7e) => 0,
+                (2, _) => 2,
+                _ => 0,
+            };
+            return Edit::More;
+        }
+        match b {
+            b'\r' | b'\n' => Edit::Done,
+            0x03 | 0x04 => Edit::Cancel,
+            0x7f | 0x08 => {
+                // Remove one character: its UTF-8 continuation bytes too.
+                while let Some(c) = self.buf.pop() {
+                    if c & 0xc0 != 0x80 {
+                        break;
+                    }
+                }
+                Edit::More
+            }
+            0x15 => {
+                self.clear();
+                Edit::More
+            }
+            0x1b => {
+                self.escape = 1;
+                Edit::More
+            }
+            b if b < 0x20 => Edit::More,
+            b => {
+                self.buf.push(b);
+                Edit::More
+            }
+        }
+    }
+
+    pub fn clear(&mut self) {
+        for b in self.buf.iter_mut() {
+            // SAFETY: as in Secret::drop.
+            unsafe { core::ptr::write_volatile(b, 0) };
+        }
+        self.buf.clear();
+    }
+}
+
+struct Tty {
+    name: String,
+    fd: OwnedFd,
+    saved: Option<Termios>,
+    line: Line,
+}
+
+/// The consoles to ask on, in no-echo character mode while this lives.
+pub struct Consoles {
+    ttys: Vec<Tty>,
+}
+
+/// The kernel's consoles (/sys/class/tty/console/active: `tty0` is the foreground VT) and the
+/// first VT when the machine has VTs at all: a keyboard and a screen work even when the
+/// kernel logs to a serial console only.
+pub fn console_names() -> Vec<String> {
+    let fg = || sys::read_string("/sys/class/tty/tty0/active").map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+    let mut names: Vec<String> = Vec::new();
+    let active = sys::read_string("/sys/class/tty/console/active").unwrap_or_default();
+    for n in active.split_whitespace() {
+        let n = if n == "tty0" { fg().unwrap_or_else(|| "tty1".to_string()) } else { n.to_string() };
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    if let Some(vt) = fg()
+        && !names.contains(&vt)
+    {
+        names.push(vt);
+    }
+    names
+}
+
+impl Consoles {
+    #[inline(never)]
+    pub fn open() -> Consoles {
+        let mut ttys = Vec::new();
+        let mut names = console_names();
+        if names.is_empty() {
+            names.push("console".to_string());
+        }
+        for name in names {
+            let path = alloc::format!("/dev/{name}");
+            let flags = OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC | OFlags::NONBLOCK;
+            let Ok(fd) = rustix::fs::open(path.as_str(), flags, Mode::empty()) else { continue };
+            let saved = rustix::termios::tcgetattr(&fd).ok();
+            if let Some(t) = &saved {
+                let mut raw = t.clone();
+                raw.local_modes.remove(LocalModes::ECHO | LocalModes::ICANON | LocalModes::ISIG | LocalModes::IEXTEN);
+                raw.special_codes[SpecialCodeIndex::VMIN] = 1;
+                raw.special_codes[SpecialCodeIndex::VTIME] = 0;
+                let _ = rustix::termios::tcsetattr(&fd, OptionalActions::Now, &raw);
+                let _ = rustix::termios::tcflush(&fd, rustix::termios::QueueSelector::IFlush);
+            }
+            ttys.push(Tty { name, fd, saved, line: Line::default() });
+        }
+        Consoles { ttys }
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.ttys.iter().map(|t| t.name.as_str()).collect()
+    }
+
+    /// A file descriptor of a VT (for the keymap ioctls), if one is open.
+    pub fn vt(&self) -> Option<BorrowedFd<'_>> {
+        self.ttys.iter().find(|t| t.name.starts_with("tty") && !t.name.starts_with("ttyS")).map(|t| t.fd.as_fd())
+    }
+
+    /// Write to every console.
+    pub fn say(&self, text: &str) {
+        for t in &self.ttys {
+            sys::write_all(&t.fd, text.as_bytes());
+        }
+    }
+
+    /// Ask: the first line typed on any console. `events`, when given, is polled too and
+    /// `on_event` called when it is readable. `timeout_ms` 0: no limit.
+    #[inline(never)]
+    pub fn ask(
+        &mut self,
+        prompt: &str,
+        timeout_ms: u64,
+        events: Option<BorrowedFd<'_>>,
+        on_event: &mut dyn FnMut(),
+    ) -> Answer {
+        if self.ttys.is_empty() {
+            return Answer::NoConsole;
+        }
+        for t in self.ttys.iter_mut() {
+            t.line.clear();
+        }
+        self.say(prompt);
+        let start = sys::now_ms();
+        let mut buf = [0u8; 64];
+        loop {
+            let left = if timeout_ms == 0 {
+                None
+            } else {
+                match timeout_ms.checked_sub(sys::now_ms() - start) {
+                    Some(l) if l > 0 => Some(l),
+                    _ => {
+                        self.say("\r\n");
+                        return Answer::TimedOut;
+                    }
+                }
+            };
+            let mut fds: Vec<PollFd<'_>> = self.ttys.iter().map(|t| PollFd::new(&t.fd, PollFlags::IN)).collect();
+            if let Some(e) = &events {
+                fds.push(PollFd::from_borrowed_fd(*e, PollFlags::IN));
+            }
+            let ts = left.map(sys::timespec_ms);
+            match rustix::event::poll(&mut fds, ts.as_ref()) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(_) => sys::sleep_ms(100),
+            }
+            let ready: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
+            drop(fds);
+            if events.is_some() && ready.last() == Some(&true) {
+                on_event();
+            }
+            for (i, t) in self.ttys.iter_mut().enumerate() {
+                if !ready[i] {
+                    continue;
+                }
+                let n = match rustix::io::read(&t.fd, &mut buf) {
+                    Ok(n) => n,
+                    Err(_) => continue,
+                };
+                for &b in &buf[..n] {
+                    match t.line.feed(b) {
+                        Edit::More => {}
+                        Edit::Cancel => {
+                            buf.fill(0);
+                            self.say("\r\n");
+                            return Answer::Cancelled;
+                        }
+                        Edit::Done => {
+                            buf.fill(0);
+                            let line = core::mem::take(&mut t.line.buf);
+                            self.say("\r\n");
+                            return if line.is_empty() { Answer::Cancelled } else { Answer::Line(Secret(line)) };
+                        }
+                    }
+                }
+            }
+            buf.fill(0);
+        }
+    }
+}
+
+impl Drop for Consoles {
+    fn drop(&mut self) {
+        for t in &self.ttys {
+            if let Some(s) = &t.saved {
+                let _ = rustix::termios::tcsetattr(&t.fd, OptionalActions::Now, s);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn typed(bytes: &[u8]) -> (Vec<u8>, Edit) {
+        let mut l = Line::default();
+        for &b in bytes {
+            match l.feed(b) {
+                Edit::More => {}
+                e => return (l.buf.clone(), e),
+            }
+        }
+        (l.buf.clone(), Edit::More)
+    }
+
+    #[test]
+    fn line_editing() {
+        assert_eq!(typed(b"secret\r"), (b"secret".to_vec(), Edit::Done));
+        assert_eq!(typed(b"secrex\x7ft\n"), (b"secret".to_vec(), Edit::Done));
+        assert_eq!(typed(b"wrong\x15right\r"), (b"right".to_vec(), Edit::Done));
+        assert_eq!(typed(b"abc\x03"), (b"abc".to_vec(), Edit::Cancel));
+        assert_eq!(typed("zö\x08y\r".as_bytes()), (b"zy".to_vec(), Edit::Done), "backspace removes a whole ö");
+        assert_eq!(typed(b"a\x1b[Ab\x1bOCc\r"), (b"abc".to_vec(), Edit::Done), "arrow keys are dropped");
+        assert_eq!(typed(b"\r"), (Vec::new(), Edit::Done));
+    }
+}

@@ -1,0 +1,389 @@
+//! Encrypted roots as installers lay them out, booted under QEMU TCG with the real /init: a
+//! GPT disk whose third partition is LUKS2 with ext4 inside, named by /etc/crypttab
+//! (`sda3_crypt UUID=... none luks,discard`) and booted with `root=/dev/mapper/sda3_crypt`.
+//! The passphrase is typed on QEMU's emulated keyboards (PS/2, and USB through xHCI) with
+//! the monitor's `sendkey` — the physical keys, so a German keymap matters — with the VT as
+//! the console and the serial line beside it for the log. Key files in the image and on a
+//! second disk; a wrong passphrase then the right one; one passphrase for two containers.
+//!
+//! The LUKS disks are made in a prep VM (the host kernel has no device-mapper). Needs root,
+//! qemu, sfdisk, mke2fs, cryptsetup, busybox-static, kbd and console-setup.
+
+mod common;
+
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const MARK: &str = "LEANRD-LUKS-ROOT-OK";
+const LUKS_UUID: &str = "0c0c0c0c-1111-4222-8333-444444444444";
+const DATA_UUID: &str = "0d0d0d0d-1111-4222-8333-444444444444";
+const ROOT_UUID: &str = "0e0e0e0e-1111-4222-8333-444444444444";
+const KEYDISK_UUID: &str = "0f0f0f0f-1111-4222-8333-444444444444";
+/// The installer's passphrase, and a second one a German user types.
+const PASS: &str = "leanrd-test-passphrase";
+const DE_PASS: &str = "Zyklop-öz42";
+
+fn tools_ok() -> bool {
+    let need = ["sfdisk", "mke2fs", "cryptsetup", "loadkeys", "ckbcomp", "qemu-system-x86_64"];
+    if !is_root() || !Path::new("/bin/busybox").exists() || need.iter().any(|t| !have(t)) {
+        eprintln!("skipping: needs root, /bin/busybox and {need:?} (apt install kbd console-setup cryptsetup)");
+        return false;
+    }
+    true
+}
+
+/// The root: busybox, and an init that prints the marker on the console and on the serial
+/// line (the console is the VT in most boots here), then powers off.
+fn root_tree(t: &TempDir) -> PathBuf {
+    let r = busybox_root(t, &["dev", "proc", "sys", "run"]);
+    let init = format!(
+        "#!/bin/sh\nm=\"{MARK} $(/bin/busybox cat /proc/uptime) $(/bin/busybox grep ' / ' /proc/mounts)\"\n\
+         /bin/busybox echo \"$m\"\n/bin/busybox echo \"$m\" > /dev/ttyS0\n\
+         /bin/busybox echo \"MAPPED $(/bin/busybox ls /dev/mapper | /bin/busybox tr '\\n' ' ')\" > /dev/ttyS0\n\
+         /bin/busybox poweroff -f\n"
+    );
+    fs::write(r.join("sbin/init"), init).unwrap();
+    sh(&format!("chmod 755 {}", r.join("sbin/init").display()));
+    r
+}
+
+/// Bytes as a printf(1) format of octal escapes (the prep VM's busybox printf).
+fn octal(b: &[u8]) -> String {
+    b.iter().map(|c| format!("\\{c:03o}")).collect()
+}
+
+/// The disks: a GPT disk (p1 an ESP, p2 LUKS2 for data, p3 LUKS2 holding the root), and an
+/// ext4 disk holding /keys/root.key. The containers open with PASS, DE_PASS and the key file.
+fn make_disks(t: &TempDir, kver: &str, key: &[u8]) -> Option<(PathBuf, PathBuf)> {
+    let tree = root_tree(t);
+    let disk = t.join("luks.disk");
+    sh(&format!(
+        "truncate -s 200M {d} && printf 'label: gpt\\nsize=8M\\nsize=40M\\n,\\n' | sfdisk -q {d}",
+        d = disk.display()
+    ));
+    let keydir = t.join("keydisk-tree");
+    fs::create_dir_all(keydir.join("keys")).unwrap();
+    fs::write(keydir.join("keys/root.key"), key).unwrap();
+    let keydisk = t.join("key.disk");
+    sh(&format!(
+        "truncate -s 16M {k} && mke2fs -q -t ext4 -U {KEYDISK_UUID} -L KEYS -d {d} {k}",
+        k = keydisk.display(),
+        d = keydir.display()
+    ));
+    let fmt = "--batch-mode --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000";
+    let add = "--batch-mode --pbkdf pbkdf2 --pbkdf-force-iterations 1000";
+    let body = format!(
+        "printf %s '{PASS}' > /tmp/pass && printf '{de}' > /tmp/de && printf '{k}' > /tmp/key && \
+         $cryptsetup luksFormat {fmt} --uuid {LUKS_UUID} --key-file /tmp/pass /dev/vda3 && \
+         $cryptsetup luksAddKey {add} --key-file /tmp/pass /dev/vda3 /tmp/de && \
+         $cryptsetup luksAddKey {add} --key-file /tmp/pass /dev/vda3 /tmp/key && \
+         $cryptsetup open --key-file /tmp/pass /dev/vda3 prep && \
+         $mke2fs -q -t ext4 -U {ROOT_UUID} -d /roottree /dev/mapper/prep && $cryptsetup close prep && \
+         $cryptsetup luksFormat {fmt} --uuid {DATA_UUID} --key-file /tmp/pass /dev/vda2 && \
+         sync && echo PREP-DONE",
+        de = octal(DE_PASS.as_bytes()),
+        k = octal(key),
+    );
+    let modules =
+        ["virtio_pci", "virtio_blk", "dm_mod", "dm_crypt", "xts", "aes_generic", "sha256_generic", "cbc", "ecb"];
+    let prep = common::prep::image(t.path(), kver, &["cryptsetup", "mke2fs"], &modules, "vda3", &body, Some(&tree))?;
+    let kernel = kernel()?;
+    let drive = format!("file={},if=virtio,format=raw", disk.display());
+    let log = qemu_boot(&kernel, &prep, "quiet", &["-drive", &drive], 300);
+    assert!(log.contains("PREP-DONE"), "preparing the LUKS disk failed:\n{}", tail(&log));
+    Some((disk, keydisk))
+}
+
+fn tail(s: &str) -> &str {
+    let mut i = s.len().saturating_sub(6000);
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    &s[i..]
+}
+
+/// The QEMU key names for typing `text` on a keyboard whose keys carry `layout` ("us" or
+/// "de"): what a user of that layout presses.
+fn keys(text: &str, layout: &str) -> Vec<String> {
+    let de = layout == "de";
+    text.chars()
+        .map(|c| {
+            let lower = c.to_ascii_lowercase();
+            let key = match lower {
+                'y' if de => "z".to_string(),
+                'z' if de => "y".to_string(),
+                'a'..='z' | '0'..='9' => lower.to_string(),
+                '-' if de => "slash".into(),
+                '-' => "minus".into(),
+                'ö' if de => "semicolon".into(),
+                _ => panic!("no key for {c:?} on a {layout} keyboard"),
+            };
+            if c.is_ascii_uppercase() { format!("shift-{key}") } else { key }
+        })
+        .collect()
+}
+
+/// One keyboard boot: QEMU with its monitor on a socket; once the serial log shows every
+/// `ready` text, type each (wait-for, text, layout) step's keys and Enter. Returns the serial
+/// log.
+struct Typing<'a> {
+    image: &'a Path,
+    append: String,
+    qemu: Vec<String>,
+    ready: Vec<&'static str>,
+    steps: Vec<(&'static str, &'static str, &'static str)>,
+}
+
+fn boot_keyboard(kernel: &Path, t: &TempDir, tag: &str, b: &Typing) -> String {
+    let sock = t.join(format!("{tag}.monitor"));
+    let mut child = Command::new("timeout")
+        .args(["--signal=KILL", "300", "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-display", "none"])
+        .args(["-serial", "stdio", "-no-reboot", "-monitor"])
+        .arg(format!("unix:{},server,nowait", sock.display()))
+        .arg("-kernel")
+        .arg(kernel)
+        .arg("-initrd")
+        .arg(b.image)
+        .args(["-append", &format!("console=ttyS0 console=tty1 panic=-1 leanrd.debug {}", b.append)])
+        .args(&b.qemu)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = out.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut log = Vec::new();
+    let mut step = 0;
+    let mut typed_at = 0; // the log length when the last step was typed: wait for new text
+    let start = Instant::now();
+    let mut monitor: Option<UnixStream> = None;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(b) => log.extend(b),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(_) => break,
+        }
+        let text = String::from_utf8_lossy(&log).into_owned();
+        if step < b.steps.len() {
+            let (wait_for, pass, layout) = b.steps[step];
+            let ready = b.ready.iter().all(|r| text.contains(r));
+            if ready && text[typed_at..].contains(wait_for) {
+                std::thread::sleep(Duration::from_millis(500));
+                let m = monitor.get_or_insert_with(|| UnixStream::connect(&sock).unwrap());
+                for k in keys(pass, layout).iter().chain(std::iter::once(&"ret".to_string())) {
+                    m.write_all(format!("sendkey {k}\n").as_bytes()).unwrap();
+                    std::thread::sleep(Duration::from_millis(60));
+                }
+                typed_at = log.len();
+                step += 1;
+            }
+        }
+        if start.elapsed() > Duration::from_secs(310) {
+            break;
+        }
+    }
+    let _ = child.wait();
+    String::from_utf8_lossy(&log).into_owned()
+}
+
+fn build(kver: &str, init: &Path, sysroot: &Path, host: Option<&Fixture>, out: &Path) -> String {
+    let mut c = leanrd();
+    c.args(["build", "-k", kver, "--init"]).arg(init).arg("--sysroot").arg(sysroot).arg("-o").arg(out);
+    match host {
+        Some(f) => c.arg("--host-root").arg(&f.root),
+        None => c.arg("--universal"),
+    };
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "leanrd build: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn boot_encrypted_roots() {
+    if !tools_ok() {
+        return;
+    }
+    let Some(kernel) = kernel() else { return };
+    let Some(init) = init_binary() else { return };
+    let kver = kver_of(&kernel);
+    let t = TempDir::new("bootluks");
+    let key = noise(13, 64);
+    let Some((disk, keydisk)) = make_disks(&t, &kver, &key) else { return };
+
+    let tab = format!(
+        "# <target name> <source device> <key file> <options>\nsda3_crypt UUID={LUKS_UUID} none luks,discard\n"
+    );
+    let tab_all = format!("{tab}sda2_crypt UUID={DATA_UUID} none luks\n");
+    let de = ("vconsole.conf", b"KEYMAP=de\n".as_slice(), 0o644);
+    let sr_de = host_sysroot(&t, "sr-de", &[("crypttab", tab_all.as_bytes(), 0o644), de]);
+    let sr_plain = host_sysroot(&t, "sr-plain", &[("crypttab", tab.as_bytes(), 0o644)]);
+    let keytab = format!("sda3_crypt UUID={LUKS_UUID} /etc/keys/root.key luks,discard\n");
+    let sr_key = host_sysroot(&t, "sr-key", &[("crypttab", keytab.as_bytes(), 0o644), ("keys/root.key", &key, 0o600)]);
+    let disktab = format!("sda3_crypt UUID={LUKS_UUID} /keys/root.key:UUID={KEYDISK_UUID} luks,keyfile-timeout=20\n");
+    let sr_keydisk = host_sysroot(&t, "sr-keydisk", &[("crypttab", disktab.as_bytes(), 0o644)]);
+
+    let host = keyboard_host(&t, Some(LUKS_UUID));
+    let univ = t.join("universal.img");
+    build(&kver, &init, &sr_de, None, &univ);
+    let univ_plain = t.join("universal-plain.img");
+    build(&kver, &init, &sr_plain, None, &univ_plain);
+    let hosted = t.join("host.img");
+    let warnings = build(&kver, &init, &sr_de, Some(&host), &hosted);
+    assert!(!warnings.contains("keymap"), "{warnings}");
+    let keyed = t.join("host-key.img");
+    build(&kver, &init, &sr_key, Some(&host), &keyed);
+    let keyed_disk = t.join("host-keydisk.img");
+    let w = build(&kver, &init, &sr_keydisk, Some(&host), &keyed_disk);
+    assert!(w.contains("is not plugged in"), "the key disk is not on the fixture host: {w}");
+
+    // The image holding a key file is private; the others are as any image.
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(fs::metadata(&keyed).unwrap().permissions().mode() & 0o777, 0o600);
+    let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&keyed))).unwrap();
+    assert!(ls.contains("etc/keys/root.key"), "{ls}");
+
+    let virtio = |extra: &[&Path]| -> Vec<String> {
+        // snapshot=on: the boots share the disks, two at a time; nothing written is kept.
+        let mut v = vec!["-drive".to_string(), format!("file={},if=virtio,format=raw,snapshot=on", disk.display())];
+        for d in extra {
+            v.extend(["-drive".to_string(), format!("file={},if=virtio,format=raw,snapshot=on", d.display())]);
+        }
+        v
+    };
+    let usb = |mut v: Vec<String>| {
+        v.extend(["-device", "qemu-xhci", "-device", "usb-kbd"].map(String::from));
+        v
+    };
+    const PS2: &str = "input: AT Translated Set 2 keyboard";
+    const USBKBD: &str = "input: QEMU QEMU USB Keyboard";
+    let root = "root=/dev/mapper/sda3_crypt".to_string();
+
+    let typed: Vec<(&str, Typing)> = vec![
+        // The Debian installer's layout, universal image, PS/2 keyboard on the VT; a German
+        // keymap from vconsole.conf, so the German keys are pressed.
+        (
+            "universal-ps2-de",
+            Typing {
+                image: &univ,
+                append: root.clone(),
+                qemu: virtio(&[]),
+                ready: vec![PS2],
+                steps: vec![("Enter passphrase for sda3_crypt", DE_PASS, "de")],
+            },
+        ),
+        // Host-only, the USB keyboard (PS/2 off): its drivers were found in /sys/class/input.
+        (
+            "host-usb-de",
+            Typing {
+                image: &hosted,
+                append: format!("{root} i8042.nokbd"),
+                qemu: usb(virtio(&[])),
+                ready: vec![USBKBD],
+                steps: vec![("Enter passphrase for sda3_crypt", DE_PASS, "de")],
+            },
+        ),
+        // No keymap: the German keys do not give the German passphrase (wrong, and asked
+        // again); then the installer's passphrase opens it.
+        (
+            "universal-no-keymap",
+            Typing {
+                image: &univ_plain,
+                append: root.clone(),
+                qemu: virtio(&[]),
+                ready: vec![PS2],
+                steps: vec![
+                    ("Enter passphrase for sda3_crypt", DE_PASS, "de"),
+                    ("Enter passphrase for sda3_crypt", PASS, "us"),
+                ],
+            },
+        ),
+        // Root by the UUID of the file system inside: every container is opened, the
+        // passphrase asked once and tried on the other (the installer's, which both take).
+        (
+            "universal-one-passphrase",
+            Typing {
+                image: &univ,
+                append: format!("root=UUID={ROOT_UUID}"),
+                qemu: virtio(&[]),
+                ready: vec![PS2],
+                steps: vec![("Enter passphrase for", PASS, "de")],
+            },
+        ),
+    ];
+    let quiet: Vec<(&str, &Path, String, Vec<String>)> = vec![
+        ("host-keyfile", &keyed, root.clone(), virtio(&[])),
+        ("host-keydisk", &keyed_disk, root.clone(), virtio(&[&keydisk])),
+    ];
+    // Two VMs at a time (two cores).
+    enum Boot<'a> {
+        Typed(&'a str, &'a Typing<'a>),
+        Quiet(&'a str, &'a Path, &'a str, &'a [String]),
+    }
+    let mut boots: Vec<Boot> = typed.iter().map(|(n, b)| Boot::Typed(n, b)).collect();
+    boots.extend(quiet.iter().map(|(n, i, a, q)| Boot::Quiet(n, i, a, q)));
+    let run = |b: &Boot| match b {
+        Boot::Typed(name, b) => (name.to_string(), boot_keyboard(&kernel, &t, name, b)),
+        Boot::Quiet(name, img, append, q) => {
+            let q: Vec<&str> = q.iter().map(String::as_str).collect();
+            let append = format!("console=tty1 console=ttyS0 leanrd.debug {append}");
+            (name.to_string(), qemu_boot(&kernel, img, &append, &q, 240))
+        }
+    };
+    let results: Vec<(String, String)> = std::thread::scope(|s| {
+        let mut out = Vec::new();
+        for pair in boots.chunks(2) {
+            let hs: Vec<_> = pair.iter().map(|b| s.spawn(|| run(b))).collect();
+            out.extend(hs.into_iter().map(|h| h.join().unwrap()));
+        }
+        out
+    });
+    let expect: &[(&str, &[&str])] = &[
+        (
+            "universal-ps2-de",
+            &["keymap de loaded", "unlocked as /dev/mapper/sda3_crypt with the passphrase typed", MARK],
+        ),
+        ("host-usb-de", &["keymap de loaded", "unlocked as /dev/mapper/sda3_crypt with the passphrase typed", MARK]),
+        (
+            "universal-no-keymap",
+            &[
+                "wrong passphrase for sda3_crypt (2 left)",
+                "unlocked as /dev/mapper/sda3_crypt with the passphrase typed",
+                MARK,
+            ],
+        ),
+        (
+            "universal-one-passphrase",
+            &["with the passphrase typed", "with the passphrase already given", "sda2_crypt", "sda3_crypt", MARK],
+        ),
+        ("host-keyfile", &["unlocked as /dev/mapper/sda3_crypt with key file /etc/keys/root.key", MARK]),
+        ("host-keydisk", &["unlocked as /dev/mapper/sda3_crypt with key file /keys/root.key on /dev/vdb", MARK]),
+    ];
+    let mut failed = Vec::new();
+    for (name, want) in expect {
+        let log = &results.iter().find(|(n, _)| n == name).unwrap().1;
+        if let Some(l) = log.lines().find(|l| l.contains(MARK)) {
+            eprintln!("{name}: {}", l.trim());
+        }
+        let missing: Vec<&&str> = want.iter().filter(|w| !log.contains(**w)).collect();
+        if !missing.is_empty() {
+            eprintln!("==== {name}: missing {missing:?} ====\n{}", tail(log));
+            failed.push(*name);
+        }
+    }
+    assert!(failed.is_empty(), "failed boots: {failed:?}");
+}
