@@ -24,10 +24,14 @@ pub enum Capability {
     Md,
     /// Start a shell on failure or with `leanrd.shell`.
     Rescue,
+    /// Unlock LUKS2 containers with their enrolled tokens (TPM2, FIDO2, PKCS#11) first:
+    /// cryptsetup's token plugins are in the image.
+    Token,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 4] = [Capability::Luks, Capability::Lvm, Capability::Md, Capability::Rescue];
+    pub const ALL: [Capability; 5] =
+        [Capability::Luks, Capability::Lvm, Capability::Md, Capability::Rescue, Capability::Token];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -35,6 +39,7 @@ impl Capability {
             Capability::Lvm => "lvm",
             Capability::Md => "md",
             Capability::Rescue => "rescue",
+            Capability::Token => "token",
         }
     }
 
@@ -368,7 +373,7 @@ mod tests {
                 c.resume_offset = Some(n);
             }
             c.layers = (0..(n >> 5) % 3)
-                .map(|i| Layer { capability: Capability::ALL[i as usize % 4], modules: vec![r.text()] })
+                .map(|i| Layer { capability: Capability::ALL[i as usize % 5], modules: vec![r.text()] })
                 .collect();
             assert_eq!(InitConfig::decode(&c.encode()).unwrap(), c);
         }

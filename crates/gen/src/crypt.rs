@@ -24,7 +24,68 @@ pub struct CryptSelection {
     pub modules: Vec<String>,
     /// Of those, what /init loads before it asks for a passphrase (the keyboard's).
     pub before_prompt: Vec<String>,
+    /// Token features the containers need (`luks-tpm2`, `luks-fido2`, `luks-pkcs11`).
+    pub token_features: BTreeSet<String>,
     pub warnings: Vec<String>,
+}
+
+/// The token types in a LUKS2 header (`systemd-tpm2`, ...): the JSON area after the 4 KiB
+/// binary header (cryptsetup's format, luks2.h; read here rather than by running
+/// `cryptsetup luksDump`, which needs the device-mapper-free host to have cryptsetup).
+pub fn luks2_token_types(header: &[u8]) -> std::result::Result<Vec<String>, String> {
+    if header.len() < 4096 || &header[..6] != b"LUKS\xba\xbe" {
+        return Err("not a LUKS header".into());
+    }
+    if u16::from_be_bytes([header[6], header[7]]) != 2 {
+        return Ok(Vec::new()); // LUKS1: no tokens
+    }
+    let size = u64::from_be_bytes(header[8..16].try_into().unwrap_or_default()) as usize;
+    let end = size.min(header.len());
+    if end <= 4096 {
+        return Err(format!("header size {size}"));
+    }
+    let json = &header[4096..end];
+    let json = &json[..json.iter().position(|b| *b == 0).unwrap_or(json.len())];
+    let v: serde_json::Value = serde_json::from_slice(json).map_err(|e| format!("its JSON: {e}"))?;
+    let mut types: Vec<String> = v["tokens"]
+        .as_object()
+        .map(|t| t.values().filter_map(|x| x["type"].as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    types.sort();
+    types.dedup();
+    Ok(types)
+}
+
+/// The token feature for an entry's options and a header's token types.
+fn token_features(o: &CryptOptions, header_types: &[String]) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    let has = |t: &str| header_types.iter().any(|h| h == t);
+    if o.tpm2_device.is_some() || has("systemd-tpm2") {
+        v.push("luks-tpm2");
+    }
+    if o.fido2_device.is_some() || has("systemd-fido2") {
+        v.push("luks-fido2");
+    }
+    if o.pkcs11_uri.is_some() || has("systemd-pkcs11") {
+        v.push("luks-pkcs11");
+    }
+    v
+}
+
+/// The token types in the LUKS2 header of a host block device (by kernel name); none when it
+/// cannot be read (a fixture, or not root).
+fn host_token_types(host_root: &Path, name: &str) -> Vec<String> {
+    use std::io::Read;
+    let mut b = vec![0u8; 64 * 1024];
+    let Ok(mut f) = fs::File::open(host_root.join("dev").join(name)) else { return Vec::new() };
+    let mut n = 0;
+    while n < b.len() {
+        match f.read(&mut b[n..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => n += k,
+        }
+    }
+    luks2_token_types(&b[..n]).unwrap_or_default()
 }
 
 /// Whether a crypttab entry's device is the one a dm-crypt device sits on.
@@ -82,10 +143,13 @@ pub fn select(r: &Request, facts: Option<&Facts>) -> CryptSelection {
                         }
                     }
                 };
+                let header: Vec<String> = c.backing.iter().flat_map(|b| host_token_types(&r.host_root, b)).collect();
+                s.token_features.extend(token_features(&entry.options, &header).into_iter().map(String::from));
                 push(&mut s, r, entry, true);
             }
             // Debian's `initramfs` and systemd's `x-initrd.attach`: unlocked in the initramfs too.
             for (_, e) in usable.iter().filter(|(_, e)| e.options.initramfs) {
+                s.token_features.extend(token_features(&e.options, &[]).into_iter().map(String::from));
                 push(&mut s, r, e.clone(), true);
             }
             s.modules.extend(x.keyboard_modules.iter().cloned());
@@ -100,6 +164,7 @@ pub fn select(r: &Request, facts: Option<&Facts>) -> CryptSelection {
         None => {
             for (_, e) in usable.into_iter().filter(|(_, e)| !e.options.noauto) {
                 let needed = e.options.initramfs;
+                s.token_features.extend(token_features(&e.options, &[]).into_iter().map(String::from));
                 push(&mut s, r, e, needed);
             }
         }
@@ -245,6 +310,28 @@ mod tests {
         assert_eq!(s.files, [("/etc/keys/home.key".to_string(), r.sysroot.join("etc/keys/home.key"))]);
         assert!(s.warnings.iter().any(|w| w.contains("cryptroot: not in")), "{:?}", s.warnings);
         assert!(s.warnings.iter().any(|w| w.contains("no keyboard found")));
+    }
+
+    #[test]
+    fn reads_token_types_from_luks2_headers() {
+        let mut h = vec![0u8; 16384];
+        h[..6].copy_from_slice(b"LUKS\xba\xbe");
+        h[6..8].copy_from_slice(&2u16.to_be_bytes());
+        h[8..16].copy_from_slice(&16384u64.to_be_bytes());
+        let json = br#"{"keyslots":{},"tokens":{"0":{"type":"systemd-tpm2","keyslots":["1"]},"1":{"type":"systemd-tpm2"},"2":{"type":"systemd-fido2"}},"segments":{}}"#;
+        h[4096..4096 + json.len()].copy_from_slice(json);
+        assert_eq!(luks2_token_types(&h).unwrap(), ["systemd-fido2", "systemd-tpm2"]);
+        let feats = token_features(&CryptOptions::default(), &luks2_token_types(&h).unwrap());
+        assert_eq!(feats, ["luks-tpm2", "luks-fido2"]);
+        h[4096..4096 + 12].copy_from_slice(br#"{"tokens":{}"#);
+        h[4096 + 12] = b'}';
+        h[4096 + 13..4096 + json.len()].fill(0);
+        assert_eq!(luks2_token_types(&h).unwrap(), Vec::<String>::new());
+        assert!(luks2_token_types(&h[..100]).is_err());
+        h[6..8].copy_from_slice(&1u16.to_be_bytes());
+        assert_eq!(luks2_token_types(&h).unwrap(), Vec::<String>::new(), "LUKS1 has no tokens");
+        let (o, _) = CryptOptions::parse("tpm2-device=auto");
+        assert_eq!(token_features(&o, &[]), ["luks-tpm2"]);
     }
 
     #[test]

@@ -99,6 +99,17 @@ pub fn which(sysroot: &Path, name: &str) -> Option<String> {
     leanrd_contract::SEARCH_PATH.iter().map(|d| format!("{d}/{name}")).find(|p| host_path(sysroot, p).is_file())
 }
 
+/// Where a library (a soname, or a path under a library directory such as
+/// `cryptsetup/libcryptsetup-token-systemd-tpm2.so`) is in the system, as ld.so's cache and
+/// default directories find it.
+pub fn which_library(sysroot: &Path, lib: &str) -> Option<String> {
+    let exists = |p: &str| host_path(sysroot, p).exists();
+    if let Some(p) = LdCache::load(sysroot).libs.get(lib).filter(|p| exists(p)) {
+        return Some(p.clone());
+    }
+    DEFAULT_DIRS.iter().map(|d| format!("{d}/{lib}")).find(|p| exists(p))
+}
+
 impl<'a> Resolver<'a> {
     pub fn new(plan: &'a mut Plan) -> Resolver<'a> {
         let cache = LdCache::load(&plan.sysroot);

@@ -73,7 +73,26 @@ pub fn generate(r: &Request) -> Result<Generated> {
     let mut warnings = Vec::new();
     let selected = select::available(select::select(&all, r, facts.as_ref()), &r.sysroot, &mut warnings);
     let luks = selected.iter().any(|s| s.feature.init == Some(leanrd_contract::Capability::Luks));
-    let crypt = if luks { crypt::select(r, facts.as_ref()) } else { crypt::CryptSelection::default() };
+    let mut crypt = if luks { crypt::select(r, facts.as_ref()) } else { crypt::CryptSelection::default() };
+    // The token plugins the containers need come in with LUKS (not excluded, not twice).
+    let mut selected = selected;
+    for name in &crypt.token_features {
+        if r.exclude.contains(name) || selected.iter().any(|s| s.feature.name == *name) {
+            continue;
+        }
+        let Some(f) = all.get(name) else { continue };
+        let missing: Vec<&String> =
+            f.libraries.iter().filter(|l| elf::which_library(&r.sysroot, l).is_none()).collect();
+        if missing.is_empty() {
+            selected.push(select::Selected { feature: f.clone(), required: true });
+        } else {
+            crypt.warnings.push(format!(
+                "feature {name}: {} not found (install {}); those containers are asked for their passphrase",
+                missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+                f.package.as_deref().unwrap_or("them")
+            ));
+        }
+    }
     let mods = resolve::modules(r, &kernel, &selected, facts.as_ref(), &crypt.modules)?;
     let (main, more) = compose::main_plan(r, &kernel, &selected, facts.as_ref(), &mods, crypt)?;
     let microcode = selected.iter().any(|s| s.feature.microcode);

@@ -21,39 +21,39 @@ struct KbEntry {
     value: u16,
 }
 
-/// The entries of a binary keymap: (keymap, key, value); an error names what is wrong.
-pub fn entries(b: &[u8]) -> Result<alloc::vec::Vec<(u8, u8, u16)>, String> {
+/// Call `f` with each entry of a binary keymap — (keymap, key, value) — after checking the
+/// whole file; an error names what is wrong.
+pub fn for_each(b: &[u8], mut f: impl FnMut(u8, u8, u16) -> Result<(), String>) -> Result<usize, String> {
     let body = b.strip_prefix(b"bkeymap").ok_or("not a binary keymap")?;
-    let (flags, mut rest) = body.split_at_checked(256).ok_or("truncated")?;
-    let mut out = alloc::vec::Vec::new();
+    let (flags, keys) = body.split_at_checked(256).ok_or("truncated")?;
+    let maps = flags.iter().filter(|f| **f != 0).count();
+    if keys.len() != maps * KEYS * 2 {
+        return Err(format!("{} bytes of keys for {maps} keymaps", keys.len()));
+    }
+    let mut at = keys.chunks_exact(2);
     for (table, _) in flags.iter().enumerate().filter(|(_, f)| **f != 0) {
-        let (keys, more) = rest.split_at_checked(KEYS * 2).ok_or_else(|| format!("keymap {table} truncated"))?;
-        for (index, v) in keys.chunks_exact(2).enumerate() {
-            out.push((table as u8, index as u8, u16::from_le_bytes([v[0], v[1]])));
+        for index in 0..KEYS {
+            let v = at.next().ok_or("truncated")?;
+            f(table as u8, index as u8, u16::from_le_bytes([v[0], v[1]]))?;
         }
-        rest = more;
     }
-    if !rest.is_empty() {
-        return Err(format!("{} bytes after the last keymap", rest.len()));
-    }
-    Ok(out)
+    Ok(maps * KEYS)
 }
 
 /// Load the keymap file into the kernel through a VT; how many entries were set.
 pub fn apply(vt: BorrowedFd<'_>, data: &[u8]) -> Result<usize, String> {
-    let all = entries(data)?;
-    for &(table, index, value) in &all {
+    for_each(data, |table, index, value| {
         let e = KbEntry { table, index, value };
         // SAFETY: KDSKBENT reads a struct kbentry, which KbEntry is (repr(C), 4 bytes).
         unsafe { rustix::ioctl::ioctl(vt, rustix::ioctl::Setter::<KDSKBENT, KbEntry>::new(e)) }
-            .map_err(|e| format!("KDSKBENT (keymap {table}, key {index}): {}", crate::sys::strerror(e)))?;
-    }
-    Ok(all.len())
+            .map_err(|e| format!("KDSKBENT (keymap {table}, key {index}): {}", crate::sys::strerror(e)))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec::Vec;
 
     #[test]
     fn reads_binary_keymaps() {
@@ -67,6 +67,14 @@ mod tests {
                 b.extend((t << 8 | k).to_le_bytes());
             }
         }
+        let entries = |b: &[u8]| {
+            let mut v = Vec::new();
+            for_each(b, |t, i, x| {
+                v.push((t, i, x));
+                Ok(())
+            })
+            .map(|_| v)
+        };
         let e = entries(&b).unwrap();
         assert_eq!(e.len(), 256);
         assert_eq!(e[1], (0, 1, 1));

@@ -49,6 +49,9 @@ pub struct Job<'a> {
     pub name: String,
     pub key: CryptKey,
     pub options: CryptOptions,
+    /// Try its enrolled tokens first (crypttab names a token device, or nothing is known
+    /// about it).
+    pub token: bool,
 }
 
 /// Whether a device reference names this device.
@@ -69,41 +72,51 @@ pub fn plan<'a>(
     let mut jobs = Vec::new();
     let mut unasked = Vec::new();
     for &d in locked {
-        let Some(uuid) = d.probe.uuid.clone() else { continue };
+        let Some(uuid) = &d.probe.uuid else { continue };
+        let is = |u: &Option<String>| u.as_deref().is_some_and(|u| u.eq_ignore_ascii_case(uuid));
         let entry = crypt.iter().find(|c| names(&c.entry.device, d, devno_of));
-        let name = cmd
-            .luks_names
-            .iter()
-            .find(|(u, _)| u.eq_ignore_ascii_case(&uuid))
-            .map(|(_, n)| n.clone())
-            .or_else(|| entry.map(|c| c.entry.name.clone()))
-            .unwrap_or_else(|| format!("luks-{uuid}"));
-        let for_this = |u: &Option<String>| u.as_deref().is_some_and(|u| u.eq_ignore_ascii_case(&uuid));
-        let mut options = entry.map(|c| c.entry.options.clone()).unwrap_or_default();
-        if entry.is_none()
-            && let Some((_, o)) = cmd.luks_options.iter().rev().find(|(u, _)| u.is_none())
-        {
-            options = o.clone();
-        }
-        if let Some((_, o)) = cmd.luks_options.iter().rev().find(|(u, _)| for_this(u)) {
-            options = o.clone();
-        }
-        let key = cmd
-            .luks_keys
-            .iter()
-            .rev()
-            .find(|(u, _)| for_this(u))
-            .or_else(|| cmd.luks_keys.iter().rev().find(|(u, _)| u.is_none()))
-            .map(|(_, k)| k.clone())
-            .or_else(|| entry.map(|c| c.entry.key.clone()))
-            .unwrap_or(CryptKey::Passphrase);
-        let named_by_wait = wanted.iter().any(|w| names(w, d, devno_of) || **w == DeviceRef::Mapper(name.clone()));
-        let asked = if cmd.luks_uuids.is_empty() {
-            entry.is_some_and(|c| c.needed) || named_by_wait
-        } else {
-            cmd.luks_uuids.iter().any(|u| u.eq_ignore_ascii_case(&uuid)) || named_by_wait
+        let (mut name, mut key, mut options, needed) = match entry {
+            Some(c) => (c.entry.name.clone(), c.entry.key.clone(), c.entry.options.clone(), c.needed),
+            None => (format!("luks-{uuid}"), CryptKey::Passphrase, CryptOptions::default(), false),
         };
-        let job = Job { dev: d, uuid, name, key, options };
+        for (u, n) in &cmd.luks_names {
+            if u.eq_ignore_ascii_case(uuid) {
+                name = n.clone();
+            }
+        }
+        // rd.luks.options=/rd.luks.key= for this UUID win; one for all stands in for what
+        // crypttab does not say (options) or for any key.
+        let (mut own, mut all) = (None, None);
+        for (u, o) in &cmd.luks_options {
+            if is(u) {
+                own = Some(o);
+            } else if u.is_none() && entry.is_none() {
+                all = Some(o);
+            }
+        }
+        if let Some(o) = own.or(all) {
+            options = o.clone();
+        }
+        let (mut own, mut all) = (None, None);
+        for (u, k) in &cmd.luks_keys {
+            if is(u) {
+                own = Some(k);
+            } else if u.is_none() {
+                all = Some(k);
+            }
+        }
+        if let Some(k) = own.or(all) {
+            key = k.clone();
+        }
+        let mapper = DeviceRef::Mapper(name.clone());
+        let by_wait = wanted.iter().any(|w| **w == mapper || names(w, d, devno_of));
+        let by_cmdline = cmd.luks_uuids.iter().any(|u| u.eq_ignore_ascii_case(uuid));
+        let asked = by_wait || if cmd.luks_uuids.is_empty() { needed } else { by_cmdline };
+        let token = entry.is_none()
+            || options.tpm2_device.is_some()
+            || options.fido2_device.is_some()
+            || options.pkcs11_uri.is_some();
+        let job = Job { dev: d, uuid: uuid.clone(), name, key, options, token };
         if asked {
             jobs.push(job);
         } else {
@@ -113,16 +126,16 @@ pub fn plan<'a>(
     let told = !cmd.luks_uuids.is_empty() || crypt.iter().any(|c| c.needed);
     if jobs.is_empty() && !told {
         // Nothing says which: all of them. A /dev/mapper/NAME waited for that no entry names
-        // is the name of the only container without an entry.
-        let free: Vec<usize> = unasked.iter().enumerate().filter(|(_, (_, e))| !e).map(|(i, _)| i).collect();
-        if let [i] = free.as_slice() {
-            let known = |n: &str| unasked.iter().any(|(j, _)| j.name == n);
-            let mapper = wanted.iter().find_map(|w| match w {
-                DeviceRef::Mapper(n) if !known(n) && !n.contains('-') => Some(n.clone()),
-                _ => None,
-            });
-            if let Some(n) = mapper {
-                unasked[*i].0.name = n;
+        // is the name of the only container without an entry (not an LVM VG-LV name).
+        let mut free = unasked.iter_mut().filter(|(_, e)| !e);
+        if let (Some((job, _)), None) = (free.next(), free.next()) {
+            for w in wanted {
+                if let DeviceRef::Mapper(n) = w
+                    && !n.contains('-')
+                    && !crypt.iter().any(|c| c.entry.name == *n)
+                {
+                    job.name = n.clone();
+                }
             }
         }
         jobs.extend(unasked.into_iter().map(|(j, _)| j));
@@ -247,7 +260,19 @@ fn open(init: &mut Init, job: &Job, consoles: &mut Option<Consoles>, events: Opt
     let dev = job.dev.path();
     init.log.step(&format!("unlocking {dev} as {}", job.name));
     prepare(init);
-    let args = open_args(job);
+    let mut args = open_args(job);
+    // An enrolled token (TPM2, FIDO2, PKCS#11) through cryptsetup's plugins, when the image
+    // has them: no passphrase when it opens (a TPM's PCRs as sealed); else on to the keys,
+    // without cryptsetup trying the tokens again at every one.
+    if init.conf.layer(Capability::Token).is_some() {
+        if job.token {
+            match try_key(&args, &["--token-only"], None) {
+                Tried::Opened => return opened(init, job, "its enrolled token"),
+                _ => init.log.step(&format!("no token opened {dev} (a TPM's PCRs changed, or none enrolled)")),
+            }
+        }
+        args.insert(args.len() - 2, "--disable-external-tokens".into());
+    }
     let mut nums = [String::new(), String::new()];
     // A key file: in the image, or on a device that may come late.
     match &job.key {

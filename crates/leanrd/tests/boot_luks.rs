@@ -386,4 +386,113 @@ fn boot_encrypted_roots() {
         }
     }
     assert!(failed.is_empty(), "failed boots: {failed:?}");
+
+    tpm2(&kernel, &t, &kver, &init, &disk);
+}
+
+/// A software TPM for one VM (swtpm ends when the VM does): QEMU's arguments for it.
+struct Swtpm {
+    child: std::process::Child,
+    args: Vec<String>,
+}
+
+impl Swtpm {
+    fn start(state: &Path) -> Swtpm {
+        fs::create_dir_all(state).unwrap();
+        let sock = state.join("sock");
+        let _ = fs::remove_file(&sock);
+        let child = Command::new("swtpm")
+            .args(["socket", "--tpm2", "--flags", "startup-clear", "--tpmstate"])
+            .arg(format!("dir={}", state.display()))
+            .args(["--ctrl"])
+            .arg(format!("type=unixio,path={}", sock.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while !sock.exists() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let args = format!(
+            "-chardev socket,id=chrtpm,path={} -tpmdev emulator,id=tpm0,chardev=chrtpm -device tpm-tis,tpmdev=tpm0",
+            sock.display()
+        );
+        Swtpm { child, args: args.split(' ').map(String::from).collect() }
+    }
+}
+
+impl Drop for Swtpm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// TPM2: the container enrolled with `systemd-cryptenroll --tpm2-pcrs=1` (PCR 1: the
+/// platform's configuration, which holds the SMBIOS tables) in a prep VM with a software
+/// TPM; booted on the same machine it opens with no typing; booted with another SMBIOS serial
+/// number (PCR 1 differs) the token fails and the passphrase is asked.
+fn tpm2(kernel: &Path, t: &TempDir, kver: &str, init: &Path, disk: &Path) {
+    let plugin = "/usr/lib/x86_64-linux-gnu/cryptsetup/libcryptsetup-token-systemd-tpm2.so";
+    if !have("swtpm") || !have("systemd-cryptenroll") || !Path::new(plugin).exists() {
+        eprintln!("skipping TPM2: needs swtpm, systemd-cryptenroll and {plugin} (apt install swtpm systemd)");
+        return;
+    }
+    let tpm_disk = t.join("tpm.disk");
+    sh(&format!("cp --sparse=always {} {}", disk.display(), tpm_disk.display()));
+    let body = format!(
+        "mkdir -p /run/systemd && PASSWORD='{PASS}' $systemd_cryptenroll --tpm2-device=auto --tpm2-pcrs=1 /dev/vda3 && \
+         $cryptsetup luksDump /dev/vda3 | grep -q systemd-tpm2 && sync && echo PREP-DONE"
+    );
+    let modules = ["virtio_pci", "virtio_blk", "dm_mod", "dm_crypt"];
+    let tools = ["cryptsetup", "systemd-cryptenroll"];
+    let Some(prep) = common::prep::image(&t.join("tpm-prep"), kver, &tools, &modules, "vda3", &body, None) else {
+        return;
+    };
+    let state = t.join("tpm-state");
+    let machine = |serial: &str, tpm: &Swtpm| -> Vec<String> {
+        let mut v = vec![
+            "-drive".to_string(),
+            format!("file={},if=virtio,format=raw", tpm_disk.display()),
+            "-smbios".into(),
+            format!("type=1,serial={serial}"),
+        ];
+        v.extend(tpm.args.iter().cloned());
+        v
+    };
+    {
+        let tpm = Swtpm::start(&state);
+        let q = machine("leanrd-a", &tpm);
+        let log = qemu_boot(kernel, &prep, "quiet", &q.iter().map(String::as_str).collect::<Vec<_>>(), 300);
+        assert!(log.contains("PREP-DONE"), "enrolling the TPM2 token failed:\n{}", tail(&log));
+    }
+    let tab = format!("sda3_crypt UUID={LUKS_UUID} none luks,discard,tpm2-device=auto\n");
+    let sr = host_sysroot(t, "sr-tpm", &[("crypttab", tab.as_bytes(), 0o644)]);
+    let img = t.join("host-tpm.img");
+    build(kver, init, &sr, Some(&keyboard_host(&TempDir::new("tpmhost"), Some(LUKS_UUID))), &img);
+    let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&img))).unwrap();
+    assert!(ls.contains("libcryptsetup-token-systemd-tpm2.so") && ls.contains("libtss2-esys"), "{ls}");
+    let append = "console=ttyS0 leanrd.debug root=/dev/mapper/sda3_crypt";
+    // The same machine: the TPM unseals the key.
+    let log = {
+        let tpm = Swtpm::start(&state);
+        let q = machine("leanrd-a", &tpm);
+        qemu_boot(kernel, &img, append, &q.iter().map(String::as_str).collect::<Vec<_>>(), 240)
+    };
+    let opened = "unlocked as /dev/mapper/sda3_crypt with its enrolled token";
+    assert!(log.contains(opened) && log.contains(MARK), "TPM2 unlock:\n{}", tail(&log));
+    assert!(!log.contains("Enter passphrase"), "asked for a passphrase with the TPM there:\n{}", tail(&log));
+    if let Some(l) = log.lines().find(|l| l.contains(MARK)) {
+        eprintln!("tpm2-same-machine: {}", l.trim());
+    }
+    // Another SMBIOS serial: PCR 1 differs, the token fails, the passphrase opens it.
+    let log = {
+        let tpm = Swtpm::start(&state);
+        let q = machine("leanrd-b", &tpm);
+        boot_typing(kernel, &img, append.trim_start_matches("console=ttyS0 "), &q, PASS, 240)
+    };
+    let want = ["no token opened /dev/vda3", "Enter passphrase for sda3_crypt", "with the passphrase typed", MARK];
+    assert!(want.iter().all(|w| log.contains(w)), "TPM2 with PCR 1 changed:\n{}", tail(&log));
+    eprintln!("tpm2-pcr-changed: token refused, passphrase asked and accepted");
 }

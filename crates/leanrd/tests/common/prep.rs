@@ -43,6 +43,12 @@ pub fn image(
         // By its /bin path too, so that /bin (a symlink on merged-/usr systems) is there.
         r.add_binary("/bin/busybox").unwrap();
         r.add_library_if_present("libgcc_s.so.1").unwrap();
+        if tools.contains(&"systemd-cryptenroll") {
+            // What systemd's TPM2 support loads with dlopen.
+            for l in ["libtss2-esys.so.0", "libtss2-rc.so.0", "libtss2-mu.so.0", "libtss2-tcti-device.so.0"] {
+                r.add_library_if_present(l).unwrap();
+            }
+        }
     }
     let kernel = Kernel::load(Path::new("/"), kver).unwrap();
     let (set, _) = kernel.resolve(modules.iter().copied());
