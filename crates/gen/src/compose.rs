@@ -222,6 +222,9 @@ fn add_crypt(
     if let Some(l) = conf.layers.iter_mut().find(|l| l.capability == leanrd_contract::Capability::Luks) {
         l.modules.extend(keyboard);
     }
+    if let Some(f) = crate::keymap::font_setting(r) {
+        warnings.push(format!("console font ({f}): not loaded by leanrd's /init; the prompt uses the kernel's font"));
+    }
     if let Some(w) = crate::keymap::wanted(r, facts.is_some()) {
         match crate::keymap::compile(r, &w, &r.tmp.join("keymaps")) {
             Ok(file) => {

@@ -118,6 +118,23 @@ pub fn wanted(r: &Request, host_only: bool) -> Option<Wanted> {
     Some(Wanted { name, source, origin: keyboard.display().to_string() })
 }
 
+/// The console font the system sets (vconsole.conf's `FONT=`, console-setup's `FONTFACE=`),
+/// which /init does not load: for a build warning.
+pub fn font_setting(r: &Request) -> Option<String> {
+    let vconsole = host_path(&r.sysroot, "/etc/vconsole.conf");
+    if let Ok(t) = fs::read_to_string(&vconsole)
+        && let Some(f) = var(&shell_vars(&t), "FONT")
+    {
+        return Some(format!("FONT={f} in {}", vconsole.display()));
+    }
+    // Debian's default (Fixed 8x16) is what the kernel's own VGA font looks like.
+    let cs = host_path(&r.sysroot, "/etc/default/console-setup");
+    let vars = shell_vars(&fs::read_to_string(&cs).ok()?);
+    let (face, size) = (var(&vars, "FONTFACE").unwrap_or("Fixed"), var(&vars, "FONTSIZE").unwrap_or("8x16"));
+    (!matches!(face, "Fixed" | "VGA") || !matches!(size, "8x16" | "16"))
+        .then(|| format!("FONTFACE={face} FONTSIZE={size} in {}", cs.display()))
+}
+
 fn named(k: String, origin: String) -> Option<Wanted> {
     (k != "us").then(|| Wanted { name: safe_name(&k), source: Source::Named(k), origin })
 }

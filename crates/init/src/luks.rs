@@ -323,6 +323,7 @@ fn ask(
         init.luks.keymap_done = true;
         apply_keymap(init, c);
     }
+    init.log.step(&format!("asking for the passphrase of {} on {}", job.name, c.names().join(", ")));
     let tries = job.options.tries;
     let mut n = 0u32;
     loop {

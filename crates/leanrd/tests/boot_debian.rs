@@ -151,11 +151,16 @@ fn make(t: &TempDir, name: &str, gpt: bool, bus: Bus, fs: &Fs, tree: &Path, fsta
 /// An ext4 image of `tree`, `fstab` as its /etc/fstab, made without mounting (to be copied
 /// onto a device-mapper volume inside a VM).
 fn ext4_image(t: &TempDir, name: &str, megs: u64, uuid: &str, tree: &Path, fstab: Option<&str>) -> PathBuf {
+    ext4_image_with(t, name, megs, uuid, tree, &[("fstab", fstab.unwrap_or_default())])
+}
+
+/// [`ext4_image`] with files of its own under /etc (an empty content leaves the tree's).
+fn ext4_image_with(t: &TempDir, name: &str, megs: u64, uuid: &str, tree: &Path, etc: &[(&str, &str)]) -> PathBuf {
     let (img, case) = (t.join(format!("{name}.ext4")), t.join(format!("{name}.tree")));
     sh(&format!("cp -al {} {}", tree.display(), case.display()));
-    if let Some(f) = fstab {
-        let _ = fs::remove_file(case.join("etc/fstab"));
-        fs::write(case.join("etc/fstab"), f).unwrap();
+    for (f, content) in etc.iter().filter(|(_, c)| !c.is_empty()) {
+        let _ = fs::remove_file(case.join("etc").join(f));
+        fs::write(case.join("etc").join(f), content).unwrap();
     }
     sh(&format!("truncate -s {megs}M {i} && mkfs.ext4 -q -U {uuid} -d {c} {i}", i = img.display(), c = case.display()));
     sh(&format!("rm -rf {}", case.display()));
@@ -185,6 +190,70 @@ fn lvm_prep(t: &TempDir, kver: &str, tree: &Path, split_root: &Path, split_usr: 
     let disks =
         [lvm, whole, sroot, usr].into_iter().map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk }).collect();
     Some((img, disks))
+}
+
+/// The passphrase of the encrypted root.
+const PASS: &str = "leanrd-debian-passphrase";
+/// The encrypted disk as Debian's installer lays it out: GPT, an ESP, /boot (ext4, not
+/// encrypted), and LUKS2 holding the ext4 root, named sda3_crypt by /etc/crypttab.
+const LUKS_DISK_MB: u64 = 2400;
+const BOOT_START_MB: u64 = 17;
+const BOOT_MB: u64 = 96;
+
+/// The encrypted root disk, made in a prep VM (the container) from ext4 images made here:
+/// the root (with crypttab and an fstab naming /dev/mapper/sda3_crypt and /boot) and /boot.
+/// Returns the prep image, its disks (the LUKS disk first), and /boot's UUID.
+fn luks_prep(t: &TempDir, kver: &str, tree: &Path) -> Option<(PathBuf, Vec<Disk>, String)> {
+    let (luks_uuid, root_uuid, boot_uuid) = (uuid(31), uuid(32), uuid(33));
+    let crypttab = format!("sda3_crypt UUID={luks_uuid} none luks,discard\n");
+    let fstab =
+        format!("/dev/mapper/sda3_crypt / ext4 errors=remount-ro 0 1\nUUID={boot_uuid} /boot ext4 defaults 0 2\n");
+    let root = ext4_image_with(t, "luks-root", 2048, &root_uuid, tree, &[("fstab", &fstab), ("crypttab", &crypttab)]);
+    let empty = t.join("empty-boot");
+    fs::create_dir_all(&empty).unwrap();
+    let boot = t.join("luks-boot.ext4");
+    sh(&format!(
+        "truncate -s {BOOT_MB}M {b} && mkfs.ext4 -q -U {boot_uuid} -d {e} {b}",
+        b = boot.display(),
+        e = empty.display()
+    ));
+    let disk = t.join("luks.disk");
+    sh(&format!(
+        "truncate -s {LUKS_DISK_MB}M {d} && printf 'label: gpt\\nstart=1M, size=16M, type=U\\n\
+         start={BOOT_START_MB}M, size={BOOT_MB}M\\nstart={s}M\\n' | sfdisk -q {d} && \
+         dd if={b} of={d} bs=1M seek={BOOT_START_MB} conv=notrunc,sparse status=none",
+        d = disk.display(),
+        b = boot.display(),
+        s = BOOT_START_MB + BOOT_MB,
+    ));
+    let body = format!(
+        "printf %s '{PASS}' > /tmp/pass && \
+         $cryptsetup luksFormat --batch-mode --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
+           --uuid {luks_uuid} --key-file /tmp/pass /dev/vda3 && \
+         $cryptsetup open --key-file /tmp/pass /dev/vda3 prep && $e2image -ra /dev/vdb /dev/mapper/prep && \
+         $cryptsetup close prep && sync && echo PREP-DONE"
+    );
+    let modules =
+        ["virtio_pci", "virtio_blk", "dm_mod", "dm_crypt", "xts", "aes_generic", "sha256_generic", "cbc", "ecb"];
+    let dir = t.join("luks-prep");
+    let img = common::prep::image(&dir, kver, &["cryptsetup", "e2image"], &modules, "vdb", &body, None)?;
+    let disks = [disk, root].into_iter().map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk }).collect();
+    Some((img, disks, boot_uuid))
+}
+
+/// A file out of the encrypted disk's /boot.
+fn take_boot_file(t: &TempDir, disk: &Disk, path: &str, out: &Path) {
+    let mnt = t.join("take-boot.mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    let m = mnt.display();
+    sh(&format!(
+        "set -e; l=$(losetup -f --show -r -o {o} --sizelimit {s} {d}); trap 'umount {m} 2>/dev/null || true; \
+         losetup -d $l' EXIT; mount -o ro $l {m}; cp {m}/{path} {out}; umount {m}",
+        o = BOOT_START_MB << 20,
+        s = BOOT_MB << 20,
+        d = disk.path.display(),
+        out = out.display()
+    ));
 }
 
 /// A file out of a disk's file system (after a boot wrote it).
@@ -235,6 +304,8 @@ struct Boot {
     qemu: Vec<String>,
     expect: Vec<String>,
     reject: Vec<String>,
+    /// A passphrase to type on the serial console when asked.
+    answer: Option<&'static str>,
 }
 
 impl Boot {
@@ -244,6 +315,7 @@ impl Boot {
             image: image.into(),
             append: append.into(),
             qemu,
+            answer: None,
             expect: vec!["LEANRD-STATE running".into(), "LEANRD-DONE".into()],
             // systemd waiting on a device or a job (a dm device udev was not told about...).
             reject: vec!["A start job is running".into()],
@@ -256,6 +328,10 @@ impl Boot {
     fn reject(mut self, s: &str) -> Boot {
         self.reject.push(s.into());
         self
+    }
+    fn typing(mut self, pass: &'static str) -> Boot {
+        self.answer = Some(pass);
+        self.expect("Enter passphrase for sda3_crypt")
     }
 }
 
@@ -277,7 +353,10 @@ fn run(kernel: &Path, boots: &[Boot]) -> Vec<String> {
                     let Some(b) = boots.get(i) else { break };
                     let q: Vec<&str> = b.qemu.iter().map(String::as_str).collect();
                     let started = std::time::Instant::now();
-                    let log = qemu_boot(kernel, &b.image, &b.append, &q, 420);
+                    let log = match b.answer {
+                        Some(p) => boot_typing(kernel, &b.image, &b.append, &b.qemu, p, 420),
+                        None => qemu_boot(kernel, &b.image, &b.append, &q, 420),
+                    };
                     let report: Vec<&str> = log
                         .lines()
                         .filter(|l| {
@@ -467,6 +546,12 @@ fn debian_root_boots_and_builds_its_own_host_only_image() {
         b.expect = vec!["PREP-DONE".into()];
         first.insert(0, b);
     }
+    let luks = luks_prep(&t, &kver, &tree);
+    if let Some((prep, disks, _)) = &luks {
+        let mut b = Boot::new("prep: LUKS root", prep, "", qemu_args(&disks.iter().collect::<Vec<_>>(), false));
+        b.expect = vec!["PREP-DONE".into()];
+        first.insert(0, b);
+    }
     let mut failed = run(&kernel, &first);
 
     // The images they built: exactly their disks' storage drivers; then boot them with
@@ -510,6 +595,39 @@ fn debian_root_boots_and_builds_its_own_host_only_image() {
                 .expect("LEANRD-USR /dev/mapper/vg0-usr ext4"),
         );
     }
+    let luks_ok = luks.as_ref().filter(|_| !failed.iter().any(|n| n == "prep: LUKS root"));
+    const LUKS_ROOT: &str = "LEANRD-ROOT /dev/mapper/sda3_crypt ext4";
+    if let Some((_, disks, _)) = luks_ok {
+        // The installer's way to boot it: root=/dev/mapper/sda3_crypt, the passphrase typed;
+        // then the system builds its own host-only image into /boot.
+        second.push(
+            Boot::new(
+                "LUKS root (installer layout), builds its own image",
+                &univ,
+                "root=/dev/mapper/sda3_crypt leanrd.test=selfbuild",
+                qemu_args(&[&disks[0]], false),
+            )
+            .typing(PASS)
+            .expect(LUKS_ROOT)
+            .expect("LEANRD-SELFBUILD ok"),
+        );
+    }
     failed.extend(run(&kernel, &second));
+    // Its own image: crypttab's entry, cryptsetup, its keyboard; booted with nothing on the
+    // command line.
+    if let Some((_, disks, _)) = luks_ok.filter(|_| !failed.iter().any(|n| n.starts_with("LUKS root"))) {
+        let img = t.join("luks-host.img");
+        take_boot_file(&t, &disks[0], &format!("initrd.img-{kver}"), &img);
+        let listing = String::from_utf8(ok(leanrd().arg("ls").arg(&img))).unwrap();
+        assert!(listing.contains("sbin/cryptsetup"), "no cryptsetup in the LUKS root's own image");
+        let x = t.join("luks-host.x");
+        ok(leanrd().arg("extract").arg(&img).arg("-C").arg(&x));
+        let conf = fs::read_to_string(x.join("etc/leanrd/init.conf")).unwrap();
+        assert!(conf.contains(&format!("crypt sda3_crypt UUID={} none luks,discard needed", uuid(31))), "{conf}");
+        let third = [Boot::new("LUKS root, its own host-only image", &img, "", qemu_args(&[&disks[0]], true))
+            .typing(PASS)
+            .expect(LUKS_ROOT)];
+        failed.extend(run(&kernel, &third));
+    }
     assert!(failed.is_empty(), "failed boots: {failed:?}");
 }

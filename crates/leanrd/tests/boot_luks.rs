@@ -100,6 +100,24 @@ fn make_disks(t: &TempDir, kver: &str, key: &[u8]) -> Option<(PathBuf, PathBuf)>
     Some((disk, keydisk))
 }
 
+/// The kernel log's timestamp on the first line holding `what`.
+fn stamp(log: &str, what: &str) -> Option<f64> {
+    let l = log.lines().find(|l| l.contains(what))?;
+    l.trim_start().strip_prefix('[')?.split(']').next()?.trim().parse().ok()
+}
+
+/// For bench/luks.py: seconds from the kernel's "Run /init" to the prompt and to the unlock.
+fn timing(name: &str, log: &str) {
+    let Some(t0) = stamp(log, "Run /init as init process") else { return };
+    let mut line = format!("TIMING {name}");
+    for (k, what) in [("prompt", "leanrd: asking for the passphrase"), ("unlocked", " unlocked as /dev/mapper/")] {
+        if let Some(t) = stamp(log, what) {
+            line += &format!(" {k}={:.3}", t - t0);
+        }
+    }
+    eprintln!("{line}");
+}
+
 fn tail(s: &str) -> &str {
     let mut i = s.len().saturating_sub(6000);
     while !s.is_char_boundary(i) {
@@ -379,6 +397,7 @@ fn boot_encrypted_roots() {
         if let Some(l) = log.lines().find(|l| l.contains(MARK)) {
             eprintln!("{name}: {}", l.trim());
         }
+        timing(name, log);
         let missing: Vec<&&str> = want.iter().filter(|w| !log.contains(**w)).collect();
         if !missing.is_empty() {
             eprintln!("==== {name}: missing {missing:?} ====\n{}", tail(log));
@@ -486,6 +505,7 @@ fn tpm2(kernel: &Path, t: &TempDir, kver: &str, init: &Path, disk: &Path) {
     if let Some(l) = log.lines().find(|l| l.contains(MARK)) {
         eprintln!("tpm2-same-machine: {}", l.trim());
     }
+    timing("tpm2-same-machine", &log);
     // Another SMBIOS serial: PCR 1 differs, the token fails, the passphrase opens it.
     let log = {
         let tpm = Swtpm::start(&state);
