@@ -194,6 +194,7 @@ impl Cmdline {
                 ("rd.luks.uuid", Some(v)) => c.luks_uuids.push(v.trim_start_matches("luks-").to_string()),
                 ("rd.luks.name", Some(v)) => {
                     if let Some((u, n)) = v.split_once('=') {
+                        let u = u.trim_start_matches("luks-");
                         c.luks_names.push((u.to_string(), n.to_string()));
                         c.luks_uuids.push(u.to_string());
                     }
@@ -249,7 +250,7 @@ mod tests {
     fn parses_the_command_line() {
         let c = Cmdline::parse(
             "BOOT_IMAGE=/vmlinuz root=UUID=1234-5678 rootflags=\"subvol=@,compress=zstd\" rw quiet panic=-1 \
-             rd.luks.uuid=luks-abcd rd.luks.name=ef01=cryptroot leanrd.debug rootwait init=/bin/sh",
+             rd.luks.uuid=luks-abcd rd.luks.name=luks-ef01=cryptroot leanrd.debug rootwait init=/bin/sh",
         );
         assert_eq!(c.mounts.root, Some(DeviceRef::Uuid("1234-5678".into())));
         assert_eq!(c.mounts.rootflags.as_deref(), Some("subvol=@,compress=zstd"));
