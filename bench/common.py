@@ -3,6 +3,7 @@
 import os
 import shutil
 import subprocess
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UUID = "11111111-2222-3333-4444-555555555555"
@@ -80,3 +81,18 @@ def tirfs(work):
         f.write(s)
     os.chmod(script, 0o755)
     return script
+
+
+def chroot_build(tree, cmd):
+    """Run a generator in a chroot of the root (with /proc, /sys, /dev); seconds taken."""
+    mounts = []
+    try:
+        for d in ("proc", "sys", "dev"):
+            sh(f"mount --bind /{d} {tree}/{d}")
+            mounts.append(f"{tree}/{d}")
+        s = time.perf_counter()
+        sh(f"chroot {tree} {cmd}", stdout=subprocess.DEVNULL)
+        return time.perf_counter() - s
+    finally:
+        for m in reversed(mounts):
+            subprocess.run(["umount", "-l", m])

@@ -30,7 +30,7 @@ import subprocess
 import tempfile
 import time
 
-from common import ROOT, boot_setup, sh
+from common import ROOT, boot_setup, chroot_build, sh
 
 UUID = "11111111-2222-3333-4444-0000000000be"
 DISK_MIB = 3072
@@ -92,21 +92,6 @@ def prepare(work, flavour, kver, leanrd, init, runs):
     shutil.copy(init, f"{tree}/usr/lib/leanrd/leanrd-init")
     sh(f"chmod 755 {tree}/usr/local/sbin/leanrd-report {tree}/usr/local/sbin/leanrd-test-hook")
     return tree
-
-
-def chroot_build(tree, cmd):
-    """Run a generator in a chroot of the root (with /proc, /sys, /dev); seconds taken."""
-    mounts = []
-    try:
-        for d in ("proc", "sys", "dev"):
-            sh(f"mount --bind /{d} {tree}/{d}")
-            mounts.append(f"{tree}/{d}")
-        s = time.perf_counter()
-        sh(f"chroot {tree} {cmd}", stdout=subprocess.DEVNULL)
-        return time.perf_counter() - s
-    finally:
-        for m in reversed(mounts):
-            subprocess.run(["umount", "-l", m])
 
 
 def disk(work, tree, name):

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from common import ROOT, build_leanrd, sh
+from common import ROOT, build_leanrd, chroot_build, sh
 
 LUKS_UUID = "0c0c0c0c-1111-4222-8333-444444444444"
 CRYPTTAB = f"sda3_crypt UUID={LUKS_UUID} none luks,discard\n"
@@ -116,20 +116,6 @@ def timed(cmd, runs):
     return statistics.median(ts)
 
 
-def chroot(tree, cmd):
-    mounts = []
-    try:
-        for d in ("proc", "sys", "dev"):
-            sh(f"mount --bind /{d} {tree}/{d}")
-            mounts.append(f"{tree}/{d}")
-        s = time.perf_counter()
-        sh(f"chroot {tree} {cmd}", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return time.perf_counter() - s
-    finally:
-        for m in reversed(mounts):
-            subprocess.run(["umount", "-l", m])
-
-
 def peer_tree(work, flavour, kver):
     base = subprocess.run([os.path.join(ROOT, "tools/debian-root"), flavour], check=True,
                           capture_output=True, text=True).stdout.strip()
@@ -197,10 +183,10 @@ def main():
         itools = peer_tree(work, "initramfs-tools", kver)
         os.makedirs(f"{itools}/etc/cryptsetup-initramfs", exist_ok=True)
         open(f"{itools}/etc/cryptsetup-initramfs/conf-hook", "w").write("CRYPTSETUP=y\n")
-        ts = [chroot(itools, f"mkinitramfs -o /tmp/peer.img {kver}") for _ in range(a.runs)]
+        ts = [chroot_build(itools, f"mkinitramfs -o /tmp/peer.img {kver}") for _ in range(a.runs)]
         uni.append(("initramfs-tools most", statistics.median(ts), os.path.getsize(f"{itools}/tmp/peer.img")))
         dr = peer_tree(work, "dracut", kver)
-        ts = [chroot(dr, f"dracut --no-hostonly --add crypt --zstd --force /tmp/peer.img {kver}") for _ in range(a.runs)]
+        ts = [chroot_build(dr, f"dracut --no-hostonly --add crypt --zstd --force /tmp/peer.img {kver}") for _ in range(a.runs)]
         uni.append(("dracut generic +crypt", statistics.median(ts), os.path.getsize(f"{dr}/tmp/peer.img")))
         print("universal images that unlock LUKS (chroots of the Debian root; zstd: leanrd's default level 3, "
               "initramfs-tools' COMPRESS=zstd, dracut --zstd)")
