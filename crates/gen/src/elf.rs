@@ -57,7 +57,7 @@ impl LdCache {
     }
 }
 
-const DEFAULT_DIRS: &[&str] =
+pub(crate) const DEFAULT_DIRS: &[&str] =
     &["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"];
 
 struct Info {

@@ -48,6 +48,25 @@ pub struct Facts {
     /// drivers of the devices they hang off (see [`detect_keyboards`]).
     pub keyboards: Vec<String>,
     pub keyboard_modules: BTreeSet<String>,
+    /// Every device on the way from what the boot needs (the root's, /usr's and the resume
+    /// device's block devices, the keyboards) to the hardware, for the boot proof.
+    pub links: Vec<Link>,
+    /// What the walk in progress is for ("root", "/usr", "resume").
+    pub role: String,
+}
+
+/// One device the boot needs a driver for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// "root", "/usr", "resume", "keyboard".
+    pub role: String,
+    /// The block device (or input device) it serves: `vda2`, `input3`.
+    pub serves: String,
+    /// The device, as its sysfs path under /sys/devices.
+    pub device: String,
+    pub modalias: Option<String>,
+    /// The driver bound to it: the module's name when sysfs tells it, else the driver's.
+    pub driver: Option<String>,
 }
 
 /// A dm-crypt device found on the way to the root, /usr or the resume device.
@@ -124,6 +143,7 @@ pub fn detect(root: &Path) -> Result<Facts> {
     let mut targets = vec![f.root.clone()];
     targets.extend(f.usr.clone());
     for m in targets {
+        f.role = if m.mountpoint == "/" { "root".into() } else { m.mountpoint.clone() };
         if m.dev.0 == 0 {
             // No block device number: btrfs (its members are listed in sysfs), or a network
             // or virtual file system (nothing to walk). Anything else cannot be resolved here,
@@ -160,6 +180,15 @@ pub fn detect(root: &Path) -> Result<Facts> {
     Ok(f)
 }
 
+/// Everything host-only detection finds: the root's and /usr's stacks ([`detect`]), the
+/// resume device ([`detect_resume`]) and the keyboards ([`detect_keyboards`]).
+pub fn detect_all(root: &Path, sysroot: &Path) -> Result<Facts> {
+    let mut f = detect(root)?;
+    detect_resume(root, sysroot, &mut f).context("detecting the resume device")?;
+    detect_keyboards(root, &mut f);
+    Ok(f)
+}
+
 /// The page size hibernation counts `resume_offset` in.
 const PAGE: u64 = 4096;
 
@@ -177,6 +206,7 @@ pub fn detect_resume(root: &Path, sysroot: &Path, f: &mut Facts) -> Result<()> {
             // left out with a note, never a failed build: the image still boots, without resuming.
             Ok(dev) => {
                 let mut g = f.clone();
+                g.role = "resume".into();
                 match walk_block(root, &dev, &mut g, 0) {
                     Ok(()) => *f = g,
                     Err(e) => {
@@ -445,7 +475,12 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
     // A partition's disk is its parent directory.
     let disk =
         if dev.join("partition").exists() { dev.parent().unwrap_or(dev).to_path_buf() } else { dev.to_path_buf() };
-    ancestors(root, &disk, &mut f.modaliases, &mut f.drivers);
+    let serves = dev.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    for l in ancestors(root, &disk, &f.role, &serves) {
+        f.modaliases.extend(l.modalias.clone());
+        f.drivers.extend(l.driver.clone());
+        f.links.push(l);
+    }
     Ok(())
 }
 
@@ -458,7 +493,10 @@ pub(crate) fn device_drivers(
     drivers: &mut BTreeSet<String>,
 ) {
     let disk = if dev.join("partition").exists() { dev.parent().unwrap_or(dev) } else { dev };
-    ancestors(root, disk, modaliases, drivers);
+    for l in ancestors(root, disk, "", "") {
+        modaliases.extend(l.modalias);
+        drivers.extend(l.driver);
+    }
 }
 
 /// A block device's file system type as udev recorded it (`ID_FS_TYPE` in
@@ -469,29 +507,29 @@ pub(crate) fn fs_type(root: &Path, name: &str) -> Option<String> {
     db.lines().find_map(|l| l.strip_prefix("E:ID_FS_TYPE=")).filter(|t| !t.is_empty()).map(str::to_string)
 }
 
-/// Every device from `start` up to /sys/devices: its modalias and its driver (the module's
-/// name when sysfs tells it).
-fn ancestors(root: &Path, start: &Path, modaliases: &mut BTreeSet<String>, drivers: &mut BTreeSet<String>) {
+/// Every device from `start` up to /sys/devices, with its modalias and its driver (the
+/// module's name when sysfs tells it).
+fn ancestors(root: &Path, start: &Path, role: &str, serves: &str) -> Vec<Link> {
     let top = fs::canonicalize(root.join("sys/devices")).unwrap_or_else(|_| root.join("sys/devices"));
+    let mut out = Vec::new();
     let mut cur = start;
     while cur.starts_with(&top) && cur != top {
-        if let Some(a) = read_trim(&cur.join("modalias"))
-            && !a.is_empty()
-        {
-            modaliases.insert(a);
-        }
-        if let Ok(drv) = fs::canonicalize(cur.join("driver")) {
+        let modalias = read_trim(&cur.join("modalias")).filter(|a| !a.is_empty());
+        let driver = fs::canonicalize(cur.join("driver")).ok().and_then(|drv| {
             let module = fs::canonicalize(drv.join("module")).ok().and_then(|m| m.file_name().map(|n| n.to_owned()));
-            let name = module.or_else(|| drv.file_name().map(|n| n.to_owned()));
-            if let Some(n) = name {
-                drivers.insert(n.to_string_lossy().replace('-', "_"));
-            }
+            let name = module.or_else(|| drv.file_name().map(|n| n.to_owned()))?;
+            Some(name.to_string_lossy().replace('-', "_"))
+        });
+        if modalias.is_some() || driver.is_some() {
+            let device = cur.strip_prefix(&top).unwrap_or(cur).display().to_string();
+            out.push(Link { role: role.into(), serves: serves.into(), device, modalias, driver });
         }
         match cur.parent() {
             Some(p) => cur = p,
             None => break,
         }
     }
+    out
 }
 
 /// Whether an input device's `capabilities/key` bitmap (hex words, most significant first,
@@ -521,9 +559,11 @@ pub fn detect_keyboards(root: &Path, f: &mut Facts) {
     found.sort();
     for (name, dev) in found {
         let parent = dev.parent().unwrap_or(&dev).to_path_buf();
-        let mut drivers = BTreeSet::new();
-        ancestors(root, &parent, &mut f.keyboard_modules, &mut drivers);
-        f.keyboard_modules.extend(drivers);
+        for l in ancestors(root, &parent, "keyboard", &name) {
+            f.keyboard_modules.extend(l.modalias.clone());
+            f.keyboard_modules.extend(l.driver.clone());
+            f.links.push(l);
+        }
         f.keyboards.push(name);
     }
 }

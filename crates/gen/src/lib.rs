@@ -27,6 +27,7 @@ pub mod keymap;
 pub mod modprobe;
 pub mod modules;
 pub mod plan;
+pub mod proof;
 pub mod request;
 mod resolve;
 mod select;
@@ -50,6 +51,9 @@ pub struct Generated {
     pub modules: BTreeSet<String>,
     pub warnings: Vec<String>,
     pub facts: Option<Facts>,
+    /// Host-only: the boot proof of the main segment against the host's facts, and what it
+    /// took (see [`proof`]).
+    pub proof: Option<(Result<proof::Proven, Vec<String>>, std::time::Duration)>,
 }
 
 /// Host facts: none for a universal image.
@@ -57,10 +61,8 @@ fn host_facts(r: &Request) -> Result<Option<Facts>> {
     if r.universal {
         return Ok(None);
     }
-    let mut f = host::detect(&r.host_root)
+    let f = host::detect_all(&r.host_root, &r.sysroot)
         .context("host detection failed (use --universal to build an image for any machine)")?;
-    host::detect_resume(&r.host_root, &r.sysroot, &mut f).context("detecting the resume device")?;
-    host::detect_keyboards(&r.host_root, &mut f);
     Ok(Some(f))
 }
 
@@ -101,5 +103,9 @@ pub fn generate(r: &Request) -> Result<Generated> {
     warnings.extend(facts.iter().flat_map(|f| f.notes.iter().cloned()));
     warnings.extend(more);
     let features = selected.iter().map(|s| s.feature.name.clone()).collect();
-    Ok(Generated { main, early, features, modules: mods.set, warnings, facts })
+    let proof = facts.as_ref().map(|f| {
+        let start = std::time::Instant::now();
+        (proof::prove(&main, f, Some(&kernel), &r.kver), start.elapsed())
+    });
+    Ok(Generated { main, early, features, modules: mods.set, warnings, facts, proof })
 }

@@ -32,6 +32,10 @@ pub struct Settings {
     pub include: Vec<String>,
     #[serde(default)]
     pub exclude: Vec<String>,
+    /// Modules never to put in the image, with every module that needs them (dracut's
+    /// `omit_drivers`).
+    #[serde(default)]
+    pub omit_modules: Vec<String>,
     pub init: Option<PathBuf>,
     pub features_dir: Option<PathBuf>,
     /// The image; `{kver}` is replaced by the kernel release.
@@ -104,6 +108,7 @@ impl Settings {
             universal: self.universal.or(lower.universal),
             include: self.include.into_iter().chain(lower.include).collect(),
             exclude: self.exclude.into_iter().chain(lower.exclude).collect(),
+            omit_modules: self.omit_modules.into_iter().chain(lower.omit_modules).collect(),
             init: self.init.or(lower.init),
             features_dir: self.features_dir.or(lower.features_dir),
             output: self.output.or(lower.output),
@@ -124,6 +129,8 @@ pub struct Request {
     pub universal: bool,
     pub include: Vec<String>,
     pub exclude: Vec<String>,
+    /// Module names (normalised) left out with all that depend on them.
+    pub omit_modules: Vec<String>,
     pub features_dir: Option<PathBuf>,
     /// The /init executable on the build machine.
     pub init: PathBuf,
@@ -155,6 +162,7 @@ impl Request {
             universal: s.universal.unwrap_or(false),
             include: s.include,
             exclude: s.exclude,
+            omit_modules: s.omit_modules.iter().map(|m| leanrd_kmod::normalize(m)).collect(),
             features_dir: Some(s.features_dir.unwrap_or_else(|| sysroot.join("etc/leanrd/features.d"))),
             init: find_init(s.init)?,
             tmp: tmp.to_path_buf(),

@@ -71,6 +71,26 @@ fn host_modules(kernel: &Kernel, x: &Facts, wanted: &mut Vec<String>, load: &mut
     Ok(())
 }
 
+/// Take the omitted modules out of the set, and every module that depends on one of them
+/// (it could not load without it); what was taken out, sorted.
+fn omit(set: &mut BTreeSet<String>, omitted: &[String], db: &leanrd_kmod::ModuleDb) -> Vec<String> {
+    let mut gone: BTreeSet<String> = omitted.iter().filter(|m| set.contains(*m)).cloned().collect();
+    loop {
+        let more: Vec<String> = set
+            .iter()
+            .filter(|m| !gone.contains(*m))
+            .filter(|m| db.deps.get(*m).is_some_and(|d| d.iter().any(|x| gone.contains(x))))
+            .cloned()
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        gone.extend(more);
+    }
+    set.retain(|m| !gone.contains(m));
+    gone.into_iter().collect()
+}
+
 /// Modules from features, then from the host's devices. Modules a feature has only because
 /// the build is universal are left to coldplug and to the root probe (which loads
 /// fs-<type>); required features' modules are loaded up front.
@@ -96,9 +116,17 @@ pub fn modules(
         host_modules(kernel, x, &mut wanted, &mut load)?;
     }
     wanted.extend(extra.iter().filter(|a| matches!(kernel.db.resolve(a), Resolved::Modules(_))).cloned());
-    let (set, missing) = kernel.resolve(wanted.iter().map(String::as_str));
+    let (mut set, missing) = kernel.resolve(wanted.iter().map(String::as_str));
     // Feature lists name modules some kernels lack (e.g. crc32c_intel); only say so.
-    let warnings = missing.into_iter().map(|m| format!("module {m} not found in kernel {}", r.kver)).collect();
+    let mut warnings: Vec<String> =
+        missing.into_iter().map(|m| format!("module {m} not found in kernel {}", r.kver)).collect();
+    if !r.omit_modules.is_empty() {
+        let gone = omit(&mut set, &r.omit_modules, &kernel.db);
+        if !gone.is_empty() {
+            warnings.push(format!("modules omitted (omit_modules): {}", gone.join(", ")));
+        }
+        load.retain(|m| !gone.contains(&leanrd_kmod::normalize(m)));
+    }
     let mut seen = BTreeSet::new();
     load.retain(|m| seen.insert(m.clone()));
     Ok(Modules { set, load, warnings })

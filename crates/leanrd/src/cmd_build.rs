@@ -46,6 +46,10 @@ pub struct BuildArgs {
     /// Leave a feature out (repeatable).
     #[arg(long, value_name = "FEATURE")]
     exclude: Vec<String>,
+    /// Never put this module in the image, nor any module that needs it (repeatable; the boot
+    /// proof refuses the image if the machine needs it).
+    #[arg(long, value_name = "MODULE")]
+    omit_module: Vec<String>,
     /// The /init executable (default: $LEANRD_INIT, leanrd-init next to leanrd, /usr/lib/leanrd/leanrd-init).
     #[arg(long, value_name = "FILE")]
     init: Option<PathBuf>,
@@ -124,6 +128,7 @@ impl BuildArgs {
             universal: self.universal.then_some(true),
             include: self.include.clone(),
             exclude: self.exclude.clone(),
+            omit_modules: self.omit_module.clone(),
             init: self.init.clone(),
             features_dir: self.features_dir.clone(),
             output: self.output.as_ref().map(|o| o.to_string_lossy().into_owned()),
@@ -237,6 +242,27 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
     for w in &g.warnings {
         eprintln!("leanrd: warning: {w}");
     }
+    // Host-only: never replace an image with one that cannot boot this machine.
+    if let Some((proof, took)) = &g.proof {
+        match proof {
+            Ok(p) => progress(start, &format!("boot proof: {} checks in {:.1} ms", p.checks, took.as_secs_f64() * 1e3)),
+            Err(missing) if a.force || a.print_manifest => {
+                for m in missing {
+                    eprintln!("leanrd: warning: the image will not boot this machine: {m}");
+                }
+            }
+            Err(missing) => {
+                for m in &missing[1..] {
+                    eprintln!("leanrd: also: {m}");
+                }
+                anyhow::bail!(
+                    "the image would not boot this machine: {}; {} left as it is (--force writes it anyway)",
+                    missing[0],
+                    r.output.display()
+                );
+            }
+        }
+    }
     let segs = segments(&g)?;
     if a.print_manifest {
         print_manifest(segs, &r, &g)?;
@@ -257,9 +283,14 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
     let entries: usize = stats.iter().map(|s| s.archive.entries).sum();
     let cloned: u64 = stats.iter().map(|s| s.archive.cloned).sum();
     let copied: u64 = stats.iter().map(|s| s.archive.copied).sum();
+    let proof = match &g.proof {
+        Some((Ok(p), took)) => format!("; boot proof: {} checks, {:.1} ms", p.checks, took.as_secs_f64() * 1e3),
+        Some((Err(_), _)) => "; boot proof FAILED (--force)".into(),
+        None => String::new(),
+    };
     eprintln!(
         "leanrd: {} in {:.3} s: {entries} entries, {} modules, features {}; {size} bytes, {}; {cloned} B cloned, \
-         {copied} B copied",
+         {copied} B copied{proof}",
         r.output.display(),
         start.elapsed().as_secs_f64(),
         g.modules.len(),

@@ -6,6 +6,7 @@ mod cmd_cpio;
 mod cmd_hooks;
 mod cmd_inspect;
 mod cmd_read;
+mod cmd_verify;
 
 use std::process::ExitCode;
 
@@ -36,6 +37,9 @@ enum Cmd {
     Diff(cmd_inspect::DiffArgs),
     /// Generate a minimal initramfs for a kernel.
     Build(cmd_build::BuildArgs),
+    /// Prove that an image (any generator's) boots this machine: exit 0, or 1 with the
+    /// missing link.
+    Verify(cmd_verify::VerifyArgs),
     /// Have kernel installs and removals run leanrd (kernel-install plugin, Debian hooks).
     InstallHooks(cmd_hooks::HooksArgs),
     /// Print the man page (roff) to stdout.
@@ -56,6 +60,7 @@ fn main() -> ExitCode {
         Cmd::Check(a) => cmd_read::check(a),
         Cmd::Advise(a) => cmd_advise::run(a),
         Cmd::Build(a) => cmd_build::run(a),
+        Cmd::Verify(a) => cmd_verify::run(a),
         Cmd::InstallHooks(a) => cmd_hooks::run(a),
         Cmd::Man => clap_mangen::Man::new(Cli::command())
             .render(&mut std::io::stdout())

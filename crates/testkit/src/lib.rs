@@ -396,6 +396,53 @@ pub fn nvme_base(t: &TempDir, name: &str, mountinfo: &str) -> Fixture {
     f
 }
 
+/// An ext4 root on md RAID1 (md127, level raid1) over the first partitions of two SATA disks
+/// behind AHCI.
+pub fn md_raid1_sata(t: &TempDir) -> Fixture {
+    let f = Fixture::new(t, "md", "22 1 9:127 / / rw - ext4 /dev/md127 rw\n");
+    f.dev("pci0000:00/0000:00:1f.2", Some("pci:v00008086d00002922sv00001AF4sd00001100bc01sc06i01"), Some("ahci"));
+    for (n, port) in [("sda", "ata1"), ("sdb", "ata2")] {
+        let disk = format!("pci0000:00/0000:00:1f.2/{port}/host0/target0:0:0/0:0:0:0");
+        f.dev(&disk, Some("scsi:t-0x00"), Some("sd"));
+        f.block(&format!("{disk}/block/{n}"), if n == "sda" { "8:0" } else { "8:16" }, false);
+        f.block(&format!("{disk}/block/{n}/{n}1"), if n == "sda" { "8:1" } else { "8:17" }, true);
+    }
+    let md = f.root.join("sys/devices/virtual/block/md127");
+    fs::create_dir_all(md.join("md")).unwrap();
+    fs::create_dir_all(md.join("slaves")).unwrap();
+    fs::write(md.join("md/level"), "raid1\n").unwrap();
+    for (n, port) in [("sda1", "ata1"), ("sdb1", "ata2")] {
+        let disk = &n[..3];
+        symlink(
+            f.root
+                .join(format!("sys/devices/pci0000:00/0000:00:1f.2/{port}/host0/target0:0:0/0:0:0:0/block/{disk}/{n}")),
+            md.join("slaves").join(n),
+        )
+        .unwrap();
+    }
+    f.block("virtual/block/md127", "9:127", false);
+    f
+}
+
+pub const BTRFS_MOUNTINFO: &str = "22 1 0:31 /@ / rw,relatime shared:1 - btrfs /dev/vda2 rw,space_cache=v2,subvol=/@\n";
+
+/// A btrfs raid1 root on two virtio disks, in subvolume @: mountinfo shows device 0:31.
+pub fn btrfs_two_disks(t: &TempDir) -> Fixture {
+    let f = Fixture::new(t, "btrfs", BTRFS_MOUNTINFO);
+    f.dev("pci0000:00/0000:00:04.0", Some(VIRTIO_PCI), Some("virtio-pci"))
+        .dev("pci0000:00/0000:00:04.0/virtio1", Some("virtio:d00000002v00001AF4"), Some("virtio_blk"))
+        .block("pci0000:00/0000:00:04.0/virtio1/block/vda", "254:0", false)
+        .block("pci0000:00/0000:00:04.0/virtio1/block/vda/vda2", "254:2", true)
+        .dev("pci0000:00/0000:00:05.0", Some(VIRTIO_PCI), Some("virtio-pci"))
+        .dev("pci0000:00/0000:00:05.0/virtio2", Some("virtio:d00000002v00001AF4"), Some("virtio_blk"))
+        .block("pci0000:00/0000:00:05.0/virtio2/block/vdb", "254:16", false);
+    let devs = f.root.join("sys/fs/btrfs/0a1b2c3d-0000-4000-8000-000000000001/devices");
+    fs::create_dir_all(&devs).unwrap();
+    symlink(f.root.join("sys/devices/pci0000:00/0000:00:04.0/virtio1/block/vda/vda2"), devs.join("vda2")).unwrap();
+    symlink(f.root.join("sys/devices/pci0000:00/0000:00:05.0/virtio2/block/vdb"), devs.join("vdb")).unwrap();
+    f
+}
+
 /// The cached Debian root of `tools/debian-root` (made with mmdebstrap when missing: about a
 /// minute with a reachable mirror). `flavour` is "" for the test root, or a peer generator
 /// ("initramfs-tools", "dracut") whose root has it installed. None (test skipped) without

@@ -1,0 +1,400 @@
+//! The boot proof: from the files inside an image alone — its module tables and modules, its
+//! binaries and libraries, /init's configuration — and the host's facts (the devices under the
+//! root, /usr and the resume device, their drivers, the file system types, the block stack,
+//! the keyboard a LUKS prompt needs), replay what /init will do and name the first link that
+//! is missing. `leanrd build` runs it before a host-only image replaces the old one;
+//! `leanrd verify` runs it on any image, leanrd's or a peer's.
+//!
+//! The image is seen through [`ImageView`]: a [`Plan`] (before it is written) or an image read
+//! back ([`MemImage`]). Module names and aliases are resolved with the image's own tables, by
+//! the same code /init uses (`leanrd_kmod`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+
+use leanrd_contract::{CONFIG_PATH, Capability, InitConfig, NOT_BLOCK_FSTYPES, SEARCH_PATH};
+use leanrd_kmod::{ModuleDb, Resolved, Tables};
+
+use crate::host::Facts;
+use crate::modules::Kernel;
+use crate::plan::{Item, Plan, clean};
+
+/// What a path is in an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    Dir,
+    File,
+    Symlink(String),
+    Other,
+}
+
+/// An image's entries, as the proof reads them.
+pub trait ImageView {
+    /// The entry at exactly this path (symlinks not followed).
+    fn node(&self, path: &str) -> Option<Node>;
+    /// A regular file's content.
+    fn data(&self, path: &str) -> Option<Vec<u8>>;
+    /// The entries directly under a directory (names).
+    fn children(&self, dir: &str) -> Vec<String>;
+}
+
+impl ImageView for Plan {
+    fn node(&self, path: &str) -> Option<Node> {
+        Some(match self.items.get(path)? {
+            Item::Dir { .. } => Node::Dir,
+            Item::File { .. } | Item::Inline { .. } => Node::File,
+            Item::Symlink { target } => Node::Symlink(target.clone()),
+            Item::Node { .. } => Node::Other,
+        })
+    }
+    fn data(&self, path: &str) -> Option<Vec<u8>> {
+        match self.items.get(path)? {
+            Item::File { src, .. } => fs::read(src).ok(),
+            Item::Inline { data, .. } => Some(data.clone()),
+            _ => None,
+        }
+    }
+    fn children(&self, dir: &str) -> Vec<String> {
+        children_of(self.items.keys(), dir)
+    }
+}
+
+fn children_of<'a>(paths: impl Iterator<Item = &'a String>, dir: &str) -> Vec<String> {
+    let prefix = if dir == "/" { "/".to_string() } else { format!("{dir}/") };
+    paths
+        .filter_map(|p| p.strip_prefix(&prefix))
+        .filter(|rest| !rest.is_empty() && !rest.contains('/'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// An image read back into memory (`leanrd verify`): every entry, with the content of the
+/// files the proof reads (module tables, configuration, programs and libraries; not the
+/// modules themselves, whose presence is enough).
+#[derive(Debug, Default)]
+pub struct MemImage {
+    pub nodes: BTreeMap<String, (Node, Option<Vec<u8>>)>,
+}
+
+impl MemImage {
+    /// Whether the proof reads a file's content.
+    pub fn wants_data(path: &str) -> bool {
+        !(path.ends_with(".ko")
+            || path.contains(".ko.")
+            || path.contains("/firmware/")
+            || path.starts_with("/kernel/x86/microcode/"))
+    }
+}
+
+impl ImageView for MemImage {
+    fn node(&self, path: &str) -> Option<Node> {
+        self.nodes.get(path).map(|(n, _)| n.clone())
+    }
+    fn data(&self, path: &str) -> Option<Vec<u8>> {
+        self.nodes.get(path).and_then(|(_, d)| d.clone())
+    }
+    fn children(&self, dir: &str) -> Vec<String> {
+        children_of(self.nodes.keys(), dir)
+    }
+}
+
+/// A path with every symlink on the way followed inside the image (absolute targets are the
+/// image's own root); None when something on the way is missing.
+pub fn resolve(v: &dyn ImageView, path: &str) -> Option<String> {
+    let mut todo: Vec<String> = clean(path).trim_start_matches('/').split('/').rev().map(str::to_string).collect();
+    let mut cur = String::new();
+    let mut hops = 0;
+    while let Some(c) = todo.pop() {
+        if c.is_empty() {
+            continue;
+        }
+        let next = format!("{cur}/{c}");
+        match v.node(&next)? {
+            Node::Symlink(t) => {
+                hops += 1;
+                if hops > 40 {
+                    return None;
+                }
+                let base = if t.starts_with('/') { String::new() } else { cur.clone() };
+                let joined = clean(&format!("{base}/{t}"));
+                todo.extend(joined.trim_start_matches('/').split('/').rev().map(str::to_string));
+                cur = String::new();
+            }
+            _ => cur = next,
+        }
+    }
+    Some(if cur.is_empty() { "/".into() } else { cur })
+}
+
+fn is_file(v: &dyn ImageView, path: &str) -> bool {
+    resolve(v, path).is_some_and(|p| v.node(&p) == Some(Node::File))
+}
+
+/// What the proof established.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proven {
+    pub kver: String,
+    /// Facts checked (drivers, file systems, programs, libraries).
+    pub checks: usize,
+}
+
+/// The image's module tables and where they are.
+struct Mods {
+    dir: String,
+    db: ModuleDb,
+}
+
+fn image_modules(v: &dyn ImageView, kver: &str) -> Result<Mods, String> {
+    for base in ["/lib/modules", "/usr/lib/modules"] {
+        let dir = format!("{base}/{kver}");
+        let Some(real) = resolve(v, &dir) else { continue };
+        if !is_file(v, &format!("{real}/modules.dep")) {
+            continue;
+        }
+        let tables = Tables::read(|f| -> Result<Vec<u8>, String> {
+            Ok(resolve(v, &format!("{real}/{f}")).and_then(|p| v.data(&p)).unwrap_or_default())
+        })?;
+        let db = ModuleDb::parse(&tables).map_err(|e| format!("{dir}/{e}"))?;
+        return Ok(Mods { dir: real, db });
+    }
+    Err(format!("no modules.dep for kernel {kver} in the image (/lib/modules/{kver})"))
+}
+
+/// The kernel the image is for: its configuration's, else the only module directory it has.
+pub fn image_kver(v: &dyn ImageView) -> Option<String> {
+    if let Some(c) = config(v).and_then(|c| c.kver) {
+        return Some(c);
+    }
+    let mut all: Vec<String> = ["/lib/modules", "/usr/lib/modules"]
+        .iter()
+        .filter_map(|d| resolve(v, d))
+        .flat_map(|d| v.children(&d))
+        .collect();
+    all.sort();
+    all.dedup();
+    match all.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    }
+}
+
+fn config(v: &dyn ImageView) -> Option<InitConfig> {
+    let text = v.data(&resolve(v, CONFIG_PATH)?)?;
+    InitConfig::decode(&String::from_utf8_lossy(&text)).ok()
+}
+
+struct Check<'a> {
+    v: &'a dyn ImageView,
+    mods: Mods,
+    kernel: Option<&'a Kernel>,
+    conf: Option<InitConfig>,
+    checks: usize,
+    elf_done: BTreeSet<String>,
+}
+
+impl Check<'_> {
+    /// A module name or alias loads from the image: the image's tables resolve it, and every
+    /// module file with its dependencies is there.
+    fn loadable(&mut self, what: &str) -> Result<(), String> {
+        self.checks += 1;
+        match self.mods.db.resolve(what) {
+            Resolved::Builtin => Ok(()),
+            Resolved::Missing => Err(format!("no module in the image's tables matches {what}")),
+            Resolved::Modules(ms) => {
+                for m in ms {
+                    let rel = &self.mods.db.paths[&m];
+                    if !is_file(self.v, &format!("{}/{rel}", self.mods.dir)) {
+                        return Err(format!(
+                            "{m} is in the image's modules.dep but {}/{rel} is not in the image",
+                            self.mods.dir
+                        ));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether the target kernel has `what` as a module (None: no kernel to ask).
+    fn kernel_module(&self, what: &str) -> Option<bool> {
+        self.kernel.map(|k| matches!(k.db.resolve(what), Resolved::Modules(_)))
+    }
+
+    /// A device's driver: loaded by /init (listed, or by its modalias through the image's alias
+    /// table) from files in the image. Drivers built into the kernel need nothing.
+    fn driver(&mut self, l: &crate::host::Link) -> Result<(), String> {
+        let Some(driver) = &l.driver else { return Ok(()) };
+        if self.kernel_module(driver) == Some(false) {
+            return Ok(()); // built in, or a driver name that is no module (usb, pcieport)
+        }
+        let listed = self.conf.as_ref().is_some_and(|c| {
+            c.load.iter().any(|x| leanrd_kmod::normalize(x) == *driver)
+                || c.layers.iter().any(|y| y.modules.iter().any(|x| leanrd_kmod::normalize(x) == *driver))
+        });
+        let by_alias = l.modalias.as_ref().is_some_and(|a| self.mods.db.match_alias(a).iter().any(|m| m == driver));
+        let what = format!(
+            "{} {} sits on {} ({}) driven by {driver}",
+            l.role,
+            l.serves,
+            l.device,
+            l.modalias.as_deref().unwrap_or("no modalias")
+        );
+        if !listed && !by_alias {
+            let has = if self.kernel_module(driver) == Some(true) {
+                format!("; the kernel has {driver}")
+            } else {
+                String::new()
+            };
+            return Err(format!("{what}: no module in the image matches{has}"));
+        }
+        self.loadable(driver).map_err(|e| format!("{what}: {e}"))
+    }
+
+    /// A program in the image's PATH, with its ELF interpreter and libraries.
+    fn program(&mut self, name: &str) -> Result<(), String> {
+        let found = SEARCH_PATH.iter().map(|d| format!("{d}/{name}")).find(|p| is_file(self.v, p));
+        let path = found.ok_or_else(|| format!("{name} is not in the image ({})", SEARCH_PATH.join(", ")))?;
+        self.elf(&path, name)
+    }
+
+    /// An ELF file's interpreter and DT_NEEDED libraries (recursively) are in the image, where
+    /// ld.so looks: DT_RPATH/DT_RUNPATH (with $ORIGIN), then the default directories.
+    fn elf(&mut self, path: &str, who: &str) -> Result<(), String> {
+        let real = resolve(self.v, path).ok_or_else(|| format!("{who}: {path} is not in the image"))?;
+        if !self.elf_done.insert(real.clone()) {
+            return Ok(());
+        }
+        self.checks += 1;
+        let data = self.v.data(&real).ok_or_else(|| format!("{who}: {path} cannot be read"))?;
+        let Ok(elf) = goblin::elf::Elf::parse(&data) else { return Ok(()) }; // a script
+        if let Some(interp) = elf.interpreter
+            && !is_file(self.v, interp)
+        {
+            return Err(format!("{who}: its ELF interpreter {interp} is not in the image"));
+        }
+        let origin = real.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_default();
+        let dirs: Vec<String> = elf
+            .rpaths
+            .iter()
+            .chain(&elf.runpaths)
+            .flat_map(|r| r.split(':'))
+            .map(|d| d.replace("$ORIGIN", &origin).replace("${ORIGIN}", &origin))
+            .chain(crate::elf::DEFAULT_DIRS.iter().map(|d| d.to_string()))
+            .collect();
+        let needed: Vec<String> = elf.libraries.iter().map(|s| s.to_string()).collect();
+        for lib in needed {
+            let found = dirs.iter().map(|d| format!("{d}/{lib}")).find(|p| is_file(self.v, p));
+            let p = found.ok_or_else(|| format!("{who}: library {lib} (needed by {path}) is not in the image"))?;
+            self.elf(&p, who)?;
+        }
+        Ok(())
+    }
+}
+
+/// Prove that the image boots the machine the facts describe; Err lists what is missing,
+/// the first link first.
+pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &str) -> Result<Proven, Vec<String>> {
+    let mut missing = Vec::new();
+    if !is_file(v, "/init") {
+        missing.push("/init is not in the image".to_string());
+    }
+    let conf = config(v);
+    let mods = match image_modules(v, kver) {
+        Ok(m) => m,
+        Err(e) => {
+            missing.push(e);
+            return Err(missing);
+        }
+    };
+    let mut c = Check { v, mods, kernel, conf, checks: 0, elf_done: BTreeSet::new() };
+    if let Some(init) = resolve(v, "/init")
+        && let Err(e) = c.elf(&init, "/init")
+    {
+        missing.push(e);
+    }
+    let luks_prompt = facts.stack.contains("crypt");
+    for l in &facts.links {
+        if l.role == "keyboard" && !luks_prompt {
+            continue;
+        }
+        if let Err(e) = c.driver(l) {
+            missing.push(if l.role == "keyboard" { format!("the passphrase prompt has no keyboard: {e}") } else { e });
+        }
+    }
+    let mounts = [Some(("root", &facts.root)), facts.usr.as_ref().map(|u| ("/usr", u))];
+    for (role, m) in mounts.into_iter().flatten() {
+        if NOT_BLOCK_FSTYPES.contains(&m.fstype.as_str()) {
+            continue;
+        }
+        let alias = format!("fs-{}", m.fstype);
+        if c.kernel.is_some_and(|k| matches!(k.db.resolve(&alias), Resolved::Builtin)) {
+            continue;
+        }
+        if let Err(e) = c.loadable(&alias) {
+            missing.push(format!("{role} {} is {}: {e}", m.source, m.fstype));
+        }
+    }
+    // What the block stack implies: dm_mod, dm_crypt, md_mod, the RAID level's module.
+    for m in &facts.modules {
+        if c.kernel_module(m) != Some(false)
+            && let Err(e) = c.loadable(m)
+        {
+            missing.push(format!("the block stack under the root needs {m}: {e}"));
+        }
+    }
+    let stack = [("crypt", "cryptsetup"), ("lvm", "lvm"), ("md", "mdadm")];
+    for (layer, prog) in stack {
+        if !facts.stack.contains(layer) {
+            continue;
+        }
+        if let Err(e) = c.program(prog) {
+            missing.push(format!("the {layer} layer under the root: {e}"));
+        }
+        // leanrd's /init opens a layer only when its configuration has it.
+        let cap = match layer {
+            "crypt" => Capability::Luks,
+            "lvm" => Capability::Lvm,
+            _ => Capability::Md,
+        };
+        if let Some(conf) = &c.conf
+            && conf.layer(cap).is_none()
+        {
+            missing.push(format!(
+                "the {layer} layer under the root: /init's configuration does not turn on {}",
+                cap.name()
+            ));
+        }
+    }
+    if missing.is_empty() { Ok(Proven { kver: kver.to_string(), checks: c.checks }) } else { Err(missing) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mem(entries: &[(&str, Node, &[u8])]) -> MemImage {
+        let mut m = MemImage::default();
+        for (p, n, d) in entries {
+            m.nodes.insert(p.to_string(), (n.clone(), Some(d.to_vec())));
+        }
+        m
+    }
+
+    #[test]
+    fn symlinks_resolve_inside_the_image() {
+        let m = mem(&[
+            ("/lib", Node::Symlink("usr/lib".into()), b""),
+            ("/usr", Node::Dir, b""),
+            ("/usr/lib", Node::Dir, b""),
+            ("/usr/lib/x.so", Node::File, b""),
+            ("/usr/lib/abs", Node::Symlink("/usr/lib/x.so".into()), b""),
+            ("/loop", Node::Symlink("/loop".into()), b""),
+        ]);
+        assert_eq!(resolve(&m, "/lib/x.so").as_deref(), Some("/usr/lib/x.so"));
+        assert_eq!(resolve(&m, "/lib/abs").as_deref(), Some("/usr/lib/x.so"));
+        assert_eq!(resolve(&m, "/lib/none"), None);
+        assert_eq!(resolve(&m, "/loop/x"), None);
+        assert!(is_file(&m, "/lib/../lib/x.so"));
+        assert_eq!(children_of(m.nodes.keys(), "/usr/lib"), ["abs", "x.so"]);
+    }
+}

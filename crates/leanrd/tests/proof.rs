@@ -1,0 +1,116 @@
+//! The boot proof: on fixture machines (virtio, NVMe, AHCI, USB storage, btrfs on one and on
+//! two disks, LUKS on NVMe with a USB keyboard, md RAID1, LVM) leanrd's host-only image proves
+//! its boot; built without a driver the machine needs (`--omit-module`), the build fails
+//! naming it and leaves the previous image byte for byte; `leanrd verify` says the same of
+//! both images.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+
+use common::*;
+
+fn build(k: &str, f: &Fixture, init: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    leanrd()
+        .args(["build", "-k", k, "--host-root"])
+        .arg(&f.root)
+        .arg("--init")
+        .arg(init)
+        .arg("-o")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn verify(k: &str, f: &Fixture, img: &Path) -> (bool, String) {
+    let o = leanrd().args(["verify", "--kernel", k, "--host-root"]).arg(&f.root).arg(img).output().unwrap();
+    (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
+}
+
+/// A USB stick root: xHCI, the mass-storage interface (usb-storage), its SCSI disk.
+fn usb_storage(t: &TempDir) -> Fixture {
+    let f = Fixture::new(t, "usb", "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n");
+    let intf = "pci0000:00/0000:00:05.0/usb1/1-1/1-1:1.0";
+    f.dev("pci0000:00/0000:00:05.0", Some(XHCI_PCI), Some("xhci_hcd"))
+        .dev("pci0000:00/0000:00:05.0/usb1", Some("usb:v1D6Bp0003d0601dc09dsc00dp03ic09isc00ip00in00"), Some("usb"))
+        .dev("pci0000:00/0000:00:05.0/usb1/1-1", None, Some("usb"))
+        .dev(intf, Some("usb:v0781p5581d0100dc00dsc00dp00ic08isc06ip50in00"), Some("usb-storage"))
+        .dev(&format!("{intf}/host2/target2:0:0/2:0:0:0"), Some("scsi:t-0x00"), Some("sd"))
+        .block(&format!("{intf}/host2/target2:0:0/2:0:0:0/block/sda"), "8:0", false)
+        .block(&format!("{intf}/host2/target2:0:0/2:0:0:0/block/sda/sda1"), "8:1", true);
+    f
+}
+
+/// An ext4 root on LVM (vg-root) on a virtio disk's second partition.
+fn lvm(t: &TempDir) -> Fixture {
+    let f = Fixture::new(t, "lvm", "22 1 253:0 / / rw - ext4 /dev/mapper/vg-root rw\n");
+    let vda2 = "pci0000:00/0000:00:04.0/virtio1/block/vda/vda2";
+    f.dev("pci0000:00/0000:00:04.0", Some(VIRTIO_PCI), Some("virtio-pci"))
+        .dev("pci0000:00/0000:00:04.0/virtio1", Some("virtio:d00000002v00001AF4"), Some("virtio_blk"))
+        .block("pci0000:00/0000:00:04.0/virtio1/block/vda", "254:0", false)
+        .block(vda2, "254:2", true)
+        .dm("dm-0", "LVM-abcdefabcdefabcdef", &[vda2])
+        .dm_name("dm-0", "vg-root", "253:0");
+    f
+}
+
+/// An ext4 root on AHCI (SATA), second partition.
+fn ahci(t: &TempDir) -> Fixture {
+    let f = Fixture::new(t, "ahci", "22 1 8:2 / / rw - ext4 /dev/sda2 rw\n");
+    let disk = "pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0";
+    f.dev("pci0000:00/0000:00:1f.2", Some("pci:v00008086d00002922sv00001AF4sd00001100bc01sc06i01"), Some("ahci"))
+        .dev(disk, Some("scsi:t-0x00"), Some("sd"))
+        .block(&format!("{disk}/block/sda"), "8:0", false)
+        .block(&format!("{disk}/block/sda/sda2"), "8:2", true);
+    f
+}
+
+#[test]
+fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
+    let Some(k) = kver() else { return };
+    let need = ["cryptsetup", "lvm", "mdadm"];
+    if need.iter().any(|t| !have(t)) {
+        eprintln!("skipping: needs {need:?} (the stacks' programs go into the images)");
+        return;
+    }
+    let t = TempDir::new("proof");
+    let init = t.join("init");
+    fs::write(&init, b"#!/bin/sh\n").unwrap();
+    let luks = TempDir::new("proof-luks");
+    let machines: Vec<(&str, Fixture, &str)> = vec![
+        ("virtio-blk ext4", virtio_ext4(&t), "virtio_blk"),
+        ("NVMe xfs", nvme_base(&t, "nvme", "22 1 259:2 / / rw - xfs /dev/nvme0n1p2 rw\n"), "nvme"),
+        ("AHCI ext4", ahci(&t), "ahci"),
+        ("USB stick ext4", usb_storage(&t), "usb_storage"),
+        ("btrfs raid1 on two virtio disks", btrfs_two_disks(&t), "virtio_blk"),
+        ("md RAID1 on SATA", md_raid1_sata(&t), "raid1"),
+        ("LVM on virtio", lvm(&t), "dm_mod"),
+        ("LUKS with a USB keyboard", keyboard_host(&luks, Some("0c0c0c0c-1111-4222-8333-444444444444")), "usbhid"),
+    ];
+    for (name, f, needed) in &machines {
+        let img = t.join(format!("{}.img", name.replace(' ', "-")));
+        let o = build(&k, f, &init, &img, &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{name}: {err}");
+        assert!(err.contains("boot proof: "), "{name}: {err}");
+        let (ok, out) = verify(&k, f, &img);
+        assert!(ok && out.contains("boots this machine"), "{name}: verify: {out}");
+        // Without the driver the machine needs: no new image, the old one byte for byte.
+        let before = fs::read(&img).unwrap();
+        let o = build(&k, f, &init, &img, &["--omit-module", needed]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{name}: built without {needed}: {err}");
+        assert!(err.contains("would not boot this machine") && err.contains(needed), "{name}: {err}");
+        assert!(err.contains("left as it is"), "{name}: {err}");
+        assert_eq!(fs::read(&img).unwrap(), before, "{name}: the previous image changed");
+        // --force writes it anyway, and verify names the same link.
+        let broken = t.join("broken.img");
+        let o = build(&k, f, &init, &broken, &["--omit-module", needed, "--force"]);
+        assert!(o.status.success(), "{name}: --force: {}", String::from_utf8_lossy(&o.stderr));
+        let (ok, out) = verify(&k, f, &broken);
+        assert!(!ok && out.contains("would NOT boot") && out.contains(needed), "{name}: verify: {out}");
+        eprintln!("{name}: without {needed}: {}", out.lines().next().unwrap_or(""));
+    }
+}
