@@ -51,8 +51,8 @@ pub struct Generated {
     pub modules: BTreeSet<String>,
     pub warnings: Vec<String>,
     pub facts: Option<Facts>,
-    /// Host-only: the boot proof of the main segment against the host's facts, and what it
-    /// took (see [`proof`]).
+    /// The boot proof of the main segment (host-only: against the host's facts; universal:
+    /// the classes its features promise), and what it took (see [`proof`]).
     pub proof: Option<(Result<proof::Proven, Vec<String>>, std::time::Duration)>,
 }
 
@@ -103,9 +103,18 @@ pub fn generate(r: &Request) -> Result<Generated> {
     warnings.extend(facts.iter().flat_map(|f| f.notes.iter().cloned()));
     warnings.extend(more);
     let features = selected.iter().map(|s| s.feature.name.clone()).collect();
-    let proof = facts.as_ref().map(|f| {
-        let start = std::time::Instant::now();
-        (proof::prove(&main, f, Some(&kernel), &r.kver), start.elapsed())
-    });
+    let start = std::time::Instant::now();
+    let proven = match &facts {
+        Some(f) => proof::prove(&main, f, Some(&kernel), &r.kver),
+        None => {
+            let promise = proof::Promise {
+                modules: selected.iter().flat_map(|s| resolve::feature_modules(&kernel, s, true)).collect(),
+                fstypes: selected.iter().flat_map(|s| s.feature.fstypes.iter().cloned()).collect(),
+                programs: selected.iter().flat_map(|s| s.feature.binaries.iter().cloned()).collect(),
+            };
+            proof::prove_universal(&main, &promise, &kernel)
+        }
+    };
+    let proof = Some((proven, start.elapsed()));
     Ok(Generated { main, early, features, modules: mods.set, warnings, facts, proof })
 }

@@ -368,6 +368,50 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
     if missing.is_empty() { Ok(Proven { kver: kver.to_string(), checks: c.checks }) } else { Err(missing) }
 }
 
+/// What a universal image promises, by class: every module its features name (globs over the
+/// kernel's module tree expanded: every storage controller, every cipher...), the file system
+/// of every feature that mounts one, and every program a feature brings, with its libraries.
+pub struct Promise {
+    pub modules: Vec<String>,
+    pub fstypes: Vec<String>,
+    pub programs: Vec<String>,
+}
+
+/// Prove a universal image keeps its promise; Err lists what is missing.
+pub fn prove_universal(v: &dyn ImageView, p: &Promise, kernel: &Kernel) -> Result<Proven, Vec<String>> {
+    let mut missing = Vec::new();
+    if !is_file(v, "/init") {
+        missing.push("/init is not in the image".to_string());
+    }
+    let mods = match image_modules(v, &kernel.kver) {
+        Ok(m) => m,
+        Err(e) => return Err(vec![e]),
+    };
+    let mut c = Check { v, mods, kernel: Some(kernel), conf: config(v), checks: 0, elf_done: BTreeSet::new() };
+    let mut seen = BTreeSet::new();
+    for m in p.modules.iter().filter(|m| seen.insert(leanrd_kmod::normalize(m))) {
+        if c.kernel_module(m) == Some(true)
+            && let Err(e) = c.loadable(m)
+        {
+            missing.push(format!("a universal image promises {m}: {e}"));
+        }
+    }
+    for t in &p.fstypes {
+        let alias = format!("fs-{t}");
+        if c.kernel_module(&alias) == Some(true)
+            && let Err(e) = c.loadable(&alias)
+        {
+            missing.push(format!("a universal image mounts {t}: {e}"));
+        }
+    }
+    for prog in &p.programs {
+        if let Err(e) = c.program(prog) {
+            missing.push(e);
+        }
+    }
+    if missing.is_empty() { Ok(Proven { kver: kernel.kver.clone(), checks: c.checks }) } else { Err(missing) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,7 @@ pub struct Modules {
 }
 
 /// A feature's module entries, globs (containing `/`) expanded over the module tree.
-fn feature_modules(kernel: &Kernel, s: &Selected, universal: bool) -> Vec<String> {
+pub(crate) fn feature_modules(kernel: &Kernel, s: &Selected, universal: bool) -> Vec<String> {
     let f = &s.feature;
     let extra = if universal { f.universal_modules.as_slice() } else { &[] };
     let mut out = Vec::new();

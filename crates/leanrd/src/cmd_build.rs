@@ -242,24 +242,26 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
     for w in &g.warnings {
         eprintln!("leanrd: warning: {w}");
     }
-    // Host-only: never replace an image with one that cannot boot this machine.
+    // Never replace an image with one that cannot boot this machine (host-only), or that
+    // lacks what its features promise (universal).
+    let why = if r.universal {
+        "the universal image lacks what it promises"
+    } else {
+        "the image would not boot this machine"
+    };
     if let Some((proof, took)) = &g.proof {
         match proof {
             Ok(p) => progress(start, &format!("boot proof: {} checks in {:.1} ms", p.checks, took.as_secs_f64() * 1e3)),
             Err(missing) if a.force || a.print_manifest => {
                 for m in missing {
-                    eprintln!("leanrd: warning: the image will not boot this machine: {m}");
+                    eprintln!("leanrd: warning: {why}: {m}");
                 }
             }
             Err(missing) => {
                 for m in &missing[1..] {
                     eprintln!("leanrd: also: {m}");
                 }
-                anyhow::bail!(
-                    "the image would not boot this machine: {}; {} left as it is (--force writes it anyway)",
-                    missing[0],
-                    r.output.display()
-                );
+                anyhow::bail!("{why}: {}; {} left as it is (--force writes it anyway)", missing[0], r.output.display());
             }
         }
     }

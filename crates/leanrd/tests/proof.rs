@@ -114,3 +114,32 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         eprintln!("{name}: without {needed}: {}", out.lines().next().unwrap_or(""));
     }
 }
+
+/// A universal image proves the classes its features promise: every storage driver, every
+/// file system, every program; one built without a promised driver is refused.
+#[test]
+fn universal_images_keep_their_promise() {
+    let Some(k) = kver() else { return };
+    let t = TempDir::new("proof-universal");
+    let init = t.join("init");
+    fs::write(&init, b"#!/bin/sh\n").unwrap();
+    let img = t.join("universal.img");
+    let run = |extra: &[&str]| {
+        leanrd()
+            .args(["build", "-k", &k, "--universal", "--init"])
+            .arg(&init)
+            .arg("-o")
+            .arg(&img)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && err.contains("boot proof: "), "{err}");
+    let before = fs::read(&img).unwrap();
+    let o = run(&["--omit-module", "nvme"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("a universal image promises nvme"), "{err}");
+    assert_eq!(fs::read(&img).unwrap(), before, "the previous image changed");
+}
