@@ -96,3 +96,17 @@ def chroot_build(tree, cmd):
     finally:
         for m in reversed(mounts):
             subprocess.run(["umount", "-l", m])
+
+
+def debian_tree(work, flavour, kver):
+    """A copy of the cached Debian root (`tools/debian-root FLAVOUR`: "" for the test root, or
+    a peer generator installed) under `work`, with the kernel's modules and configuration (the
+    peers read it to know which compressions it unpacks); returns its path."""
+    base = subprocess.run([os.path.join(ROOT, "tools/debian-root"), flavour], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    tree = os.path.join(work, f"{flavour or 'leanrd'}-tree")
+    sh(f"cp -a {base} {tree}")
+    os.makedirs(f"{tree}/usr/lib/modules", exist_ok=True)
+    sh(f"cp -a /lib/modules/{kver} {tree}/usr/lib/modules/")
+    shutil.copy(f"/boot/config-{kver}", f"{tree}/boot/")
+    return tree

@@ -30,7 +30,7 @@ import subprocess
 import tempfile
 import time
 
-from common import ROOT, boot_setup, chroot_build, sh
+from common import ROOT, boot_setup, chroot_build, debian_tree, sh
 
 UUID = "11111111-2222-3333-4444-0000000000be"
 DISK_MIB = 3072
@@ -64,14 +64,7 @@ sync
 def prepare(work, flavour, kver, leanrd, init, runs):
     """The root with `flavour` installed, the kernel's modules, the report unit, leanrd and
     the build hook; returns the tree."""
-    base = subprocess.run([os.path.join(ROOT, "tools/debian-root"), flavour], check=True,
-                          capture_output=True, text=True).stdout.strip()
-    tree = os.path.join(work, f"{flavour}-tree")
-    sh(f"cp -a {base} {tree}")
-    os.makedirs(f"{tree}/usr/lib/modules", exist_ok=True)
-    sh(f"cp -a /lib/modules/{kver} {tree}/usr/lib/modules/")
-    # The peers read the kernel's configuration (which compressions it unpacks).
-    shutil.copy(f"/boot/config-{kver}", f"{tree}/boot/")
+    tree = debian_tree(work, flavour, kver)
     files = {
         "etc/machine-id": "6c65616e72642d62656e63682d726f6f\n",
         "etc/hostname": "leanrd-bench\n",

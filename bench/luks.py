@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from common import ROOT, build_leanrd, chroot_build, sh
+from common import ROOT, build_leanrd, chroot_build, debian_tree, sh
 
 LUKS_UUID = "0c0c0c0c-1111-4222-8333-444444444444"
 CRYPTTAB = f"sda3_crypt UUID={LUKS_UUID} none luks,discard\n"
@@ -117,13 +117,7 @@ def timed(cmd, runs):
 
 
 def peer_tree(work, flavour, kver):
-    base = subprocess.run([os.path.join(ROOT, "tools/debian-root"), flavour], check=True,
-                          capture_output=True, text=True).stdout.strip()
-    tree = os.path.join(work, f"{flavour or 'leanrd'}-tree")
-    sh(f"cp -a {base} {tree}")
-    os.makedirs(f"{tree}/usr/lib/modules", exist_ok=True)
-    sh(f"cp -a /lib/modules/{kver} {tree}/usr/lib/modules/")
-    shutil.copy(f"/boot/config-{kver}", f"{tree}/boot/")
+    tree = debian_tree(work, flavour, kver)
     open(f"{tree}/etc/crypttab", "w").write(CRYPTTAB)
     open(f"{tree}/etc/fstab", "w").write("/dev/mapper/sda3_crypt / ext4 errors=remount-ro 0 1\n")
     return tree

@@ -3,27 +3,20 @@
 --runs times each with --force; the proof's own time as the build reports it ("boot proof: N
 checks, X ms") against the whole build's wall time. Medians.
 
-Usage: python3 bench/proof.py [--runs 5] [--kver KVER]
+Usage: python3 bench/proof.py [--runs 3] [--kver KVER]
 """
 
-import argparse
-import os
 import re
 import statistics
 import subprocess
 import tempfile
 import time
 
-from common import build_leanrd
+from common import boot_setup
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--kver", default=None)
-    a = ap.parse_args()
-    kver = a.kver or sorted(os.listdir("/lib/modules"))[-1]
-    leanrd, init = build_leanrd()
+    a, kver, _kernel, leanrd, init = boot_setup()
     with tempfile.TemporaryDirectory(prefix="leanrd-bench-proof-") as work:
         print(f"kernel {kver}, {a.runs} runs, medians")
         print(f"{'build':<12}{'build ms':>10}{'proof ms':>10}{'share':>8}{'checks':>8}")

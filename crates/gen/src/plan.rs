@@ -48,6 +48,41 @@ pub fn host_path(sysroot: &Path, p: &str) -> PathBuf {
     sysroot.join(p.trim_start_matches('/'))
 }
 
+/// Walk an absolute path a component at a time, following symbolic links as the kernel does
+/// (an absolute target from the root, a relative one from its directory; at most 40): `step`
+/// is given each path walked and whether it is the last component, and answers with a
+/// symlink's target or None. The path reached, free of symlinks. One walk for the host's tree
+/// (the plan) and for an image's (the boot proof).
+pub fn walk_path<E>(
+    path: &str,
+    too_many: impl Fn(&str) -> E,
+    mut step: impl FnMut(&str, bool) -> std::result::Result<Option<String>, E>,
+) -> std::result::Result<String, E> {
+    let mut todo: Vec<String> = clean(path).trim_start_matches('/').split('/').rev().map(str::to_string).collect();
+    let mut cur = String::new();
+    let mut hops = 0;
+    while let Some(c) = todo.pop() {
+        if c.is_empty() {
+            continue;
+        }
+        let next = format!("{cur}/{c}");
+        match step(&next, todo.is_empty())? {
+            Some(target) => {
+                hops += 1;
+                if hops > 40 {
+                    return Err(too_many(&next));
+                }
+                let resolved = if target.starts_with('/') { clean(&target) } else { clean(&format!("{cur}/{target}")) };
+                // The resolved path replaces what was walked so far.
+                todo.extend(resolved.trim_start_matches('/').split('/').rev().map(str::to_string));
+                cur.clear();
+            }
+            None => cur = next,
+        }
+    }
+    Ok(if cur.is_empty() { "/".into() } else { cur })
+}
+
 /// Lexically normalise an absolute path (`.` and `..` removed; `..` at the root stays there).
 pub fn clean(p: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();
@@ -116,36 +151,19 @@ impl Plan {
     /// `/lib -> usr/lib`, `/lib64/ld-linux-x86-64.so.2 -> ...`) becomes a symlink in the
     /// image and is followed. Returns the real (symlink-free) image path of the final file.
     pub fn add_host_path(&mut self, path: &str) -> Result<String> {
-        let mut todo: Vec<String> = clean(path).trim_start_matches('/').split('/').map(str::to_string).collect();
-        todo.reverse();
-        let mut cur = String::new();
-        let mut hops = 0;
-        while let Some(c) = todo.pop() {
-            if c.is_empty() {
-                continue;
-            }
-            let next = format!("{cur}/{c}");
-            let hp = host_path(&self.sysroot, &next);
+        let too_many = |p: &str| leanrd_archive::invalid!("{}: too many levels of symbolic links", p);
+        walk_path(path, too_many, |next, last| {
+            let hp = host_path(&self.sysroot, next);
             let md = fs::symlink_metadata(&hp).with_context(|| format!("{}: not found", hp.display()))?;
             if md.file_type().is_symlink() {
-                hops += 1;
-                if hops > 40 {
-                    bail!("{}: too many levels of symbolic links", hp.display());
-                }
                 let target = fs::read_link(&hp)?.to_string_lossy().into_owned();
-                self.put(&next, Item::Symlink { target: target.clone() });
-                let resolved = if target.starts_with('/') { clean(&target) } else { clean(&format!("{cur}/{target}")) };
-                let mut rest: Vec<String> = resolved.trim_start_matches('/').split('/').map(str::to_string).collect();
-                rest.reverse();
-                // The resolved path replaces what was walked so far.
-                todo.extend(rest);
-                cur.clear();
-                continue;
+                self.put(next, Item::Symlink { target: target.clone() });
+                return Ok(Some(target));
             }
             let item = if md.is_dir() {
                 Item::Dir { mode: md.mode() & 0o7777 }
             } else if md.is_file() {
-                if !todo.is_empty() {
+                if !last {
                     bail!("{}: not a directory", hp.display());
                 }
                 Item::File { src: hp.clone(), mode: md.permissions().mode() & 0o7777 }
@@ -153,10 +171,9 @@ impl Plan {
                 bail!("{}: not a regular file, directory or symlink", hp.display());
             };
             // Keep an existing entry (e.g. a directory added by a feature).
-            self.items.entry(next.clone()).or_insert(item);
-            cur = next;
-        }
-        Ok(if cur.is_empty() { "/".into() } else { cur })
+            self.items.entry(next.to_string()).or_insert(item);
+            Ok(None)
+        })
     }
 
     /// Entries for the archiver, normalised: owner 0:0, fixed mtimes.

@@ -17,7 +17,7 @@ use leanrd_kmod::{ModuleDb, Resolved, Tables};
 
 use crate::host::Facts;
 use crate::modules::Kernel;
-use crate::plan::{Item, Plan, clean};
+use crate::plan::{Item, Plan, walk_path};
 
 /// What a path is in an image.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,29 +101,16 @@ impl ImageView for MemImage {
 /// A path with every symlink on the way followed inside the image (absolute targets are the
 /// image's own root); None when something on the way is missing.
 pub fn resolve(v: &dyn ImageView, path: &str) -> Option<String> {
-    let mut todo: Vec<String> = clean(path).trim_start_matches('/').split('/').rev().map(str::to_string).collect();
-    let mut cur = String::new();
-    let mut hops = 0;
-    while let Some(c) = todo.pop() {
-        if c.is_empty() {
-            continue;
-        }
-        let next = format!("{cur}/{c}");
-        match v.node(&next)? {
-            Node::Symlink(t) => {
-                hops += 1;
-                if hops > 40 {
-                    return None;
-                }
-                let base = if t.starts_with('/') { String::new() } else { cur.clone() };
-                let joined = clean(&format!("{base}/{t}"));
-                todo.extend(joined.trim_start_matches('/').split('/').rev().map(str::to_string));
-                cur = String::new();
-            }
-            _ => cur = next,
-        }
-    }
-    Some(if cur.is_empty() { "/".into() } else { cur })
+    walk_path(
+        path,
+        |_| (),
+        |p, _| match v.node(p) {
+            None => Err(()),
+            Some(Node::Symlink(t)) => Ok(Some(t)),
+            Some(_) => Ok(None),
+        },
+    )
+    .ok()
 }
 
 fn is_file(v: &dyn ImageView, path: &str) -> bool {
