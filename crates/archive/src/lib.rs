@@ -34,6 +34,7 @@ pub mod names;
 pub mod output;
 pub mod read;
 mod source;
+pub mod uki;
 pub mod write;
 
 pub use entry::{Data, Entry, Normalize};

@@ -93,7 +93,7 @@ pub fn write_positional(layout: &Layout, out: &File) -> Result<Stats> {
     let mut stats = Stats::from_layout(layout);
     let cur = out.metadata().context("cannot stat the output")?.len();
     out.set_len(cur.max(layout.end)).context("cannot size the output")?;
-    let block = rustix::fs::fstatvfs(out).map(|s| s.f_bsize).unwrap_or(4096).max(512);
+    let block = block_size(out);
 
     // Which file data goes to workers.
     let mut jobs = Vec::new();
@@ -274,6 +274,20 @@ fn read_write(src: &File, out: &File, from: u64, to: u64, len: u64) -> io::Resul
     let n = src.read_at(&mut buf, from)?;
     out.write_all_at(&buf[..n], to)?;
     Ok(n as u64)
+}
+
+/// The block size of the file system holding `out` (what clones are aligned to).
+pub fn block_size(out: &File) -> u64 {
+    rustix::fs::fstatvfs(out).map(|s| s.f_bsize).unwrap_or(4096).max(512)
+}
+
+/// The whole file `path` at offset `dst` of `out`: its whole blocks cloned when `dst` is
+/// block-aligned on a reflink file system, the rest copied in the kernel. Returns (cloned,
+/// copied) bytes.
+pub fn place_file(path: &Path, out: &File, dst: u64) -> Result<(u64, u64)> {
+    let size = std::fs::metadata(path).with_context(|| format!("{}: cannot stat", path.display()))?.len();
+    let job = Job { path: Cow::Borrowed(path), size, dst };
+    copy_job(&job, out, block_size(out), &AtomicBool::new(true))
 }
 
 /// `FICLONERANGE`: share `len` bytes of `src` from offset 0 at `dst` in `out`.

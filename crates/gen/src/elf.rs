@@ -60,14 +60,17 @@ impl LdCache {
 pub(crate) const DEFAULT_DIRS: &[&str] =
     &["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"];
 
-struct Info {
-    interp: Option<String>,
-    needed: Vec<String>,
-    rpath: Vec<String>,
-    runpath: Vec<String>,
+/// What ld.so reads of an ELF object.
+pub(crate) struct Info {
+    pub interp: Option<String>,
+    pub needed: Vec<String>,
+    pub rpath: Vec<String>,
+    pub runpath: Vec<String>,
+    pub soname: Option<String>,
 }
 
-fn info(data: &[u8], path: &Path) -> Result<Option<Info>> {
+/// None for a file that is not ELF (a script).
+pub(crate) fn info(data: &[u8], path: &Path) -> Result<Option<Info>> {
     if !data.starts_with(b"\x7fELF") {
         return Ok(None);
     }
@@ -80,6 +83,7 @@ fn info(data: &[u8], path: &Path) -> Result<Option<Info>> {
         needed: elf.libraries.iter().map(|s| s.to_string()).collect(),
         rpath: split(&elf.rpaths),
         runpath: split(&elf.runpaths),
+        soname: elf.soname.map(str::to_string),
     }))
 }
 
@@ -123,10 +127,13 @@ impl<'a> Resolver<'a> {
 
     /// Add a binary (image path as on the host) with everything it loads.
     pub fn add_binary(&mut self, path: &str) -> Result<()> {
-        self.add_object(path, &[])
+        self.add_object(path, &[], &mut BTreeSet::new())
     }
 
-    fn add_object(&mut self, path: &str, inherited_rpath: &[String]) -> Result<()> {
+    /// `names`: what the process has loaded so far, by soname and by the name it was asked
+    /// for; ld.so does not search again for a DT_NEEDED it already has (systemd's
+    /// libsystemd-core needs libsystemd-shared, found only through the executable's RUNPATH).
+    fn add_object(&mut self, path: &str, inherited_rpath: &[String], names: &mut BTreeSet<String>) -> Result<()> {
         let real = self.plan.add_host_path(path)?;
         if !self.done.insert(real.clone()) {
             return Ok(());
@@ -134,12 +141,14 @@ impl<'a> Resolver<'a> {
         let hp = host_path(&self.plan.sysroot, &real);
         let data = fs::read(&hp).with_context(|| format!("{}: cannot read", hp.display()))?;
         let Some(inf) = info(&data, &hp)? else { return Ok(()) };
+        names.extend(inf.soname.clone());
         let origin = real.rsplit_once('/').map(|(d, _)| if d.is_empty() { "/" } else { d }).unwrap_or("/").to_string();
         let expand = |dirs: &[String]| -> Vec<String> {
             dirs.iter().map(|d| clean(&d.replace("${ORIGIN}", &origin).replace("$ORIGIN", &origin))).collect()
         };
         if let Some(interp) = &inf.interp {
-            self.add_object(interp, &[])?;
+            names.insert(interp.rsplit('/').next().unwrap_or(interp).to_string());
+            self.add_object(interp, &[], names)?;
         }
         // DT_RPATH applies only when there is no DT_RUNPATH, and is inherited by what this
         // object loads; DT_RUNPATH applies to this object's own DT_NEEDED only.
@@ -149,12 +158,22 @@ impl<'a> Resolver<'a> {
             rpath.extend(inherited_rpath.iter().cloned());
         }
         let runpath = expand(&inf.runpath);
+        // This object's needs are found before what they need in turn (ld.so goes breadth
+        // first).
+        let mut next = Vec::new();
         for lib in &inf.needed {
+            if names.contains(lib) {
+                continue;
+            }
             let found = if lib.contains('/') { Some(lib.clone()) } else { self.find(lib, &rpath, &runpath) };
             match found {
-                Some(p) => self.add_object(&p, if inf.runpath.is_empty() { &rpath } else { &[] })?,
+                Some(p) => next.push(p),
                 None => bail!("{}: needs {lib}, which is not found", hp.display()),
             }
+            names.insert(lib.clone());
+        }
+        for p in next {
+            self.add_object(&p, if inf.runpath.is_empty() { &rpath } else { &[] }, names)?;
         }
         Ok(())
     }
@@ -178,12 +197,13 @@ impl<'a> Resolver<'a> {
     pub fn add_dependencies_of(&mut self, file: &Path) -> Result<()> {
         let data = fs::read(file).with_context(|| format!("{}: cannot read", file.display()))?;
         let Some(inf) = info(&data, file)? else { return Ok(()) };
+        let mut names = BTreeSet::new();
         if let Some(interp) = &inf.interp {
-            self.add_object(interp, &[])?;
+            self.add_object(interp, &[], &mut names)?;
         }
         for lib in &inf.needed {
             match self.find(lib, &[], &[]) {
-                Some(p) => self.add_object(&p, &[])?,
+                Some(p) => self.add_object(&p, &[], &mut names)?,
                 None => bail!("{}: needs {lib}, which is not found", file.display()),
             }
         }
@@ -194,7 +214,7 @@ impl<'a> Resolver<'a> {
     /// for pthread_cancel): add them if present.
     pub fn add_library_if_present(&mut self, lib: &str) -> Result<()> {
         if let Some(p) = self.find(lib, &[], &[]) {
-            self.add_object(&p, &[])?;
+            self.add_object(&p, &[], &mut BTreeSet::new())?;
         }
         Ok(())
     }

@@ -9,12 +9,15 @@
 //! back ([`MemImage`]). Module names and aliases are resolved with the image's own tables, by
 //! the same code /init uses (`leanrd_kmod`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs;
+use std::path::Path;
+use std::rc::Rc;
 
 use leanrd_contract::{CONFIG_PATH, Capability, InitConfig, NOT_BLOCK_FSTYPES, SEARCH_PATH};
 use leanrd_kmod::{ModuleDb, Resolved, Tables};
 
+use crate::elf::{DEFAULT_DIRS, Info, LdCache};
 use crate::host::Facts;
 use crate::modules::Kernel;
 use crate::plan::{Item, Plan, walk_path};
@@ -177,6 +180,8 @@ struct Check<'a> {
     conf: Option<InitConfig>,
     checks: usize,
     elf_done: BTreeSet<String>,
+    objects: BTreeMap<String, Option<Rc<Info>>>,
+    ldcache: Option<LdCache>,
 }
 
 impl Check<'_> {
@@ -244,35 +249,103 @@ impl Check<'_> {
         self.elf(&path, name)
     }
 
-    /// An ELF file's interpreter and DT_NEEDED libraries (recursively) are in the image, where
-    /// ld.so looks: DT_RPATH/DT_RUNPATH (with $ORIGIN), then the default directories.
+    /// An ELF object of the image as ld.so reads it (parsed once); None for a script.
+    fn object(&mut self, real: &str, who: &str) -> Result<Option<Rc<Info>>, String> {
+        if let Some(o) = self.objects.get(real) {
+            return Ok(o.clone());
+        }
+        let data = self.v.data(real).ok_or_else(|| format!("{who}: {real} cannot be read"))?;
+        let o = crate::elf::info(&data, Path::new(real)).map_err(|e| format!("{who}: {e}"))?.map(Rc::new);
+        self.objects.insert(real.to_string(), o.clone());
+        Ok(o)
+    }
+
+    /// Where ld.so finds a DT_NEEDED name in the image: the RPATH chain, RUNPATH, the image's
+    /// /etc/ld.so.cache, the default directories.
+    fn find_library(&mut self, lib: &str, rpath: &[String], runpath: &[String]) -> Option<String> {
+        if let Some(p) = rpath.iter().chain(runpath).map(|d| format!("{d}/{lib}")).find(|p| is_file(self.v, p)) {
+            return Some(p);
+        }
+        let v = self.v;
+        let cache = self.ldcache.get_or_insert_with(|| {
+            resolve(v, "/etc/ld.so.cache")
+                .and_then(|p| v.data(&p))
+                .and_then(|b| LdCache::parse(&b).ok())
+                .unwrap_or_default()
+        });
+        if let Some(p) = cache.libs.get(lib).filter(|p| is_file(v, p)) {
+            return Some(p.clone());
+        }
+        DEFAULT_DIRS.iter().map(|d| format!("{d}/{lib}")).find(|p| is_file(v, p))
+    }
+
+    /// A program starts: its ELF interpreter and every library it loads are in the image.
+    /// Replays glibc's ld.so: breadth first, a DT_NEEDED name already loaded (by its soname or
+    /// the name it was loaded by) is not searched again — systemd's libsystemd-core needs
+    /// libsystemd-shared, found only through the executable's RUNPATH — DT_RPATH (without
+    /// DT_RUNPATH) is inherited by what an object loads, `$ORIGIN` expanded.
     fn elf(&mut self, path: &str, who: &str) -> Result<(), String> {
         let real = resolve(self.v, path).ok_or_else(|| format!("{who}: {path} is not in the image"))?;
         if !self.elf_done.insert(real.clone()) {
             return Ok(());
         }
         self.checks += 1;
-        let data = self.v.data(&real).ok_or_else(|| format!("{who}: {path} cannot be read"))?;
-        let Ok(elf) = goblin::elf::Elf::parse(&data) else { return Ok(()) }; // a script
-        if let Some(interp) = elf.interpreter
-            && !is_file(self.v, interp)
-        {
-            return Err(format!("{who}: its ELF interpreter {interp} is not in the image"));
+        let Some(exe) = self.object(&real, who)? else {
+            // A script: its interpreter (`#!/bin/sh` → busybox or dash, with its libraries).
+            let head = self.v.data(&real).unwrap_or_default();
+            let not_runnable = || format!("{who}: {path} is neither an ELF executable nor a #! script");
+            let line = head.strip_prefix(b"#!").ok_or_else(not_runnable)?;
+            let line = &line[..line.iter().position(|&c| c == b'\n').unwrap_or(line.len())];
+            let line = String::from_utf8_lossy(line);
+            let interp = line.split_whitespace().next().ok_or_else(not_runnable)?;
+            if resolve(self.v, interp).as_deref() == Some(real.as_str()) {
+                return Err(format!("{who}: {path} names itself as its interpreter"));
+            }
+            return self.elf(interp, &format!("{who} (a script run by {interp})"));
+        };
+        let mut names: BTreeSet<String> = BTreeSet::new();
+        if let Some(interp) = &exe.interp {
+            if !is_file(self.v, interp) {
+                return Err(format!("{who}: its ELF interpreter {interp} is not in the image"));
+            }
+            names.insert(interp.rsplit('/').next().unwrap_or(interp).to_string());
         }
-        let origin = real.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_default();
-        let dirs: Vec<String> = elf
-            .rpaths
-            .iter()
-            .chain(&elf.runpaths)
-            .flat_map(|r| r.split(':'))
-            .map(|d| d.replace("$ORIGIN", &origin).replace("${ORIGIN}", &origin))
-            .chain(crate::elf::DEFAULT_DIRS.iter().map(|d| d.to_string()))
-            .collect();
-        let needed: Vec<String> = elf.libraries.iter().map(|s| s.to_string()).collect();
-        for lib in needed {
-            let found = dirs.iter().map(|d| format!("{d}/{lib}")).find(|p| is_file(self.v, p));
-            let p = found.ok_or_else(|| format!("{who}: library {lib} (needed by {path}) is not in the image"))?;
-            self.elf(&p, who)?;
+        let mut loaded: BTreeSet<String> = BTreeSet::from([real.clone()]);
+        let mut queue: VecDeque<(String, Rc<Info>, Vec<String>)> = VecDeque::from([(real, exe, Vec::new())]);
+        while let Some((at, obj, inherited)) = queue.pop_front() {
+            let origin = at.rsplit_once('/').map(|(d, _)| if d.is_empty() { "/" } else { d }).unwrap_or("/");
+            let expand = |dirs: &[String]| -> Vec<String> {
+                dirs.iter().map(|d| d.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)).collect()
+            };
+            // The loaders' DT_RPATH chain: this object's own (ignored when it has DT_RUNPATH),
+            // then its loader's, up to the executable's.
+            let own = if obj.runpath.is_empty() { expand(&obj.rpath) } else { Vec::new() };
+            let chain: Vec<String> = own.into_iter().chain(inherited).collect();
+            let rpath = if obj.runpath.is_empty() { chain.clone() } else { Vec::new() };
+            let runpath = expand(&obj.runpath);
+            for lib in &obj.needed {
+                if names.contains(lib) {
+                    continue;
+                }
+                let found = if lib.contains('/') {
+                    Some(lib.clone()).filter(|p| is_file(self.v, p))
+                } else {
+                    self.find_library(lib, &rpath, &runpath)
+                };
+                let p = found.ok_or_else(|| format!("{who}: library {lib} (needed by {at}) is not in the image"))?;
+                let p = resolve(self.v, &p).unwrap_or(p);
+                names.insert(lib.clone());
+                if !loaded.insert(p.clone()) {
+                    continue;
+                }
+                self.checks += 1;
+                if let Some(o) = self.object(&p, who)? {
+                    if let Some(so) = &o.soname {
+                        names.insert(so.clone());
+                    }
+                    queue.push_back((p, o, chain.clone()));
+                }
+            }
         }
         Ok(())
     }
@@ -293,14 +366,19 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
             return Err(missing);
         }
     };
-    let mut c = Check { v, mods, kernel, conf, checks: 0, elf_done: BTreeSet::new() };
+    let mut c =
+        Check { v, mods, kernel, conf, checks: 0, elf_done: BTreeSet::new(), objects: BTreeMap::new(), ldcache: None };
     if let Some(init) = resolve(v, "/init")
         && let Err(e) = c.elf(&init, "/init")
     {
         missing.push(e);
     }
     let luks_prompt = facts.stack.contains("crypt");
-    for l in &facts.links {
+    // In the order the boot meets them: a controller's driver before the disk's behind it
+    // (a parent device's path is a prefix of its children's).
+    let mut links: Vec<&crate::host::Link> = facts.links.iter().collect();
+    links.sort_by_key(|l| l.device.matches('/').count());
+    for l in links {
         if l.role == "keyboard" && !luks_prompt {
             continue;
         }
@@ -374,7 +452,21 @@ pub fn prove_universal(v: &dyn ImageView, p: &Promise, kernel: &Kernel) -> Resul
         Ok(m) => m,
         Err(e) => return Err(vec![e]),
     };
-    let mut c = Check { v, mods, kernel: Some(kernel), conf: config(v), checks: 0, elf_done: BTreeSet::new() };
+    let mut c = Check {
+        v,
+        mods,
+        kernel: Some(kernel),
+        conf: config(v),
+        checks: 0,
+        elf_done: BTreeSet::new(),
+        objects: BTreeMap::new(),
+        ldcache: None,
+    };
+    if is_file(v, "/init")
+        && let Err(e) = c.elf("/init", "/init")
+    {
+        missing.push(e);
+    }
     let mut seen = BTreeSet::new();
     for m in p.modules.iter().filter(|m| seen.insert(leanrd_kmod::normalize(m))) {
         if c.kernel_module(m) == Some(true)
@@ -409,6 +501,79 @@ mod tests {
             m.nodes.insert(p.to_string(), (n.clone(), Some(d.to_vec())));
         }
         m
+    }
+
+    fn check_init(v: &dyn ImageView) -> Result<(), String> {
+        let mods = Mods { dir: "/lib/modules/x".into(), db: ModuleDb::default() };
+        let mut c = Check {
+            v,
+            mods,
+            kernel: None,
+            conf: None,
+            checks: 0,
+            elf_done: BTreeSet::new(),
+            objects: BTreeMap::new(),
+            ldcache: None,
+        };
+        c.elf("/init", "/init")
+    }
+
+    /// A script runs only with its interpreter; a file that is neither ELF nor a script, or a
+    /// script that names itself, does not run at all.
+    #[test]
+    fn init_scripts_need_their_interpreter() {
+        let script = mem(&[("/init", Node::File, b"#!/bin/sh\nexec /sbin/init\n")]);
+        let e = check_init(&script).unwrap_err();
+        assert!(e.contains("/bin/sh is not in the image") && e.contains("a script run by /bin/sh"), "{e}");
+        let text = mem(&[("/init", Node::File, b"just text\n")]);
+        assert!(check_init(&text).unwrap_err().contains("neither an ELF executable nor a #! script"));
+        let selfish = mem(&[("/init", Node::File, b"#!/init\n")]);
+        assert!(check_init(&selfish).unwrap_err().contains("names itself"));
+        // Through a symlink to a script whose interpreter is a script of its own.
+        let chain = mem(&[
+            ("/init", Node::Symlink("bin/run".into()), b""),
+            ("/bin", Node::Dir, b""),
+            ("/bin/run", Node::File, b"#!/bin/sh -e\n"),
+            ("/bin/sh", Node::File, b"#!/bin/missing\n"),
+        ]);
+        let e = check_init(&chain).unwrap_err();
+        assert!(e.contains("/bin/missing is not in the image"), "{e}");
+    }
+
+    /// systemd (dracut's /init): libsystemd-core needs libsystemd-shared, which only the
+    /// executable's RUNPATH finds; ld.so has loaded it by then. The generator adds it and the
+    /// proof accepts it; without it, the proof names it.
+    #[test]
+    fn a_library_already_loaded_satisfies_a_later_need() {
+        let systemd = "/lib/systemd/systemd";
+        if !Path::new(systemd).exists() {
+            eprintln!("skipping: no {systemd} on this host");
+            return;
+        }
+        let mut plan = Plan::new(Path::new("/"));
+        crate::elf::Resolver::new(&mut plan).add_binary(systemd).unwrap();
+        let shared = plan.items.keys().find(|k| k.contains("libsystemd-shared")).cloned();
+        let shared = shared.expect("libsystemd-shared in the plan");
+        let check = |plan: &Plan| {
+            let mods = Mods { dir: "/lib/modules/x".into(), db: ModuleDb::default() };
+            let mut c = Check {
+                v: plan,
+                mods,
+                kernel: None,
+                conf: None,
+                checks: 0,
+                elf_done: BTreeSet::new(),
+                objects: BTreeMap::new(),
+                ldcache: None,
+            };
+            (c.elf(systemd, "/init"), c.checks)
+        };
+        let (r, checks) = check(&plan);
+        assert_eq!(r, Ok(()));
+        assert!(checks > 5, "{checks} objects checked");
+        plan.items.remove(&shared);
+        let e = check(&plan).0.unwrap_err();
+        assert!(e.contains("libsystemd-shared"), "{e}");
     }
 
     #[test]

@@ -50,7 +50,8 @@ pub struct BuildArgs {
     /// proof refuses the image if the machine needs it).
     #[arg(long, value_name = "MODULE")]
     omit_module: Vec<String>,
-    /// The /init executable (default: $LEANRD_INIT, leanrd-init next to leanrd, /usr/lib/leanrd/leanrd-init).
+    /// The /init executable (default: $LEANRD_INIT, else the one built into leanrd, else
+    /// leanrd-init next to leanrd or in /usr/lib/leanrd).
     #[arg(long, value_name = "FILE")]
     init: Option<PathBuf>,
     /// Directory of user features (default /etc/leanrd/features.d under the sysroot).
@@ -69,6 +70,8 @@ pub struct BuildArgs {
     /// holding a file that others may not read is never readable by others.
     #[arg(long, value_name = "MODE", value_parser = leanrd_gen::request::parse_mode)]
     image_mode: Option<u32>,
+    #[command(flatten)]
+    uki: crate::build_uki::UkiArgs,
 }
 
 /// Entries with inline data get a real file in `dir`, so the printed manifest can be fed to
@@ -203,17 +206,7 @@ fn digest_and_mode(s: &Segments, r: &Request) -> Result<(String, u32)> {
 fn write(s: Segments, r: &Request, digest: &str, mode: u32) -> Result<Vec<image::SegmentStats>> {
     let dpath = digest_path(&r.output);
     let out = AtomicFile::create(&r.output)?;
-    let mut segs = Vec::new();
-    if !s.early.is_empty() {
-        segs.push(SegmentSpec {
-            entries: s.early,
-            compress: Spec::new(Format::None),
-            data_align: None,
-            checksum: false,
-        });
-    }
-    segs.push(SegmentSpec { entries: s.main, compress: r.compress, data_align: r.data_align, checksum: false });
-    let stats = image::write_image(out.file(), 0, segs, r.threads)?;
+    let stats = image::write_image(out.file(), 0, specs(s, r), r.threads)?;
     match fs::remove_file(&dpath) {
         Ok(()) => sync_dir(&dpath),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -228,13 +221,48 @@ fn write(s: Segments, r: &Request, digest: &str, mode: u32) -> Result<Vec<image:
     Ok(stats)
 }
 
+/// The image's segments: the early (microcode) one first, uncompressed, then the main one.
+fn specs(s: Segments, r: &Request) -> Vec<SegmentSpec> {
+    let mut segs = Vec::new();
+    if !s.early.is_empty() {
+        segs.push(SegmentSpec {
+            entries: s.early,
+            compress: Spec::new(Format::None),
+            data_align: None,
+            checksum: false,
+        });
+    }
+    segs.push(SegmentSpec { entries: s.main, compress: r.compress, data_align: r.data_align, checksum: false });
+    segs
+}
+
+/// The static /init built with leanrd (build.rs); empty when built without one.
+pub const EMBEDDED_INIT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/leanrd-init"));
+
+/// The embedded /init as a file in the build's scratch directory (the plan takes files).
+fn embedded_init(scratch: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let p = scratch.join("leanrd-init");
+    std::fs::write(&p, EMBEDDED_INIT).with_context(|| format!("{}: cannot write", p.display()))?;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("{}: cannot set its mode", p.display()))?;
+    Ok(p)
+}
+
 pub fn run(a: BuildArgs) -> Result<ExitCode> {
     let start = Instant::now();
+    if a.uki.uki && a.output.is_none() {
+        anyhow::bail!("--uki needs -o FILE.efi (where the EFI executable goes)");
+    }
     let sysroot = a.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
     let cfg_path = a.config.clone().unwrap_or_else(|| sysroot.join("etc/leanrd/leanrd.toml"));
     let file = Settings::load(&cfg_path, a.config.is_some())?;
     let scratch = output::scratch_dir("build")?;
-    let r = Request::new(a.settings().over(file), scratch.path())?;
+    let mut settings = a.settings().over(file);
+    if settings.init.is_none() && std::env::var_os("LEANRD_INIT").is_none() && !EMBEDDED_INIT.is_empty() {
+        settings.init = Some(embedded_init(scratch.path())?);
+    }
+    let r = Request::new(settings, scratch.path())?;
     let how = if r.universal { "universal" } else { "host-only" };
     progress(start, &format!("resolving for kernel {} ({how})", r.kver));
     let g = generate(&r)?;
@@ -271,6 +299,22 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let (digest, mode) = digest_and_mode(&segs, &r)?;
+    if a.uki.uki {
+        // A UKI depends on more than the initramfs (kernel, stub, command line): always made.
+        let _lock = output::lock_dir(&r.output)?;
+        progress(start, &format!("writing the UKI {} ({})", r.output.display(), r.compress));
+        let l = crate::build_uki::write(&a.uki, &r, specs(segs, &r), mode)?;
+        let size = fs::metadata(&r.output)?.len();
+        eprintln!(
+            "leanrd: {} in {:.3} s: UKI, {size} bytes; sections {}; kernel {} B cloned, {} B copied",
+            r.output.display(),
+            start.elapsed().as_secs_f64(),
+            l.sections.iter().map(|(n, o, len)| format!("{n} at {o} ({len} B)")).collect::<Vec<_>>().join(", "),
+            l.kernel_cloned,
+            l.kernel_copied
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     // One build at a time writes into this directory: two builds of the same image with
     // different inputs would otherwise leave one's image beside the other's digest.
     let _lock = output::lock_dir(&r.output)?;

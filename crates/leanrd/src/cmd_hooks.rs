@@ -98,23 +98,34 @@ pub fn run(a: HooksArgs) -> Result<ExitCode> {
     };
     let boot = root.join("boot");
     let l = leanrd.display();
+    // When the build fails (the boot proof among the reasons) the image it would have replaced
+    // is left as it was: say so where the package manager's output shows it, and fail, as
+    // update-initramfs does, so that the kernel's installation reports the error.
+    let kept = |out: &str| {
+        format!(
+            "echo \"leanrd: the initramfs for kernel $kver was not written; {out} was left as it was \
+             (see the reason above; \\`leanrd build --force\\` writes it anyway)\" >&2\nexit 1\n"
+        )
+    };
     // kernel-install(8): COMMAND KERNEL_VERSION ENTRY_DIR_ABS KERNEL_IMAGE; the initrd goes
     // to the staging area (systemd ≥ 251) or the entry directory.
     write_script(
         &root.join(KERNEL_INSTALL),
         &format!(
-            "#!/bin/sh\n{MARK}\nset -e\ncommand=\"$1\" kver=\"$2\" entry_dir=\"$3\"\n[ \"$command\" = add ] || exit 0\n\
+            "#!/bin/sh\n{MARK}\ncommand=\"$1\" kver=\"$2\" entry_dir=\"$3\"\n[ \"$command\" = add ] || exit 0\n\
              [ -x '{l}' ] || exit 0\nout=\"${{KERNEL_INSTALL_STAGING_AREA:-$entry_dir}}/initrd\"\n\
-             exec '{l}' build{sysroot_arg} -k \"$kver\" -o \"$out\"\n"
+             '{l}' build{sysroot_arg} -k \"$kver\" -o \"$out\" && exit 0\n{}",
+            kept("$out")
         ),
     )?;
     // Debian: /etc/kernel/postinst.d hooks get KVER [IMAGE]; zz- runs after initramfs-tools.
     write_script(
         &root.join(POSTINST),
         &format!(
-            "#!/bin/sh\n{MARK}\nset -e\nkver=\"$1\"\n[ -n \"$kver\" ] && [ -x '{l}' ] || exit 0\n\
-             exec '{l}' build{sysroot_arg} -k \"$kver\" -o '{}'/initrd.img-\"$kver\"\n",
-            boot.display()
+            "#!/bin/sh\n{MARK}\nkver=\"$1\"\n[ -n \"$kver\" ] && [ -x '{l}' ] || exit 0\n\
+             out='{}'/initrd.img-\"$kver\"\n'{l}' build{sysroot_arg} -k \"$kver\" -o \"$out\" && exit 0\n{}",
+            boot.display(),
+            kept("$out")
         ),
     )?;
     write_script(

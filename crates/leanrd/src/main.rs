@@ -1,5 +1,6 @@
 //! leanrd: a fast, minimal, reflink-aware Linux initramfs builder.
 
+mod build_uki;
 mod cmd_advise;
 mod cmd_build;
 mod cmd_cpio;
@@ -36,7 +37,7 @@ enum Cmd {
     /// Entries added, removed or changed between two images (exit 0 when equal).
     Diff(cmd_inspect::DiffArgs),
     /// Generate a minimal initramfs for a kernel.
-    Build(cmd_build::BuildArgs),
+    Build(Box<cmd_build::BuildArgs>),
     /// Prove that an image (any generator's) boots this machine: exit 0, or 1 with the
     /// missing link.
     Verify(cmd_verify::VerifyArgs),
@@ -59,7 +60,7 @@ fn main() -> ExitCode {
         Cmd::Extract(a) => cmd_read::extract(a),
         Cmd::Check(a) => cmd_read::check(a),
         Cmd::Advise(a) => cmd_advise::run(a),
-        Cmd::Build(a) => cmd_build::run(a),
+        Cmd::Build(a) => cmd_build::run(*a),
         Cmd::Verify(a) => cmd_verify::run(a),
         Cmd::InstallHooks(a) => cmd_hooks::run(a),
         Cmd::Man => clap_mangen::Man::new(Cli::command())

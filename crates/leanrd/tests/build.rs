@@ -19,11 +19,10 @@ fn build_cmd(k: &str, f: &Fixture, init: &Path, extra: &[&str]) -> Command {
     c
 }
 
-fn fake_init(t: &TempDir) -> PathBuf {
-    // A static file stands in for /init here; boot tests use the real one.
-    let p = t.join("init");
-    fs::write(&p, b"#!/bin/sh\n").unwrap();
-    p
+/// The real static /init: the boot proof at the end of every build checks that /init can run
+/// (an ELF file with its interpreter and libraries, or a script with its interpreter).
+fn static_init(_t: &TempDir) -> PathBuf {
+    init_binary().expect("the static /init builds")
 }
 
 #[test]
@@ -31,7 +30,7 @@ fn host_only_virtio_ext4_image_holds_exactly_what_it_needs() {
     let Some(k) = kver() else { return };
     let t = TempDir::new("hostonly");
     let f = virtio_ext4(&t);
-    let init = fake_init(&t);
+    let init = static_init(&t);
     let out = String::from_utf8(ok(build_cmd(&k, &f, &init, &["--print-manifest"])
         .arg("--features-dir")
         .arg(t.join("none"))))
@@ -75,7 +74,7 @@ fn builds_are_reproducible_and_atomic() {
     let Some(k) = kver() else { return };
     let t = TempDir::new("repro");
     let f = virtio_ext4(&t);
-    let init = fake_init(&t);
+    let init = static_init(&t);
     let build = |out: &Path, extra: &[&str]| {
         ok(build_cmd(&k, &f, &init, extra).arg("-o").arg(out));
     };
@@ -119,7 +118,7 @@ fn user_features_add_and_override() {
     let Some(k) = kver() else { return };
     let t = TempDir::new("userfeat");
     let f = virtio_ext4(&t);
-    let init = fake_init(&t);
+    let init = static_init(&t);
     let fd = t.join("features.d");
     fs::create_dir_all(&fd).unwrap();
     fs::write(
@@ -163,7 +162,7 @@ fn killed_builds_never_leave_a_lie_or_litter() {
     }
     let t = TempDir::new("killed");
     let f = virtio_ext4(&t);
-    let init = fake_init(&t);
+    let init = static_init(&t);
     let tmpdir = t.join("tmp");
     fs::create_dir_all(&tmpdir).unwrap();
     let out_dir = t.join("boot");
@@ -231,7 +230,7 @@ fn images_holding_secrets_are_private() {
     let Some(k) = kver() else { return };
     let t = TempDir::new("modes");
     let f = virtio_ext4(&t);
-    let init = fake_init(&t);
+    let init = static_init(&t);
     fs::set_permissions(&init, fs::Permissions::from_mode(0o755)).unwrap();
     let key = t.join("root.key");
     fs::write(&key, b"secret").unwrap();
@@ -300,7 +299,7 @@ fn concurrent_builds_leave_an_image_that_matches_its_digest() {
     }
     let t = TempDir::new("concurrent");
     let f = virtio_ext4(&t);
-    let init = fake_init(&t);
+    let init = static_init(&t);
     let img = t.join("initrd.img");
     let build = |c: &str| -> Command {
         let mut cmd = build_cmd(&k, &f, &init, &["--compress", c]);
@@ -344,7 +343,7 @@ fn luks_brings_exactly_its_keyboards_keymap_and_cryptsetup() {
     let uuid = "0c0c0c0c-1111-4222-8333-444444444444";
     let tab = format!("sda3_crypt UUID={uuid} none luks,discard,bogus-option\n");
     let sr = host_sysroot(&t, "sr", &[("crypttab", tab.as_bytes(), 0o644), ("vconsole.conf", b"KEYMAP=de\n", 0o644)]);
-    let init = fake_init(&t);
+    let init = static_init(&t);
     let softdeps = fs::read_to_string(format!("/lib/modules/{k}/modules.softdep")).unwrap_or_default();
     let mut keyboard = BTreeSet::new();
     for a in [XHCI_PCI, USB_KEYBOARD, HID_KEYBOARD] {

@@ -28,7 +28,8 @@ fn sysroot(t: &TempDir) -> std::path::PathBuf {
     )
     .unwrap();
     fs::create_dir_all(r.join("etc/leanrd/features.d")).unwrap();
-    fs::write(r.join("init"), b"#!/bin/sh\n").unwrap();
+    // The real static /init: the boot proof checks that /init can run.
+    fs::copy(init_binary().expect("the static /init builds"), r.join("init")).unwrap();
     fs::write(
         r.join("etc/leanrd/leanrd.toml"),
         format!(
@@ -93,6 +94,24 @@ fn hooks_build_on_kernel_install_and_clean_up_on_removal() {
     assert!(o.status.success());
     assert!(staging.join("initrd").exists());
     run(&plugin, &["remove", KVER, entry.to_str().unwrap()]);
+
+    // An image that would not boot (the promised module left out): both hooks fail, say that
+    // the previous image was kept, and keep it byte for byte.
+    let conf_path = r.join("etc/leanrd/leanrd.toml");
+    let conf = fs::read_to_string(&conf_path).unwrap();
+    fs::write(&conf_path, format!("{conf}omit_modules = [\"demo\"]\n")).unwrap();
+    for (hook, args, image) in [
+        (&postinst, vec![KVER.to_string()], img.clone()),
+        (&plugin, vec!["add".into(), KVER.into(), entry.display().to_string()], entry.join("initrd")),
+    ] {
+        let before = fs::read(&image).unwrap();
+        let o = Command::new(hook).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{}: {err}", hook.display());
+        assert!(err.contains("demo") && err.contains("was left as it was"), "{}: {err}", hook.display());
+        assert_eq!(fs::read(&image).unwrap(), before, "{}: the previous image changed", hook.display());
+    }
+    fs::write(&conf_path, conf).unwrap();
 
     // Removal of the kernel removes its image and digest.
     run(&r.join("etc/kernel/postrm.d/zz-leanrd"), &[KVER]);

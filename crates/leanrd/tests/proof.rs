@@ -1,5 +1,5 @@
-//! The boot proof: on fixture machines (virtio, NVMe, AHCI, USB storage, btrfs on one and on
-//! two disks, LUKS on NVMe with a USB keyboard, md RAID1, LVM) leanrd's host-only image proves
+//! The boot proof: on fixture machines (virtio, NVMe, AHCI, USB storage, btrfs @ on one NVMe
+//! disk and on two disks, LUKS on NVMe with a USB keyboard, md RAID1, LVM) leanrd's host-only image proves
 //! its boot; built without a driver the machine needs (`--omit-module`), the build fails
 //! naming it and leaves the previous image byte for byte; `leanrd verify` says the same of
 //! both images.
@@ -11,17 +11,8 @@ use std::path::Path;
 
 use common::*;
 
-fn build(k: &str, f: &Fixture, init: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
-    leanrd()
-        .args(["build", "-k", k, "--host-root"])
-        .arg(&f.root)
-        .arg("--init")
-        .arg(init)
-        .arg("-o")
-        .arg(out)
-        .args(extra)
-        .output()
-        .unwrap()
+fn build(k: &str, f: &Fixture, out: &Path, extra: &[&str]) -> std::process::Output {
+    leanrd().args(["build", "-k", k, "--host-root"]).arg(&f.root).arg("-o").arg(out).args(extra).output().unwrap()
 }
 
 fn verify(k: &str, f: &Fixture, img: &Path) -> (bool, String) {
@@ -56,6 +47,20 @@ fn lvm(t: &TempDir) -> Fixture {
     f
 }
 
+/// A btrfs root in subvolume @ on one NVMe disk, as distributions install it: mountinfo
+/// shows an anonymous device (0:31); the member is found through /sys/fs/btrfs.
+fn btrfs_nvme(t: &TempDir, name: &str) -> Fixture {
+    let f = nvme_base(t, name, &BTRFS_MOUNTINFO.replace("/dev/vda2", "/dev/nvme0n1p2"));
+    let devs = f.root.join("sys/fs/btrfs/0a1b2c3d-0000-4000-8000-000000000002/devices");
+    fs::create_dir_all(&devs).unwrap();
+    std::os::unix::fs::symlink(
+        f.root.join("sys/devices/pci0000:00/0000:00:05.0/nvme/nvme0/nvme0n1/nvme0n1p2"),
+        devs.join("nvme0n1p2"),
+    )
+    .unwrap();
+    f
+}
+
 /// An ext4 root on AHCI (SATA), second partition.
 fn ahci(t: &TempDir) -> Fixture {
     let f = Fixture::new(t, "ahci", "22 1 8:2 / / rw - ext4 /dev/sda2 rw\n");
@@ -76,14 +81,14 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         return;
     }
     let t = TempDir::new("proof");
-    let init = t.join("init");
-    fs::write(&init, b"#!/bin/sh\n").unwrap();
     let luks = TempDir::new("proof-luks");
     let machines: Vec<(&str, Fixture, &str)> = vec![
         ("virtio-blk ext4", virtio_ext4(&t), "virtio_blk"),
         ("NVMe xfs", nvme_base(&t, "nvme", "22 1 259:2 / / rw - xfs /dev/nvme0n1p2 rw\n"), "nvme"),
         ("AHCI ext4", ahci(&t), "ahci"),
         ("USB stick ext4", usb_storage(&t), "usb_storage"),
+        ("btrfs @ on one NVMe disk", btrfs_nvme(&t, "btrfs-nvme"), "nvme"),
+        ("btrfs @ on one NVMe disk (its file system)", btrfs_nvme(&t, "btrfs-nvme-2"), "btrfs"),
         ("btrfs raid1 on two virtio disks", btrfs_two_disks(&t), "virtio_blk"),
         ("md RAID1 on SATA", md_raid1_sata(&t), "raid1"),
         ("LVM on virtio", lvm(&t), "dm_mod"),
@@ -91,7 +96,7 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
     ];
     for (name, f, needed) in &machines {
         let img = t.join(format!("{}.img", name.replace(' ', "-")));
-        let o = build(&k, f, &init, &img, &[]);
+        let o = build(&k, f, &img, &[]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{name}: {err}");
         assert!(err.contains("boot proof: "), "{name}: {err}");
@@ -99,7 +104,7 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         assert!(ok && out.contains("boots this machine"), "{name}: verify: {out}");
         // Without the driver the machine needs: no new image, the old one byte for byte.
         let before = fs::read(&img).unwrap();
-        let o = build(&k, f, &init, &img, &["--omit-module", needed]);
+        let o = build(&k, f, &img, &["--omit-module", needed]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!o.status.success(), "{name}: built without {needed}: {err}");
         assert!(err.contains("would not boot this machine") && err.contains(needed), "{name}: {err}");
@@ -107,7 +112,7 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         assert_eq!(fs::read(&img).unwrap(), before, "{name}: the previous image changed");
         // --force writes it anyway, and verify names the same link.
         let broken = t.join("broken.img");
-        let o = build(&k, f, &init, &broken, &["--omit-module", needed, "--force"]);
+        let o = build(&k, f, &broken, &["--omit-module", needed, "--force"]);
         assert!(o.status.success(), "{name}: --force: {}", String::from_utf8_lossy(&o.stderr));
         let (ok, out) = verify(&k, f, &broken);
         assert!(!ok && out.contains("would NOT boot") && out.contains(needed), "{name}: verify: {out}");
@@ -121,18 +126,9 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
 fn universal_images_keep_their_promise() {
     let Some(k) = kver() else { return };
     let t = TempDir::new("proof-universal");
-    let init = t.join("init");
-    fs::write(&init, b"#!/bin/sh\n").unwrap();
     let img = t.join("universal.img");
     let run = |extra: &[&str]| {
-        leanrd()
-            .args(["build", "-k", &k, "--universal", "--init"])
-            .arg(&init)
-            .arg("-o")
-            .arg(&img)
-            .args(extra)
-            .output()
-            .unwrap()
+        leanrd().args(["build", "-k", &k, "--universal"]).arg("-o").arg(&img).args(extra).output().unwrap()
     };
     let o = run(&[]);
     let err = String::from_utf8_lossy(&o.stderr);

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: leanrd-testkit, and the leanrd binary.
 #![allow(dead_code)]
 
+pub mod debian;
 pub mod prep;
 
 use std::path::{Path, PathBuf};
@@ -51,6 +52,21 @@ pub fn sh(cmd: &str) {
 
 /// Boot, answering the passphrase prompt on the serial console; returns the console output.
 pub fn boot_typing(kernel: &Path, initrd: &Path, append: &str, extra: &[String], answer: &str, secs: u64) -> String {
+    boot_console(kernel, initrd, append, extra, Some(answer), &[], secs)
+}
+
+/// Boot, reading the serial console as it comes: `answer` is typed (with Enter) at the first
+/// "Enter passphrase", and the VM is killed as soon as the console shows one of `stop` (a
+/// boot that has failed: no need to wait for its timeout). Returns the console output.
+pub fn boot_console(
+    kernel: &Path,
+    initrd: &Path,
+    append: &str,
+    extra: &[String],
+    answer: Option<&str>,
+    stop: &[String],
+    secs: u64,
+) -> String {
     use std::io::{Read, Write};
     use std::process::Stdio;
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
@@ -64,18 +80,30 @@ pub fn boot_typing(kernel: &Path, initrd: &Path, append: &str, extra: &[String],
     let mut stdout = child.stdout.take().unwrap();
     let mut log = Vec::new();
     let mut buf = [0u8; 4096];
-    let mut answered = false;
+    let mut answered = answer.is_none();
     loop {
         let n = stdout.read(&mut buf).unwrap_or(0);
         if n == 0 {
             break;
         }
         log.extend_from_slice(&buf[..n]);
-        if !answered && String::from_utf8_lossy(&log).contains("Enter passphrase") {
+        // Only the tail can hold a new match.
+        let tail = String::from_utf8_lossy(&log[log.len().saturating_sub(n + 256)..]).into_owned();
+        if !answered && tail.contains("Enter passphrase") {
             answered = true;
             std::thread::sleep(std::time::Duration::from_millis(300));
-            let _ = stdin.write_all(format!("{answer}\r").as_bytes());
+            let _ = stdin.write_all(format!("{}\r", answer.unwrap_or_default()).as_bytes());
             let _ = stdin.flush();
+        }
+        if stop.iter().any(|s| tail.contains(s.as_str())) {
+            // Let the console finish its line, then end the VM (`timeout` runs QEMU: kill both).
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            if let Ok(n) = stdout.read(&mut buf) {
+                log.extend_from_slice(&buf[..n]);
+            }
+            let _ = Command::new("pkill").args(["-KILL", "-P", &child.id().to_string()]).status();
+            let _ = child.kill();
+            break;
         }
     }
     let _ = child.wait();

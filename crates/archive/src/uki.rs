@@ -1,0 +1,298 @@
+//! Unified Kernel Images: systemd's EFI stub (`linuxx64.efi.stub`) with the kernel, the
+//! initramfs, the command line, os-release and the kernel version added as PE sections, one
+//! EFI executable that firmware or systemd-boot starts and Secure Boot signs as one unit.
+//!
+//! The stub is parsed with goblin; the layout of the added sections is written here (no crate
+//! appends sections to a PE image): each section's raw data at a file offset that is a
+//! multiple of the file alignment, its virtual address after the previous one's on a page
+//! boundary, SizeOfImage and the checksum recomputed. `.initrd` and `.linux` start at file
+//! offsets that are multiples of the output file system's block size, so that an uncompressed
+//! archive written there with data aligned to blocks, and the kernel file, are cloned from
+//! their sources on XFS and Btrfs rather than copied.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use goblin::pe::PE;
+
+use crate::error::{Context, Result, bail};
+
+/// IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ, as ukify gives its sections.
+const DATA_READ: u32 = 0x4000_0040;
+const SECTION_HEADER: usize = 40;
+const PAGE: u64 = 4096;
+
+/// What goes into a UKI beside the stub.
+pub struct Parts<'a> {
+    /// Small sections written as given, in this order: `.osrel`, `.cmdline`, `.uname`,
+    /// `.splash` (names without their data are left out).
+    pub small: Vec<(&'a str, Vec<u8>)>,
+    /// The kernel image (`.linux`, the last section: cloned to the end of the file).
+    pub kernel: &'a Path,
+}
+
+/// Where the sections went.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// (name, file offset, size) of every added section.
+    pub sections: Vec<(String, u64, u64)>,
+    pub initrd_offset: u64,
+    pub initrd_len: u64,
+    /// Bytes of the kernel cloned (shared with /boot/vmlinuz-KVER) and copied.
+    pub kernel_cloned: u64,
+    pub kernel_copied: u64,
+}
+
+/// The stub's headers, as far as adding sections needs them.
+struct Stub {
+    bytes: Vec<u8>,
+    /// Offset of the optional header.
+    opt: usize,
+    /// Offset of the section table and the number of sections in it.
+    table: usize,
+    nsections: usize,
+    file_align: u64,
+    section_align: u64,
+    /// End of the stub's sections in the file and in memory.
+    file_end: u64,
+    va_end: u64,
+    /// Where the section table must end (SizeOfHeaders, the first section's raw data).
+    table_limit: usize,
+}
+
+fn u16_at(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([b[o], b[o + 1]])
+}
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
+}
+fn put_u32(b: &mut [u8], o: usize, v: u32) {
+    b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+}
+fn align(v: u64, a: u64) -> u64 {
+    v.div_ceil(a) * a
+}
+
+fn parse_stub(path: &Path) -> Result<Stub> {
+    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read the EFI stub", path.display()))?;
+    let pe = PE::parse(&bytes).map_err(|e| crate::error::invalid!("{}: not a PE image: {e}", path.display()))?;
+    let Some(oh) = pe.header.optional_header else {
+        bail!("{}: a PE image without an optional header is no EFI application", path.display());
+    };
+    if !pe.is_64 {
+        bail!("{}: a 32-bit EFI stub (x86-64 needs linuxx64.efi.stub)", path.display());
+    }
+    for s in &pe.sections {
+        let name = s.name().unwrap_or("");
+        if [".linux", ".initrd", ".cmdline", ".osrel", ".uname"].contains(&name) {
+            bail!("{}: already has a {name} section (a UKI, not a stub)", path.display());
+        }
+    }
+    let pe_off = u32_at(&bytes, 0x3c) as usize;
+    let opt = pe_off + 24;
+    let table = opt + u16_at(&bytes, pe_off + 20) as usize;
+    let nsections = u16_at(&bytes, pe_off + 6) as usize;
+    let wh = &oh.windows_fields;
+    let file_end = pe.sections.iter().map(|s| (s.pointer_to_raw_data + s.size_of_raw_data) as u64).max().unwrap_or(0);
+    let va_end = pe
+        .sections
+        .iter()
+        .map(|s| s.virtual_address as u64 + (s.virtual_size.max(s.size_of_raw_data)) as u64)
+        .max()
+        .unwrap_or(0);
+    let first_raw =
+        pe.sections.iter().filter(|s| s.size_of_raw_data > 0).map(|s| s.pointer_to_raw_data).min().unwrap_or(u32::MAX);
+    let table_limit = (wh.size_of_headers as usize).min(first_raw as usize);
+    let mut bytes = bytes;
+    // A signed stub: its signature would not cover the new sections; drop it (the UKI is
+    // signed as a whole when asked).
+    let dd = opt + 112; // PE32+: the data directories follow 112 bytes of fields
+    let cert = dd + 4 * 8;
+    if u32_at(&bytes, cert) != 0 {
+        put_u32(&mut bytes, cert, 0);
+        put_u32(&mut bytes, cert + 4, 0);
+    }
+    bytes.truncate(file_end as usize);
+    Ok(Stub {
+        bytes,
+        opt,
+        table,
+        nsections,
+        file_align: (wh.file_alignment as u64).max(1),
+        section_align: (wh.section_alignment as u64).max(1),
+        file_end,
+        va_end,
+        table_limit,
+    })
+}
+
+/// The PE checksum (as in imagehlp's CheckSumMappedFile): 16-bit one's-complement-style sum
+/// of the file with the checksum field taken as zero, plus the file's length.
+fn checksum(f: &File, len: u64, field: u64) -> Result<u32> {
+    let mut sum: u64 = 0;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0u64;
+    while at < len {
+        let n = (len - at).min(buf.len() as u64) as usize;
+        f.read_exact_at(&mut buf[..n], at).context("cannot read the UKI back")?;
+        if (field..field + 4).any(|o| o >= at && o < at + n as u64) {
+            for o in field..field + 4 {
+                if o >= at && o < at + n as u64 {
+                    buf[(o - at) as usize] = 0;
+                }
+            }
+        }
+        // `n` is even except at the very end (the chunks are 1 MiB).
+        for w in buf[..n].chunks(2) {
+            let v = if w.len() == 2 { u16::from_le_bytes([w[0], w[1]]) } else { w[0] as u16 };
+            sum += v as u64;
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        at += n as u64;
+    }
+    sum = (sum & 0xffff) + (sum >> 16);
+    Ok((sum as u32).wrapping_add(len as u32))
+}
+
+/// Write a UKI into `out` (an empty file): the stub at `stub`, then `parts.small`, then the
+/// initramfs written by `initrd(out, offset)` (which returns the offset where it ends), then
+/// the kernel.
+pub fn write(out: &File, stub: &Path, parts: &Parts, initrd: impl FnOnce(&File, u64) -> Result<u64>) -> Result<Layout> {
+    let mut s = parse_stub(stub)?;
+    let block = crate::write::block_size(out).max(PAGE);
+    let count = parts.small.len() + 2;
+    if s.table + (s.nsections + count) * SECTION_HEADER > s.table_limit {
+        bail!(
+            "{}: no room in its headers for {count} more section headers ({} bytes left)",
+            stub.display(),
+            s.table_limit.saturating_sub(s.table + s.nsections * SECTION_HEADER)
+        );
+    }
+    let mut headers: Vec<[u8; SECTION_HEADER]> = Vec::new();
+    let mut sections = Vec::new();
+    let mut file_at = s.file_end;
+    let mut va_at = align(s.va_end, PAGE);
+    let header = |name: &str, len: u64, va: u64, file: u64, raw: u64| -> Result<[u8; SECTION_HEADER]> {
+        let mut h = [0u8; SECTION_HEADER];
+        h[..name.len()].copy_from_slice(name.as_bytes());
+        let u32_of = |v: u64, what: &str| -> Result<u32> {
+            u32::try_from(v).map_err(|_| crate::error::invalid!("section {name}: {what} {v} exceeds a PE32+ field"))
+        };
+        put_u32(&mut h, 8, u32_of(len, "size")?);
+        put_u32(&mut h, 12, u32_of(va, "virtual address")?);
+        put_u32(&mut h, 16, u32_of(raw, "raw size")?);
+        put_u32(&mut h, 20, u32_of(file, "file offset")?);
+        put_u32(&mut h, 36, DATA_READ);
+        Ok(h)
+    };
+    out.set_len(0).context("cannot truncate the output")?;
+    for (name, data) in &parts.small {
+        file_at = align(file_at, s.file_align);
+        let raw = align(data.len() as u64, s.file_align);
+        out.write_all_at(data, file_at).context("cannot write the UKI")?;
+        headers.push(header(name, data.len() as u64, va_at, file_at, raw)?);
+        sections.push((name.to_string(), file_at, data.len() as u64));
+        file_at += raw;
+        va_at = align(va_at + data.len().max(1) as u64, PAGE);
+    }
+    // .initrd on a block boundary: the archive's block-aligned data is block-aligned in the file.
+    let initrd_offset = align(file_at, block);
+    let end = initrd(out, initrd_offset)?;
+    let initrd_len = end - initrd_offset;
+    let raw = align(initrd_len, s.file_align);
+    headers.push(header(".initrd", initrd_len, va_at, initrd_offset, raw)?);
+    sections.push((".initrd".into(), initrd_offset, initrd_len));
+    va_at = align(va_at + initrd_len.max(1), PAGE);
+    // The kernel last: cloned up to its end, which is the file's.
+    let kernel_offset = align(initrd_offset + raw, block);
+    out.set_len(kernel_offset).context("cannot size the UKI")?;
+    let (kernel_cloned, kernel_copied) = crate::write::place_file(parts.kernel, out, kernel_offset)?;
+    let klen = kernel_cloned + kernel_copied;
+    let raw = align(klen, s.file_align);
+    headers.push(header(".linux", klen, va_at, kernel_offset, raw)?);
+    sections.push((".linux".into(), kernel_offset, klen));
+    let size_of_image = align(va_at + klen, s.section_align);
+    let file_len = kernel_offset + raw;
+    out.set_len(file_len).context("cannot size the UKI")?;
+
+    // No gaps between sections in the file: each one's raw data runs up to the next one's (the
+    // alignment padding is its own, zeros), so that Authenticode hashes every byte and sbsign
+    // does not warn.
+    let starts: Vec<u64> = sections.iter().map(|(_, o, _)| *o).skip(1).collect();
+    for (h, next) in headers.iter_mut().zip(starts) {
+        let at = u32_at(h, 20) as u64;
+        put_u32(h, 16, (next - at) as u32);
+    }
+    // The headers: section count, the new section headers, SizeOfImage; then the checksum.
+    let pe_off = u32_at(&s.bytes, 0x3c) as usize;
+    let n = s.nsections + headers.len();
+    s.bytes[pe_off + 6..pe_off + 8].copy_from_slice(&(n as u16).to_le_bytes());
+    for (i, h) in headers.iter().enumerate() {
+        let o = s.table + (s.nsections + i) * SECTION_HEADER;
+        s.bytes[o..o + SECTION_HEADER].copy_from_slice(h);
+    }
+    let size_of_image = u32::try_from(size_of_image)
+        .map_err(|_| crate::error::invalid!("the UKI's image size {size_of_image} exceeds 4 GiB"))?;
+    put_u32(&mut s.bytes, s.opt + 56, size_of_image);
+    put_u32(&mut s.bytes, s.opt + 64, 0);
+    out.write_all_at(&s.bytes, 0).context("cannot write the UKI")?;
+    let sum = checksum(out, file_len, (s.opt + 64) as u64)?;
+    out.write_all_at(&sum.to_le_bytes(), (s.opt + 64) as u64).context("cannot write the UKI")?;
+    Ok(Layout { sections, initrd_offset, initrd_len, kernel_cloned, kernel_copied })
+}
+
+/// The `.initrd` section of a UKI: (file offset, length); None when `head` (the file's first
+/// bytes, its headers at least) is no PE image with one.
+pub fn initrd_section(head: &[u8]) -> Option<(u64, u64)> {
+    if !head.starts_with(b"MZ") {
+        return None;
+    }
+    let pe_off = u32::from_le_bytes(head.get(0x3c..0x40)?.try_into().ok()?) as usize;
+    if head.get(pe_off..pe_off + 4)? != b"PE\0\0" {
+        return None;
+    }
+    let n = u16::from_le_bytes(head.get(pe_off + 6..pe_off + 8)?.try_into().ok()?) as usize;
+    let opt_len = u16::from_le_bytes(head.get(pe_off + 20..pe_off + 22)?.try_into().ok()?) as usize;
+    let table = pe_off + 24 + opt_len;
+    (0..n).find_map(|i| {
+        let h = head.get(table + i * SECTION_HEADER..table + (i + 1) * SECTION_HEADER)?;
+        if &h[..8] != b".initrd\0" {
+            return None;
+        }
+        Some((u32_at(h, 20) as u64, u32_at(h, 8) as u64))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksum_matches_the_stubs_own() {
+        let stub = Path::new("/usr/lib/systemd/boot/efi/linuxx64.efi.stub");
+        if !stub.exists() {
+            eprintln!("skipping: no systemd-boot-efi stub");
+            return;
+        }
+        let bytes = std::fs::read(stub).unwrap();
+        let pe_off = u32_at(&bytes, 0x3c) as usize;
+        let field = pe_off + 24 + 64;
+        let want = u32_at(&bytes, field);
+        if want == 0 {
+            return; // a stub without a checksum
+        }
+        let f = File::open(stub).unwrap();
+        assert_eq!(checksum(&f, bytes.len() as u64, field as u64).unwrap(), want);
+    }
+
+    #[test]
+    fn no_initrd_section_in_what_is_no_uki() {
+        assert_eq!(initrd_section(b"070701"), None);
+        assert_eq!(initrd_section(b"MZ"), None);
+        let mut junk = vec![0u8; 256];
+        junk[..2].copy_from_slice(b"MZ");
+        junk[0x3c] = 0xff;
+        assert_eq!(initrd_section(&junk), None);
+    }
+}

@@ -1,0 +1,171 @@
+//! `leanrd build --uki`: the image as a Unified Kernel Image (leanrd_archive::uki) — systemd's
+//! stub, os-release, the command line, the kernel version, a splash, the initramfs (early
+//! microcode segment first, as in a plain image) and the kernel — signed with sbsign when
+//! asked.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use leanrd_archive::image::{self, SegmentSpec};
+use leanrd_archive::output::AtomicFile;
+use leanrd_archive::uki;
+use leanrd_gen::Request;
+
+#[derive(Args, Default, Clone)]
+pub struct UkiArgs {
+    /// Write a Unified Kernel Image (an EFI executable: stub, kernel, initramfs, command line)
+    /// instead of a plain initramfs; -o names it.
+    #[arg(long)]
+    pub uki: bool,
+    /// The UKI's command line (default for a host-only image: the running one without
+    /// BOOT_IMAGE= and initrd=; a universal one has none unless given).
+    #[arg(long, value_name = "TEXT", requires = "uki", conflicts_with = "cmdline_file")]
+    cmdline: Option<String>,
+    /// Read the UKI's command line from a file.
+    #[arg(long, value_name = "FILE", requires = "uki")]
+    cmdline_file: Option<PathBuf>,
+    /// The EFI stub (default: SYSROOT/usr/lib/systemd/boot/efi/linuxx64.efi.stub, then the
+    /// build machine's).
+    #[arg(long, value_name = "FILE", requires = "uki")]
+    stub: Option<PathBuf>,
+    /// The kernel image (default: SYSROOT/boot/vmlinuz-KVER).
+    #[arg(long, value_name = "FILE", requires = "uki")]
+    linux: Option<PathBuf>,
+    /// The .osrel section (default: SYSROOT/etc/os-release, else SYSROOT/usr/lib/os-release).
+    #[arg(long, value_name = "FILE", requires = "uki")]
+    os_release: Option<PathBuf>,
+    /// A BMP image the stub shows while it boots.
+    #[arg(long, value_name = "BMP", requires = "uki")]
+    splash: Option<PathBuf>,
+    /// Sign the UKI for Secure Boot with this key (PEM) and --sign-cert, using sbsign.
+    #[arg(long, value_name = "KEY", requires_all = ["uki", "sign_cert"])]
+    sign_key: Option<PathBuf>,
+    /// The certificate (PEM) matching --sign-key.
+    #[arg(long, value_name = "CERT", requires = "sign_key")]
+    sign_cert: Option<PathBuf>,
+}
+
+fn first_file(candidates: &[PathBuf]) -> Option<PathBuf> {
+    candidates.iter().find(|p| p.is_file()).cloned()
+}
+
+fn read(path: &Path, what: &str) -> Result<Vec<u8>> {
+    fs::read(path).with_context(|| format!("{}: cannot read the {what}", path.display()))
+}
+
+/// The host's command line without what belongs to the boot loader that started it.
+pub fn host_cmdline(text: &str) -> String {
+    text.split_whitespace()
+        .filter(|w| !w.starts_with("BOOT_IMAGE=") && !w.starts_with("initrd="))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl UkiArgs {
+    fn cmdline(&self, r: &Request) -> Result<Option<String>> {
+        if let Some(c) = &self.cmdline {
+            return Ok(Some(c.clone()));
+        }
+        if let Some(f) = &self.cmdline_file {
+            let t = String::from_utf8(read(f, "command line")?)
+                .with_context(|| format!("{}: the command line is not UTF-8", f.display()))?;
+            return Ok(Some(t.split_whitespace().collect::<Vec<_>>().join(" ")));
+        }
+        if r.universal {
+            return Ok(None);
+        }
+        let p = r.host_root.join("proc/cmdline");
+        let t = fs::read_to_string(&p).with_context(|| format!("{}: cannot read", p.display()))?;
+        Ok(Some(host_cmdline(&t)))
+    }
+
+    /// The small sections, in ukify's order.
+    fn sections(&self, r: &Request) -> Result<Vec<(&'static str, Vec<u8>)>> {
+        let mut v = Vec::new();
+        let osrel = match &self.os_release {
+            Some(p) => Some(p.clone()),
+            None => first_file(&[r.sysroot.join("etc/os-release"), r.sysroot.join("usr/lib/os-release")]),
+        };
+        if let Some(p) = osrel {
+            v.push((".osrel", read(&p, "os-release")?));
+        }
+        if let Some(c) = self.cmdline(r)? {
+            // The stub hands it on as it is; systemd's ukify ends it with a NUL too.
+            let mut b = c.into_bytes();
+            b.push(0);
+            v.push((".cmdline", b));
+        }
+        v.push((".uname", r.kver.clone().into_bytes()));
+        if let Some(p) = &self.splash {
+            let b = read(p, "splash image")?;
+            if !b.starts_with(b"BM") {
+                bail!("{}: the splash image is not a BMP file", p.display());
+            }
+            v.push((".splash", b));
+        }
+        Ok(v)
+    }
+}
+
+/// Write the UKI to `r.output`, atomically; returns its layout.
+pub fn write(a: &UkiArgs, r: &Request, segs: Vec<SegmentSpec>, mode: u32) -> Result<uki::Layout> {
+    let stub = match &a.stub {
+        Some(p) => p.clone(),
+        None => first_file(&[
+            r.sysroot.join("usr/lib/systemd/boot/efi/linuxx64.efi.stub"),
+            PathBuf::from("/usr/lib/systemd/boot/efi/linuxx64.efi.stub"),
+        ])
+        .context("no EFI stub: install systemd-boot-efi (linuxx64.efi.stub) or pass --stub")?,
+    };
+    let kernel = a.linux.clone().unwrap_or_else(|| r.sysroot.join(format!("boot/vmlinuz-{}", r.kver)));
+    if !kernel.is_file() {
+        bail!("{}: no kernel image for {} (--linux FILE names one)", kernel.display(), r.kver);
+    }
+    let small = a.sections(r)?;
+    let parts = uki::Parts { small, kernel: &kernel };
+    let out = AtomicFile::create(&r.output)?;
+    let threads = r.threads;
+    let layout = uki::write(out.file(), &stub, &parts, |f, at| {
+        let stats = image::write_image(f, at, segs, threads)?;
+        Ok(stats.last().map_or(at, |s| s.offset + s.len))
+    })?;
+    match (&a.sign_key, &a.sign_cert) {
+        (Some(key), Some(cert)) => {
+            // sbsign reads and writes paths: the unnamed temporary files through /proc.
+            let signed = AtomicFile::create(&r.output)?;
+            let fd = |f: &fs::File| format!("/proc/{}/fd/{}", std::process::id(), std::os::fd::AsRawFd::as_raw_fd(f));
+            let o = Command::new("sbsign")
+                .arg("--key")
+                .arg(key)
+                .arg("--cert")
+                .arg(cert)
+                .arg("--output")
+                .arg(fd(signed.file()))
+                .arg(fd(out.file()))
+                .output()
+                .context("cannot run sbsign (apt install sbsigntool)")?;
+            if !o.status.success() {
+                bail!("sbsign failed: {}", String::from_utf8_lossy(&o.stderr).trim());
+            }
+            signed.commit(mode)?;
+        }
+        _ => out.commit(mode)?,
+    }
+    Ok(layout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_boot_loaders_words_are_dropped() {
+        assert_eq!(
+            host_cmdline("BOOT_IMAGE=/vmlinuz-6.1 root=UUID=x ro initrd=\\initrd.img quiet\n"),
+            "root=UUID=x ro quiet"
+        );
+    }
+}

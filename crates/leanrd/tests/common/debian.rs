@@ -1,0 +1,315 @@
+//! The real-system boots shared by boot_debian and boot_peers: a cached Debian bookworm root
+//! (tools/debian-root) made into disk images on loop devices, booted under QEMU TCG two at a
+//! time, each boot's serial console checked for what the root's report unit prints.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::*;
+
+/// The root's report, run by a unit once the boot has settled: the state, the mounts, module
+/// parameters, the initramfs's step log, and `leanrd build` with `leanrd.test=selfbuild`.
+/// Shared with bench/debian.py.
+pub const REPORT: &str = include_str!("../../../../tools/boot-report/leanrd-report");
+pub const UNIT: &str = include_str!("../../../../tools/boot-report/leanrd-report.service");
+
+/// The Debian root (`flavour` as tools/debian-root takes it: "" for the test root, or
+/// "initramfs-tools"/"dracut" with a peer installed) with the kernel's modules and
+/// configuration, leanrd, its /init and the report unit: the tree every disk is made from.
+pub fn prepare(t: &TempDir, kver: &str, init: &Path, flavour: &str) -> Option<PathBuf> {
+    let base = debian_root(flavour)?;
+    let tree = if flavour.is_empty() { t.join("tree") } else { t.join(format!("tree-{flavour}")) };
+    sh(&format!("cp -a {} {}", base.display(), tree.display()));
+    fs::create_dir_all(tree.join("usr/lib/modules")).unwrap();
+    sh(&format!("cp -a /lib/modules/{kver} {}/usr/lib/modules/", tree.display()));
+    // The peers read the kernel's configuration (which compressions it unpacks).
+    let _ = fs::copy(format!("/boot/config-{kver}"), tree.join(format!("boot/config-{kver}")));
+    // A system that has been installed: its machine id (no first-boot setup), its name.
+    fs::write(tree.join("etc/machine-id"), "6c65616e72642d746573742d726f6f74\n").unwrap();
+    fs::write(tree.join("etc/hostname"), "leanrd-test\n").unwrap();
+    fs::write(tree.join("etc/modprobe.d/leanrd-test.conf"), "options virtio_blk queue_depth=64\n").unwrap();
+    fs::create_dir_all(tree.join("usr/local/sbin")).unwrap();
+    fs::write(tree.join("usr/local/sbin/leanrd-report"), REPORT).unwrap();
+    fs::write(tree.join("etc/systemd/system/leanrd-report.service"), UNIT).unwrap();
+    std::os::unix::fs::symlink(
+        "/etc/systemd/system/leanrd-report.service",
+        tree.join("etc/systemd/system/multi-user.target.wants/leanrd-report.service"),
+    )
+    .unwrap();
+    fs::create_dir_all(tree.join("usr/lib/leanrd")).unwrap();
+    fs::copy(env!("CARGO_BIN_EXE_leanrd"), tree.join("usr/bin/leanrd")).unwrap();
+    fs::copy(init, tree.join("usr/lib/leanrd/leanrd-init")).unwrap();
+    sh(&format!("chmod 755 {t}/usr/local/sbin/leanrd-report {t}/usr/bin/leanrd", t = tree.display()));
+    Some(tree)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+pub enum Bus {
+    VirtioBlk,
+    VirtioScsi,
+    Nvme,
+    Ahci,
+}
+
+/// One file system on a disk image: on one GPT partition from 1 MiB, or on the whole disk.
+pub struct Disk {
+    pub path: PathBuf,
+    pub gpt: bool,
+    pub bus: Bus,
+}
+
+pub const DISK_BYTES: u64 = 2 << 30;
+pub const PART_OFFSET: u64 = 1 << 20;
+/// The partition: from 1 MiB, leaving 1 MiB at the end for the backup GPT.
+pub const PART_BYTES: u64 = DISK_BYTES - 2 * PART_OFFSET;
+
+impl Disk {
+    pub fn losetup(&self, readonly: bool) -> String {
+        let ro = if readonly { "-r " } else { "" };
+        if self.gpt {
+            format!("losetup -f --show {ro}-o {PART_OFFSET} --sizelimit {PART_BYTES} {}", self.path.display())
+        } else {
+            format!("losetup -f --show {ro}{}", self.path.display())
+        }
+    }
+}
+
+/// A file system to make: its type, UUID, and whether the tree goes in subvolume @.
+pub struct Fs<'a> {
+    pub kind: &'a str,
+    pub uuid: String,
+    pub subvol: bool,
+}
+
+pub fn mkfs(fs: &Fs, devs: &str) -> String {
+    let u = &fs.uuid;
+    match fs.kind {
+        "ext4" => format!("mkfs.ext4 -q -U {u} {devs}"),
+        "xfs" => format!("mkfs.xfs -q -f -m uuid={u} {devs}"),
+        "btrfs" if devs.contains(' ') => format!("mkfs.btrfs -q -f -d raid1 -m raid1 -U {u} {devs}"),
+        "btrfs" => format!("mkfs.btrfs -q -f -U {u} {devs}"),
+        k => panic!("no mkfs for {k}"),
+    }
+}
+
+/// Disk images (one, or two for a btrfs raid1) holding `fs` with `tree`, and `fstab` as
+/// its /etc/fstab when given. Made on loop devices, released whatever happens.
+pub fn make(t: &TempDir, name: &str, gpt: bool, bus: Bus, fs: &Fs, tree: &Path, fstab: Option<&str>) -> Vec<Disk> {
+    let n = if fs.kind == "btrfs" && name.contains("raid1") { 2 } else { 1 };
+    let disks: Vec<Disk> =
+        (0..n).map(|i| Disk { path: t.join(format!("{name}-{i}.disk")), gpt: gpt && n == 1, bus }).collect();
+    let mnt = t.join(format!("{name}.mnt"));
+    fs::create_dir_all(&mnt).unwrap();
+    let fstab_file = t.join(format!("{name}.fstab"));
+    if let Some(f) = fstab {
+        fs::write(&fstab_file, f).unwrap();
+    }
+    let mut script =
+        String::from("set -e; ls=\"\"; trap 'umount @MNT@ 2>/dev/null || true; losetup -d $ls || true' EXIT\n");
+    for d in &disks {
+        script += &format!("truncate -s {DISK_BYTES} {}\n", d.path.display());
+        if d.gpt {
+            script += &format!(
+                "printf 'label: gpt\\nstart=2048, size={}, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name=root\\n' \
+                 | sfdisk -q {}\n",
+                PART_BYTES / 512,
+                d.path.display()
+            );
+        }
+        script += &format!("l=$({}); ls=\"$ls $l\"\n", d.losetup(false));
+    }
+    script += &format!("{}\n", mkfs(fs, "$ls"));
+    // A multi-device btrfs is mounted naming its members.
+    script += if n > 1 { "set -- $ls; mount -o device=$1,device=$2 $1 @MNT@\n" } else { "mount $ls @MNT@\n" };
+    script += if fs.subvol { "btrfs subvolume create @MNT@/@ >/dev/null; d=@MNT@/@\n" } else { "d=@MNT@\n" };
+    script += &format!("cp -a {}/. $d/\n", tree.display());
+    if fstab.is_some() {
+        script += &format!("cp {} $d/etc/fstab\n", fstab_file.display());
+    }
+    script += "umount @MNT@\n";
+    sh(&script.replace("@MNT@", &mnt.display().to_string()));
+    disks
+}
+
+/// A file out of a disk's file system (after a boot wrote it).
+pub fn take_file(t: &TempDir, disk: &Disk, subvol: bool, path: &str, out: &Path) {
+    let mnt = t.join("take.mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    let m = mnt.display();
+    let within = if subvol { "@/" } else { "" };
+    sh(&format!(
+        "set -e; l=$({}); trap 'umount {m} 2>/dev/null || true; losetup -d $l' EXIT; mount -o ro $l {m}; \
+         cp {m}/{within}{path} {}; umount {m}",
+        disk.losetup(true),
+        out.display()
+    ));
+}
+
+/// [`take_file`] for a file that may be missing: None then.
+pub fn take_file_maybe(t: &TempDir, disk: &Disk, path: &str, out: &Path) -> Option<()> {
+    let _ = fs::remove_file(out);
+    let mnt = t.join("take.mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    let m = mnt.display();
+    sh(&format!(
+        "set -e; l=$({}); trap 'umount {m} 2>/dev/null || true; losetup -d $l' EXIT; mount -o ro $l {m}; \
+         if [ -e {m}/{path} ]; then cp {m}/{path} {}; fi; umount {m}",
+        disk.losetup(true),
+        out.display()
+    ));
+    out.exists().then_some(())
+}
+
+pub fn qemu_args(disks: &[&Disk], snapshot: bool) -> Vec<String> {
+    let mut a: Vec<String> = ["-m", "1024"].map(String::from).to_vec();
+    let snap = if snapshot { ",snapshot=on" } else { "" };
+    let buses: BTreeSet<u8> = disks.iter().map(|d| d.bus as u8).collect();
+    if buses.contains(&(Bus::VirtioScsi as u8)) {
+        a.extend(["-device", "virtio-scsi-pci,id=scsi0"].map(String::from));
+    }
+    if buses.contains(&(Bus::Ahci as u8)) {
+        a.extend(["-device", "ich9-ahci,id=ahci0"].map(String::from));
+    }
+    for (i, d) in disks.iter().enumerate() {
+        let file = format!("file={},format=raw{snap}", d.path.display());
+        let dev = match d.bus {
+            Bus::VirtioBlk => {
+                a.extend(["-drive".into(), format!("{file},if=virtio")]);
+                continue;
+            }
+            Bus::VirtioScsi => format!("scsi-hd,drive=d{i},bus=scsi0.0"),
+            Bus::Nvme => format!("nvme,drive=d{i},serial=leanrd{i}"),
+            Bus::Ahci => format!("ide-hd,drive=d{i},bus=ahci0.{i}"),
+        };
+        a.extend(["-drive".into(), format!("{file},if=none,id=d{i}"), "-device".into(), dev]);
+    }
+    a
+}
+
+/// One boot: its image, command line, disks, and what its console must and must not show.
+pub struct Boot {
+    pub name: String,
+    pub image: PathBuf,
+    pub append: String,
+    pub qemu: Vec<String>,
+    pub expect: Vec<String>,
+    pub reject: Vec<String>,
+    /// A passphrase to type on the serial console when asked.
+    pub answer: Option<&'static str>,
+    /// Console text that ends the VM at once: the boot has failed.
+    pub stop: Vec<String>,
+    /// Seconds before the VM is killed.
+    pub secs: u64,
+}
+
+impl Boot {
+    pub fn new(name: &str, image: &Path, append: &str, qemu: Vec<String>) -> Boot {
+        Boot {
+            name: name.into(),
+            image: image.into(),
+            append: append.into(),
+            qemu,
+            answer: None,
+            expect: vec!["LEANRD-STATE running".into(), "LEANRD-DONE".into()],
+            // systemd waiting on a device or a job (a dm device udev was not told about...).
+            reject: vec!["A start job is running".into()],
+            stop: Vec::new(),
+            secs: 420,
+        }
+    }
+    pub fn expect(mut self, s: &str) -> Boot {
+        self.expect.push(s.into());
+        self
+    }
+    pub fn reject(mut self, s: &str) -> Boot {
+        self.reject.push(s.into());
+        self
+    }
+    pub fn stop(mut self, s: &str) -> Boot {
+        self.stop.push(s.into());
+        self
+    }
+    pub fn typing(mut self, pass: &'static str) -> Boot {
+        self.answer = Some(pass);
+        self.expect("Enter passphrase for sda3_crypt")
+    }
+}
+
+/// A boot's console and whether it showed all that was expected and nothing rejected.
+pub struct Outcome {
+    pub log: String,
+    pub met: bool,
+    pub missing: Vec<String>,
+    pub unwanted: Vec<String>,
+}
+
+/// Run the boots two at a time (TCG takes a core each); each one's outcome, in order.
+pub fn run_all(kernel: &Path, boots: &[Boot]) -> Vec<Outcome> {
+    let next = Mutex::new(0usize);
+    let done: Mutex<Vec<Option<Outcome>>> = Mutex::new(boots.iter().map(|_| None).collect());
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).min(boots.len());
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                loop {
+                    let i = {
+                        let mut n = next.lock().unwrap();
+                        *n += 1;
+                        *n - 1
+                    };
+                    let Some(b) = boots.get(i) else { break };
+                    let started = std::time::Instant::now();
+                    let log = boot_console(kernel, &b.image, &b.append, &b.qemu, b.answer, &b.stop, b.secs);
+                    let report: Vec<&str> = log
+                        .lines()
+                        .filter(|l| {
+                            l.starts_with("LEANRD-")
+                                && !l.starts_with("LEANRD-INITRD ")
+                                && !l.starts_with("LEANRD-MODULES")
+                        })
+                        .collect();
+                    let missing: Vec<String> = b.expect.iter().filter(|e| !log.contains(e.as_str())).cloned().collect();
+                    let unwanted: Vec<String> = b.reject.iter().filter(|e| log.contains(e.as_str())).cloned().collect();
+                    eprintln!("{}: {:.0} s\n  {}", b.name, started.elapsed().as_secs_f64(), report.join("\n  "));
+                    let met = missing.is_empty() && unwanted.is_empty();
+                    done.lock().unwrap()[i] = Some(Outcome { log, met, missing, unwanted });
+                }
+            });
+        }
+    });
+    done.into_inner().unwrap().into_iter().map(|o| o.expect("every boot ran")).collect()
+}
+
+/// The tail of a console, for a failure message.
+pub fn tail(log: &str) -> &str {
+    &log[log.floor_char_boundary(log.len().saturating_sub(8000))..]
+}
+
+/// Run the boots; returns the names of those whose console lacks what was expected (or shows
+/// what was rejected), printing their consoles.
+pub fn run(kernel: &Path, boots: &[Boot]) -> Vec<String> {
+    let mut failed = Vec::new();
+    for (b, o) in boots.iter().zip(run_all(kernel, boots)) {
+        if !o.met {
+            eprintln!(
+                "==== {} FAILED: missing {:?}, unwanted {:?} ====\n{}",
+                b.name,
+                o.missing,
+                o.unwanted,
+                tail(&o.log)
+            );
+            failed.push(b.name.clone());
+        }
+    }
+    failed
+}
+
+pub fn with_usr<'a>(root: &'a [Disk], usr: &'a [Disk]) -> Vec<&'a Disk> {
+    root.iter().chain(usr).collect()
+}
+
+pub fn uuid(n: u32) -> String {
+    format!("{n:08x}-dead-beef-0000-{:012x}", std::process::id())
+}

@@ -1,0 +1,81 @@
+//! One command to install: `cargo install --path crates/leanrd` in a clean copy of the
+//! sources gives a leanrd that carries its /init (built by crates/leanrd/build.rs), and the
+//! image it builds with no --init, no $LEANRD_INIT and no leanrd-init on disk boots a root
+//! under QEMU.
+//!
+//! Needs cargo (the dependencies already fetched: `--locked`, the workspace's Cargo.lock),
+//! git, root, qemu, mkfs.ext4 and busybox-static. The release build of the copy takes about
+//! three minutes on two cores the first time; its target directory is kept in the test cache
+//! (/var/cache/leanrd-tests/install-target) so that later runs rebuild only leanrd's crates.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+const MARK: &str = "LEANRD-INSTALLED-ROOT-OK";
+
+#[test]
+fn cargo_install_gives_a_leanrd_whose_images_boot() {
+    if !is_root() || !have("git") || !have("mkfs.ext4") || !Path::new("/bin/busybox").exists() {
+        eprintln!("skipping: needs root, git, mkfs.ext4 and busybox-static");
+        return;
+    }
+    let Some(kernel) = kernel() else { return };
+    let kver = kver_of(&kernel);
+    let t = TempDir::new("install");
+    // A clean copy: the files git knows (committed or not), nothing built.
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let src = t.join("src");
+    fs::create_dir_all(&src).unwrap();
+    sh(&format!(
+        "set -e; cd {} && git ls-files -z --cached --others --exclude-standard | \
+         tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C {}",
+        ws.display(),
+        src.display()
+    ));
+    assert!(!src.join("target").exists());
+    let cache = std::env::var("LEANRD_TEST_CACHE").unwrap_or_else(|_| "/var/cache/leanrd-tests".into());
+    let root = t.join("inst");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut c = Command::new(cargo);
+    c.args(["install", "--locked", "--quiet", "--root"]).arg(&root).arg("--path").arg(src.join("crates/leanrd"));
+    c.env("CARGO_TARGET_DIR", Path::new(&cache).join("install-target"));
+    for v in ["LEANRD_INIT", "LEANRD_EMBED_INIT", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_TARGET"] {
+        c.env_remove(v);
+    }
+    let started = std::time::Instant::now();
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "cargo install: {}", String::from_utf8_lossy(&o.stderr));
+    eprintln!("cargo install: {:.0} s", started.elapsed().as_secs_f64());
+    let bin = root.join("bin");
+    let installed: Vec<String> =
+        fs::read_dir(&bin).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(installed, ["leanrd"], "one executable installed, nothing beside it");
+
+    // The image, with nothing said about /init; run from a directory with nothing around it.
+    let img = t.join("installed.img");
+    let o = Command::new(bin.join("leanrd"))
+        .current_dir(t.path())
+        .env_remove("LEANRD_INIT")
+        .args(["build", "-k", &kver, "--universal", "-o"])
+        .arg(&img)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "leanrd build: {}", String::from_utf8_lossy(&o.stderr));
+    let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&img))).unwrap();
+    assert!(ls.lines().any(|l| l.ends_with(" init")), "no /init in the image:\n{ls}");
+
+    // A root that prints the marker.
+    let r = busybox_root(&t, &["dev", "proc", "sys", "run"]);
+    fs::write(r.join("sbin/init"), format!("#!/bin/sh\n/bin/busybox echo {MARK}\n/bin/busybox poweroff -f\n")).unwrap();
+    sh(&format!("chmod 755 {}", r.join("sbin/init").display()));
+    let disk = t.join("root.ext4");
+    sh(&format!("truncate -s 64M {d} && mkfs.ext4 -q -d {r} {d}", d = disk.display(), r = r.display()));
+    let drive = format!("file={},format=raw,if=virtio", disk.display());
+    let log = qemu_boot(&kernel, &img, "root=/dev/vda", &["-m", "512", "-drive", &drive], 240);
+    assert!(log.contains(MARK), "the installed leanrd's image did not boot:\n{log}");
+}
