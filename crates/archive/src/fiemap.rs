@@ -76,21 +76,30 @@ pub fn physical_start(f: &File) -> io::Result<Option<u64>> {
 
 /// Map the whole file. Fails with the OS error where FIEMAP is not supported.
 pub fn usage(f: &File) -> io::Result<Usage> {
+    usage_range(f, 0, u64::MAX)
+}
+
+/// Map `len` bytes of the file from `from` (a UKI's .initrd section), extents clipped to it.
+pub fn usage_range(f: &File, from: u64, len: u64) -> io::Result<Usage> {
+    let end = from.saturating_add(len);
     let mut u = Usage::default();
-    let mut start = 0u64;
-    loop {
-        let req = map(f, start, u64::MAX - start)?;
+    let mut start = from;
+    while start < end {
+        let req = map(f, start, end - start)?;
         if req.mapped == 0 {
             return Ok(u);
         }
         let mut last = false;
         for e in &req.extents[..req.mapped as usize] {
-            u.total += e.length;
-            u.extents += 1;
-            if e.flags & FIEMAP_EXTENT_SHARED != 0 {
-                u.shared += e.length;
-            } else {
-                u.exclusive += e.length;
+            let (a, b) = (e.logical.max(from), (e.logical + e.length).min(end));
+            if b > a {
+                u.total += b - a;
+                u.extents += 1;
+                if e.flags & FIEMAP_EXTENT_SHARED != 0 {
+                    u.shared += b - a;
+                } else {
+                    u.exclusive += b - a;
+                }
             }
             start = e.logical + e.length;
             last |= e.flags & FIEMAP_EXTENT_LAST != 0;
@@ -99,6 +108,7 @@ pub fn usage(f: &File) -> io::Result<Usage> {
             return Ok(u);
         }
     }
+    Ok(u)
 }
 
 #[cfg(test)]

@@ -232,6 +232,8 @@ pub fn explain_junk(head: &[u8]) -> Option<&'static str> {
         Some("an old portable (odc, 070707) cpio archive, not newc: the kernel reads only newc (070701/070702)")
     } else if head.starts_with(&[0xc7, 0x71]) || head.starts_with(&[0x71, 0xc7]) {
         Some("an old binary cpio archive (070707/bin), not newc: the kernel reads only newc (070701/070702)")
+    } else if head.starts_with(b"MZ") {
+        Some("a PE/EFI executable: a Unified Kernel Image is read from a file (its .initrd section), not from a pipe")
     } else if head.starts_with(&[0x50, 0x2a, 0x4d, 0x18]) {
         Some("a zstd skippable frame: the kernel does not recognise it")
     } else {
@@ -246,8 +248,22 @@ pub fn read_image<R: Read + Send>(r: R, v: &mut dyn Visitor) -> Result<()> {
 
 /// Walk every segment of the image in file `f`, seeking past file data that the visitor
 /// does not read (in uncompressed segments).
+/// A Unified Kernel Image is read as the image in its `.initrd` section (offsets are then the
+/// section's).
 pub fn read_image_file(f: std::fs::File, v: &mut dyn Visitor) -> Result<()> {
-    read_source(f, v)
+    match uki_initrd(&f) {
+        Some((offset, len)) => read_source(crate::source::Window::new(f, offset, len), v),
+        None => read_source(f, v),
+    }
+}
+
+/// Where a UKI file keeps its initramfs: (offset, length) of `.initrd`; None for anything else
+/// (and for what cannot be read at an offset: a pipe).
+pub fn uki_initrd(f: &std::fs::File) -> Option<(u64, u64)> {
+    use std::os::unix::fs::FileExt;
+    let mut head = vec![0u8; 4096];
+    let n = f.read_at(&mut head, 0).ok()?;
+    crate::uki::initrd_section(&head[..n])
 }
 
 /// Bytes of a segment's start handed to [`Visitor::segment`] (compression headers).

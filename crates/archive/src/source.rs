@@ -33,6 +33,40 @@ impl Source for std::fs::File {
     }
 }
 
+/// A byte range of a file read as the whole image: the `.initrd` section of a UKI.
+pub struct Window {
+    file: std::fs::File,
+    pos: u64,
+    end: u64,
+}
+
+impl Window {
+    pub fn new(file: std::fs::File, offset: u64, len: u64) -> Window {
+        Window { file, pos: offset, end: offset.saturating_add(len) }
+    }
+}
+
+impl Read for Window {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let n = (self.end.saturating_sub(self.pos)).min(buf.len() as u64) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        let got = self.file.read_at(&mut buf[..n], self.pos)?;
+        self.pos += got as u64;
+        Ok(got)
+    }
+}
+
+impl Source for Window {
+    fn seek_forward(&mut self, n: u64) -> Option<io::Result<()>> {
+        // Past the end is the end (the reader then finds the image truncated, as it should).
+        self.pos = self.pos.saturating_add(n).min(self.end);
+        Some(Ok(()))
+    }
+}
+
 /// The image as read: a buffer that can show the next `n` bytes whatever was consumed
 /// before (segment magics, compression headers), a count of bytes consumed, and skips that
 /// seek where the source can. Hand-written because `BufReader` can neither guarantee a

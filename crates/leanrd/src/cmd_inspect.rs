@@ -49,6 +49,8 @@ struct Inspector {
     kinds: BTreeMap<&'static str, (usize, u64)>,
     eligible: usize,
     aligned: usize,
+    /// Where the image starts in the file (a UKI's .initrd section).
+    base: u64,
 }
 
 fn kind(name: &str, mode: u32, head: &[u8]) -> &'static str {
@@ -88,7 +90,7 @@ impl Visitor for Inspector {
             && h.filesize >= 4096
         {
             self.eligible += 1;
-            if off % 4096 == 0 {
+            if (self.base + off).is_multiple_of(4096) {
                 self.aligned += 1;
             }
         }
@@ -109,6 +111,9 @@ impl Visitor for Inspector {
 pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
     let f = File::open(&a.image).with_context(|| format!("{}: cannot open", a.image.display()))?;
     let mut v = Inspector::default();
+    // A UKI: its .initrd section is the image; alignment counts in the file.
+    let uki = leanrd_archive::read::uki_initrd(&f);
+    v.base = uki.map_or(0, |u| u.0);
     leanrd_archive::read::read_image_file(f.try_clone().context("cannot reopen the image")?, &mut v)?;
     v.largest.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
     v.largest.truncate(a.top);
@@ -119,6 +124,11 @@ pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
         let out = json!({
             "image": a.image,
             "size": size,
+            "uki": uki.map(|(o, l)| {
+                let u = leanrd_archive::fiemap::usage_range(&f, o, l).ok();
+                json!({"initrd_offset": o, "initrd_length": l,
+                    "initrd_fiemap": u.map(|u| json!({"total": u.total, "shared": u.shared, "exclusive": u.exclusive}))})
+            }),
             "segments": v.segs.iter().map(|s| json!({"offset": s.offset, "length": s.len,
                 "compression": s.format.map(|f| f.name()), "uncompressed": s.uncompressed, "entries": s.entries})).collect::<Vec<_>>(),
             "largest": v.largest.iter().map(|(n, name)| json!({"name": name, "size": n})).collect::<Vec<_>>(),
@@ -132,6 +142,12 @@ pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!("{}: {size} bytes, {} segment(s)", a.image.display(), v.segs.len());
+    if let Some((o, l)) = uki {
+        println!("a Unified Kernel Image: its .initrd section ({l} bytes at offset {o}) is the image read here");
+        if let Ok(u) = leanrd_archive::fiemap::usage_range(&f, o, l) {
+            println!("  .initrd on disk: {} bytes shared with other files, {} exclusive", u.shared, u.exclusive);
+        }
+    }
     println!("{:>4} {:>12} {:>12} {:>8} {:>14} {:>8}", "seg", "offset", "length", "format", "uncompressed", "entries");
     for (i, s) in v.segs.iter().enumerate() {
         println!(

@@ -1,0 +1,190 @@
+//! Unified Kernel Images (`leanrd build --uki`) started by UEFI firmware: OVMF under QEMU TCG
+//! finds each UKI as \EFI\BOOT\BOOTX64.EFI on a FAT ESP and starts it; the kernel's command
+//! line must come from the UKI's .cmdline (a word from it is checked inside the booted root).
+//! Universal with zstd, universal uncompressed and reflinked (built on loop XFS from a sysroot
+//! there: ≥ 90 % of the .initrd section and the kernel shared with their sources), host-only
+//! (a virtio fixture) and a signed one (sbsign; sbverify accepts it). `objdump -h` shows the
+//! sections, `leanrd ls`/`inspect` read the initramfs inside.
+//!
+//! Needs root, qemu, ovmf, systemd-boot-efi (the stub), mtools, dosfstools, xfsprogs,
+//! sbsigntool, openssl, binutils and busybox-static.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+const MARK: &str = "LEANRD-UKI-ROOT-OK";
+const STUB: &str = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub";
+const OVMF_CODE: &str = "/usr/share/OVMF/OVMF_CODE_4M.fd";
+const OVMF_VARS: &str = "/usr/share/OVMF/OVMF_VARS_4M.fd";
+
+/// A FAT ESP holding `efi` as the removable-media boot path.
+fn esp(t: &TempDir, name: &str, efi: &Path) -> PathBuf {
+    let img = t.join(format!("{name}.esp"));
+    let _ = fs::remove_file(&img);
+    let mb = fs::metadata(efi).unwrap().len() / (1 << 20) + 16;
+    sh(&format!(
+        "mkfs.vfat -C {i} {k} >/dev/null && mmd -i {i} ::/EFI ::/EFI/BOOT && mcopy -i {i} {e} ::/EFI/BOOT/BOOTX64.EFI",
+        i = img.display(),
+        k = mb * 1024,
+        e = efi.display()
+    ));
+    img
+}
+
+/// Boot an ESP with OVMF and the root disk; the console.
+fn boot(t: &TempDir, name: &str, esp: &Path, root: &Path) -> String {
+    let vars = t.join(format!("{name}.vars"));
+    fs::copy(OVMF_VARS, &vars).unwrap();
+    let o = Command::new("timeout")
+        .args(["--signal=KILL", "300", "qemu-system-x86_64", "-accel", "tcg", "-m", "1024", "-nographic"])
+        .args(["-no-reboot", "-monitor", "none", "-drive"])
+        .arg(format!("if=pflash,format=raw,readonly=on,file={OVMF_CODE}"))
+        .arg("-drive")
+        .arg(format!("if=pflash,format=raw,file={}", vars.display()))
+        .arg("-drive")
+        .arg(format!("file={},format=raw,if=virtio", esp.display()))
+        .arg("-drive")
+        .arg(format!("file={},format=raw,if=virtio,snapshot=on", root.display()))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn cmdline(word: &str) -> String {
+    format!("console=ttyS0 root=/dev/vdb panic=-1 leanrd.uki={word}")
+}
+
+#[test]
+fn ukis_boot_under_uefi_firmware() {
+    let need = ["qemu-system-x86_64", "mkfs.vfat", "mcopy", "mkfs.xfs", "sbsign", "sbverify", "openssl", "objdump"];
+    if !is_root()
+        || need.iter().any(|t| !have(t))
+        || ![STUB, OVMF_CODE, "/bin/busybox"].iter().all(|p| Path::new(p).exists())
+    {
+        eprintln!("skipping: needs root, {need:?}, {STUB}, {OVMF_CODE} and busybox-static");
+        return;
+    }
+    let Some(kernel) = kernel() else { return };
+    let kver = kver_of(&kernel);
+    let t = TempDir::new("uki");
+
+    // The root: prints the marker and the command line the kernel got.
+    let r = busybox_root(&t, &["dev", "proc", "sys", "run"]);
+    fs::write(
+        r.join("sbin/init"),
+        format!(
+            "#!/bin/sh\n/bin/busybox mount -t proc proc /proc\n/bin/busybox echo {MARK} $(/bin/busybox cat /proc/cmdline)\n\
+             /bin/busybox poweroff -f\n"
+        ),
+    )
+    .unwrap();
+    sh(&format!("chmod 755 {}", r.join("sbin/init").display()));
+    let root = t.join("root.ext4");
+    sh(&format!("truncate -s 64M {d} && mkfs.ext4 -q -d {r} {d}", d = root.display(), r = r.display()));
+
+    let build = |extra: &[&str], out: &Path| -> String {
+        let o = leanrd().args(["build", "-k", &kver, "--uki", "-o"]).arg(out).args(extra).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{}: {err}", out.display());
+        err
+    };
+    let mut ukis: Vec<(&str, PathBuf)> = Vec::new();
+
+    // 1. Universal, zstd; and signed.
+    let zstd = t.join("universal-zstd.efi");
+    build(&["--universal", "--cmdline", &cmdline("zstd")], &zstd);
+    let sections = String::from_utf8(ok(Command::new("objdump").arg("-h").arg(&zstd))).unwrap();
+    for s in [".osrel", ".cmdline", ".uname", ".initrd", ".linux", ".sbat", ".text"] {
+        assert!(sections.contains(&format!(" {s} ")), "no {s} section:\n{sections}");
+    }
+    let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&zstd))).unwrap();
+    assert!(ls.lines().any(|l| l.ends_with(" init")), "leanrd ls does not read the UKI:\n{ls}");
+    ukis.push(("zstd", zstd.clone()));
+    let (key, cert) = (t.join("db.key"), t.join("db.crt"));
+    sh(&format!(
+        "openssl req -new -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=leanrd-test -keyout {} -out {} 2>/dev/null",
+        key.display(),
+        cert.display()
+    ));
+    let signed = t.join("universal-signed.efi");
+    let sign = ["--sign-key", key.to_str().unwrap(), "--sign-cert", cert.to_str().unwrap()];
+    build(&[&["--universal", "--cmdline", &cmdline("signed")][..], &sign].concat(), &signed);
+    ukis.push(("signed", signed.clone()));
+    let v = Command::new("sbverify").arg("--cert").arg(&cert).arg(&signed).output().unwrap();
+    assert!(v.status.success(), "sbverify: {}", String::from_utf8_lossy(&v.stderr));
+
+    // 2. Universal, uncompressed, on loop XFS from a sysroot there: cloned.
+    if let Some(xfs) = LoopFs::new("xfs", "1G") {
+        let sr = xfs.path().join("sysroot");
+        sh(&format!(
+            "mkdir -p {s}/lib/modules {s}/boot {s}/usr/lib/systemd/boot/efi {s}/etc && cp -a /lib/modules/{kver} {s}/lib/modules/ \
+             && cp {kernel} {s}/boot/ && cp {STUB} {s}/usr/lib/systemd/boot/efi/ && cp /etc/os-release {s}/etc/",
+            s = sr.display(),
+            kernel = kernel.display()
+        ));
+        let none = xfs.path().join("universal-none.efi");
+        let err = build(
+            &[
+                "--universal",
+                "--compress",
+                "none",
+                "--sysroot",
+                sr.to_str().unwrap(),
+                "--cmdline",
+                &cmdline("reflinked"),
+            ],
+            &none,
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&ok(leanrd().args(["inspect", "--json"]).arg(&none))).unwrap();
+        let u = &v["uki"]["initrd_fiemap"];
+        let (shared, total) = (u["shared"].as_u64().unwrap(), v["uki"]["initrd_length"].as_u64().unwrap());
+        eprintln!("reflinked UKI: .initrd {shared} of {total} bytes shared; {}", err.lines().last().unwrap_or(""));
+        assert!(shared * 10 >= total * 9, "only {shared} of {total} bytes of .initrd shared");
+        assert!(!err.contains("kernel 0 B cloned"), "the kernel was copied: {err}");
+        assert_eq!(v["aligned_percent"], 100.0, "{v}");
+        let copy = t.join("universal-none.efi");
+        fs::copy(&none, &copy).unwrap();
+        ukis.push(("reflinked", copy));
+    }
+
+    // 3. Host-only (a virtio-blk machine): virtio_blk and ext4 only.
+    let f = virtio_ext4(&t);
+    let host = t.join("host-only.efi");
+    build(&["--host-root", f.root.to_str().unwrap(), "--cmdline", &cmdline("hostonly")], &host);
+    let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&host))).unwrap();
+    assert!(ls.contains("virtio_blk.ko") && !ls.contains("nvme.ko"), "{ls}");
+    ukis.push(("hostonly", host));
+
+    // Boot them, two at a time.
+    let logs: Vec<(String, String)> = std::thread::scope(|s| {
+        let mut out = Vec::new();
+        for pair in ukis.chunks(2) {
+            let hs: Vec<_> = pair
+                .iter()
+                .map(|(word, efi)| {
+                    let e = esp(&t, word, efi);
+                    let (t, root) = (&t, &root);
+                    s.spawn(move || (word.to_string(), boot(t, word, &e, root)))
+                })
+                .collect();
+            out.extend(hs.into_iter().map(|h| h.join().unwrap()));
+        }
+        out
+    });
+    for (word, log) in &logs {
+        let line = log.lines().find(|l| l.contains(MARK));
+        assert!(
+            line.is_some_and(|l| l.contains(&format!("leanrd.uki={word}"))),
+            "{word}: the UKI did not boot to the root with its own command line:\n{}",
+            &log[log.floor_char_boundary(log.len().saturating_sub(6000))..]
+        );
+        eprintln!("{word}: {}", line.unwrap_or(""));
+    }
+}
