@@ -25,6 +25,47 @@ pub struct HooksArgs {
 }
 
 const MARK: &str = "# installed by `leanrd install-hooks`";
+
+/// The kernel-install plugin. With `layout=uki` (kernel-install's environment, else
+/// install.conf) it writes the UKI to $BOOT/EFI/Linux/ENTRY-TOKEN-KVER.efi (and removes it on
+/// `remove`), unless `uki_generator=` names another tool; otherwise the initrd into the
+/// staging area (systemd ≥ 251) or the entry directory, unless `initrd_generator=` names
+/// another tool. The command line of a UKI is /etc/kernel/cmdline when there is one.
+const KERNEL_INSTALL_PLUGIN: &str = r#"#!/bin/sh
+@MARK@
+command="$1" kver="$2" entry_dir="$3" image="$4"
+[ -x '@LEANRD@' ] || exit 0
+# A setting of kernel-install: its environment, else the last line of install.conf.
+conf() {
+  for f in '@ROOT@/etc/kernel/install.conf' '@ROOT@/usr/lib/kernel/install.conf'; do
+    if [ -f "$f" ]; then sed -n "s/^$1=//p" "$f" | tail -n 1; return; fi
+  done
+}
+layout=${KERNEL_INSTALL_LAYOUT:-$(conf layout)}
+if [ "$layout" = uki ]; then
+  gen=${KERNEL_INSTALL_UKI_GENERATOR:-$(conf uki_generator)}
+  [ -z "$gen" ] || [ "$gen" = leanrd ] || exit 0
+  token=${KERNEL_INSTALL_ENTRY_TOKEN:-$(cat '@ROOT@/etc/kernel/entry-token' 2>/dev/null || cat '@ROOT@/etc/machine-id')}
+  boot=${KERNEL_INSTALL_BOOT_ROOT:-$(dirname "$(dirname "$entry_dir")")}
+  out="$boot/EFI/Linux/$token-$kver.efi"
+  case "$command" in
+    remove) rm -f "$out"; exit 0 ;;
+    add) ;;
+    *) exit 0 ;;
+  esac
+  mkdir -p "$boot/EFI/Linux" || exit 1
+  set --
+  if [ -f '@ROOT@/etc/kernel/cmdline' ]; then set -- --cmdline-file '@ROOT@/etc/kernel/cmdline'; fi
+  if [ -n "$image" ]; then set -- "$@" --linux "$image"; fi
+  '@LEANRD@' build@SYSROOT@ --uki -k "$kver" -o "$out" "$@" && exit 0
+  @KEPT_UKI@
+fi
+[ "$command" = add ] || exit 0
+gen=${KERNEL_INSTALL_INITRD_GENERATOR:-$(conf initrd_generator)}
+[ -z "$gen" ] || [ "$gen" = leanrd ] || exit 0
+out="${KERNEL_INSTALL_STAGING_AREA:-$entry_dir}/initrd"
+'@LEANRD@' build@SYSROOT@ -k "$kver" -o "$out" && exit 0
+@KEPT@"#;
 const KERNEL_INSTALL: &str = "usr/lib/kernel/install.d/50-leanrd.install";
 const POSTINST: &str = "etc/kernel/postinst.d/zz-leanrd";
 const POSTRM: &str = "etc/kernel/postrm.d/zz-leanrd";
@@ -107,17 +148,16 @@ pub fn run(a: HooksArgs) -> Result<ExitCode> {
              (see the reason above; \\`leanrd build --force\\` writes it anyway)\" >&2\nexit 1\n"
         )
     };
-    // kernel-install(8): COMMAND KERNEL_VERSION ENTRY_DIR_ABS KERNEL_IMAGE; the initrd goes
-    // to the staging area (systemd ≥ 251) or the entry directory.
-    write_script(
-        &root.join(KERNEL_INSTALL),
-        &format!(
-            "#!/bin/sh\n{MARK}\ncommand=\"$1\" kver=\"$2\" entry_dir=\"$3\"\n[ \"$command\" = add ] || exit 0\n\
-             [ -x '{l}' ] || exit 0\nout=\"${{KERNEL_INSTALL_STAGING_AREA:-$entry_dir}}/initrd\"\n\
-             '{l}' build{sysroot_arg} -k \"$kver\" -o \"$out\" && exit 0\n{}",
-            kept("$out")
-        ),
-    )?;
+    // kernel-install(8): COMMAND KERNEL_VERSION ENTRY_DIR_ABS KERNEL_IMAGE.
+    let root_prefix = a.sysroot.as_ref().map(|d| d.display().to_string()).unwrap_or_default();
+    let plugin = KERNEL_INSTALL_PLUGIN
+        .replace("@MARK@", MARK)
+        .replace("@LEANRD@", &l.to_string())
+        .replace("@ROOT@", &root_prefix)
+        .replace("@SYSROOT@", &sysroot_arg)
+        .replace("@KEPT_UKI@", &kept("$out"))
+        .replace("@KEPT@", &kept("$out"));
+    write_script(&root.join(KERNEL_INSTALL), &plugin)?;
     // Debian: /etc/kernel/postinst.d hooks get KVER [IMAGE]; zz- runs after initramfs-tools.
     write_script(
         &root.join(POSTINST),

@@ -95,6 +95,45 @@ fn hooks_build_on_kernel_install_and_clean_up_on_removal() {
     assert!(staging.join("initrd").exists());
     run(&plugin, &["remove", KVER, entry.to_str().unwrap()]);
 
+    // layout=uki (kernel-install's environment): the UKI goes to $BOOT/EFI/Linux/TOKEN-KVER.efi,
+    // with /etc/kernel/cmdline; `remove` takes it away.
+    let stub = Path::new("/usr/lib/systemd/boot/efi/linuxx64.efi.stub");
+    if let (true, Some(kernel)) = (stub.exists(), kernel()) {
+        fs::write(r.join("etc/kernel/cmdline"), "root=UUID=1234 quiet leanrd-ki-word\n").unwrap();
+        let boot = t.join("esp");
+        let uki_env = |c: &mut Command| {
+            c.env("KERNEL_INSTALL_LAYOUT", "uki")
+                .env("KERNEL_INSTALL_BOOT_ROOT", &boot)
+                .env("KERNEL_INSTALL_ENTRY_TOKEN", "leanrdtest");
+        };
+        let mut c = Command::new(&plugin);
+        c.args(["add", KVER, entry.to_str().unwrap()]).arg(&kernel);
+        uki_env(&mut c);
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "layout=uki: {}", String::from_utf8_lossy(&o.stderr));
+        let efi = boot.join(format!("EFI/Linux/leanrdtest-{KVER}.efi"));
+        let v: serde_json::Value = serde_json::from_slice(&ok(leanrd().args(["inspect", "--json"]).arg(&efi))).unwrap();
+        assert!(v["uki"]["initrd_length"].as_u64().unwrap() > 0, "{v}");
+        let bytes = fs::read(&efi).unwrap();
+        assert!(bytes.windows(15).any(|w| w == b"leanrd-ki-word\0"), "the UKI's .cmdline is /etc/kernel/cmdline");
+        let mut c = Command::new(&plugin);
+        c.args(["remove", KVER, entry.to_str().unwrap()]);
+        uki_env(&mut c);
+        assert!(c.status().unwrap().success());
+        assert!(!efi.exists(), "remove leaves the UKI");
+        // Another generator named in install.conf: the plugin stands aside.
+        fs::write(r.join("etc/kernel/install.conf"), "layout=uki\nuki_generator=ukify\n").unwrap();
+        run(&plugin, &["add", KVER, entry.to_str().unwrap(), kernel.to_str().unwrap()]);
+        assert!(!boot.join("EFI/Linux").read_dir().unwrap().any(|_| true), "ukify's turn, not leanrd's");
+    }
+    fs::create_dir_all(r.join("etc/kernel")).unwrap();
+    fs::write(r.join("etc/kernel/install.conf"), "layout=bls\ninitrd_generator=dracut\n").unwrap();
+    let other = t.join("entry-dracut");
+    fs::create_dir_all(&other).unwrap();
+    run(&plugin, &["add", KVER, other.to_str().unwrap(), "/boot/vmlinuz"]);
+    assert!(!other.join("initrd").exists(), "initrd_generator=dracut: leanrd writes nothing");
+    fs::remove_file(r.join("etc/kernel/install.conf")).unwrap();
+
     // An image that would not boot (the promised module left out): both hooks fail, say that
     // the previous image was kept, and keep it byte for byte.
     let conf_path = r.join("etc/leanrd/leanrd.toml");
