@@ -19,6 +19,10 @@ pub struct HooksArgs {
     /// Remove the hooks and restore update-initramfs.
     #[arg(long)]
     remove: bool,
+    /// Write the hook files under DIR, acting on / (to package them); update-initramfs is
+    /// left alone (the package's maintainer scripts see to it).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["sysroot", "remove"])]
+    dest: Option<PathBuf>,
     /// The leanrd the hooks run (default: this executable).
     #[arg(long, value_name = "FILE")]
     leanrd: Option<PathBuf>,
@@ -139,6 +143,8 @@ pub fn run(a: HooksArgs) -> Result<ExitCode> {
     };
     let boot = root.join("boot");
     let l = leanrd.display();
+    // Where the files are written: the root they act on, or --dest.
+    let root = a.dest.clone().unwrap_or(root);
     // When the build fails (the boot proof among the reasons) the image it would have replaced
     // is left as it was: say so where the package manager's output shows it, and fail, as
     // update-initramfs does, so that the kernel's installation reports the error.
@@ -176,7 +182,9 @@ pub fn run(a: HooksArgs) -> Result<ExitCode> {
             b = boot.display()
         ),
     )?;
-    disable_update_initramfs(&conf, &saved)?;
+    if a.dest.is_none() {
+        disable_update_initramfs(&conf, &saved)?;
+    }
     for p in [KERNEL_INSTALL, POSTINST, POSTRM] {
         println!("installed {}", root.join(p).display());
     }

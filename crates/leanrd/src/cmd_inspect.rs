@@ -51,6 +51,19 @@ struct Inspector {
     aligned: usize,
     /// Where the image starts in the file (a UKI's .initrd section).
     base: u64,
+    /// Which generator made it, by the files only it puts in.
+    generator: Option<&'static str>,
+}
+
+/// A generator's signature file: leanrd's /init configuration, dracut's module tree,
+/// initramfs-tools' configuration.
+fn generator_of(name: &str) -> Option<&'static str> {
+    match name.trim_start_matches("./") {
+        "etc/leanrd/init.conf" => Some("leanrd"),
+        n if n.starts_with("usr/lib/dracut/") || n == "dracut-state.sh" => Some("dracut"),
+        "conf/initramfs.conf" => Some("initramfs-tools"),
+        _ => None,
+    }
 }
 
 fn kind(name: &str, mode: u32, head: &[u8]) -> &'static str {
@@ -79,6 +92,9 @@ impl Visitor for Inspector {
             return Ok(());
         }
         let name = e.name_lossy();
+        if self.generator.is_none() {
+            self.generator = generator_of(&name);
+        }
         let mut head = [0u8; 4];
         let n = if h.filesize >= 4 { data.read(&mut head)? } else { 0 };
         let k = kind(&name, h.mode, &head[..n]);
@@ -124,6 +140,7 @@ pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
         let out = json!({
             "image": a.image,
             "size": size,
+            "generator": v.generator,
             "uki": uki.map(|(o, l)| {
                 let u = leanrd_archive::fiemap::usage_range(&f, o, l).ok();
                 json!({"initrd_offset": o, "initrd_length": l,
@@ -142,6 +159,9 @@ pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!("{}: {size} bytes, {} segment(s)", a.image.display(), v.segs.len());
+    if let Some(g) = v.generator {
+        println!("made by {g}");
+    }
     if let Some((o, l)) = uki {
         println!("a Unified Kernel Image: its .initrd section ({l} bytes at offset {o}) is the image read here");
         if let Ok(u) = leanrd_archive::fiemap::usage_range(&f, o, l) {

@@ -53,6 +53,12 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    // A closed pipe on stdout (`leanrd inspect IMG | head`) ends leanrd quietly, as it does any
+    // Unix tool, wherever it is printing (Rust ignores SIGPIPE and println! would panic).
+    // SAFETY: restoring the default disposition of a signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Cpio(a) => cmd_cpio::run(a),

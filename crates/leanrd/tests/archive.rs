@@ -418,8 +418,11 @@ fn killed_cpio_runs_leave_the_old_or_the_new_archive() {
         }
         for ms in [0u64, 1, 3, 6, 10, 20] {
             cases.push(Box::new(move || {
+                // --foreground: timeout kills leanrd alone and waits for it to be gone (without
+                // it, timeout kills its whole process group, itself first, and returns while
+                // leanrd may still be dying: the next run would rightly leave its file alone).
                 let mut c = Command::new("timeout");
-                c.args(["-s", "KILL", &format!("0.{ms:03}"), env!("CARGO_BIN_EXE_leanrd")]);
+                c.args(["--foreground", "-s", "KILL", &format!("0.{ms:03}"), env!("CARGO_BIN_EXE_leanrd")]);
                 c
             }));
         }

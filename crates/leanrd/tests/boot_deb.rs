@@ -1,0 +1,116 @@
+//! The Debian package, with real dpkg and apt: `tools/make-deb` (cargo-deb) makes the .deb; in
+//! a Debian bookworm root with initramfs-tools (tools/debian-root), `dpkg -i` installs it, then
+//! `apt-get install linux-image-amd64` installs a kernel from the archive: the kernel
+//! package's hooks (initramfs-tools' update-initramfs, diverted to leanrd's) write
+//! /boot/initrd.img-KVER with leanrd, and the root boots with it and that kernel under QEMU to
+//! multi-user. `apt-get remove leanrd` gives update-initramfs back: initramfs-tools makes the
+//! next image.
+//!
+//! The root has no machine of its own (a chroot): its configuration asks for a universal image.
+//! Needs root, mmdebstrap, cargo-deb, the Debian mirror (the kernel package; the downloads are
+//! kept in /var/cache/leanrd-tests/apt-archives), qemu, mkfs.ext4 and sfdisk.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use common::debian::*;
+use common::*;
+
+/// Run `cmd` in the chroot `tree` with /proc, /sys, /dev and the package cache mounted; its
+/// output (stdout and stderr), and whether it succeeded.
+fn in_chroot(tree: &Path, cache: &Path, cmd: &str) -> (bool, String) {
+    let script = format!(
+        "t={t}; trap 'for m in var/cache/apt/archives dev/pts dev proc sys; do umount $t/$m 2>/dev/null; done' EXIT; \
+         mount --bind /dev $t/dev && mount -t devpts devpts $t/dev/pts && mount -t proc proc $t/proc && \
+         mount -t sysfs sys $t/sys && mount --bind {c} $t/var/cache/apt/archives && \
+         chroot $t /usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c '{cmd}' 2>&1",
+        t = tree.display(),
+        c = cache.display(),
+    );
+    let o = Command::new("sh").arg("-c").arg(script).output().unwrap();
+    (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
+}
+
+fn made_by(img: &Path) -> String {
+    let v: serde_json::Value = serde_json::from_slice(&ok(leanrd().args(["inspect", "--json"]).arg(img))).unwrap();
+    v["generator"].as_str().unwrap_or("unknown").to_string()
+}
+
+#[test]
+fn the_debian_package_takes_over_and_gives_back() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let has_deb = Command::new(&cargo).args(["deb", "--version"]).output().is_ok_and(|o| o.status.success());
+    if !is_root() || !has_deb || !have("mkfs.ext4") || !have("chroot") {
+        eprintln!("skipping: needs root, cargo-deb (cargo install cargo-deb), mkfs.ext4");
+        return;
+    }
+    let Some(host_kernel) = kernel() else { return };
+    let Some(init) = init_binary() else { return };
+    let t = TempDir::new("deb");
+    // The package.
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let o = Command::new(ws.join("tools/make-deb")).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "tools/make-deb: {out}");
+    let deb = out.lines().rev().find(|l| l.trim_end().ends_with(".deb")).expect("the .deb's path").trim().to_string();
+
+    // The root: Debian with initramfs-tools, no leanrd of its own.
+    let Some(tree) = prepare(&t, &kver_of(&host_kernel), &init, "initramfs-tools") else { return };
+    sh(&format!("rm -rf {t}/usr/bin/leanrd {t}/usr/lib/leanrd", t = tree.display()));
+    fs::copy("/etc/resolv.conf", tree.join("etc/resolv.conf")).unwrap();
+    fs::copy(&deb, tree.join("tmp/leanrd.deb")).unwrap();
+    let cache = Path::new(&std::env::var("LEANRD_TEST_CACHE").unwrap_or_else(|_| "/var/cache/leanrd-tests".into()))
+        .join("apt-archives");
+    fs::create_dir_all(cache.join("partial")).unwrap();
+    let apt = "apt-get -q -o APT::Sandbox::User=root";
+
+    let (done, log) = in_chroot(&tree, &cache, "dpkg -i /tmp/leanrd.deb");
+    assert!(done, "dpkg -i: {log}");
+    let diverted = fs::read_to_string(tree.join("usr/sbin/update-initramfs")).unwrap();
+    assert!(diverted.contains("leanrd build"), "update-initramfs is not leanrd's:\n{diverted}");
+    // A chroot has no machine of its own: a universal image.
+    let conf = tree.join("etc/leanrd/leanrd.toml");
+    let text = fs::read_to_string(&conf).unwrap();
+    fs::write(&conf, format!("{text}universal = true\n")).unwrap();
+    let (done, log) = in_chroot(
+        &tree,
+        &cache,
+        &format!("{apt} update && {apt} install -y --no-install-recommends linux-image-amd64"),
+    );
+    assert!(done, "apt-get install linux-image-amd64: {log}");
+    let kvers: Vec<String> = fs::read_dir(tree.join("boot"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("vmlinuz-").map(str::to_string))
+        .collect();
+    let [kver] = kvers.as_slice() else { panic!("one kernel installed: {kvers:?}\n{log}") };
+    assert!(log.contains(&format!("Generating /boot/initrd.img-{kver} with leanrd")), "{log}");
+    let img = tree.join(format!("boot/initrd.img-{kver}"));
+    assert_eq!(made_by(&img), "leanrd", "{log}");
+    eprintln!("{}", log.lines().filter(|l| l.contains("leanrd")).collect::<Vec<_>>().join("\n"));
+
+    // It boots the root with that kernel.
+    let (kernel, image) = (t.join(format!("vmlinuz-{kver}")), t.join("leanrd-deb.img"));
+    fs::copy(tree.join(format!("boot/vmlinuz-{kver}")), &kernel).unwrap();
+    fs::copy(&img, &image).unwrap();
+    let f = Fs { kind: "ext4", uuid: uuid(50), subvol: false };
+    let disks =
+        make(&t, "deb-root", true, Bus::VirtioBlk, &f, &tree, Some(&format!("UUID={} / ext4 defaults 0 1\n", f.uuid)));
+    let boot = Boot::new(
+        "the package's image, the package's kernel",
+        &image,
+        &format!("root=UUID={}", f.uuid),
+        qemu_args(&[&disks[0]], true),
+    );
+    let failed = run(&kernel, &[boot]);
+    assert!(failed.is_empty(), "{failed:?}");
+
+    // Removed: update-initramfs is initramfs-tools' again, and it makes the next image.
+    let (done, log) = in_chroot(&tree, &cache, &format!("{apt} remove -y leanrd && update-initramfs -u -k {kver}"));
+    assert!(done, "apt-get remove leanrd; update-initramfs: {log}");
+    let back = fs::read_to_string(tree.join("usr/sbin/update-initramfs")).unwrap();
+    assert!(!back.contains("leanrd") && back.contains("initramfs"), "update-initramfs was not given back");
+    assert_eq!(made_by(&img), "initramfs-tools", "{log}");
+}
