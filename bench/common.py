@@ -47,6 +47,10 @@ def root_disk(work, partitioned=True):
     with open(os.path.join(tree, "sbin/init"), "w") as f:
         f.write(f"#!/bin/sh\n/bin/busybox echo {MARK} $(/bin/busybox cat /proc/uptime)\n/bin/busybox poweroff -f\n")
     os.chmod(os.path.join(tree, "sbin/init"), 0o755)
+    # An OS tree as systemd's switch-root wants one (dracut's initrd refuses a root without).
+    os.makedirs(os.path.join(tree, "etc"))
+    with open(os.path.join(tree, "etc/os-release"), "w") as f:
+        f.write("ID=leanrd-bench\nNAME=\"leanrd bench root\"\n")
     fsimg, img = os.path.join(work, "root.fs"), os.path.join(work, "disk.img")
     sh(f"truncate -s 64M {fsimg} && mkfs.ext4 -q -d {tree} -U {UUID} {fsimg}")
     if not partitioned:
@@ -83,15 +87,16 @@ def tirfs(work):
     return script
 
 
-def chroot_build(tree, cmd):
-    """Run a generator in a chroot of the root (with /proc, /sys, /dev); seconds taken."""
+def chroot_build(tree, cmd, quiet=False):
+    """Run a generator in a chroot of the root (with /proc, /sys, /dev); seconds taken. `quiet`
+    silences its stderr too."""
     mounts = []
     try:
         for d in ("proc", "sys", "dev"):
             sh(f"mount --bind /{d} {tree}/{d}")
             mounts.append(f"{tree}/{d}")
         s = time.perf_counter()
-        sh(f"chroot {tree} {cmd}", stdout=subprocess.DEVNULL)
+        sh(f"chroot {tree} {cmd}", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if quiet else None)
         return time.perf_counter() - s
     finally:
         for m in reversed(mounts):

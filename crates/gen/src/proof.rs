@@ -503,7 +503,8 @@ mod tests {
         m
     }
 
-    fn check_init(v: &dyn ImageView) -> Result<(), String> {
+    /// Whether program `path` runs in the image (and how many objects that took).
+    fn check_program(v: &dyn ImageView, path: &str) -> (Result<(), String>, usize) {
         let mods = Mods { dir: "/lib/modules/x".into(), db: ModuleDb::default() };
         let mut c = Check {
             v,
@@ -515,7 +516,11 @@ mod tests {
             objects: BTreeMap::new(),
             ldcache: None,
         };
-        c.elf("/init", "/init")
+        (c.elf(path, path), c.checks)
+    }
+
+    fn check_init(v: &dyn ImageView) -> Result<(), String> {
+        check_program(v, "/init").0
     }
 
     /// A script runs only with its interpreter; a file that is neither ELF nor a script, or a
@@ -554,20 +559,7 @@ mod tests {
         crate::elf::Resolver::new(&mut plan).add_binary(systemd).unwrap();
         let shared = plan.items.keys().find(|k| k.contains("libsystemd-shared")).cloned();
         let shared = shared.expect("libsystemd-shared in the plan");
-        let check = |plan: &Plan| {
-            let mods = Mods { dir: "/lib/modules/x".into(), db: ModuleDb::default() };
-            let mut c = Check {
-                v: plan,
-                mods,
-                kernel: None,
-                conf: None,
-                checks: 0,
-                elf_done: BTreeSet::new(),
-                objects: BTreeMap::new(),
-                ldcache: None,
-            };
-            (c.elf(systemd, "/init"), c.checks)
-        };
+        let check = |plan: &Plan| check_program(plan, systemd);
         let (r, checks) = check(&plan);
         assert_eq!(r, Ok(()));
         assert!(checks > 5, "{checks} objects checked");

@@ -163,15 +163,11 @@ fn image_modules(img: &Path) -> Vec<String> {
 
 #[test]
 fn debian_root_boots_and_builds_its_own_host_only_image() {
-    let need = ["mkfs.ext4", "mkfs.xfs", "mkfs.btrfs", "sfdisk", "losetup", "modprobe"];
-    if !is_root() || need.iter().any(|t| !have(t)) {
-        eprintln!("skipping: needs root and {need:?}");
+    let Some((kernel, init, kver, t)) =
+        setup("debian", &["mkfs.ext4", "mkfs.xfs", "mkfs.btrfs", "sfdisk", "losetup", "modprobe"])
+    else {
         return;
-    }
-    let Some(kernel) = kernel() else { return };
-    let Some(init) = init_binary() else { return };
-    let kver = kver_of(&kernel);
-    let t = TempDir::new("debian");
+    };
     let Some(tree) = prepare(&t, &kver, &init, "") else { return };
     // The root split for a separate /usr: the root (with an empty /usr) and /usr's tree.
     let (split_root, split_usr) = (t.join("split-root"), t.join("split-usr"));

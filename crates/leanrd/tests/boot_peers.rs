@@ -101,15 +101,7 @@ fn report(t: &TempDir, disk: &Disk) -> String {
 
 #[test]
 fn verify_verdicts_match_the_boots_of_peer_images() {
-    let need = ["mkfs.ext4", "sfdisk", "losetup", "chroot"];
-    if !is_root() || need.iter().any(|t| !have(t)) {
-        eprintln!("skipping: needs root and {need:?}");
-        return;
-    }
-    let Some(kernel) = kernel() else { return };
-    let Some(init) = init_binary() else { return };
-    let kver = kver_of(&kernel);
-    let t = TempDir::new("peers");
+    let Some((kernel, init, kver, t)) = setup("peers", &["mkfs.ext4", "sfdisk", "losetup", "chroot"]) else { return };
     let mut roots = Vec::new();
     for (n, flavour) in ["initramfs-tools", "dracut"].into_iter().enumerate() {
         let Some(tree) = prepare(&t, &kver, &init, flavour) else { return };

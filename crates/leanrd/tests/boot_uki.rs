@@ -56,6 +56,23 @@ fn boot(t: &TempDir, name: &str, esp: &Path, root: &Path) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// A 1×1 24-bit BMP (file header, BITMAPINFOHEADER, one padded pixel row).
+fn bmp_1x1() -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(b"BM");
+    b.extend_from_slice(&58u32.to_le_bytes());
+    b.extend_from_slice(&[0; 4]);
+    b.extend_from_slice(&54u32.to_le_bytes());
+    b.extend_from_slice(&40u32.to_le_bytes());
+    b.extend_from_slice(&1i32.to_le_bytes());
+    b.extend_from_slice(&1i32.to_le_bytes());
+    b.extend_from_slice(&1u16.to_le_bytes());
+    b.extend_from_slice(&24u16.to_le_bytes());
+    b.extend_from_slice(&[0; 24]);
+    b.extend_from_slice(&[0x20, 0x40, 0x80, 0]);
+    b
+}
+
 fn cmdline(word: &str) -> String {
     format!("console=ttyS0 root=/dev/vdb panic=-1 leanrd.uki={word}")
 }
@@ -98,9 +115,11 @@ fn ukis_boot_under_uefi_firmware() {
 
     // 1. Universal, zstd; and signed.
     let zstd = t.join("universal-zstd.efi");
-    build(&["--universal", "--cmdline", &cmdline("zstd")], &zstd);
+    let splash = t.join("splash.bmp");
+    fs::write(&splash, bmp_1x1()).unwrap();
+    build(&["--universal", "--cmdline", &cmdline("zstd"), "--splash", splash.to_str().unwrap()], &zstd);
     let sections = String::from_utf8(ok(Command::new("objdump").arg("-h").arg(&zstd))).unwrap();
-    for s in [".osrel", ".cmdline", ".uname", ".initrd", ".linux", ".sbat", ".text"] {
+    for s in [".osrel", ".cmdline", ".uname", ".splash", ".initrd", ".linux", ".sbat", ".text"] {
         assert!(sections.contains(&format!(" {s} ")), "no {s} section:\n{sections}");
     }
     let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&zstd))).unwrap();

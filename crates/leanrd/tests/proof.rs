@@ -1,8 +1,8 @@
 //! The boot proof: on fixture machines (virtio, NVMe, AHCI, USB storage, btrfs @ on one NVMe
-//! disk and on two disks, LUKS on NVMe with a USB keyboard, md RAID1, LVM) leanrd's host-only image proves
-//! its boot; built without a driver the machine needs (`--omit-module`), the build fails
-//! naming it and leaves the previous image byte for byte; `leanrd verify` says the same of
-//! both images.
+//! disk and on two disks, LUKS on virtio and on NVMe with a USB keyboard, md RAID1, LVM)
+//! leanrd's host-only image proves its boot; built without a driver the machine needs
+//! (`--omit-module`), the build fails naming it and leaves the previous image byte for byte;
+//! `leanrd verify` says the same of both images.
 
 mod common;
 
@@ -82,6 +82,7 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
     }
     let t = TempDir::new("proof");
     let luks = TempDir::new("proof-luks");
+    let luks2 = TempDir::new("proof-luks2");
     let machines: Vec<(&str, Fixture, &str)> = vec![
         ("virtio-blk ext4", virtio_ext4(&t), "virtio_blk"),
         ("NVMe xfs", nvme_base(&t, "nvme", "22 1 259:2 / / rw - xfs /dev/nvme0n1p2 rw\n"), "nvme"),
@@ -93,6 +94,16 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         ("md RAID1 on SATA", md_raid1_sata(&t), "raid1"),
         ("LVM on virtio", lvm(&t), "dm_mod"),
         ("LUKS with a USB keyboard", keyboard_host(&luks, Some("0c0c0c0c-1111-4222-8333-444444444444")), "usbhid"),
+        (
+            "LUKS on NVMe with a USB keyboard",
+            keyboard_host_on(&luks, Some("0c0c0c0c-1111-4222-8333-555555555555"), true),
+            "usbhid",
+        ),
+        (
+            "LUKS on NVMe with a USB keyboard (its disk)",
+            keyboard_host_on(&luks2, Some("0c0c0c0c-1111-4222-8333-666666666666"), true),
+            "nvme",
+        ),
     ];
     for (name, f, needed) in &machines {
         let img = t.join(format!("{}.img", name.replace(' ', "-")));

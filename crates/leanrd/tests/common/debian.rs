@@ -15,6 +15,20 @@ use super::*;
 pub const REPORT: &str = include_str!("../../../../tools/boot-report/leanrd-report");
 pub const UNIT: &str = include_str!("../../../../tools/boot-report/leanrd-report.service");
 
+/// What every Debian boot test starts from: root and the tools `need`, the kernel to boot,
+/// the static /init, the kernel's version and a scratch directory. None (skipped, with a
+/// message) when something is missing.
+pub fn setup(tag: &str, need: &[&str]) -> Option<(PathBuf, PathBuf, String, TempDir)> {
+    if !is_root() || need.iter().any(|t| !have(t)) {
+        eprintln!("skipping: needs root and {need:?}");
+        return None;
+    }
+    let kernel = kernel()?;
+    let init = init_binary()?;
+    let kver = kver_of(&kernel);
+    Some((kernel, init, kver, TempDir::new(tag)))
+}
+
 /// The Debian root (`flavour` as tools/debian-root takes it: "" for the test root, or
 /// "initramfs-tools"/"dracut" with a peer installed) with the kernel's modules and
 /// configuration, leanrd, its /init and the report unit: the tree every disk is made from.

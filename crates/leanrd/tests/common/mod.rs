@@ -154,19 +154,34 @@ pub const HID_KEYBOARD: &str = "hid:b0003g0001v00000627p00000001";
 /// (not a keyboard), whose root is ext4 on the third partition of a virtio disk — through
 /// dm-crypt (`sda3_crypt`, the LUKS header's UUID given) or directly.
 pub fn keyboard_host(t: &TempDir, luks_uuid: Option<&str>) -> Fixture {
+    keyboard_host_on(t, luks_uuid, false)
+}
+
+/// [`keyboard_host`] with the disk on NVMe (nvme0n1p3) instead of virtio when `nvme`.
+pub fn keyboard_host_on(t: &TempDir, luks_uuid: Option<&str>, nvme: bool) -> Fixture {
+    let (part, devno) = if nvme { ("nvme0n1p3", "259:3") } else { ("vda3", "254:3") };
     let mountinfo = match luks_uuid {
-        Some(_) => "25 1 253:0 / / rw,relatime shared:1 - ext4 /dev/mapper/sda3_crypt rw\n",
-        None => "25 1 254:3 / / rw,relatime shared:1 - ext4 /dev/vda3 rw\n",
+        Some(_) => "25 1 253:0 / / rw,relatime shared:1 - ext4 /dev/mapper/sda3_crypt rw\n".to_string(),
+        None => format!("25 1 {devno} / / rw,relatime shared:1 - ext4 /dev/{part} rw\n"),
     };
-    let f = Fixture::new(t, "keyboard-host", &format!("{mountinfo}26 25 0:5 / /proc rw - proc proc rw\n"));
-    let vda3 = "pci0000:00/0000:00:04.0/virtio1/block/vda/vda3";
-    f.dev("pci0000:00", None, None)
-        .dev("pci0000:00/0000:00:04.0", Some(VIRTIO_PCI), Some("virtio-pci"))
-        .dev("pci0000:00/0000:00:04.0/virtio1", Some("virtio:d00000002v00001AF4"), Some("virtio_blk"))
-        .block("pci0000:00/0000:00:04.0/virtio1/block/vda", "254:0", false)
-        .block(vda3, "254:3", true);
+    let name = if nvme { "keyboard-host-nvme" } else { "keyboard-host" };
+    let f = Fixture::new(t, name, &format!("{mountinfo}26 25 0:5 / /proc rw - proc proc rw\n"));
+    f.dev("pci0000:00", None, None);
+    let disk_part = if nvme {
+        f.dev("pci0000:00/0000:00:04.0", Some(NVME_PCI), Some("nvme"))
+            .dev("pci0000:00/0000:00:04.0/nvme/nvme0", None, None)
+            .block("pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1", "259:0", false)
+            .block("pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1/nvme0n1p3", devno, true);
+        "pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1/nvme0n1p3"
+    } else {
+        f.dev("pci0000:00/0000:00:04.0", Some(VIRTIO_PCI), Some("virtio-pci"))
+            .dev("pci0000:00/0000:00:04.0/virtio1", Some("virtio:d00000002v00001AF4"), Some("virtio_blk"))
+            .block("pci0000:00/0000:00:04.0/virtio1/block/vda", "254:0", false)
+            .block("pci0000:00/0000:00:04.0/virtio1/block/vda/vda3", devno, true);
+        "pci0000:00/0000:00:04.0/virtio1/block/vda/vda3"
+    };
     if let Some(u) = luks_uuid {
-        f.dm("dm-0", &format!("CRYPT-LUKS2-{}-sda3_crypt", u.replace('-', "")), &[vda3]).dm_name(
+        f.dm("dm-0", &format!("CRYPT-LUKS2-{}-sda3_crypt", u.replace('-', "")), &[disk_part]).dm_name(
             "dm-0",
             "sda3_crypt",
             "253:0",
