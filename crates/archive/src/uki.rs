@@ -47,7 +47,7 @@ pub struct Layout {
 /// The stub's headers, as far as adding sections needs them.
 struct Stub {
     bytes: Vec<u8>,
-    /// Offset of the optional header.
+    /// Offset of the optional header (the COFF header's 20 bytes end there).
     opt: usize,
     /// Offset of the section table and the number of sections in it.
     table: usize,
@@ -61,9 +61,6 @@ struct Stub {
     table_limit: usize,
 }
 
-fn u16_at(b: &[u8], o: usize) -> u16 {
-    u16::from_le_bytes([b[o], b[o + 1]])
-}
 fn u32_at(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
 }
@@ -89,10 +86,11 @@ fn parse_stub(path: &Path) -> Result<Stub> {
             bail!("{}: already has a {name} section (a UKI, not a stub)", path.display());
         }
     }
-    let pe_off = u32_at(&bytes, 0x3c) as usize;
+    let coff = &pe.header.coff_header;
+    let pe_off = pe.header.dos_header.pe_pointer as usize;
     let opt = pe_off + 24;
-    let table = opt + u16_at(&bytes, pe_off + 20) as usize;
-    let nsections = u16_at(&bytes, pe_off + 6) as usize;
+    let table = opt + coff.size_of_optional_header as usize;
+    let nsections = coff.number_of_sections as usize;
     let wh = &oh.windows_fields;
     let file_end = pe.sections.iter().map(|s| (s.pointer_to_raw_data + s.size_of_raw_data) as u64).max().unwrap_or(0);
     let va_end = pe
@@ -104,14 +102,14 @@ fn parse_stub(path: &Path) -> Result<Stub> {
     let first_raw =
         pe.sections.iter().filter(|s| s.size_of_raw_data > 0).map(|s| s.pointer_to_raw_data).min().unwrap_or(u32::MAX);
     let table_limit = (wh.size_of_headers as usize).min(first_raw as usize);
-    let mut bytes = bytes;
     // A signed stub: its signature would not cover the new sections; drop it (the UKI is
-    // signed as a whole when asked).
-    let dd = opt + 112; // PE32+: the data directories follow 112 bytes of fields
-    let cert = dd + 4 * 8;
-    if u32_at(&bytes, cert) != 0 {
-        put_u32(&mut bytes, cert, 0);
-        put_u32(&mut bytes, cert + 4, 0);
+    // signed as a whole when asked). goblin says whether there is one; the entry (the fifth
+    // data directory) is 112 + 4 × 8 bytes into a PE32+ optional header.
+    let cert = oh.data_directories.get_certificate_table().is_some_and(|d| d.virtual_address != 0);
+    let mut bytes = bytes;
+    if cert {
+        let at = opt + 112 + 4 * 8;
+        bytes[at..at + 8].fill(0);
     }
     bytes.truncate(file_end as usize);
     Ok(Stub {
@@ -225,9 +223,8 @@ pub fn write(out: &File, stub: &Path, parts: &Parts, initrd: impl FnOnce(&File, 
         put_u32(h, 16, (next - at) as u32);
     }
     // The headers: section count, the new section headers, SizeOfImage; then the checksum.
-    let pe_off = u32_at(&s.bytes, 0x3c) as usize;
     let n = s.nsections + headers.len();
-    s.bytes[pe_off + 6..pe_off + 8].copy_from_slice(&(n as u16).to_le_bytes());
+    s.bytes[s.opt - 18..s.opt - 16].copy_from_slice(&(n as u16).to_le_bytes());
     for (i, h) in headers.iter().enumerate() {
         let o = s.table + (s.nsections + i) * SECTION_HEADER;
         s.bytes[o..o + SECTION_HEADER].copy_from_slice(h);

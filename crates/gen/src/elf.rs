@@ -60,6 +60,25 @@ impl LdCache {
 pub(crate) const DEFAULT_DIRS: &[&str] =
     &["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"];
 
+/// Where ld.so finds the DT_NEEDED name `lib`: the DT_RPATH chain, DT_RUNPATH, ld.so.cache,
+/// the default directories, in that order. `exists` says whether a path is there: in the
+/// host's tree (the generator) or in an image (the boot proof).
+pub(crate) fn search(
+    lib: &str,
+    rpath: &[String],
+    runpath: &[String],
+    cache: &LdCache,
+    exists: impl Fn(&str) -> bool,
+) -> Option<String> {
+    if let Some(p) = rpath.iter().chain(runpath).map(|d| format!("{d}/{lib}")).find(|p| exists(p)) {
+        return Some(p);
+    }
+    if let Some(p) = cache.libs.get(lib).filter(|p| exists(p)) {
+        return Some(p.clone());
+    }
+    DEFAULT_DIRS.iter().map(|d| format!("{d}/{lib}")).find(|p| exists(p))
+}
+
 /// What ld.so reads of an ELF object.
 pub(crate) struct Info {
     pub interp: Option<String>,
@@ -179,17 +198,7 @@ impl<'a> Resolver<'a> {
     }
 
     fn find(&self, lib: &str, rpath: &[String], runpath: &[String]) -> Option<String> {
-        let exists = |p: &str| host_path(&self.plan.sysroot, p).exists();
-        for d in rpath.iter().chain(runpath) {
-            let p = format!("{d}/{lib}");
-            if exists(&p) {
-                return Some(p);
-            }
-        }
-        if let Some(p) = self.cache.libs.get(lib).filter(|p| exists(p)) {
-            return Some(p.clone());
-        }
-        DEFAULT_DIRS.iter().map(|d| format!("{d}/{lib}")).find(|p| exists(p))
+        search(lib, rpath, runpath, &self.cache, |p| host_path(&self.plan.sysroot, p).exists())
     }
 
     /// The interpreter and libraries of a file that is not itself placed at its host path

@@ -17,7 +17,7 @@ use std::rc::Rc;
 use leanrd_contract::{CONFIG_PATH, Capability, InitConfig, NOT_BLOCK_FSTYPES, SEARCH_PATH};
 use leanrd_kmod::{ModuleDb, Resolved, Tables};
 
-use crate::elf::{DEFAULT_DIRS, Info, LdCache};
+use crate::elf::{Info, LdCache};
 use crate::host::Facts;
 use crate::modules::Kernel;
 use crate::plan::{Item, Plan, walk_path};
@@ -180,8 +180,22 @@ struct Check<'a> {
     conf: Option<InitConfig>,
     checks: usize,
     elf_done: BTreeSet<String>,
-    objects: BTreeMap<String, Option<Rc<Info>>>,
+    objects: BTreeMap<String, Object>,
     ldcache: Option<LdCache>,
+}
+
+/// A file exec is asked to run: ELF (what ld.so reads of it), or a script with the
+/// interpreter its `#!` line names (None: no `#!` line, so not runnable).
+#[derive(Clone)]
+enum Object {
+    Elf(Rc<Info>),
+    Script(Option<String>),
+}
+
+impl<'a> Check<'a> {
+    fn new(v: &'a dyn ImageView, mods: Mods, kernel: Option<&'a Kernel>, conf: Option<InitConfig>) -> Check<'a> {
+        Check { v, mods, kernel, conf, checks: 0, elf_done: BTreeSet::new(), objects: BTreeMap::new(), ldcache: None }
+    }
 }
 
 impl Check<'_> {
@@ -249,23 +263,26 @@ impl Check<'_> {
         self.elf(&path, name)
     }
 
-    /// An ELF object of the image as ld.so reads it (parsed once); None for a script.
-    fn object(&mut self, real: &str, who: &str) -> Result<Option<Rc<Info>>, String> {
+    /// An object of the image as exec and ld.so read it, read and parsed once.
+    fn object(&mut self, real: &str, who: &str) -> Result<Object, String> {
         if let Some(o) = self.objects.get(real) {
             return Ok(o.clone());
         }
         let data = self.v.data(real).ok_or_else(|| format!("{who}: {real} cannot be read"))?;
-        let o = crate::elf::info(&data, Path::new(real)).map_err(|e| format!("{who}: {e}"))?.map(Rc::new);
+        let o = match crate::elf::info(&data, Path::new(real)).map_err(|e| format!("{who}: {e}"))? {
+            Some(info) => Object::Elf(Rc::new(info)),
+            // A script: the first word of its `#!` line.
+            None => Object::Script(data.strip_prefix(b"#!").and_then(|l| {
+                let l = &l[..l.iter().position(|&c| c == b'\n').unwrap_or(l.len())];
+                String::from_utf8_lossy(l).split_whitespace().next().map(str::to_string)
+            })),
+        };
         self.objects.insert(real.to_string(), o.clone());
         Ok(o)
     }
 
-    /// Where ld.so finds a DT_NEEDED name in the image: the RPATH chain, RUNPATH, the image's
-    /// /etc/ld.so.cache, the default directories.
+    /// Where ld.so finds a DT_NEEDED name in the image (the image's own /etc/ld.so.cache).
     fn find_library(&mut self, lib: &str, rpath: &[String], runpath: &[String]) -> Option<String> {
-        if let Some(p) = rpath.iter().chain(runpath).map(|d| format!("{d}/{lib}")).find(|p| is_file(self.v, p)) {
-            return Some(p);
-        }
         let v = self.v;
         let cache = self.ldcache.get_or_insert_with(|| {
             resolve(v, "/etc/ld.so.cache")
@@ -273,10 +290,7 @@ impl Check<'_> {
                 .and_then(|b| LdCache::parse(&b).ok())
                 .unwrap_or_default()
         });
-        if let Some(p) = cache.libs.get(lib).filter(|p| is_file(v, p)) {
-            return Some(p.clone());
-        }
-        DEFAULT_DIRS.iter().map(|d| format!("{d}/{lib}")).find(|p| is_file(v, p))
+        crate::elf::search(lib, rpath, runpath, cache, |p| is_file(v, p))
     }
 
     /// A program starts: its ELF interpreter and every library it loads are in the image.
@@ -290,18 +304,17 @@ impl Check<'_> {
             return Ok(());
         }
         self.checks += 1;
-        let Some(exe) = self.object(&real, who)? else {
-            // A script: its interpreter (`#!/bin/sh` → busybox or dash, with its libraries).
-            let head = self.v.data(&real).unwrap_or_default();
-            let not_runnable = || format!("{who}: {path} is neither an ELF executable nor a #! script");
-            let line = head.strip_prefix(b"#!").ok_or_else(not_runnable)?;
-            let line = &line[..line.iter().position(|&c| c == b'\n').unwrap_or(line.len())];
-            let line = String::from_utf8_lossy(line);
-            let interp = line.split_whitespace().next().ok_or_else(not_runnable)?;
-            if resolve(self.v, interp).as_deref() == Some(real.as_str()) {
-                return Err(format!("{who}: {path} names itself as its interpreter"));
+        let exe = match self.object(&real, who)? {
+            Object::Elf(info) => info,
+            // A script runs with its interpreter (`#!/bin/sh` → busybox or dash, with its
+            // libraries).
+            Object::Script(None) => return Err(format!("{who}: {path} is neither an ELF executable nor a #! script")),
+            Object::Script(Some(interp)) => {
+                if resolve(self.v, &interp).as_deref() == Some(real.as_str()) {
+                    return Err(format!("{who}: {path} names itself as its interpreter"));
+                }
+                return self.elf(&interp, &format!("{who} (a script run by {interp})"));
             }
-            return self.elf(interp, &format!("{who} (a script run by {interp})"));
         };
         let mut names: BTreeSet<String> = BTreeSet::new();
         if let Some(interp) = &exe.interp {
@@ -339,7 +352,7 @@ impl Check<'_> {
                     continue;
                 }
                 self.checks += 1;
-                if let Some(o) = self.object(&p, who)? {
+                if let Object::Elf(o) = self.object(&p, who)? {
                     if let Some(so) = &o.soname {
                         names.insert(so.clone());
                     }
@@ -366,8 +379,7 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
             return Err(missing);
         }
     };
-    let mut c =
-        Check { v, mods, kernel, conf, checks: 0, elf_done: BTreeSet::new(), objects: BTreeMap::new(), ldcache: None };
+    let mut c = Check::new(v, mods, kernel, conf);
     if let Some(init) = resolve(v, "/init")
         && let Err(e) = c.elf(&init, "/init")
     {
@@ -452,16 +464,7 @@ pub fn prove_universal(v: &dyn ImageView, p: &Promise, kernel: &Kernel) -> Resul
         Ok(m) => m,
         Err(e) => return Err(vec![e]),
     };
-    let mut c = Check {
-        v,
-        mods,
-        kernel: Some(kernel),
-        conf: config(v),
-        checks: 0,
-        elf_done: BTreeSet::new(),
-        objects: BTreeMap::new(),
-        ldcache: None,
-    };
+    let mut c = Check::new(v, mods, Some(kernel), config(v));
     if is_file(v, "/init")
         && let Err(e) = c.elf("/init", "/init")
     {
@@ -506,16 +509,7 @@ mod tests {
     /// Whether program `path` runs in the image (and how many objects that took).
     fn check_program(v: &dyn ImageView, path: &str) -> (Result<(), String>, usize) {
         let mods = Mods { dir: "/lib/modules/x".into(), db: ModuleDb::default() };
-        let mut c = Check {
-            v,
-            mods,
-            kernel: None,
-            conf: None,
-            checks: 0,
-            elf_done: BTreeSet::new(),
-            objects: BTreeMap::new(),
-            ldcache: None,
-        };
+        let mut c = Check::new(v, mods, None, None);
         (c.elf(path, path), c.checks)
     }
 

@@ -210,18 +210,24 @@ fn print_json(a: &AdviseArgs, dir: &Path, size_in: u64, rows: &[Row], reason: &s
         .collect();
     let out = json!({"input": a.input, "uncompressed": size_in, "directory": dir, "candidates": v,
                      "recommended": rows[0].spec.to_string(), "reason": reason, "method": METHOD});
-    println!("{}", serde_json::to_string_pretty(&out)?);
+    outln!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
 }
 
 fn print_table(a: &AdviseArgs, dir: &Path, size_in: u64, rows: &[Row], reason: &str) {
-    println!("{}: {} bytes uncompressed; measured in {}", a.input.display(), size_in, dir.display());
-    println!(
+    outln!("{}: {} bytes uncompressed; measured in {}", a.input.display(), size_in, dir.display());
+    outln!(
         "{:<10} {:>12} {:>7} {:>11} {:>9} {:>13} {:>11}",
-        "candidate", "size", "ratio", "compress s", "read ms", "decompress ms", "load ms"
+        "candidate",
+        "size",
+        "ratio",
+        "compress s",
+        "read ms",
+        "decompress ms",
+        "load ms"
     );
     for r in rows {
-        println!(
+        outln!(
             "{:<10} {:>12} {:>6.1}% {:>11.2} {:>9.1} {:>13.1} {:>11.1}",
             r.spec.to_string(),
             r.size,
@@ -232,8 +238,8 @@ fn print_table(a: &AdviseArgs, dir: &Path, size_in: u64, rows: &[Row], reason: &
             ms(r.load())
         );
     }
-    println!("recommended: {} — {reason}", rows[0].spec);
-    println!("method: {METHOD}");
+    outln!("recommended: {} — {reason}", rows[0].spec);
+    outln!("method: {METHOD}");
 }
 
 pub fn run(a: AdviseArgs) -> Result<ExitCode> {

@@ -171,14 +171,14 @@ fn print_manifest(mut s: Segments, r: &Request, g: &Generated) -> Result<()> {
     materialise(&mut s.main, &keep)?;
     keep_transformed(&mut s.early, &r.tmp, &keep)?;
     keep_transformed(&mut s.main, &r.tmp, &keep)?;
-    println!("# leanrd build --print-manifest: kernel {}, features {}", r.kver, g.features.join(" "));
-    println!("# generated and transformed files are in {}", keep.display());
+    outln!("# leanrd build --print-manifest: kernel {}, features {}", r.kver, g.features.join(" "));
+    outln!("# generated and transformed files are in {}", keep.display());
     if !s.early.is_empty() {
-        println!("# early segment (uncompressed):");
-        print!("{}", manifest::print(&s.early));
-        println!("# main segment:");
+        outln!("# early segment (uncompressed):");
+        out!("{}", manifest::print(&s.early));
+        outln!("# main segment:");
     }
-    print!("{}", manifest::print(&s.main));
+    out!("{}", manifest::print(&s.main));
     Ok(())
 }
 

@@ -101,7 +101,7 @@ pub fn run(a: CpioArgs) -> Result<ExitCode> {
     norm.first_ino = a.first_ino;
     let entries = entries(&a, &norm)?;
     if a.print_manifest {
-        print!("{}", manifest::print(&entries));
+        out!("{}", manifest::print(&entries));
         return Ok(ExitCode::SUCCESS);
     }
     let threads = a.threads.unwrap_or_else(leanrd_compress::default_threads);

@@ -62,7 +62,7 @@ if [ "$layout" = uki ]; then
   if [ -f '@ROOT@/etc/kernel/cmdline' ]; then set -- --cmdline-file '@ROOT@/etc/kernel/cmdline'; fi
   if [ -n "$image" ]; then set -- "$@" --linux "$image"; fi
   '@LEANRD@' build@SYSROOT@ --uki -k "$kver" -o "$out" "$@" && exit 0
-  @KEPT_UKI@
+  @KEPT@
 fi
 [ "$command" = add ] || exit 0
 gen=${KERNEL_INSTALL_INITRD_GENERATOR:-$(conf initrd_generator)}
@@ -99,12 +99,12 @@ fn remove_ours(path: &Path) -> Result<bool> {
 fn remove(root: &Path, conf: &Path, saved: &Path) -> Result<()> {
     for p in [KERNEL_INSTALL, POSTINST, POSTRM] {
         if remove_ours(&root.join(p))? {
-            println!("removed {}", root.join(p).display());
+            outln!("removed {}", root.join(p).display());
         }
     }
     if saved.exists() {
         fs::rename(saved, conf).with_context(|| format!("{}: cannot restore", conf.display()))?;
-        println!("restored {}", conf.display());
+        outln!("restored {}", conf.display());
     }
     Ok(())
 }
@@ -121,7 +121,7 @@ fn disable_update_initramfs(conf: &Path, saved: &Path) -> Result<()> {
         text.lines().filter(|l| !l.trim_start().starts_with("update_initramfs=")).map(|l| format!("{l}\n")).collect();
     new += &format!("{MARK}: leanrd builds the initramfs\nupdate_initramfs=no\n");
     fs::write(conf, new).with_context(|| format!("{}: cannot write", conf.display()))?;
-    println!("set update_initramfs=no in {}", conf.display());
+    outln!("set update_initramfs=no in {}", conf.display());
     Ok(())
 }
 
@@ -161,7 +161,6 @@ pub fn run(a: HooksArgs) -> Result<ExitCode> {
         .replace("@LEANRD@", &l.to_string())
         .replace("@ROOT@", &root_prefix)
         .replace("@SYSROOT@", &sysroot_arg)
-        .replace("@KEPT_UKI@", &kept("$out"))
         .replace("@KEPT@", &kept("$out"));
     write_script(&root.join(KERNEL_INSTALL), &plugin)?;
     // Debian: /etc/kernel/postinst.d hooks get KVER [IMAGE]; zz- runs after initramfs-tools.
@@ -186,7 +185,7 @@ pub fn run(a: HooksArgs) -> Result<ExitCode> {
         disable_update_initramfs(&conf, &saved)?;
     }
     for p in [KERNEL_INSTALL, POSTINST, POSTRM] {
-        println!("installed {}", root.join(p).display());
+        outln!("installed {}", root.join(p).display());
     }
     Ok(ExitCode::SUCCESS)
 }

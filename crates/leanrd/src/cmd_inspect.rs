@@ -135,17 +135,15 @@ pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
     v.largest.truncate(a.top);
     let size = f.metadata()?.len();
     let usage = leanrd_archive::fiemap::usage(&f).ok();
+    let uki_usage = uki.and_then(|(o, l)| leanrd_archive::fiemap::usage_range(&f, o, l).ok());
     let share = if v.eligible == 0 { None } else { Some(100.0 * v.aligned as f64 / v.eligible as f64) };
     if a.json {
         let out = json!({
             "image": a.image,
             "size": size,
             "generator": v.generator,
-            "uki": uki.map(|(o, l)| {
-                let u = leanrd_archive::fiemap::usage_range(&f, o, l).ok();
-                json!({"initrd_offset": o, "initrd_length": l,
-                    "initrd_fiemap": u.map(|u| json!({"total": u.total, "shared": u.shared, "exclusive": u.exclusive}))})
-            }),
+            "uki": uki.map(|(o, l)| json!({"initrd_offset": o, "initrd_length": l,
+                "initrd_fiemap": uki_usage.map(|u| json!({"total": u.total, "shared": u.shared, "exclusive": u.exclusive}))})),
             "segments": v.segs.iter().map(|s| json!({"offset": s.offset, "length": s.len,
                 "compression": s.format.map(|f| f.name()), "uncompressed": s.uncompressed, "entries": s.entries})).collect::<Vec<_>>(),
             "largest": v.largest.iter().map(|(n, name)| json!({"name": name, "size": n})).collect::<Vec<_>>(),
@@ -155,22 +153,22 @@ pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
             "aligned_percent": share,
             "fiemap": usage.map(|u| json!({"total": u.total, "shared": u.shared, "exclusive": u.exclusive, "extents": u.extents})),
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{}: {size} bytes, {} segment(s)", a.image.display(), v.segs.len());
+    outln!("{}: {size} bytes, {} segment(s)", a.image.display(), v.segs.len());
     if let Some(g) = v.generator {
-        println!("made by {g}");
+        outln!("made by {g}");
     }
     if let Some((o, l)) = uki {
-        println!("a Unified Kernel Image: its .initrd section ({l} bytes at offset {o}) is the image read here");
-        if let Ok(u) = leanrd_archive::fiemap::usage_range(&f, o, l) {
-            println!("  .initrd on disk: {} bytes shared with other files, {} exclusive", u.shared, u.exclusive);
+        outln!("a Unified Kernel Image: its .initrd section ({l} bytes at offset {o}) is the image read here");
+        if let Some(u) = uki_usage {
+            outln!("  .initrd on disk: {} bytes shared with other files, {} exclusive", u.shared, u.exclusive);
         }
     }
-    println!("{:>4} {:>12} {:>12} {:>8} {:>14} {:>8}", "seg", "offset", "length", "format", "uncompressed", "entries");
+    outln!("{:>4} {:>12} {:>12} {:>8} {:>14} {:>8}", "seg", "offset", "length", "format", "uncompressed", "entries");
     for (i, s) in v.segs.iter().enumerate() {
-        println!(
+        outln!(
             "{i:>4} {:>12} {:>12} {:>8} {:>14} {:>8}",
             s.offset,
             s.len,
@@ -179,20 +177,20 @@ pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
             s.entries
         );
     }
-    println!("files by kind:");
+    outln!("files by kind:");
     for (k, (n, b)) in &v.kinds {
-        println!("  {k:<12} {n:>6} files {b:>12} bytes");
+        outln!("  {k:<12} {n:>6} files {b:>12} bytes");
     }
-    println!("largest entries:");
+    outln!("largest entries:");
     for (n, name) in &v.largest {
-        println!("  {n:>12} {name}");
+        outln!("  {n:>12} {name}");
     }
     match share {
-        Some(p) => println!("data aligned to 4096: {} of {} eligible files ({p:.1} %)", v.aligned, v.eligible),
-        None => println!("data aligned to 4096: no eligible files in uncompressed segments"),
+        Some(p) => outln!("data aligned to 4096: {} of {} eligible files ({p:.1} %)", v.aligned, v.eligible),
+        None => outln!("data aligned to 4096: no eligible files in uncompressed segments"),
     }
     match usage {
-        Some(u) => println!(
+        Some(u) => outln!(
             "on disk (FIEMAP): total {} bytes, shared {} ({:.1} %), exclusive {} ({:.1} %), {} extents",
             u.total,
             u.shared,
@@ -201,7 +199,7 @@ pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
             pct(u.exclusive, u.total),
             u.extents
         ),
-        None => println!("on disk (FIEMAP): not supported by this file system"),
+        None => outln!("on disk (FIEMAP): not supported by this file system"),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -295,7 +293,7 @@ pub fn diff(a: DiffArgs) -> Result<ExitCode> {
         let shown = shown(&k.1);
         match y.get(k) {
             None => {
-                println!("- segment {} {shown}", k.0);
+                outln!("- segment {} {shown}", k.0);
                 n += 1;
             }
             Some(w) if w != v => {
@@ -319,7 +317,7 @@ pub fn diff(a: DiffArgs) -> Result<ExitCode> {
                 if v.rdev != w.rdev {
                     what.push(format!("device {}:{} -> {}:{}", v.rdev.0, v.rdev.1, w.rdev.0, w.rdev.1));
                 }
-                println!("~ segment {} {shown}: {}", k.0, what.join(", "));
+                outln!("~ segment {} {shown}: {}", k.0, what.join(", "));
                 n += 1;
             }
             Some(w) if w.spelling != v.spelling => spelled += 1,
@@ -327,17 +325,17 @@ pub fn diff(a: DiffArgs) -> Result<ExitCode> {
         }
     }
     for k in y.keys().filter(|k| !x.contains_key(*k)) {
-        println!("+ segment {} {}", k.0, shown(&k.1));
+        outln!("+ segment {} {}", k.0, shown(&k.1));
         n += 1;
     }
     if spelled > 0 {
-        println!("{spelled} entries are the same but spelled differently (e.g. ./x and x: they unpack to one path)");
+        outln!("{spelled} entries are the same but spelled differently (e.g. ./x and x: they unpack to one path)");
     }
     if n == 0 {
-        println!("{} and {} hold the same entries", a.a.display(), a.b.display());
+        outln!("{} and {} hold the same entries", a.a.display(), a.b.display());
         Ok(ExitCode::SUCCESS)
     } else {
-        println!("{n} difference(s)");
+        outln!("{n} difference(s)");
         Ok(ExitCode::FAILURE)
     }
 }

@@ -237,13 +237,13 @@ pub fn check(a: CheckArgs) -> Result<ExitCode> {
         c.problems.push(format!("{e:#}"));
     }
     if c.problems.is_empty() {
-        println!("{}: OK ({} segments, {} entries)", a.image.display(), c.segments, c.entries);
+        outln!("{}: OK ({} segments, {} entries)", a.image.display(), c.segments, c.entries);
         Ok(ExitCode::SUCCESS)
     } else {
         for p in &c.problems {
-            println!("{}: {p}", a.image.display());
+            outln!("{}: {p}", a.image.display());
         }
-        println!(
+        outln!(
             "{}: {} problem(s); the kernel would not unpack all of it as intended",
             a.image.display(),
             c.problems.len()

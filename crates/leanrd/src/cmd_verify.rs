@@ -133,17 +133,19 @@ pub fn run(a: VerifyArgs) -> Result<ExitCode> {
             "image": shown, "kernel": kver, "boots": boots, "missing": missing, "checks": checks,
             "root": root, "kernel_tables": kernel.is_some(),
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         match &result {
-            Ok(p) => println!(
+            Ok(p) => outln!(
                 "{shown}: boots this machine (kernel {kver}; root {} {}): {} checks",
-                facts.root.source, facts.root.fstype, p.checks
+                facts.root.source,
+                facts.root.fstype,
+                p.checks
             ),
             Err(m) => {
-                println!("{shown}: would NOT boot this machine (kernel {kver}): {}", m[0]);
+                outln!("{shown}: would NOT boot this machine (kernel {kver}): {}", m[0]);
                 for x in &m[1..] {
-                    println!("  also: {x}");
+                    outln!("  also: {x}");
                 }
             }
         }

@@ -1,5 +1,30 @@
 //! leanrd: a fast, minimal, reflink-aware Linux initramfs builder.
 
+/// Print a line on stdout, as `println!` does, except that a closed pipe (`leanrd inspect IMG |
+/// head`) ends leanrd quietly with status 0 instead of a panic. SIGPIPE stays ignored (Rust's
+/// default): a helper leanrd feeds through a pipe (loadkeys, ckbcomp) that exits early must be
+/// an error leanrd reports, not a silent death.
+macro_rules! outln {
+    ($($t:tt)*) => { $crate::stdout_write(format_args!("{}\n", format_args!($($t)*))) };
+}
+
+/// [`outln!`] without the newline.
+macro_rules! out {
+    ($($t:tt)*) => { $crate::stdout_write(format_args!($($t)*)) };
+}
+
+/// What [`outln!`] and [`out!`] do.
+fn stdout_write(args: std::fmt::Arguments) {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("leanrd: cannot write to standard output: {e}");
+        std::process::exit(1);
+    }
+}
+
 mod build_uki;
 mod cmd_advise;
 mod cmd_build;
@@ -53,12 +78,6 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    // A closed pipe on stdout (`leanrd inspect IMG | head`) ends leanrd quietly, as it does any
-    // Unix tool, wherever it is printing (Rust ignores SIGPIPE and println! would panic).
-    // SAFETY: restoring the default disposition of a signal before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Cpio(a) => cmd_cpio::run(a),

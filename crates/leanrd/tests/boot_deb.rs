@@ -19,21 +19,6 @@ use std::process::Command;
 use common::debian::*;
 use common::*;
 
-/// Run `cmd` in the chroot `tree` with /proc, /sys, /dev and the package cache mounted; its
-/// output (stdout and stderr), and whether it succeeded.
-fn in_chroot(tree: &Path, cache: &Path, cmd: &str) -> (bool, String) {
-    let script = format!(
-        "t={t}; trap 'for m in var/cache/apt/archives dev/pts dev proc sys; do umount $t/$m 2>/dev/null; done' EXIT; \
-         mount --bind /dev $t/dev && mount -t devpts devpts $t/dev/pts && mount -t proc proc $t/proc && \
-         mount -t sysfs sys $t/sys && mount --bind {c} $t/var/cache/apt/archives && \
-         chroot $t /usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c '{cmd}' 2>&1",
-        t = tree.display(),
-        c = cache.display(),
-    );
-    let o = Command::new("sh").arg("-c").arg(script).output().unwrap();
-    (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
-}
-
 fn made_by(img: &Path) -> String {
     let v: serde_json::Value = serde_json::from_slice(&ok(leanrd().args(["inspect", "--json"]).arg(img))).unwrap();
     v["generator"].as_str().unwrap_or("unknown").to_string()
@@ -67,7 +52,7 @@ fn the_debian_package_takes_over_and_gives_back() {
     fs::create_dir_all(cache.join("partial")).unwrap();
     let apt = "apt-get -q -o APT::Sandbox::User=root";
 
-    let (done, log) = in_chroot(&tree, &cache, "dpkg -i /tmp/leanrd.deb");
+    let (done, log) = in_chroot(&tree, Some(&cache), "dpkg -i /tmp/leanrd.deb");
     assert!(done, "dpkg -i: {log}");
     let diverted = fs::read_to_string(tree.join("usr/sbin/update-initramfs")).unwrap();
     assert!(diverted.contains("leanrd build"), "update-initramfs is not leanrd's:\n{diverted}");
@@ -77,7 +62,7 @@ fn the_debian_package_takes_over_and_gives_back() {
     fs::write(&conf, format!("{text}universal = true\n")).unwrap();
     let (done, log) = in_chroot(
         &tree,
-        &cache,
+        Some(&cache),
         &format!("{apt} update && {apt} install -y --no-install-recommends linux-image-amd64"),
     );
     assert!(done, "apt-get install linux-image-amd64: {log}");
@@ -108,7 +93,8 @@ fn the_debian_package_takes_over_and_gives_back() {
     assert!(failed.is_empty(), "{failed:?}");
 
     // Removed: update-initramfs is initramfs-tools' again, and it makes the next image.
-    let (done, log) = in_chroot(&tree, &cache, &format!("{apt} remove -y leanrd && update-initramfs -u -k {kver}"));
+    let (done, log) =
+        in_chroot(&tree, Some(&cache), &format!("{apt} remove -y leanrd && update-initramfs -u -k {kver}"));
     assert!(done, "apt-get remove leanrd; update-initramfs: {log}");
     let back = fs::read_to_string(tree.join("usr/sbin/update-initramfs")).unwrap();
     assert!(!back.contains("leanrd") && back.contains("initramfs"), "update-initramfs was not given back");

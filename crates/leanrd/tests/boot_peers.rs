@@ -84,12 +84,8 @@ fn says(text: &str, image: &str) -> String {
 /// initramfs-tools' MODULES=most image does not depend on the machine: made in a chroot of
 /// the root on the host (under TCG it takes ten minutes).
 fn itools_most(tree: &Path, kver: &str) {
-    sh(&format!(
-        "set -e; t={}; trap 'umount $t/dev 2>/dev/null; umount $t/proc 2>/dev/null; umount $t/sys 2>/dev/null; true' EXIT; \
-         mount --bind /dev $t/dev; mount -t proc proc $t/proc; mount -t sysfs sys $t/sys; \
-         chroot $t mkinitramfs -c zstd -l 1 -o /boot/peer-itools-most.img {kver} >/dev/null 2>&1",
-        tree.display()
-    ));
+    let (done, log) = in_chroot(tree, None, &format!("mkinitramfs -c zstd -l 1 -o /boot/peer-itools-most.img {kver}"));
+    assert!(done, "mkinitramfs MODULES=most in a chroot: {log}");
 }
 
 /// The report the hook wrote on a root's disk.

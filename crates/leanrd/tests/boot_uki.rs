@@ -137,6 +137,30 @@ fn ukis_boot_under_uefi_firmware() {
     ukis.push(("signed", signed.clone()));
     let v = Command::new("sbverify").arg("--cert").arg(&cert).arg(&signed).output().unwrap();
     assert!(v.status.success(), "sbverify: {}", String::from_utf8_lossy(&v.stderr));
+    // A signed stub: its signature is dropped (it would not cover the new sections), the rest
+    // of its headers kept: the same UKI as from the unsigned stub.
+    let signed_stub = t.join("signed-stub.efi");
+    let o = Command::new("sbsign")
+        .args(["--key", key.to_str().unwrap(), "--cert", cert.to_str().unwrap(), "--output"])
+        .arg(&signed_stub)
+        .arg(STUB)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "sbsign the stub: {}", String::from_utf8_lossy(&o.stderr));
+    let from_signed = t.join("from-signed-stub.efi");
+    build(
+        &[
+            "--universal",
+            "--cmdline",
+            &cmdline("zstd"),
+            "--splash",
+            splash.to_str().unwrap(),
+            "--stub",
+            signed_stub.to_str().unwrap(),
+        ],
+        &from_signed,
+    );
+    assert_eq!(fs::read(&from_signed).unwrap(), fs::read(&zstd).unwrap(), "a signed stub gives another UKI");
 
     // 2. Universal, uncompressed, on loop XFS from a sysroot there: cloned.
     if let Some(xfs) = LoopFs::new("xfs", "1G") {

@@ -147,18 +147,10 @@ pub fn make(t: &TempDir, name: &str, gpt: bool, bus: Bus, fs: &Fs, tree: &Path, 
     disks
 }
 
-/// A file out of a disk's file system (after a boot wrote it).
+/// A file out of a disk's file system (after a boot wrote it), from subvolume @ when `subvol`.
 pub fn take_file(t: &TempDir, disk: &Disk, subvol: bool, path: &str, out: &Path) {
-    let mnt = t.join("take.mnt");
-    fs::create_dir_all(&mnt).unwrap();
-    let m = mnt.display();
-    let within = if subvol { "@/" } else { "" };
-    sh(&format!(
-        "set -e; l=$({}); trap 'umount {m} 2>/dev/null || true; losetup -d $l' EXIT; mount -o ro $l {m}; \
-         cp {m}/{within}{path} {}; umount {m}",
-        disk.losetup(true),
-        out.display()
-    ));
+    let within = if subvol { format!("@/{path}") } else { path.to_string() };
+    take_file_maybe(t, disk, &within, out).unwrap_or_else(|| panic!("{path} is not on {}", disk.path.display()));
 }
 
 /// [`take_file`] for a file that may be missing: None then.
@@ -174,6 +166,21 @@ pub fn take_file_maybe(t: &TempDir, disk: &Disk, path: &str, out: &Path) -> Opti
         out.display()
     ));
     out.exists().then_some(())
+}
+
+/// Run `cmd` in the chroot `tree` with /proc, /sys, /dev (and `apt_cache` as apt's package
+/// cache) mounted, unmounted whatever happens; whether it succeeded, and its output.
+pub fn in_chroot(tree: &Path, apt_cache: Option<&Path>, cmd: &str) -> (bool, String) {
+    let cache =
+        apt_cache.map(|c| format!(" && mount --bind {} $t/var/cache/apt/archives", c.display())).unwrap_or_default();
+    let script = format!(
+        "t={t}; trap 'for m in var/cache/apt/archives dev/pts dev proc sys; do umount $t/$m 2>/dev/null; done' EXIT; \
+         mount --bind /dev $t/dev && mount -t devpts devpts $t/dev/pts && mount -t proc proc $t/proc && \
+         mount -t sysfs sys $t/sys{cache} && chroot $t /usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c '{cmd}' 2>&1",
+        t = tree.display(),
+    );
+    let o = std::process::Command::new("sh").arg("-c").arg(script).output().unwrap();
+    (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
 }
 
 pub fn qemu_args(disks: &[&Disk], snapshot: bool) -> Vec<String> {
