@@ -33,6 +33,7 @@ pub mod manifest;
 pub mod names;
 pub mod output;
 pub mod read;
+pub mod select;
 mod source;
 pub mod uki;
 pub mod write;

@@ -186,10 +186,7 @@ impl<T: Clone> Namespace<T> {
         for p in parents(name) {
             match self.seen.get(p) {
                 None => {
-                    return Err((
-                        format!("its parent {} is not in the archive: the kernel does not create it", show(p)),
-                        None,
-                    ));
+                    return Err((format!("its parent {} is not in the archive", show(p)), None));
                 }
                 Some((k, t)) if !can_hold(Some(*k)) => {
                     return Err((

@@ -95,6 +95,11 @@ pub trait Visitor {
     fn problem(&mut self, _p: &Problem) -> Result<()> {
         Ok(())
     }
+    /// Asked before segment `next` (from 0) is read: true ends the walk there (`--parts 1`
+    /// need not decompress the rest).
+    fn done(&self, _next: usize) -> bool {
+        false
+    }
 }
 
 struct SegState {
@@ -273,6 +278,9 @@ fn read_source<S: Source>(src: S, v: &mut dyn Visitor) -> Result<()> {
     let mut base = Input::new(src);
     let mut index = 0;
     loop {
+        if v.done(index) {
+            return Ok(());
+        }
         // Between segments: zero bytes.
         let mut top = Stream { r: &mut base, pos: 0 };
         let Some(first) = top.skip_zeros()? else {

@@ -25,6 +25,7 @@ mod crypttab;
 mod device;
 mod escape;
 mod fstab;
+pub mod steplog;
 
 pub use config::{Capability, Crypt, DecodeError, InitConfig, KEYMAP_DIR, Layer, Mounts};
 pub use crypttab::{CryptEntry, CryptKey, CryptOptions, CrypttabProblem, crypttab_entries};

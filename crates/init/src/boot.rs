@@ -95,7 +95,7 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     let post = init.cmd.driver_post.clone();
     init.mods.load_many(&post, &mut init.log);
     root.mount(init)?;
-    init.log.step("root mounted");
+    init.log.step(leanrd_contract::steplog::ROOT_MOUNTED);
     // Else /usr as the root's fstab says: waited for now.
     if usr.is_none()
         && let Some(u) = usr::from_root()

@@ -173,7 +173,12 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
     // The kernel asks for modules (crypto-crc32c, fs-*) through its helper: us.
     let _ = sys::write_file("/proc/sys/kernel/modprobe", "/init");
     let mut log = Log::open(cmd.debug);
-    log.step(&format!("leanrd-init {} for {kver}: {}", env!("CARGO_PKG_VERSION"), cmdline_text.trim()));
+    log.step(&format!(
+        "{}{} for {kver}: {}",
+        leanrd_contract::steplog::STARTED,
+        env!("CARGO_PKG_VERSION"),
+        cmdline_text.trim()
+    ));
     let (options, blacklist) = module_settings(&conf, &cmd);
     let mut mods = Modules::open(&kver, options, blacklist);
     mods.coldplug_all = cmd.coldplug_all;

@@ -9,8 +9,9 @@ use rustix::fd::OwnedFd;
 
 use crate::sys;
 
+use leanrd_contract::steplog;
 /// Where the real system finds the step log.
-pub const SAVED: &str = "/run/initramfs/leanrd.log";
+pub use leanrd_contract::steplog::SAVED;
 
 /// A bound on the record: a storm of failing module loads must not eat the memory the boot
 /// needs (the kernel log still gets every line with `leanrd.debug`).
@@ -40,8 +41,7 @@ impl Log {
 
     fn keep(&mut self, msg: &str) {
         if self.keep && self.record.len() + msg.len() < RECORD_MAX {
-            let ms = sys::now_ms();
-            self.record.push_str(&format!("[{:5}.{:03}] {msg}\n", ms / 1000, ms % 1000));
+            self.record.push_str(&steplog::record_line(sys::now_ms(), msg));
         }
     }
 
@@ -49,7 +49,7 @@ impl Log {
     pub fn step(&mut self, msg: &str) {
         self.keep(msg);
         if let Some(k) = &self.kmsg {
-            sys::write_all(k, format!("<5>leanrd: {msg}\n").as_bytes());
+            sys::write_all(k, format!("<5>{}{msg}\n", steplog::KMSG_PREFIX).as_bytes());
         }
     }
 

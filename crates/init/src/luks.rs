@@ -258,7 +258,7 @@ fn keyfile_args<'a>(path: &'a str, o: &CryptOptions, nums: &'a mut [String; 2]) 
 /// Open one container; false when it stays locked (why is in the notes).
 fn open(init: &mut Init, job: &Job, consoles: &mut Option<Consoles>, events: Option<BorrowedFd<'_>>) -> bool {
     let dev = job.dev.path();
-    init.log.step(&format!("unlocking {dev} as {}", job.name));
+    init.log.step(&format!("{}{dev} as {}", leanrd_contract::steplog::UNLOCKING, job.name));
     prepare(init);
     let mut args = open_args(job);
     // An enrolled token (TPM2, FIDO2, PKCS#11) through cryptsetup's plugins, when the image
@@ -305,7 +305,12 @@ fn open(init: &mut Init, job: &Job, consoles: &mut Option<Consoles>, events: Opt
 }
 
 fn opened(init: &mut Init, job: &Job, how: &str) -> bool {
-    init.log.step(&format!("{} unlocked as /dev/mapper/{} with {how}", job.dev.path(), job.name));
+    init.log.step(&format!(
+        "{}{}/dev/mapper/{} with {how}",
+        job.dev.path(),
+        leanrd_contract::steplog::UNLOCKED,
+        job.name
+    ));
     true
 }
 
@@ -323,7 +328,7 @@ fn ask(
         init.luks.keymap_done = true;
         apply_keymap(init, c);
     }
-    init.log.step(&format!("asking for the passphrase of {} on {}", job.name, c.names().join(", ")));
+    init.log.step(&format!("{} of {} on {}", leanrd_contract::steplog::ASKING, job.name, c.names().join(", ")));
     let tries = job.options.tries;
     let mut n = 0u32;
     loop {

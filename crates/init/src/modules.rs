@@ -90,6 +90,9 @@ impl Modules {
         let mut pending = self.to_load(whats);
         let mut n = 0;
         let mut running: Vec<(i32, String)> = Vec::new();
+        // When each load began (ms since boot): the step log gives each load's duration, so
+        // `leanrd analyze` can draw it as a bar in its lane.
+        let mut began: Vec<(String, u64)> = Vec::new();
         while !pending.is_empty() || !running.is_empty() {
             let busy = |d: &str| pending.iter().any(|p| p == d) || running.iter().any(|(_, r)| r == d);
             let mut ready: Vec<String> = pending.iter().filter(|m| !self.waits(m, &busy)).cloned().collect();
@@ -105,6 +108,7 @@ impl Modules {
                     continue;
                 };
                 let opts = self.options_for(&m);
+                began.push((m.clone(), sys::now_ms()));
                 // One module with nothing else to overlap: no need for a child.
                 match if alone { Err(Errno::AGAIN) } else { sys::fork() } {
                     Ok(0) => sys::exit(finit(&path, &opts).err().map_or(0, |e| e.raw_os_error())),
@@ -116,10 +120,14 @@ impl Modules {
                 done.extend(reap_one(&mut running));
             }
             for (m, r) in done {
+                let took = match began.iter().position(|(b, _)| *b == m) {
+                    Some(i) => sys::now_ms().saturating_sub(began.swap_remove(i).1),
+                    None => 0,
+                };
                 match r {
                     Ok(()) => {
                         let opts = self.options_for(&m);
-                        log.step(&if opts.is_empty() { format!("loaded {m}") } else { format!("loaded {m} {opts}") });
+                        log.step(&leanrd_contract::steplog::module_loaded(&m, &opts, took));
                         self.loaded.insert(m);
                         n += 1;
                     }

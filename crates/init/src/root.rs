@@ -33,7 +33,7 @@ impl RootSource for BlockRoot {
     }
     fn mount(&mut self, init: &mut Init) -> Result<(), String> {
         let dev = self.0.found.clone().ok_or("the root device was not found")?;
-        init.log.step(&format!("root is {}", dev.path()));
+        init.log.step(&format!("{}{}", leanrd_contract::steplog::ROOT_FOUND, dev.path()));
         mount(init, &dev)
     }
 }

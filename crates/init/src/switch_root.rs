@@ -32,7 +32,7 @@ fn delete_tree(dir: &str, dev: u64) {
 /// Switch to the root mounted on /newroot. Returns only on failure.
 pub fn switch_root(init: &mut Init) -> Result<(), String> {
     crate::stack::hand_over_to_udev(init);
-    init.log.step("switching to the new root");
+    init.log.step(leanrd_contract::steplog::SWITCHING);
     init.log.save();
     for m in ["/dev", "/proc", "/sys", "/run"] {
         let target = format!("{NEWROOT}{m}");

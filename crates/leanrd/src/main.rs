@@ -27,6 +27,7 @@ fn stdout_write(args: std::fmt::Arguments) {
 
 mod build_uki;
 mod cmd_advise;
+mod cmd_analyze;
 mod cmd_build;
 mod cmd_cpio;
 mod cmd_hooks;
@@ -68,13 +69,81 @@ enum Cmd {
     Verify(cmd_verify::VerifyArgs),
     /// Have kernel installs and removals run leanrd (kernel-install plugin, Debian hooks).
     InstallHooks(cmd_hooks::HooksArgs),
-    /// Print the man page (roff) to stdout.
-    Man,
+    /// The boot's timeline from /init's step log, the kernel log and the journal: steps with
+    /// their times, module loads, and an SVG chart (--svg).
+    Analyze(cmd_analyze::AnalyzeArgs),
+    /// Print a man page (roff) to stdout: leanrd(1), or leanrd-COMMAND(1) with its options and
+    /// examples; `--dir DIR` writes them all.
+    Man {
+        /// The command whose page to print (ls, extract, build, ...).
+        command: Option<String>,
+        /// Write leanrd.1 and every leanrd-COMMAND.1 into DIR instead.
+        #[arg(long, value_name = "DIR", conflicts_with = "command")]
+        dir: Option<std::path::PathBuf>,
+    },
     /// Print shell completions to stdout.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
+}
+
+/// The man pages, made by clap_mangen from the same definitions as `--help`: one per command,
+/// git style (leanrd-ls(1), ...), since clap_mangen lists subcommands on the main page only.
+fn man(command: Option<&str>, dir: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    let mut cmd = Cli::command();
+    cmd.build();
+    if let Some(d) = dir {
+        std::fs::create_dir_all(d).with_context(|| format!("{}: cannot create", d.display()))?;
+        let subs: Vec<clap::Command> = cmd.get_subcommands().filter(|c| c.get_name() != "help").cloned().collect();
+        for c in std::iter::once(cmd).chain(subs) {
+            let name = c.get_display_name().unwrap_or(c.get_name()).to_string();
+            let mut buf = Vec::new();
+            render_man(&c, &mut buf)?;
+            let p = d.join(format!("{name}.1"));
+            std::fs::write(&p, buf).with_context(|| format!("{}: cannot write", p.display()))?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let page = match command {
+        None => cmd,
+        Some(c) => cmd.find_subcommand(c).cloned().with_context(|| format!("no command {c:?}: see `leanrd --help`"))?,
+    };
+    let mut buf = Vec::new();
+    render_man(&page, &mut buf)?;
+    out!("{}", String::from_utf8_lossy(&buf));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One man page: clap_mangen's sections, then EXAMPLES (the command's long after-help) set
+/// without filling, so each example stays on its own line (clap_mangen fills it as prose).
+fn render_man(cmd: &clap::Command, w: &mut Vec<u8>) -> std::io::Result<()> {
+    use std::io::Write;
+    let m = clap_mangen::Man::new(cmd.clone());
+    m.render_title(w)?;
+    m.render_name_section(w)?;
+    m.render_synopsis_section(w)?;
+    m.render_description_section(w)?;
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        m.render_options_section(w)?;
+    }
+    if cmd.has_subcommands() {
+        m.render_subcommands_section(w)?;
+    }
+    if let Some(ex) = cmd.get_after_long_help() {
+        writeln!(w, ".SH EXAMPLES\n.nf")?;
+        for line in ex.to_string().lines().skip_while(|l| l.trim_end().ends_with(':')) {
+            let esc = line.replace('\\', "\\e").replace('-', "\\-");
+            let esc = if esc.starts_with(['.', '\'']) { format!("\\&{esc}") } else { esc };
+            writeln!(w, "{esc}")?;
+        }
+        writeln!(w, ".fi")?;
+    }
+    if cmd.get_version().or(cmd.get_long_version()).is_some() {
+        m.render_version_section(w)?;
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -88,15 +157,13 @@ fn main() -> ExitCode {
         Cmd::Build(a) => cmd_build::run(*a),
         Cmd::Verify(a) => cmd_verify::run(a),
         Cmd::InstallHooks(a) => cmd_hooks::run(a),
-        Cmd::Man => clap_mangen::Man::new(Cli::command())
-            .render(&mut std::io::stdout())
-            .map(|_| ExitCode::SUCCESS)
-            .map_err(anyhow::Error::from),
+        Cmd::Man { command, dir } => man(command.as_deref(), dir.as_deref()),
         Cmd::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "leanrd", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Inspect(a) => cmd_inspect::inspect(a),
+        Cmd::Analyze(a) => cmd_analyze::run(a),
         Cmd::Diff(a) => cmd_inspect::diff(a),
     };
     match r {

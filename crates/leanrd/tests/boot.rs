@@ -6,6 +6,7 @@ mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use common::*;
 
@@ -127,4 +128,191 @@ fn kernel_unpacks_aligned_and_compressed_images() {
         ("lzma", vec!["--compress", "lzma"]),
         ("lzo", vec!["--compress", "lzo"]),
     ]);
+}
+
+/// The /init of the reader's truth boots: lists every path under /c* as `KT path kind detail`.
+const TRUTH_INIT: &str = r#"#!/bin/busybox sh
+/bin/busybox --install -s /bin
+echo KT-BEGIN
+for p in $(find /c1 /c2 /c3 /c4 /c5 /c6 2>/dev/null | sort); do
+  if [ -L "$p" ]; then echo "KT $p link $(readlink "$p")"
+  elif [ -d "$p" ]; then echo "KT $p dir"
+  else echo "KT $p file $(wc -c < "$p")"; fi
+done
+echo KT-END
+poweroff -f
+"#;
+
+/// One hand-made newc entry (070702 with `check` when given), padded.
+fn entry(name: &str, mode: u32, data: &[u8], ino: u32, check: Option<u32>) -> Vec<u8> {
+    let h = leanrd_newc::Header {
+        ino,
+        mode,
+        nlink: 1,
+        filesize: data.len() as u32,
+        namesize: name.len() as u32 + 1,
+        crc: check.is_some(),
+        check: check.unwrap_or(0),
+        ..Default::default()
+    };
+    let mut v = leanrd_newc::encode_head(&h, name.as_bytes());
+    v.extend_from_slice(data);
+    v.resize(v.len().div_ceil(4) * 4, 0);
+    v
+}
+
+/// What the booted kernel unpacked, from the KT lines of its console.
+fn kernel_tree(log: &str) -> Vec<String> {
+    let body = log.split("KT-BEGIN").nth(1).and_then(|b| b.split("KT-END").next()).unwrap_or("");
+    body.lines().filter_map(|l| l.trim_end_matches('\r').strip_prefix("KT ")).map(str::to_string).collect()
+}
+
+/// The same lines for a tree `leanrd extract` made.
+fn extracted_tree(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack: Vec<PathBuf> = fs::read_dir(root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with('c'))
+        .collect();
+    while let Some(p) = stack.pop() {
+        let name = format!("/{}", p.strip_prefix(root).unwrap().display());
+        let md = fs::symlink_metadata(&p).unwrap();
+        if md.is_symlink() {
+            out.push(format!("{name} link {}", fs::read_link(&p).unwrap().display()));
+        } else if md.is_dir() {
+            out.push(format!("{name} dir"));
+            stack.extend(fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+        } else {
+            out.push(format!("{name} file {}", md.len()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `check`'s verdicts and `extract`'s trees where they depend on the kernel's behaviour,
+/// against what the Debian kernel unpacks: a symlink whose size counts its NUL, a segment
+/// without a trailer before a compressed one, a crc archive with a symlink (checksum 0), a
+/// file whose parents are not in the archive, a 4096-byte symlink target, a bad data checksum.
+#[test]
+fn kernel_agrees_with_check_and_extract() {
+    use leanrd_newc::{S_IFDIR, S_IFLNK, S_IFREG};
+    let Some(kernel) = kernel() else { return };
+    if !Path::new("/bin/busybox").exists() || !have("cpio") {
+        panic!("busybox-static and GNU cpio are needed (.ci/run installs them)");
+    }
+    let t = TempDir::new("truth");
+    fs::write(t.join("init"), TRUTH_INIT).unwrap();
+    let m = t.join("base.manifest");
+    fs::write(
+        &m,
+        format!(
+            "dir /bin 755 0 0\nfile /bin/busybox /bin/busybox 755 0 0\nfile /init {} 755 0 0\ndir /dev 755 0 0\n\
+             nod /dev/console 600 0 0 c 5 1\n",
+            t.join("init").display()
+        ),
+    )
+    .unwrap();
+    let base = ok(leanrd().arg("cpio").arg(&m));
+    let pad4 = |mut v: Vec<u8>| {
+        v.resize(v.len().div_ceil(4) * 4, 0);
+        v
+    };
+    // Good: everything unpacks.
+    let trailerless = [
+        entry("c1", S_IFDIR | 0o755, b"", 101, None),
+        entry("c1/sl", S_IFLNK | 0o777, b"busybox\0", 102, None),
+        entry("c1/f", S_IFREG | 0o644, b"one", 103, None),
+    ]
+    .concat();
+    let zm = t.join("z.manifest");
+    fs::write(&zm, format!("dir /c4 755 0 0\nfile /c4/after {} 644 0 0\n", zm.display())).unwrap();
+    let z = pad4(ok(leanrd().arg("cpio").arg(&zm).args(["-c", "zstd"])));
+    let src = t.join("c5src");
+    fs::create_dir_all(src.join("c5")).unwrap();
+    fs::write(src.join("c5/a"), b"first").unwrap();
+    std::os::unix::fs::symlink("a", src.join("c5/l")).unwrap();
+    fs::write(src.join("c5/z"), b"last").unwrap();
+    let crc = run_stdin(
+        Command::new("cpio").args(["-o", "-H", "crc", "--quiet"]).current_dir(&src),
+        b"c5\nc5/a\nc5/l\nc5/z\n",
+    );
+    let good = [base.clone(), trailerless, z, crc.stdout].concat();
+    // Bad: the kernel drops or stops.
+    let sum = |d: &[u8]| leanrd_newc::checksum_update(0, d);
+    let trailer = entry("TRAILER!!!", 0, b"", 0, None);
+    let bad = [
+        base,
+        entry("c2", S_IFDIR | 0o755, b"", 201, None),
+        entry("c2/x/y/z", S_IFREG | 0o644, b"dropped", 202, None),
+        entry("c3", S_IFDIR | 0o755, b"", 203, None),
+        entry("c3/long", S_IFLNK | 0o777, &[b'a'; 4096], 204, None),
+        entry("c3/ok", S_IFREG | 0o644, b"kept", 205, None),
+        trailer.clone(),
+        entry("c6", S_IFDIR | 0o755, b"", 301, Some(0)),
+        entry("c6/good", S_IFREG | 0o644, b"fine", 302, Some(sum(b"fine"))),
+        entry("c6/bad", S_IFREG | 0o644, b"data", 303, Some(sum(b"data") ^ 1)),
+        entry("c6/after", S_IFREG | 0o644, b"never", 304, Some(sum(b"never"))),
+        trailer,
+    ]
+    .concat();
+    let images: Vec<(&str, PathBuf)> = [("good", good), ("bad", bad)]
+        .into_iter()
+        .map(|(n, b)| {
+            let p = t.join(format!("{n}.img"));
+            fs::write(&p, b).unwrap();
+            (n, p)
+        })
+        .collect();
+    let logs: Vec<String> = std::thread::scope(|s| {
+        let hs: Vec<_> = images.iter().map(|(_, p)| s.spawn(|| qemu_boot(&kernel, p, "", &[], 180))).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for ((name, img), log) in images.iter().zip(&logs) {
+        let truth = kernel_tree(log);
+        assert!(log.contains("KT-END"), "{name}: the VM did not report:\n{}", &log[log.len().saturating_sub(3000)..]);
+        let x = t.join(format!("{name}.x"));
+        let o = leanrd().args(["extract", "--parts", "2-"]).arg(img).arg("-C").arg(&x).output().unwrap();
+        // Where the kernel drops names whose parents are missing, extract makes the parents
+        // and warns: those names are the only difference allowed.
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        let warned: Vec<String> = stderr
+            .lines()
+            .filter_map(|l| l.strip_prefix("leanrd: warning: "))
+            .filter_map(|l| l.split_once(": not in the archive before the names under it"))
+            .map(|(p, _)| format!("/{p}"))
+            .collect();
+        let ours: Vec<String> = extracted_tree(&x)
+            .into_iter()
+            .filter(|l| !warned.iter().any(|w| l.starts_with(&format!("{w} ")) || l.starts_with(&format!("{w}/"))))
+            .collect();
+        assert_same_tree(&ours, &truth, &format!("{name}: leanrd extract vs the kernel ({stderr})"));
+        let c = leanrd().arg("check").arg(img).output().unwrap();
+        let verdict = String::from_utf8_lossy(&c.stdout).into_owned();
+        eprintln!("{name}: the kernel unpacked {} paths under /c*; check says:\n{verdict}", truth.len());
+        if *name == "good" {
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            assert!(c.status.success(), "{verdict}");
+            for want in ["/c1/sl link busybox", "/c4/after file", "/c5/l link a", "/c5/z file 4"] {
+                assert!(truth.iter().any(|l| l.starts_with(want)), "{name}: the kernel has no {want}: {truth:?}");
+            }
+        } else {
+            assert_eq!(o.status.code(), Some(1), "extract must fail where the kernel drops entries");
+            assert_eq!(warned, ["/c2/x", "/c2/x/y"], "{stderr}");
+            assert!(stderr.contains("ENAMETOOLONG"), "{stderr}");
+            assert_eq!(c.status.code(), Some(1), "{verdict}");
+            for said in ["c2/x/y/z", "ENAMETOOLONG", "checksum"] {
+                assert!(verdict.contains(said), "check does not report {said}:\n{verdict}");
+            }
+            // The kernel writes the file whose checksum is wrong, then stops: nothing after it.
+            for gone in ["/c2/x", "/c3/long", "/c6/after"] {
+                assert!(!truth.iter().any(|l| l.starts_with(gone)), "{name}: the kernel made {gone}? {truth:?}");
+            }
+            for kept in ["/c6/good", "/c6/bad", "/c3/ok"] {
+                assert!(truth.iter().any(|l| l.starts_with(kept)), "{name}: the kernel has no {kept}: {truth:?}");
+            }
+        }
+    }
 }

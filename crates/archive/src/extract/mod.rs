@@ -15,11 +15,12 @@
 //! An entry that cannot be restored is recorded in [`Extractor::errors`] and the walk goes
 //! on, as the kernel's unpacker does; the caller reports them and fails.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
+use std::rc::Rc;
 
 use crate::error::{Context, Result, bail, invalid};
 use leanrd_newc::{FileKind, symlink_len_ok};
@@ -28,7 +29,8 @@ use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
 mod fd;
 
 use crate::names::symlink_target;
-use crate::read::{Problem, ReadEntry, Visitor};
+use crate::read::{Problem, ReadEntry, Segment, Visitor};
+use crate::select::Select;
 use fd::{Ident, chmod_fd, errno, gid, make_dir, open_node, set_times, uid};
 
 /// A file this extraction made, by identity.
@@ -37,6 +39,7 @@ type LinkKey = (usize, u32, u32, u32);
 
 /// A directory whose mode and mtime are applied at the end (children are created first).
 struct DirMeta {
+    root: Rc<OwnedFd>,
     name: Vec<u8>,
     ident: Ident,
     perm: u32,
@@ -46,21 +49,40 @@ struct DirMeta {
 /// An extraction in progress; use as the [`Visitor`] of [`crate::read::read_image`], then
 /// call [`Extractor::finish`].
 pub struct Extractor {
-    root: OwnedFd,
+    /// The target directory.
+    base: Rc<OwnedFd>,
+    /// Where the current segment goes: `base`, or its own subdirectory ([`Extractor::subdir`]).
+    root: Rc<OwnedFd>,
+    /// Segments seen so far, over all images walked (numbers the subdirectories from 1).
+    segments: usize,
     as_root: bool,
     /// Hard-link sets seen: path and identity of the first member.
     links: HashMap<LinkKey, (Vec<u8>, Ident)>,
     dirs: Vec<DirMeta>,
-    /// mtime of the target directory itself (an entry named `.`).
-    root_mtime: Option<u32>,
+    /// Names this extraction made (by [`Extractor::root_id`] and path): replacing them is what the
+    /// kernel does with a later entry; anything else there needs `force`.
+    made: HashSet<(usize, Vec<u8>)>,
+    /// Directories of the archive left out by the name patterns, by path: made with their
+    /// own mode and owner when a selected name needs them.
+    unselected_dirs: HashMap<(usize, Vec<u8>), leanrd_newc::Header>,
+    /// mtime of a target directory itself (an entry named `.`).
+    root_mtimes: Vec<(Rc<OwnedFd>, u32)>,
     pub files: usize,
     /// Entries skipped on purpose (device nodes without root).
     pub warnings: Vec<String>,
     /// Entries that could not be restored, and what the reader found wrong: each one fails
     /// the extraction.
     pub errors: Vec<String>,
-    /// Go on past a data checksum that does not match (the kernel stops there).
+    /// Replace files that were there before the extraction, and go on past a data checksum
+    /// that does not match (the kernel stops there).
     pub force: bool,
+    /// Set owners as archived (cpio's default for root; `--no-preserve-owner` turns it off).
+    pub owner: bool,
+    /// Which entries to restore.
+    pub select: Select,
+    /// Each segment into its own directory, this name plus its number from 1 (3cpio's
+    /// `--subdir`).
+    pub subdir: Option<String>,
     /// A checksum did not match and `force` is off: nothing more is extracted.
     stopped: bool,
 }
@@ -99,16 +121,25 @@ impl Extractor {
         let root = rustix::fs::open(dir, DIR_PATH, Mode::empty())
             .map_err(errno)
             .with_context(|| format!("{}: cannot open", dir.display()))?;
+        let root = Rc::new(root);
+        let as_root = rustix::process::geteuid().is_root();
         Ok(Extractor {
+            base: root.clone(),
             root,
-            as_root: rustix::process::geteuid().is_root(),
+            segments: 0,
+            as_root,
             links: HashMap::new(),
             dirs: Vec::new(),
-            root_mtime: None,
+            made: HashSet::new(),
+            unselected_dirs: HashMap::new(),
+            root_mtimes: Vec::new(),
             files: 0,
             warnings: Vec::new(),
             errors: Vec::new(),
             force: false,
+            owner: as_root,
+            select: Select::default(),
+            subdir: None,
             stopped: false,
         })
     }
@@ -127,17 +158,37 @@ impl Extractor {
         // Create missing parents one level at a time, each opened beneath the last.
         let mut fd = rustix::fs::openat2(&self.root, ".", DIR_PATH, Mode::empty(), RESOLVE).map_err(errno)?;
         for (i, c) in comps.iter().enumerate() {
-            match rustix::fs::mkdirat(&fd, *c, Mode::from_raw_mode(0o755)) {
-                Ok(()) => self.warnings.push(format!(
-                    "{}: not in the archive before the names under it; created (the kernel would drop them)",
-                    String::from_utf8_lossy(&join(&comps[..=i]))
-                )),
-                Err(rustix::io::Errno::EXIST) => {}
+            let made = match rustix::fs::mkdirat(&fd, *c, Mode::from_raw_mode(0o755)) {
+                Ok(()) => true,
+                Err(rustix::io::Errno::EXIST) => false,
                 Err(e) => bail!("{}: cannot create directory: {}", String::from_utf8_lossy(c), errno(e)),
-            }
+            };
             fd = rustix::fs::openat2(&fd, *c, DIR_PATH, Mode::empty(), RESOLVE).map_err(errno).with_context(|| {
                 format!("{}: cannot open beneath the target directory", String::from_utf8_lossy(&join(comps)))
             })?;
+            if made {
+                let path = join(&comps[..=i]);
+                match self.unselected_dirs.remove(&(self.root_id(), path.clone())) {
+                    // In the archive, left out by the patterns: made as archived.
+                    Some(h) => {
+                        self.set_owner(&fd, h.uid, h.gid)?;
+                        let st = rustix::fs::fstat(&fd).map_err(errno)?;
+                        let (root, ident) = (self.root.clone(), Ident::of(&st));
+                        self.dirs.push(DirMeta {
+                            root,
+                            name: path.clone(),
+                            ident,
+                            perm: h.mode & 0o7777,
+                            mtime: h.mtime,
+                        });
+                    }
+                    None => self.warnings.push(format!(
+                        "{}: not in the archive before the names under it; created (the kernel would drop them)",
+                        String::from_utf8_lossy(&path)
+                    )),
+                }
+                self.made.insert((self.root_id(), path));
+            }
         }
         Ok(fd)
     }
@@ -151,7 +202,7 @@ impl Extractor {
             let (base, parent) = comps.split_last().expect("a directory entry has a name");
             // Only the directory this extraction made: a later entry may have replaced it (and
             // nothing is created now).
-            let node = rustix::fs::openat2(&self.root, rel_path(parent).as_slice(), DIR_PATH, Mode::empty(), RESOLVE)
+            let node = rustix::fs::openat2(&d.root, rel_path(parent).as_slice(), DIR_PATH, Mode::empty(), RESOLVE)
                 .map_err(errno)
                 .context("cannot open its parent")
                 .and_then(|dir| open_node(&dir, base, FileKind::Dir, Some(d.ident)));
@@ -164,8 +215,8 @@ impl Extractor {
                 self.errors.push(format!("{}: cannot set mode and mtime: {e:#}", String::from_utf8_lossy(&d.name)));
             }
         }
-        if let Some(mtime) = self.root_mtime {
-            let _ = set_times(&self.root, b"", mtime, AtFlags::EMPTY_PATH);
+        for (root, mtime) in std::mem::take(&mut self.root_mtimes) {
+            let _ = set_times(&root, b"", mtime, AtFlags::EMPTY_PATH);
         }
     }
 
@@ -180,16 +231,20 @@ impl Extractor {
         let Some((base, parent)) = comps.split_last() else {
             // The target directory itself ("." in the archive): only its mtime.
             if kind == FileKind::Dir {
-                self.root_mtime = Some(h.mtime);
+                self.root_mtimes.push((self.root.clone(), h.mtime));
             }
             return Ok(());
         };
         let dir = self.open_dir(parent)?;
+        let path = join(&comps);
+        self.may_replace(&dir, base, &path, kind)?;
+        self.made.insert((self.root_id(), path.clone()));
         if kind == FileKind::Dir {
             let node = make_dir(&dir, base)?;
             self.set_owner(&node, h.uid, h.gid)?;
             let st = rustix::fs::fstat(&node).map_err(errno)?;
-            self.dirs.push(DirMeta { name: join(&comps), ident: Ident::of(&st), perm, mtime: h.mtime });
+            let root = self.root.clone();
+            self.dirs.push(DirMeta { root, name: path, ident: Ident::of(&st), perm, mtime: h.mtime });
             return Ok(());
         }
         // Replace whatever is there, as the kernel does (an empty directory included).
@@ -222,11 +277,15 @@ impl Extractor {
         if target.is_empty() {
             bail!("symlink target is empty");
         }
+        if target.len() >= leanrd_newc::PATH_MAX as usize {
+            bail!("symlink target of {} bytes: the kernel's limit is 4095 (ENAMETOOLONG); not made", target.len());
+        }
         rustix::fs::symlinkat(target, dir, base).map_err(errno).context("cannot create symlink")?;
-        if self.as_root {
-            rustix::fs::chownat(dir, base, uid(h.uid), gid(h.gid), AtFlags::SYMLINK_NOFOLLOW)
-                .map_err(errno)
-                .context("cannot chown")?;
+        if self.owner {
+            match rustix::fs::chownat(dir, base, uid(h.uid), gid(h.gid), AtFlags::SYMLINK_NOFOLLOW) {
+                Err(rustix::io::Errno::PERM) if !self.as_root => {}
+                r => r.map_err(errno).context("cannot chown")?,
+            }
         }
         set_times(dir, base, h.mtime, AtFlags::SYMLINK_NOFOLLOW)
     }
@@ -315,13 +374,42 @@ impl Extractor {
         Ok(())
     }
 
-    /// Set the owner recorded in the archive through a descriptor (root only; others keep
-    /// their own).
-    fn set_owner(&self, fd: &impl AsFd, u: u32, g: u32) -> Result<()> {
-        if self.as_root {
-            rustix::fs::chownat(fd, "", uid(u), gid(g), AtFlags::EMPTY_PATH).map_err(errno).context("cannot chown")?;
+    /// Which target directory the current segment goes to (0: the one given).
+    fn root_id(&self) -> usize {
+        if self.subdir.is_some() { self.segments } else { 0 }
+    }
+
+    /// Refuse to replace what was at `path` before this extraction began (a directory is
+    /// merged into, not replaced), unless `force`: as cpio, extract does not destroy files
+    /// it did not make.
+    fn may_replace(&self, dir: &OwnedFd, base: &[u8], path: &[u8], kind: FileKind) -> Result<()> {
+        if self.force || self.made.contains(&(self.root_id(), path.to_vec())) {
+            return Ok(());
         }
-        Ok(())
+        match rustix::fs::statat(dir, base, AtFlags::SYMLINK_NOFOLLOW) {
+            Err(_) => Ok(()),
+            Ok(st) if kind == FileKind::Dir && FileKind::from_mode(st.st_mode) == Some(FileKind::Dir) => Ok(()),
+            Ok(st) => bail!(
+                "a {} is there already, not from this image: left as it is (--force replaces it)",
+                FileKind::from_mode(st.st_mode).map_or("file of unknown type", FileKind::name)
+            ),
+        }
+    }
+
+    /// Set the owner recorded in the archive through a descriptor, when [`Extractor::owner`]
+    /// says so; without root only a chown to oneself can work, so a refusal is a warning.
+    fn set_owner(&mut self, fd: &impl AsFd, u: u32, g: u32) -> Result<()> {
+        if !self.owner {
+            return Ok(());
+        }
+        match rustix::fs::chownat(fd, "", uid(u), gid(g), AtFlags::EMPTY_PATH) {
+            Ok(()) => Ok(()),
+            Err(rustix::io::Errno::PERM) if !self.as_root => {
+                self.warnings.push(format!("cannot give a file to {u}:{g} without root; it stays yours"));
+                Ok(())
+            }
+            Err(e) => Err(errno(e)).context("cannot chown"),
+        }
     }
 }
 
@@ -340,8 +428,33 @@ impl Read for Summing<'_> {
 }
 
 impl Visitor for Extractor {
+    fn segment(&mut self, s: &Segment) -> Result<()> {
+        self.segments += 1;
+        if let Some(name) = self.subdir.as_ref().filter(|_| self.select.segment(s.index)) {
+            let sub = format!("{name}{}", self.segments);
+            // make_dir replaces a non-directory there and opens it O_NOFOLLOW.
+            let fd = make_dir(&self.base, sub.as_bytes()).with_context(|| format!("{sub}: cannot create"))?;
+            chmod_fd(&fd, 0o755).with_context(|| format!("{sub}: cannot chmod"))?;
+            self.root = Rc::new(fd);
+        }
+        Ok(())
+    }
+
+    fn done(&self, next: usize) -> bool {
+        self.select.past_last(next) || self.stopped
+    }
+
     fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> Result<()> {
         if self.stopped {
+            return Ok(());
+        }
+        if !self.select.entry(e) {
+            if self.select.by_name()
+                && e.header.kind() == Some(FileKind::Dir)
+                && let Ok(c) = safe_components(&e.name)
+            {
+                self.unselected_dirs.insert((self.root_id(), join(&c)), e.header);
+            }
             return Ok(());
         }
         if let Err(err) = self.restore(e, data) {
@@ -351,7 +464,9 @@ impl Visitor for Extractor {
     }
 
     fn problem(&mut self, p: &Problem) -> Result<()> {
-        self.errors.push(p.to_string());
+        if self.select.segment(p.segment) {
+            self.errors.push(p.to_string());
+        }
         Ok(())
     }
 }
