@@ -39,7 +39,8 @@ def analyze(leanrd, log, work, name, out_dir):
         f.write("".join(m + "\n" for m in re.findall(r"LEANRD-JOURNAL (.*)", log)))
     svg = os.path.join(out_dir, f"timeline-{name}.svg")
     srcs = [p for p in (rec, jour) if os.path.getsize(p) > 0]
-    r = subprocess.run([leanrd, "analyze", *srcs, "--svg", svg], capture_output=True, text=True)
+    title = f"{name}: Debian 12 systemd root, QEMU TCG, kernel → multi-user"
+    r = subprocess.run([leanrd, "analyze", *srcs, "--svg", svg, "--title", title], capture_output=True, text=True)
     if r.returncode != 0:
         print(f"({name}: analyze failed: {r.stderr.strip()})")
         return None, None

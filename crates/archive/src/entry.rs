@@ -1,8 +1,8 @@
 //! The entry model shared by every input and the writer.
 
+use crate::dircache::Lstat;
 use std::borrow::Cow;
 use std::ffi::OsStr;
-use std::fs::Metadata;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -184,22 +184,22 @@ impl Normalize {
     }
 
     /// Fill an entry's metadata from `lstat` of its source.
-    pub fn entry_from_metadata(&self, name: Box<[u8]>, md: &Metadata, ino: u32, data: Data) -> Entry {
-        let (uid, gid) = self.owner(md.uid(), md.gid());
+    pub fn entry_from_metadata(&self, name: Box<[u8]>, md: &Lstat, ino: u32, data: Data) -> Entry {
+        let (uid, gid) = self.owner(md.uid, md.gid);
         let (dev_major, dev_minor) =
-            if self.keep_devno { (rustix::fs::major(md.dev()), rustix::fs::minor(md.dev())) } else { (0, 0) };
+            if self.keep_devno { (rustix::fs::major(md.dev), rustix::fs::minor(md.dev)) } else { (0, 0) };
         Entry {
             name,
-            mode: md.mode(),
+            mode: md.mode,
             uid,
             gid,
-            nlink: md.nlink().min(u32::MAX as u64) as u32,
-            mtime: self.mtime(md.mtime()),
+            nlink: md.nlink.min(u32::MAX as u64) as u32,
+            mtime: self.mtime(md.mtime),
             ino,
             dev_major,
             dev_minor,
-            rdev_major: rustix::fs::major(md.rdev()),
-            rdev_minor: rustix::fs::minor(md.rdev()),
+            rdev_major: rustix::fs::major(md.rdev),
+            rdev_minor: rustix::fs::minor(md.rdev),
             data,
         }
     }

@@ -11,13 +11,13 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Context, Result, bail, invalid};
 use leanrd_newc::FileKind;
 
+use crate::dircache::DirCache;
 use crate::entry::{Data, Entry, Normalize, newc_size};
 use crate::layout::conflict_message;
 use crate::names::{check_name, find_conflict};
@@ -178,6 +178,7 @@ pub fn entries(sources: Sources, norm: &Normalize) -> Result<Vec<Entry>> {
         Sources::List { origin, items } => (None, Box::new(items.into_iter().map(|i| (i.path, i.line))), origin),
     };
     let mut out = Vec::with_capacity(items.size_hint().0);
+    let mut dirs = DirCache::default();
     for (raw, line) in items {
         let (path, name): (Cow<Path>, Box<[u8]>) = match &root {
             Some(r) => (Cow::Owned(r.join(OsStr::from_bytes(&raw))), raw),
@@ -185,14 +186,14 @@ pub fn entries(sources: Sources, norm: &Normalize) -> Result<Vec<Entry>> {
         };
         let at = || if line > 0 { format!("{origin}:{line}: ") } else { String::new() };
         check_name(&name).map_err(|m| invalid!("{}{}: {m}", at(), path.display()))?;
-        let md = fs::symlink_metadata(&path).with_context(|| format!("{}{}: cannot stat", at(), path.display()))?;
-        let kind = FileKind::from_mode(md.mode());
-        let in_set = kind == Some(FileKind::Regular) && md.nlink() > 1;
-        let key = (md.dev(), md.ino());
+        let md = dirs.lstat(&path).with_context(|| format!("{}{}: cannot stat", at(), path.display()))?;
+        let kind = FileKind::from_mode(md.mode);
+        let in_set = kind == Some(FileKind::Regular) && md.nlink > 1;
+        let key = (md.dev, md.ino);
         let ino = links.ino(key, in_set);
-        let entry = norm.entry_from_metadata(name, &md, ino, data_of(kind, &root, path, md.len())?);
+        let entry = norm.entry_from_metadata(name, &md, ino, data_of(kind, &root, path, md.size)?);
         if in_set {
-            links.place(key, md.nlink(), entry, &mut out);
+            links.place(key, md.nlink, entry, &mut out);
         } else {
             out.push(entry);
         }

@@ -22,6 +22,7 @@
 //! ```
 
 pub mod check;
+pub mod dircache;
 pub mod entry;
 pub mod error;
 pub mod extract;

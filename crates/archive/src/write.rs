@@ -15,7 +15,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Context, Result, bail};
@@ -74,10 +74,47 @@ impl Stats {
     }
 }
 
-/// Whether a file's data is written by a worker (cloned or copied in the kernel) rather than
-/// read into the header buffer: large files, and files with a whole block at a block boundary.
-fn by_worker(size: u64, dst: u64, block: u64) -> bool {
-    size >= INLINE_MAX || (size >= block && dst.is_multiple_of(block))
+/// How one file's data gets into the output.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Route {
+    /// Read into the header buffer (small files).
+    Inline,
+    /// Its whole blocks cloned in place by the writer thread (block-aligned, at least a
+    /// block), the partial last block read into the buffer with the headers after it.
+    Clone,
+    /// Copied in the kernel (`copy_file_range`) by a worker: large files not cloned.
+    Worker,
+}
+
+fn route(size: u64, dst: u64, block: u64, clone_works: bool) -> Route {
+    if size >= block && dst.is_multiple_of(block) {
+        if clone_works { Route::Clone } else { Route::Worker }
+    } else if size >= INLINE_MAX {
+        Route::Worker
+    } else {
+        Route::Inline
+    }
+}
+
+/// Write-back is started (one `sync_file_range` over the whole output) each time this many
+/// more bytes were written, by any thread: the copying and the device's writing overlap, and
+/// the final fsync has less left to do. A hint per write would cost a system call per small
+/// run of headers (and cloned files have nothing to write back).
+const HINT_EVERY: u64 = 8 << 20;
+
+/// Counts written bytes and starts write-back every [`HINT_EVERY`].
+struct Hinter<'a> {
+    out: &'a File,
+    written: AtomicU64,
+}
+
+impl Hinter<'_> {
+    fn wrote(&self, n: u64) {
+        let before = self.written.fetch_add(n, Ordering::Relaxed);
+        if before / HINT_EVERY != (before + n) / HINT_EVERY {
+            start_writeback(self.out, 0, 0);
+        }
+    }
 }
 
 struct Job<'a> {
@@ -88,80 +125,94 @@ struct Job<'a> {
 
 /// Write `layout` into `out` at its planned offsets. `out` is extended to `layout.end`; bytes
 /// before `layout.options.base` (earlier segments) are left as they are.
+///
+/// One thread walks the layout in order. Headers, small files and the partial last block of
+/// cloned files go through one buffer, written with one `pwrite` per contiguous run; aligned
+/// files are cloned (`FICLONERANGE`) by the same thread as they come: clones into one output
+/// file serialise on its inode lock in XFS and Btrfs, so more threads would only add their
+/// start-up and hand-over. Large files that cannot be cloned are copied in the kernel by
+/// worker threads, started when the first one appears.
 pub fn write_positional(layout: &Layout, out: &File) -> Result<Stats> {
     let start = Instant::now();
     let mut stats = Stats::from_layout(layout);
     let cur = out.metadata().context("cannot stat the output")?.len();
     out.set_len(cur.max(layout.end)).context("cannot size the output")?;
     let block = block_size(out);
-
-    // Which file data goes to workers.
-    let mut jobs = Vec::new();
-    for p in layout.iter() {
-        let size = p.data().len();
-        if let Some(path) = p.entry.and_then(Entry::source) {
-            let dst = p.data_offset();
-            if by_worker(size, dst, block) {
-                jobs.push(Job { path, size, dst });
-            }
-        }
-    }
-    // Largest first, so the two workers finish together.
-    jobs.sort_by_key(|j| std::cmp::Reverse(j.size));
-
-    let next = AtomicUsize::new(0);
-    let cloned = AtomicU64::new(0);
     let copied = AtomicU64::new(0);
-    let clone_works = AtomicBool::new(true);
     let failure: Mutex<Option<crate::error::Error>> = Mutex::new(None);
-    let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(jobs.len());
-
-    let buffered = std::thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(job) = jobs.get(i) else { break };
-                    if failure.lock().map(|f| f.is_some()).unwrap_or(true) {
-                        break;
+    let (tx, rx) = std::sync::mpsc::channel::<Job>();
+    let rx = Mutex::new(rx);
+    let hinter = Hinter { out, written: AtomicU64::new(0) };
+    let walked = std::thread::scope(|s| {
+        let worker = || {
+            loop {
+                let job = match rx.lock() {
+                    Ok(r) => r.recv(),
+                    Err(_) => break,
+                };
+                let Ok(job) = job else { break };
+                if failure.lock().map(|f| f.is_some()).unwrap_or(true) {
+                    continue; // drain
+                }
+                match copy_job(&job, out, block, &AtomicBool::new(false)) {
+                    Ok((_, k)) => {
+                        hinter.wrote(k);
+                        copied.fetch_add(k, Ordering::Relaxed);
                     }
-                    match copy_job(job, out, block, &clone_works) {
-                        Ok((c, k)) => {
-                            if k > 0 {
-                                start_writeback(out, job.dst, job.size);
-                            }
-                            cloned.fetch_add(c, Ordering::Relaxed);
-                            copied.fetch_add(k, Ordering::Relaxed);
-                        }
-                        Err(e) => {
-                            if let Ok(mut f) = failure.lock() {
-                                f.get_or_insert(e);
-                            }
-                            break;
+                    Err(e) => {
+                        if let Ok(mut f) = failure.lock() {
+                            f.get_or_insert(e);
                         }
                     }
                 }
-            });
-        }
-        write_buffered(layout, out, block)
+            }
+        };
+        let mut workers = 0;
+        let mut spawn = |n: usize| {
+            while workers < n {
+                s.spawn(worker);
+                workers += 1;
+            }
+        };
+        let r = walk_positional(layout, out, block, &hinter, &mut |job| {
+            // Workers only when there is copying to do (one large clonable file starts none).
+            spawn(leanrd_compress::default_threads() as usize);
+            tx.send(job).is_ok()
+        });
+        drop(tx);
+        r
     });
     if let Some(e) = failure.into_inner().unwrap_or(None) {
         return Err(e);
     }
-    stats.copied = buffered? + copied.into_inner();
-    stats.cloned = cloned.into_inner();
+    let (buffered, cloned) = walked?;
+    stats.copied = buffered + copied.into_inner();
+    stats.cloned = cloned;
     stats.elapsed = start.elapsed();
     Ok(stats)
 }
 
-/// Headers, inline data and small files, through one buffer. Returns the file bytes copied.
-fn write_buffered(layout: &Layout, out: &File, block: u64) -> Result<u64> {
+/// The ordered walk of [`write_positional`]: headers, inline data and small files through one
+/// buffer, clones in place, large copies handed to `send`. Returns (bytes copied here, bytes
+/// cloned).
+fn walk_positional<'a>(
+    layout: &'a Layout,
+    out: &File,
+    block: u64,
+    hinter: &Hinter,
+    send: &mut dyn FnMut(Job<'a>) -> bool,
+) -> Result<(u64, u64)> {
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + (1 << 16));
     let mut buf_start = layout.options.base;
-    let mut copied = 0;
+    let (mut copied, mut cloned) = (0u64, 0u64);
+    let mut clone_works = true;
+    let mut dirs = crate::dircache::DirCache::default();
     let flush = |buf: &mut Vec<u8>, at: u64| -> Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
         out.write_all_at(buf, at).context("write to the output failed")?;
-        start_writeback(out, at, buf.len() as u64);
+        hinter.wrote(buf.len() as u64);
         buf.clear();
         Ok(())
     };
@@ -178,15 +229,52 @@ fn write_buffered(layout: &Layout, out: &File, block: u64) -> Result<u64> {
             }
             Data::File { size, .. } | Data::Tree { size, .. } => {
                 let size = *size as u64;
-                if by_worker(size, p.data_offset(), block) {
-                    // A worker writes this one; what follows starts a new run.
+                let dst = p.data_offset();
+                let path = p.entry.and_then(Entry::source).expect("a file entry has a source");
+                let mut route = route(size, dst, block, clone_works);
+                if route == Route::Clone {
+                    let src = dirs.open(&path).with_context(|| format!("{}: cannot open", path.display()))?;
+                    let whole = size / block * block;
+                    match clone_range(&src, out, whole, dst) {
+                        Ok(()) => {
+                            flush(&mut buf, buf_start)?;
+                            cloned += whole;
+                            // The partial last block starts the next run, headers after it.
+                            buf_start = dst + whole;
+                            let tail = (size - whole) as usize;
+                            buf.resize(tail, 0);
+                            src.read_exact_at(&mut buf, whole).with_context(|| {
+                                format!("{}: cannot read {size} bytes (did it change while archiving?)", path.display())
+                            })?;
+                            copied += tail as u64;
+                            buf.resize(align4(buf.len() as u64) as usize, 0);
+                            continue;
+                        }
+                        Err(e) if not_clonable(&e) => {
+                            // Not a reflink file system (or not the same one): stop trying.
+                            clone_works = false;
+                            route = if size >= INLINE_MAX || dst.is_multiple_of(block) {
+                                Route::Worker
+                            } else {
+                                Route::Inline
+                            };
+                        }
+                        Err(e) => {
+                            return Err(e).with_context(|| format!("{}: cannot clone into the output", path.display()));
+                        }
+                    }
+                }
+                if route == Route::Worker {
                     flush(&mut buf, buf_start)?;
+                    let shown = path.display().to_string();
+                    if !send(Job { path, size, dst }) {
+                        bail!("{shown}: the copying threads ended early");
+                    }
                     continue;
                 }
-                let path = p.entry.and_then(Entry::source).expect("a file entry has a source");
                 let at = buf.len();
                 buf.resize(at + size as usize, 0);
-                let mut f = File::open(&path).with_context(|| format!("{}: cannot open", path.display()))?;
+                let mut f = dirs.open(&path).with_context(|| format!("{}: cannot open", path.display()))?;
                 f.read_exact(&mut buf[at..]).with_context(|| {
                     format!("{}: cannot read {size} bytes (did it change while archiving?)", path.display())
                 })?;
@@ -198,14 +286,20 @@ fn write_buffered(layout: &Layout, out: &File, block: u64) -> Result<u64> {
             flush(&mut buf, buf_start)?;
         }
     }
-    if !buf.is_empty() {
-        flush(&mut buf, buf_start)?;
-    }
-    Ok(copied)
+    flush(&mut buf, buf_start)?;
+    Ok((copied, cloned))
 }
 
-/// Start writing a range back to disk now, without waiting, so that the final fsync has
-/// less left to do: the copy and the write-back overlap. Purely an optimisation.
+/// Errors that say cloning cannot work here at all (rather than for this one file).
+fn not_clonable(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EOPNOTSUPP | libc::EXDEV | libc::ENOTTY | libc::ENOSYS | libc::EBADF | libc::EINVAL)
+    )
+}
+
+/// Start writing a range back to disk now (`len` 0: to the end of the file), without waiting
+/// for it, so that the final fsync has less left to do. Purely an optimisation.
 fn start_writeback(out: &File, offset: u64, len: u64) {
     // SAFETY: plain syscall on an open descriptor; errors are ignored on purpose.
     unsafe {
@@ -227,10 +321,7 @@ fn copy_job(job: &Job, out: &File, block: u64, clone_works: &AtomicBool) -> Resu
             }
             Err(e) => {
                 // Not a reflink file system (or not the same one): stop trying.
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EOPNOTSUPP | libc::EXDEV | libc::ENOTTY | libc::ENOSYS | libc::EBADF)
-                ) {
+                if not_clonable(&e) {
                     clone_works.store(false, Ordering::Relaxed);
                 }
             }

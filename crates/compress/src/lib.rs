@@ -82,7 +82,9 @@ impl<W: Write + Send> Encoder for Zstd<'_, W> {
 
 /// Threads to use: all cores.
 pub fn default_threads() -> u32 {
-    std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1)
+    // Asked once: std reads the cgroup's CPU quota files each time (eight system calls).
+    static N: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *N.get_or_init(|| std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1))
 }
 
 /// Largest zstd window the kernel's decoder is asked to allocate (2^27 = 128 MiB).

@@ -33,6 +33,9 @@ pub struct AnalyzeArgs {
     /// Also draw the timeline as an SVG file.
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
+    /// The chart's title (default: the sources' file names).
+    #[arg(long, value_name = "TEXT", requires = "svg")]
+    title: Option<String>,
 }
 
 /// Who wrote a line.
@@ -284,116 +287,157 @@ impl Timeline {
         o
     }
 
-    /// The chart. Hand-written SVG: a handful of rectangles, lines and texts, for which a
-    /// drawing crate would add nothing but a dependency.
+    /// The chart: the whole boot on top (kernel, initramfs, the root's systemd up to
+    /// multi-user), and below it the initramfs in detail on its own time scale (kernel and
+    /// unpack, /init, each module load in its lane, the landmarks). Hand-written SVG: a few
+    /// rectangles, lines and texts, for which a drawing crate would add only a dependency.
     fn svg(&self, title: &str) -> String {
+        const LEFT: f64 = 170.0;
+        const WIDTH: f64 = 1000.0;
         let end = self.end().max(0.001);
-        let (left, width, row) = (170.0, 1000.0, 22.0);
-        let x = |t: f64| left + t / end * width;
-        let lanes = self.lanes();
-        let rows = 3 + lanes;
-        let top = 40.0;
-        let marks_top = top + rows as f64 * row + 10.0;
-        let height = marks_top + (self.marks.len() + 4) as f64 * 16.0 + 30.0;
         let mut s = String::new();
-        let _ = writeln!(
-            s,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{height}" font-family="sans-serif" font-size="12">"#,
-            left + width + 30.0
-        );
-        let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-        let _ = writeln!(s, r#"<text x="10" y="20" font-size="15" font-weight="bold">{}</text>"#, esc(title));
-        // Axis: a tick every "nice" step.
-        let step = [0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0]
-            .into_iter()
-            .find(|s| end / s <= 12.0)
-            .unwrap_or(120.0);
-        let bottom = top + rows as f64 * row;
-        let mut t = 0.0;
-        while t <= end + 1e-9 {
-            let _ = writeln!(
-                s,
-                r##"<line x1="{0:.1}" y1="{top}" x2="{0:.1}" y2="{bottom}" stroke="#ddd"/><text x="{0:.1}" y="{1}" text-anchor="middle" fill="#555">{t:.1} s</text>"##,
-                x(t),
-                top - 4.0
-            );
-            t += step;
-        }
-        let bar = |s: &mut String, r: usize, a: f64, b: f64, fill: &str, label: &str| {
-            let y = top + r as f64 * row + 3.0;
-            let w = (x(b) - x(a)).max(1.0);
-            let _ = writeln!(
-                s,
-                r#"<rect x="{:.1}" y="{y:.1}" width="{w:.1}" height="{:.1}" fill="{fill}"><title>{} ({:.3} s)</title></rect>"#,
-                x(a),
-                row - 6.0,
-                esc(label),
-                b - a
-            );
-            if w > 7.0 * label.len() as f64 {
-                let _ = writeln!(
-                    s,
-                    r#"<text x="{:.1}" y="{:.1}" fill="black">{}</text>"#,
-                    x(a) + 3.0,
-                    y + row - 10.0,
-                    esc(label)
-                );
+        let mut y = 40.0;
+        // The whole boot.
+        let whole = vec![
+            Row::new("kernel").bar(Some(0.0), self.run_init, "#c8c8c8", "kernel").bar_pair(
+                self.unpack,
+                "#8c8c8c",
+                "unpack",
+            ),
+            Row::new("initramfs").bar(self.run_init, self.switch, "#7fa7d9", "initramfs"),
+            Row::new("root's systemd").bar(self.switch.or(self.systemd), self.multi_user, "#8cc68c", "to multi-user"),
+        ];
+        let top_marks: Vec<(String, f64)> =
+            self.multi_user.map(|t| ("multi-user.target".to_string(), t)).into_iter().collect();
+        y = panel(&mut s, y, "the whole boot", (0.0, end), &whole, &top_marks);
+        // The initramfs in detail: from boot to switch_root (or the last step).
+        let detail_end = self.switch.or(self.steps.last().map(|x| x.0)).unwrap_or(end).max(0.001);
+        let mut rows = vec![
+            Row::new("kernel").bar(Some(0.0), self.run_init, "#c8c8c8", "kernel").bar_pair(
+                self.unpack,
+                "#8c8c8c",
+                "unpack",
+            ),
+            Row::new("/init").bar(self.run_init, self.switch, "#7fa7d9", "/init"),
+        ];
+        for lane in 0..self.lanes() {
+            let mut r = Row::new(&format!("modules, lane {}", lane + 1));
+            for (m, a, b, _) in self.modules.iter().filter(|m| m.3 == lane) {
+                r = r.bar(Some(*a), Some(*b), "#f0b45a", m);
             }
-        };
-        let name = |s: &mut String, r: usize, label: &str| {
-            let _ = writeln!(s, r#"<text x="10" y="{:.1}">{}</text>"#, top + r as f64 * row + row - 7.0, esc(label));
-        };
-        name(&mut s, 0, "kernel");
-        if let Some(r) = self.run_init {
-            bar(&mut s, 0, 0.0, r, "#c8c8c8", "kernel");
+            rows.push(r);
         }
-        if let Some((a, b)) = self.unpack {
-            bar(&mut s, 0, a, b, "#8c8c8c", "unpack");
-        }
-        name(&mut s, 1, "initramfs /init");
-        if let (Some(a), Some(b)) = (self.run_init, self.switch) {
-            bar(&mut s, 1, a, b, "#7fa7d9", "initramfs");
-        }
-        for lane in 0..lanes {
-            name(&mut s, 2 + lane, &format!("modules, lane {}", lane + 1));
-        }
-        for (m, a, b, lane) in &self.modules {
-            bar(&mut s, 2 + lane, *a, *b, "#f0b45a", m);
-        }
-        name(&mut s, 2 + lanes, "root's systemd");
-        if let (Some(a), Some(b)) = (self.switch.or(self.systemd), self.multi_user) {
-            bar(&mut s, 2 + lanes, a, b, "#8cc68c", "to multi-user");
-        }
-        // Landmarks: a line across the chart and a label below it.
-        let mut marks: Vec<(String, f64)> = self.marks.clone();
+        let mut marks = self.marks.clone();
         marks.extend(self.switch.map(|t| ("switch_root".to_string(), t)));
-        marks.extend(self.multi_user.map(|t| ("multi-user.target".to_string(), t)));
-        marks.sort_by(|a, b| a.1.total_cmp(&b.1));
-        for (i, (m, t)) in marks.iter().enumerate() {
-            let y = marks_top + i as f64 * 16.0 + 12.0;
-            let _ = writeln!(
-                s,
-                r##"<line x1="{0:.1}" y1="{top}" x2="{0:.1}" y2="{1:.1}" stroke="#c0392b" stroke-dasharray="3,2"/><text x="{2:.1}" y="{y:.1}" fill="#c0392b">{3:.3} s {4}</text>"##,
-                x(*t),
-                y - 10.0,
-                x(*t) + 3.0,
-                t,
-                esc(m)
-            );
-        }
-        let y = marks_top + marks.len() as f64 * 16.0 + 24.0;
+        y = panel(&mut s, y + 20.0, "the initramfs in detail", (0.0, detail_end), &rows, &marks);
         let (busy, sum) = self.module_time();
+        let modules = if self.modules.is_empty() {
+            "module loads not in the log".to_string()
+        } else {
+            format!("{} modules, {busy:.2} s wall, {sum:.2} s summed", self.modules.len())
+        };
         let _ = writeln!(
             s,
-            r##"<text x="10" y="{y:.1}" fill="#333">kernel → /init {} · initramfs {} ({} modules, {busy:.2} s wall, {sum:.2} s summed) · to multi-user {}</text>"##,
+            r##"<text x="10" y="{:.1}" fill="#333">kernel → /init {} · initramfs {} ({modules}) · root to multi-user {}</text>"##,
+            y + 16.0,
             fmt_span(Some(0.0), self.run_init),
             fmt_span(self.run_init, self.switch),
-            self.modules.len(),
             fmt_span(self.switch.or(self.systemd), self.multi_user)
         );
-        s.push_str("</svg>\n");
-        s
+        let head = format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{:.0}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+             <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+             <text x=\"10\" y=\"20\" font-size=\"15\" font-weight=\"bold\">{}</text>\n",
+            LEFT + WIDTH + 30.0,
+            y + 30.0,
+            esc(title)
+        );
+        head + &s + "</svg>\n"
     }
+}
+
+/// One row of a panel: a label and its bars (start, end, colour, label).
+struct Row {
+    label: String,
+    bars: Vec<(f64, f64, &'static str, String)>,
+}
+
+impl Row {
+    fn new(label: &str) -> Row {
+        Row { label: label.to_string(), bars: Vec::new() }
+    }
+    fn bar(mut self, a: Option<f64>, b: Option<f64>, fill: &'static str, label: &str) -> Row {
+        if let (Some(a), Some(b)) = (a, b) {
+            self.bars.push((a, b, fill, label.to_string()));
+        }
+        self
+    }
+    fn bar_pair(self, ab: Option<(f64, f64)>, fill: &'static str, label: &str) -> Row {
+        self.bar(ab.map(|x| x.0), ab.map(|x| x.1), fill, label)
+    }
+}
+
+/// Draw a panel at `y` over the time span `(t0, t1)`: a heading, an axis with "nice" ticks,
+/// the rows, and the landmarks as dashed lines labelled below. Returns the next free `y`.
+fn panel(s: &mut String, y: f64, heading: &str, (t0, t1): (f64, f64), rows: &[Row], marks: &[(String, f64)]) -> f64 {
+    const LEFT: f64 = 170.0;
+    const WIDTH: f64 = 1000.0;
+    const ROW: f64 = 22.0;
+    let span = (t1 - t0).max(0.001);
+    let x = |t: f64| LEFT + (t - t0).clamp(0.0, span) / span * WIDTH;
+    let _ = writeln!(s, r#"<text x="10" y="{:.1}" font-weight="bold">{}</text>"#, y + 12.0, esc(heading));
+    let top = y + 34.0;
+    let bottom = top + rows.len() as f64 * ROW;
+    let step = [0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0]
+        .into_iter()
+        .find(|st| span / st <= 12.0)
+        .unwrap_or(120.0);
+    let mut t = (t0 / step).ceil() * step;
+    while t <= t1 + 1e-9 {
+        let _ = writeln!(
+            s,
+            r##"<line x1="{0:.1}" y1="{top:.1}" x2="{0:.1}" y2="{bottom:.1}" stroke="#ddd"/><text x="{0:.1}" y="{1:.1}" text-anchor="middle" fill="#555">{t:.2} s</text>"##,
+            x(t),
+            top - 4.0
+        );
+        t += step;
+    }
+    for (i, r) in rows.iter().enumerate() {
+        let ry = top + i as f64 * ROW;
+        let _ = writeln!(s, r#"<text x="10" y="{:.1}">{}</text>"#, ry + ROW - 7.0, esc(&r.label));
+        for (a, b, fill, label) in &r.bars {
+            let w = (x(*b) - x(*a)).max(1.0);
+            let _ = writeln!(
+                s,
+                r#"<rect x="{:.1}" y="{:.1}" width="{w:.1}" height="{:.1}" fill="{fill}"><title>{} ({:.3} s, {:.3} to {:.3})</title></rect>"#,
+                x(*a),
+                ry + 3.0,
+                ROW - 6.0,
+                esc(label),
+                b - a,
+                a,
+                b
+            );
+            if w > 7.0 * label.chars().count() as f64 {
+                let _ = writeln!(s, r#"<text x="{:.1}" y="{:.1}">{}</text>"#, x(*a) + 3.0, ry + ROW - 7.0, esc(label));
+            }
+        }
+    }
+    let mut marks: Vec<&(String, f64)> = marks.iter().collect();
+    marks.sort_by(|a, b| a.1.total_cmp(&b.1));
+    for (i, (m, t)) in marks.iter().enumerate() {
+        let ly = bottom + 16.0 + i as f64 * 16.0;
+        let right = x(*t) > LEFT + WIDTH * 0.7;
+        let (tx, anchor) = if right { (x(*t) - 3.0, "end") } else { (x(*t) + 3.0, "start") };
+        let _ = writeln!(
+            s,
+            r##"<line x1="{0:.1}" y1="{top:.1}" x2="{0:.1}" y2="{1:.1}" stroke="#c0392b" stroke-dasharray="3,2"/><text x="{tx:.1}" y="{ly:.1}" text-anchor="{anchor}" fill="#c0392b">{t:.3} s {2}</text>"##,
+            x(*t),
+            ly - 10.0,
+            esc(m)
+        );
+    }
+    bottom + 16.0 * marks.len() as f64 + 10.0
 }
 
 fn fmt_span(a: Option<f64>, b: Option<f64>) -> String {
@@ -457,11 +501,15 @@ pub fn run(a: AnalyzeArgs) -> Result<ExitCode> {
     let tl = timeline(lines);
     out!("{}", tl.report());
     if let Some(svg) = &a.svg {
-        let title = format!("boot timeline: {}", sources.iter().map(|s| s.0.as_str()).collect::<Vec<_>>().join(" + "));
+        let names: Vec<String> = sources
+            .iter()
+            .map(|s| std::path::Path::new(&s.0).file_name().map_or(s.0.clone(), |n| n.to_string_lossy().into_owned()))
+            .collect();
+        let title = a.title.clone().unwrap_or_else(|| format!("boot timeline: {}", names.join(" + ")));
         let f = leanrd_archive::output::AtomicFile::create(svg)?;
         std::io::Write::write_all(&mut f.file(), tl.svg(&title).as_bytes())
             .with_context(|| format!("{}: cannot write", svg.display()))?;
-        f.commit(0o644)?;
+        f.commit_atomic(0o644)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -514,8 +562,9 @@ mod tests {
         assert!(r.contains("root system to multi-user 3.550 s"), "{r}");
         let svg = tl.svg("t & <test>");
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-        assert!(svg.contains("t &amp; &lt;test&gt;") && svg.contains("<title>ext4 (0.150 s)</title>"));
+        assert!(svg.contains("t &amp; &lt;test&gt;") && svg.contains("<title>ext4 (0.150 s, 0.950 to 1.100)</title>"));
         assert_eq!(svg.matches("modules, lane").count(), 2);
+        assert!(svg.contains("the initramfs in detail") && svg.contains("multi-user.target"));
     }
 
     #[test]

@@ -104,7 +104,9 @@ pub fn run(a: CpioArgs) -> Result<ExitCode> {
         out!("{}", manifest::print(&entries));
         return Ok(ExitCode::SUCCESS);
     }
-    let threads = a.threads.unwrap_or_else(leanrd_compress::default_threads);
+    let threads = a
+        .threads
+        .unwrap_or_else(|| if a.compress.format == Format::None { 1 } else { leanrd_compress::default_threads() });
     let seg = SegmentSpec { entries, compress: a.compress, data_align: a.data_align, checksum: a.checksum };
 
     let stats = match &a.output {
@@ -122,7 +124,13 @@ pub fn run(a: CpioArgs) -> Result<ExitCode> {
         Some(path) => {
             // New archives get 0666 less the umask, as a shell redirection would; one that
             // holds a file others may not read is not readable by others either.
-            let secret = leanrd_archive::entry::first_secret(&seg.entries).is_some();
+            // A manifest declares modes, so its sources' own modes are looked at too; a tree or
+            // path list took every mode from its source already (no second stat per file).
+            let secret = if a.manifest.is_some() {
+                leanrd_archive::entry::first_secret(&seg.entries).is_some()
+            } else {
+                seg.entries.iter().any(|e| e.is_regular() && output::is_secret(e.mode))
+            };
             let mode = output::output_mode(path, None, 0o666 & !output::umask(), secret);
             let out = AtomicFile::create(path)?;
             let mut start = 0;
@@ -139,7 +147,7 @@ pub fn run(a: CpioArgs) -> Result<ExitCode> {
                 }
             }
             let s = image::write_segment(out.file(), start, seg, threads)?;
-            out.commit(mode)?;
+            out.commit_atomic(mode)?;
             vec![(s.offset, s.len, s.compress, s.archive)]
         }
     };
