@@ -102,11 +102,11 @@ def timed_all(cmds, cwd, out, runs):
 def table(title, rows, runs, note=""):
     print(f"\n### {title}\n")
     print(f"median of {runs} alternating runs, each command + fsync of its output{note}\n")
-    print("| tool | s | leanrd / tool |")
+    print("| tool | ms | leanrd / tool |")
     print("|---|---:|---:|")
     ours = rows["leanrd"]
     for name, d in rows.items():
-        print(f"| {name} | {d:.3f} | {ours / d:.2f} |")
+        print(f"| {name} | {1000 * d:.1f} | {ours / d:.2f} |")
 
 
 def bare_clone_loop(files, out, block=4096):

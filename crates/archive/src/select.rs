@@ -6,6 +6,7 @@
 //! matched as stored and as the kernel unpacks it (without a leading `./` or `/`), so
 //! `usr/bin/*` selects `./usr/bin/ls` as well.
 
+use std::cell::Cell;
 use std::ffi::CString;
 use std::ops::RangeInclusive;
 
@@ -16,6 +17,8 @@ use crate::read::ReadEntry;
 pub struct Select {
     parts: Vec<RangeInclusive<usize>>,
     patterns: Vec<CString>,
+    /// Whether each pattern matched a name yet (a pattern that matches nothing is said).
+    matched: Vec<Cell<bool>>,
 }
 
 impl Select {
@@ -25,11 +28,12 @@ impl Select {
             Some(p) => parse_parts(p)?,
             None => Vec::new(),
         };
-        let patterns = patterns
+        let patterns: Vec<CString> = patterns
             .iter()
             .map(|p| CString::new(p.as_ref()).map_err(|_| "a pattern cannot hold a NUL byte".to_string()))
             .collect::<Result<_, _>>()?;
-        Ok(Select { parts, patterns })
+        let matched = patterns.iter().map(|_| Cell::new(false)).collect();
+        Ok(Select { parts, patterns, matched })
     }
 
     /// Whether segment `index` (counted from 0, as the reader counts) is selected.
@@ -50,12 +54,28 @@ impl Select {
         let plain = unpacked(name);
         let c = |n: &[u8]| CString::new(n).ok();
         let (raw, plain) = (c(name), c(plain));
-        self.patterns.iter().any(|p| {
-            [&raw, &plain].into_iter().flatten().any(|n| {
+        let mut any = false;
+        for (p, m) in self.patterns.iter().zip(&self.matched) {
+            let hit = [&raw, &plain].into_iter().flatten().any(|n| {
                 // SAFETY: both are NUL-terminated strings that live across the call.
                 unsafe { libc::fnmatch(p.as_ptr(), n.as_ptr(), 0) == 0 }
-            })
-        })
+            });
+            if hit {
+                m.set(true);
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// The patterns that matched no name so far (as given).
+    pub fn unmatched(&self) -> Vec<String> {
+        self.patterns
+            .iter()
+            .zip(&self.matched)
+            .filter(|(_, m)| !m.get())
+            .map(|(p, _)| String::from_utf8_lossy(p.as_bytes()).into_owned())
+            .collect()
     }
 
     /// Whether the entry is selected, by segment and name.
@@ -139,6 +159,9 @@ mod tests {
         assert!(!s.name(b"usr/lib/modules/6.1/kernel/drivers/x.ko"));
         assert!(s.name(b"caf\xe9.conf"), "names that are not UTF-8 match");
         assert!(Select::new(None, &[] as &[&str]).unwrap().name(b"anything"));
+        let s = Select::new(None, &["a*", "zz"]).unwrap();
+        assert!(s.name(b"abc") && !s.name(b"b"));
+        assert_eq!(s.unmatched(), ["zz"]);
         assert_eq!(unpacked(b"./././x"), b"x");
         assert_eq!(unpacked(b"/./x"), b"x");
     }

@@ -179,6 +179,11 @@ fn timeline(mut lines: Vec<Line>) -> Timeline {
             }
         }
     }
+    // No kernel line for it (a console with `quiet`, the record alone): /init began with its
+    // first step.
+    if tl.run_init.is_none() {
+        tl.run_init = tl.steps.first().map(|s| s.0);
+    }
     // Without /init's steps (another generator's image), the initramfs ends where the
     // root's systemd starts.
     if tl.switch.is_none() && tl.steps.is_empty() {
@@ -488,7 +493,10 @@ pub fn run(a: AnalyzeArgs) -> Result<ExitCode> {
     for (name, text) in &sources {
         let l = parse(text);
         if l.is_empty() {
-            eprintln!("leanrd: {name}: no lines with a kernel timestamp ([ seconds ]); ignored");
+            eprintln!(
+                "leanrd: {name}: no lines with a kernel timestamp ([ seconds ]); ignored (journalctl needs \
+                 -o short-monotonic)"
+            );
         }
         lines.extend(l);
     }

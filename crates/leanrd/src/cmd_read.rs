@@ -41,6 +41,17 @@ Examples:
   leanrd extract IMG -F second.img -C /tmp/x            images one after another, as concatenated
   curl -s URL | leanrd extract - -C /tmp/x              standard input, streamed";
 
+/// Say which patterns matched no name (as tar does); true if any. A pattern that names a file
+/// was probably meant as another image.
+fn unmatched(select: &Select) -> bool {
+    let left = select.unmatched();
+    for p in &left {
+        let hint = if Path::new(p).is_file() { " (another image is given with -F FILE)" } else { "" };
+        eprintln!("leanrd: {p}: no name in the image matches this pattern{hint}");
+    }
+    !left.is_empty()
+}
+
 /// The images a reader command takes: the first positional one and `-F` others.
 fn images(first: &Path, more: &[PathBuf]) -> Vec<PathBuf> {
     std::iter::once(first.to_path_buf()).chain(more.iter().cloned()).collect()
@@ -381,6 +392,7 @@ pub fn ls(a: LsArgs) -> Result<ExitCode> {
         }
         failed |= !l.problems.is_empty();
     }
+    failed |= !a.count && unmatched(&select);
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
@@ -405,7 +417,7 @@ impl<W: Write> Visitor for Catter<'_, W> {
     }
     fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> leanrd_archive::Result<()> {
         let h = &e.header;
-        if self.stopped || h.kind() != Some(FileKind::Regular) || h.filesize == 0 || !self.select.entry(e) {
+        if self.stopped || !self.select.entry(e) || h.kind() != Some(FileKind::Regular) || h.filesize == 0 {
             return Ok(());
         }
         let mut buf = vec![0u8; 1 << 16];
@@ -450,7 +462,8 @@ pub fn extract(a: ExtractArgs) -> Result<ExitCode> {
                 c.stopped |= !a.force;
             }
         }
-        return Ok(if c.stopped { ExitCode::FAILURE } else { ExitCode::SUCCESS });
+        let missed = unmatched(&select);
+        return Ok(if c.stopped || missed { ExitCode::FAILURE } else { ExitCode::SUCCESS });
     }
     let mut x = Extractor::new(&a.dir)?;
     x.force = a.force;
@@ -482,6 +495,9 @@ pub fn extract(a: ExtractArgs) -> Result<ExitCode> {
     }
     errors += x.errors.len();
     walked?;
+    if unmatched(&x.select) {
+        return Ok(ExitCode::FAILURE);
+    }
     if errors == 0 {
         Ok(ExitCode::SUCCESS)
     } else {

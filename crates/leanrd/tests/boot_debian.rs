@@ -240,7 +240,7 @@ fn debian_root_boots_and_builds_its_own_host_only_image() {
         Boot::new(
             "ext4 virtio-blk, module options",
             &univ,
-            &format!("root=UUID={} rw fsck.mode=force virtio_blk.num_request_queues=1", f1.uuid),
+            &format!("root=UUID={} rw fsck.mode=force virtio_blk.num_request_queues=1 leanrd.test=journal", f1.uuid),
             qemu_args(&d1.iter().collect::<Vec<_>>(), true),
         )
         .expect("LEANRD-PARAM queue_depth=64")
@@ -292,7 +292,11 @@ fn debian_root_boots_and_builds_its_own_host_only_image() {
         b.expect = vec!["PREP-DONE".into()];
         first.insert(0, b);
     }
-    let mut failed = run(&kernel, &first);
+    let (mut failed, outcomes) = run_keep(&kernel, &first);
+    // `leanrd analyze` on that boot's record and journal (printed by the report unit).
+    if let Some(o) = first.iter().zip(&outcomes).find(|(b, _)| b.name.starts_with("ext4 virtio-blk")).map(|x| x.1) {
+        analyze_boot(&t, &o.log);
+    }
 
     // The images they built: exactly their disks' storage drivers; then boot them with
     // nothing on the command line (root, rootflags, /usr: all from the image).
@@ -370,4 +374,30 @@ fn debian_root_boots_and_builds_its_own_host_only_image() {
         failed.extend(run(&kernel, &third));
     }
     assert!(failed.is_empty(), "failed boots: {failed:?}");
+}
+
+/// `leanrd analyze` reads a real boot: /init's record and the journal give every phase, the
+/// module loads in lanes, and an SVG that a real renderer (rsvg-convert) draws.
+fn analyze_boot(t: &TempDir, log: &str) {
+    let lines = |prefix: &str| -> String {
+        log.lines().filter_map(|l| l.trim_end_matches('\r').strip_prefix(prefix)).map(|l| format!("{l}\n")).collect()
+    };
+    let (rec, jour) = (t.join("boot.leanrd.log"), t.join("boot.journal"));
+    fs::write(&rec, lines("LEANRD-INITRD ")).unwrap();
+    fs::write(&jour, lines("LEANRD-JOURNAL ")).unwrap();
+    let svg = t.join("boot.svg");
+    let out = String::from_utf8(ok(leanrd().arg("analyze").arg(&rec).arg(&jour).arg("--svg").arg(&svg))).unwrap();
+    eprintln!("leanrd analyze:\n{out}");
+    let phase = |label: &str| -> f64 {
+        let l = out.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("no {label}:\n{out}"));
+        l[label.len()..].trim().trim_end_matches(" s").parse().unwrap_or_else(|_| panic!("{label}: {l}"))
+    };
+    let (kernel, initramfs, root) =
+        (phase("kernel until /init"), phase("initramfs (/init)"), phase("root system to multi-user"));
+    assert!(kernel > 0.0 && initramfs > 0.0 && root > 0.0, "{out}");
+    assert!(out.contains("module loads") && out.contains("switching to the new root"), "{out}");
+    let png = t.join("boot.png");
+    let o = std::process::Command::new("rsvg-convert").arg("-o").arg(&png).arg(&svg).output().unwrap();
+    assert!(o.status.success(), "rsvg-convert: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(fs::metadata(&png).unwrap().len() > 10_000);
 }

@@ -189,6 +189,14 @@ fn config_file_settings_and_errors() {
     // Man page and completions come from the CLI definition.
     let man = String::from_utf8(ok(leanrd().arg("man"))).unwrap();
     assert!(man.contains(".TH leanrd") && man.contains("install\\-hooks"));
+    // One page per command, with its examples set line by line.
+    let ls = String::from_utf8(ok(leanrd().args(["man", "ls"]))).unwrap();
+    assert!(ls.contains(".TH leanrd-ls") && ls.contains("\\-\\-parts") && ls.contains(".SH EXAMPLES\n.nf"), "{ls}");
+    let pages = TempDir::new("man");
+    ok(leanrd().args(["man", "--dir"]).arg(pages.path()));
+    for p in ["leanrd.1", "leanrd-ls.1", "leanrd-extract.1", "leanrd-analyze.1", "leanrd-build.1"] {
+        assert!(pages.join(p).is_file(), "{p} not written");
+    }
     let bash = String::from_utf8(ok(leanrd().args(["completions", "bash"]))).unwrap();
     assert!(bash.contains("install-hooks") && bash.contains("--data-align"));
 }

@@ -357,6 +357,11 @@ fn ls_selects_by_segment_and_pattern_as_3cpio_does() {
     assert!(both.starts_with(&format!("{}:\n", img.display())) && both.contains(&format!("\n\n{}:\n", cut.display())));
     let v = json_lines(&ok(leanrd().args(["ls", "--json"]).arg(&img).arg("bin/sh")));
     assert_eq!((v.len(), v[0]["image"].as_str()), (1, img.to_str()));
+    // A pattern that matches nothing is said (exit 1); one that names a file gets a hint.
+    let o = leanrd().arg("ls").arg(&img).arg("no/such/*").arg(&cut).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("no/such/*: no name in the image matches") && err.contains("-F FILE"), "{err}");
     // Bad input is said, not panicked on.
     let o = leanrd().args(["ls", "--parts", "0"]).arg(&img).output().unwrap();
     assert!(String::from_utf8_lossy(&o.stderr).contains("counted from 1"), "{o:?}");

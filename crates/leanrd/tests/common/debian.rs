@@ -311,8 +311,14 @@ pub fn tail(log: &str) -> &str {
 /// Run the boots; returns the names of those whose console lacks what was expected (or shows
 /// what was rejected), printing their consoles.
 pub fn run(kernel: &Path, boots: &[Boot]) -> Vec<String> {
+    run_keep(kernel, boots).0
+}
+
+/// [`run`], also giving every boot's outcome.
+pub fn run_keep(kernel: &Path, boots: &[Boot]) -> (Vec<String>, Vec<Outcome>) {
     let mut failed = Vec::new();
-    for (b, o) in boots.iter().zip(run_all(kernel, boots)) {
+    let outcomes = run_all(kernel, boots);
+    for (b, o) in boots.iter().zip(&outcomes) {
         if !o.met {
             eprintln!(
                 "==== {} FAILED: missing {:?}, unwanted {:?} ====\n{}",
@@ -324,7 +330,7 @@ pub fn run(kernel: &Path, boots: &[Boot]) -> Vec<String> {
             failed.push(b.name.clone());
         }
     }
-    failed
+    (failed, outcomes)
 }
 
 pub fn with_usr<'a>(root: &'a [Disk], usr: &'a [Disk]) -> Vec<&'a Disk> {
