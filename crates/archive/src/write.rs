@@ -250,17 +250,14 @@ fn walk_positional<'a>(
                             buf.resize(align4(buf.len() as u64) as usize, 0);
                             continue;
                         }
-                        Err(e) if not_clonable(&e) => {
-                            // Not a reflink file system (or not the same one): stop trying.
-                            clone_works = false;
-                            route = if size >= INLINE_MAX || dst.is_multiple_of(block) {
-                                Route::Worker
-                            } else {
-                                Route::Inline
-                            };
-                        }
                         Err(e) => {
-                            return Err(e).with_context(|| format!("{}: cannot clone into the output", path.display()));
+                            // Not a reflink file system (or not the same one): stop trying. Any
+                            // other refusal (a file that changed, a busy swap file): this one
+                            // file is copied instead, and the copy says what is wrong with it.
+                            if not_clonable(&e) {
+                                clone_works = false;
+                            }
+                            route = Route::Worker;
                         }
                     }
                 }
