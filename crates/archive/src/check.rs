@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::io::Read;
 
 use crate::error::Result;
-use leanrd_newc::{FileKind, Header, PATH_MAX, checksum_update, symlink_len_ok};
+use leanrd_newc::{FileKind, Header, PATH_MAX, symlink_len_ok};
 
 use crate::names::{Namespace, canonical, symlink_target};
 use crate::read::{Problem, ReadEntry, Segment, SegmentEnd, Visitor};
@@ -94,15 +94,9 @@ fn checksum_problem(h: &Header, data: &mut dyn Read) -> Result<Option<String>> {
     if !h.crc {
         return Ok(None);
     }
-    let mut sum = 0u32;
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = data.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        sum = checksum_update(sum, &buf[..n]);
-    }
+    let mut summed = crate::read::Summing::new(data);
+    std::io::copy(&mut summed, &mut std::io::sink())?;
+    let sum = summed.sum();
     Ok((sum != h.check)
         .then(|| format!("checksum {:08x} does not match the data ({sum:08x}): the kernel stops here", h.check)))
 }

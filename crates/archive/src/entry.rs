@@ -124,16 +124,19 @@ impl Entry {
 
 /// The first entry that makes an archive a secret: a regular file that others may not read,
 /// by its mode in the archive or by its source's mode on disk. An image holding one must not
-/// be readable by others either (see [`crate::output::output_mode`]).
-pub fn first_secret(entries: &[Entry]) -> Option<&Entry> {
+/// be readable by others either (see [`crate::output::output_mode`]). `modes_from_sources`:
+/// the entries' modes were taken from their sources (a tree or a path list), so the sources
+/// are not looked at again; a manifest declares modes of its own.
+pub fn first_secret(entries: &[Entry], modes_from_sources: bool) -> Option<&Entry> {
     use crate::output::is_secret;
     entries.iter().filter(|e| e.is_regular()).find(|e| {
         is_secret(e.mode)
-            || match &e.data {
-                Data::File { path, .. } => std::fs::metadata(path).is_ok_and(|m| is_secret(m.mode())),
-                // A tree entry's mode is its source's mode.
-                _ => false,
-            }
+            || !modes_from_sources
+                && match &e.data {
+                    Data::File { path, .. } => std::fs::metadata(path).is_ok_and(|m| is_secret(m.mode())),
+                    // A tree entry's mode is its source's mode.
+                    _ => false,
+                }
     })
 }
 

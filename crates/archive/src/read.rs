@@ -62,6 +62,32 @@ impl ReadEntry {
     }
 }
 
+/// Reads through, adding up the bytes as newc's 070702 checksum does (what `extract`, `check`
+/// and `extract -O` compare with the header's).
+pub struct Summing<'a> {
+    r: &'a mut dyn Read,
+    sum: u32,
+}
+
+impl<'a> Summing<'a> {
+    pub fn new(r: &'a mut dyn Read) -> Summing<'a> {
+        Summing { r, sum: 0 }
+    }
+
+    /// The checksum of what was read so far.
+    pub fn sum(&self) -> u32 {
+        self.sum
+    }
+}
+
+impl Read for Summing<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.r.read(buf)?;
+        self.sum = leanrd_newc::checksum_update(self.sum, &buf[..n]);
+        Ok(n)
+    }
+}
+
 /// Something the kernel would not unpack as intended; the walk goes on.
 #[derive(Debug, Clone)]
 pub struct Problem {

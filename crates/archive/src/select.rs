@@ -3,13 +3,14 @@
 //!
 //! Patterns are matched with the C library's `fnmatch(3)` without flags, as GNU cpio and
 //! 3cpio do: `*` and `?` match `/` too, and a leading `.` needs no literal dot. A name is
-//! matched as stored and as the kernel unpacks it (without a leading `./` or `/`), so
-//! `usr/bin/*` selects `./usr/bin/ls` as well.
+//! matched as stored and as the kernel unpacks it ([`canonical`]: no leading `./` or `/`, no
+//! `//`), so `usr/bin/*` selects `./usr/bin/ls` as well.
 
 use std::cell::Cell;
 use std::ffi::CString;
 use std::ops::RangeInclusive;
 
+use crate::names::canonical;
 use crate::read::ReadEntry;
 
 /// Segments (counted from 1, as 3cpio counts them) and name patterns; empty means all.
@@ -51,9 +52,13 @@ impl Select {
         if self.patterns.is_empty() {
             return true;
         }
-        let plain = unpacked(name);
         let c = |n: &[u8]| CString::new(n).ok();
-        let (raw, plain) = (c(name), c(plain));
+        let raw = c(name);
+        // The unpacked spelling only where it differs from the stored one.
+        let plain = match canonical(name) {
+            std::borrow::Cow::Owned(p) => c(&p),
+            std::borrow::Cow::Borrowed(_) => None,
+        };
         let mut any = false;
         for (p, m) in self.patterns.iter().zip(&self.matched) {
             let hit = [&raw, &plain].into_iter().flatten().any(|n| {
@@ -86,19 +91,6 @@ impl Select {
     /// Whether names are filtered (parents of a selected name may then be left out).
     pub fn by_name(&self) -> bool {
         !self.patterns.is_empty()
-    }
-}
-
-/// The name as the kernel unpacks it: without leading `./` and `/`.
-pub fn unpacked(mut name: &[u8]) -> &[u8] {
-    loop {
-        if let Some(r) = name.strip_prefix(b"./") {
-            name = r;
-        } else if let Some(r) = name.strip_prefix(b"/") {
-            name = r;
-        } else {
-            return name;
-        }
     }
 }
 
@@ -154,6 +146,7 @@ mod tests {
         let s = Select::new(None, &["usr/lib/modules/*/kernel/fs/*", "*.conf", "bin/?h"]).unwrap();
         assert!(s.name(b"usr/lib/modules/6.1/kernel/fs/ext4/ext4.ko"));
         assert!(s.name(b"./usr/lib/modules/6.1/kernel/fs/xfs/xfs.ko"));
+        assert!(s.name(b"/./usr//lib/modules/6.1/kernel/fs/x"), "matched as unpacked");
         assert!(s.name(b"etc/modprobe.d/x.conf"), "* matches /");
         assert!(s.name(b"bin/sh") && !s.name(b"bin/bash"));
         assert!(!s.name(b"usr/lib/modules/6.1/kernel/drivers/x.ko"));
@@ -162,7 +155,5 @@ mod tests {
         let s = Select::new(None, &["a*", "zz"]).unwrap();
         assert!(s.name(b"abc") && !s.name(b"b"));
         assert_eq!(s.unmatched(), ["zz"]);
-        assert_eq!(unpacked(b"./././x"), b"x");
-        assert_eq!(unpacked(b"/./x"), b"x");
     }
 }

@@ -269,10 +269,7 @@ impl Timeline {
             prev = Some(*t);
         }
         let _ = writeln!(o);
-        let phase = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) => format!("{:.3} s", b - a),
-            _ => "?".into(),
-        };
+        let phase = |a, b| fmt_span(a, b, 3);
         let _ = writeln!(o, "kernel until /init        {}", phase(Some(0.0), self.run_init));
         let _ = writeln!(o, "initramfs (/init)         {}", phase(self.run_init, self.switch));
         if !self.modules.is_empty() {
@@ -297,18 +294,19 @@ impl Timeline {
     /// unpack, /init, each module load in its lane, the landmarks). Hand-written SVG: a few
     /// rectangles, lines and texts, for which a drawing crate would add only a dependency.
     fn svg(&self, title: &str) -> String {
-        const LEFT: f64 = 170.0;
-        const WIDTH: f64 = 1000.0;
         let end = self.end().max(0.001);
         let mut s = String::new();
         let mut y = 40.0;
-        // The whole boot.
-        let whole = vec![
+        let kernel = || {
             Row::new("kernel").bar(Some(0.0), self.run_init, "#c8c8c8", "kernel").bar_pair(
                 self.unpack,
                 "#8c8c8c",
                 "unpack",
-            ),
+            )
+        };
+        // The whole boot.
+        let whole = vec![
+            kernel(),
             Row::new("initramfs").bar(self.run_init, self.switch, "#7fa7d9", "initramfs"),
             Row::new("root's systemd").bar(self.switch.or(self.systemd), self.multi_user, "#8cc68c", "to multi-user"),
         ];
@@ -317,14 +315,7 @@ impl Timeline {
         y = panel(&mut s, y, "the whole boot", (0.0, end), &whole, &top_marks);
         // The initramfs in detail: from boot to switch_root (or the last step).
         let detail_end = self.switch.or(self.steps.last().map(|x| x.0)).unwrap_or(end).max(0.001);
-        let mut rows = vec![
-            Row::new("kernel").bar(Some(0.0), self.run_init, "#c8c8c8", "kernel").bar_pair(
-                self.unpack,
-                "#8c8c8c",
-                "unpack",
-            ),
-            Row::new("/init").bar(self.run_init, self.switch, "#7fa7d9", "/init"),
-        ];
+        let mut rows = vec![kernel(), Row::new("/init").bar(self.run_init, self.switch, "#7fa7d9", "/init")];
         for lane in 0..self.lanes() {
             let mut r = Row::new(&format!("modules, lane {}", lane + 1));
             for (m, a, b, _) in self.modules.iter().filter(|m| m.3 == lane) {
@@ -345,9 +336,9 @@ impl Timeline {
             s,
             r##"<text x="10" y="{:.1}" fill="#333">kernel → /init {} · initramfs {} ({modules}) · root to multi-user {}</text>"##,
             y + 16.0,
-            fmt_span(Some(0.0), self.run_init),
-            fmt_span(self.run_init, self.switch),
-            fmt_span(self.switch.or(self.systemd), self.multi_user)
+            fmt_span(Some(0.0), self.run_init, 2),
+            fmt_span(self.run_init, self.switch, 2),
+            fmt_span(self.switch.or(self.systemd), self.multi_user, 2)
         );
         let head = format!(
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{:.0}\" font-family=\"sans-serif\" font-size=\"12\">\n\
@@ -385,8 +376,6 @@ impl Row {
 /// Draw a panel at `y` over the time span `(t0, t1)`: a heading, an axis with "nice" ticks,
 /// the rows, and the landmarks as dashed lines labelled below. Returns the next free `y`.
 fn panel(s: &mut String, y: f64, heading: &str, (t0, t1): (f64, f64), rows: &[Row], marks: &[(String, f64)]) -> f64 {
-    const LEFT: f64 = 170.0;
-    const WIDTH: f64 = 1000.0;
     const ROW: f64 = 22.0;
     let span = (t1 - t0).max(0.001);
     let x = |t: f64| LEFT + (t - t0).clamp(0.0, span) / span * WIDTH;
@@ -445,9 +434,14 @@ fn panel(s: &mut String, y: f64, heading: &str, (t0, t1): (f64, f64), rows: &[Ro
     bottom + 16.0 * marks.len() as f64 + 10.0
 }
 
-fn fmt_span(a: Option<f64>, b: Option<f64>) -> String {
+/// The chart's left margin (row labels) and the width of its time axis, in SVG units.
+const LEFT: f64 = 170.0;
+const WIDTH: f64 = 1000.0;
+
+/// `b - a` in seconds with `digits` decimals, `?` where either end is unknown.
+fn fmt_span(a: Option<f64>, b: Option<f64>, digits: usize) -> String {
     match (a, b) {
-        (Some(a), Some(b)) => format!("{:.2} s", b - a),
+        (Some(a), Some(b)) => format!("{:.digits$} s", b - a),
         _ => "?".into(),
     }
 }

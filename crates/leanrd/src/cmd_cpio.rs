@@ -124,13 +124,7 @@ pub fn run(a: CpioArgs) -> Result<ExitCode> {
         Some(path) => {
             // New archives get 0666 less the umask, as a shell redirection would; one that
             // holds a file others may not read is not readable by others either.
-            // A manifest declares modes, so its sources' own modes are looked at too; a tree or
-            // path list took every mode from its source already (no second stat per file).
-            let secret = if a.manifest.is_some() {
-                leanrd_archive::entry::first_secret(&seg.entries).is_some()
-            } else {
-                seg.entries.iter().any(|e| e.is_regular() && output::is_secret(e.mode))
-            };
+            let secret = leanrd_archive::entry::first_secret(&seg.entries, a.manifest.is_none()).is_some();
             let mode = output::output_mode(path, None, 0o666 & !output::umask(), secret);
             let out = AtomicFile::create(path)?;
             let mut start = 0;

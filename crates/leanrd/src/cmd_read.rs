@@ -12,7 +12,7 @@ use clap::Args;
 use leanrd_archive::check::Checker;
 use leanrd_archive::extract::Extractor;
 use leanrd_archive::names::{escape, symlink_target};
-use leanrd_archive::read::{Problem, ReadEntry, Segment, Visitor, read_image, read_image_file};
+use leanrd_archive::read::{Problem, ReadEntry, Segment, Summing, Visitor, read_image, read_image_file};
 use leanrd_archive::select::Select;
 use leanrd_compress::Format;
 use leanrd_newc::FileKind;
@@ -401,6 +401,7 @@ struct Catter<'a, W: Write> {
     out: W,
     select: &'a Select,
     force: bool,
+    /// A checksum did not match and `force` is off: nothing more is written.
     stopped: bool,
     errors: Vec<String>,
 }
@@ -420,16 +421,9 @@ impl<W: Write> Visitor for Catter<'_, W> {
         if self.stopped || !self.select.entry(e) || h.kind() != Some(FileKind::Regular) || h.filesize == 0 {
             return Ok(());
         }
-        let mut buf = vec![0u8; 1 << 16];
-        let mut sum = 0u32;
-        loop {
-            let n = data.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            sum = leanrd_newc::checksum_update(sum, &buf[..n]);
-            self.out.write_all(&buf[..n])?;
-        }
+        let mut summed = Summing::new(data);
+        io::copy(&mut summed, &mut self.out)?;
+        let sum = summed.sum();
         if h.crc && sum != h.check {
             self.stopped = !self.force;
             self.errors.push(format!(
@@ -453,17 +447,19 @@ pub fn extract(a: ExtractArgs) -> Result<ExitCode> {
     if a.to_stdout {
         let out = BufWriter::new(io::stdout().lock());
         let mut c = Catter { out, select: &select, force: a.force, stopped: false, errors: Vec::new() };
+        // Every error fails the run, `--force` or not; only a bad checksum stops the output.
+        let mut failed = false;
         for img in &images {
             let walked = walk(img, &mut c);
             c.out.flush()?;
             walked?;
             for e in c.errors.drain(..) {
                 eprintln!("leanrd: {}: {e}", img.display());
-                c.stopped |= !a.force;
+                failed = true;
             }
         }
-        let missed = unmatched(&select);
-        return Ok(if c.stopped || missed { ExitCode::FAILURE } else { ExitCode::SUCCESS });
+        failed |= unmatched(&select);
+        return Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS });
     }
     let mut x = Extractor::new(&a.dir)?;
     x.force = a.force;
@@ -495,15 +491,11 @@ pub fn extract(a: ExtractArgs) -> Result<ExitCode> {
     }
     errors += x.errors.len();
     walked?;
-    if unmatched(&x.select) {
-        return Ok(ExitCode::FAILURE);
-    }
-    if errors == 0 {
-        Ok(ExitCode::SUCCESS)
-    } else {
+    if errors > 0 {
         eprintln!("leanrd: {errors} entries not extracted as the archive says");
-        Ok(ExitCode::FAILURE)
     }
+    let missed = unmatched(&x.select);
+    Ok(if errors > 0 || missed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 pub fn check(a: CheckArgs) -> Result<ExitCode> {

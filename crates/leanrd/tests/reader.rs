@@ -85,6 +85,13 @@ fn crc_archives_with_symlinks_pass_and_bad_checksums_stop_extract() {
     let o = leanrd().args(["extract", "--force"]).arg(&p).arg("-C").arg(t.join("y")).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(fs::read(t.join("y/z")).unwrap(), b"last file");
+    // -O: stops at the bad checksum; with --force goes on, and still fails.
+    let o = leanrd().args(["extract", "-O"]).arg(&p).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("last file"));
+    let o = leanrd().args(["extract", "-O", "--force"]).arg(&p).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "a bad checksum fails the run, --force or not");
+    assert!(String::from_utf8_lossy(&o.stdout).ends_with("last file"));
 }
 
 #[test]

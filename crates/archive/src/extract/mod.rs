@@ -29,7 +29,7 @@ use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
 mod fd;
 
 use crate::names::symlink_target;
-use crate::read::{Problem, ReadEntry, Segment, Visitor};
+use crate::read::{Problem, ReadEntry, Segment, Summing, Visitor};
 use crate::select::Select;
 use fd::{Ident, chmod_fd, errno, gid, make_dir, open_node, set_times, uid};
 
@@ -59,12 +59,13 @@ pub struct Extractor {
     /// Hard-link sets seen: path and identity of the first member.
     links: HashMap<LinkKey, (Vec<u8>, Ident)>,
     dirs: Vec<DirMeta>,
-    /// Names this extraction made (by [`Extractor::root_id`] and path): replacing them is what the
-    /// kernel does with a later entry; anything else there needs `force`.
-    made: HashSet<(usize, Vec<u8>)>,
-    /// Directories of the archive left out by the name patterns, by path: made with their
-    /// own mode and owner when a selected name needs them.
-    unselected_dirs: HashMap<(usize, Vec<u8>), leanrd_newc::Header>,
+    /// Names this extraction made under `root`: replacing them is what the kernel does with a
+    /// later entry; anything else there needs `force`. Emptied when `root` changes (each
+    /// `--subdir` directory is new).
+    made: HashSet<Vec<u8>>,
+    /// Directories of the archive left out by the name patterns, by path under `root`: made
+    /// with their own mode and owner when a selected name needs them.
+    unselected_dirs: HashMap<Vec<u8>, leanrd_newc::Header>,
     /// mtime of a target directory itself (an entry named `.`).
     root_mtimes: Vec<(Rc<OwnedFd>, u32)>,
     pub files: usize,
@@ -168,7 +169,7 @@ impl Extractor {
             })?;
             if made {
                 let path = join(&comps[..=i]);
-                match self.unselected_dirs.remove(&(self.root_id(), path.clone())) {
+                match self.unselected_dirs.remove(&path) {
                     // In the archive, left out by the patterns: made as archived.
                     Some(h) => {
                         self.set_owner(&fd, h.uid, h.gid)?;
@@ -187,7 +188,7 @@ impl Extractor {
                         String::from_utf8_lossy(&path)
                     )),
                 }
-                self.made.insert((self.root_id(), path));
+                self.made.insert(path);
             }
         }
         Ok(fd)
@@ -238,7 +239,7 @@ impl Extractor {
         let dir = self.open_dir(parent)?;
         let path = join(&comps);
         self.may_replace(&dir, base, &path, kind)?;
-        self.made.insert((self.root_id(), path.clone()));
+        self.made.insert(path.clone());
         if kind == FileKind::Dir {
             let node = make_dir(&dir, base)?;
             self.set_owner(&node, h.uid, h.gid)?;
@@ -353,15 +354,15 @@ impl Extractor {
         let mut f = File::from(fd);
         if h.filesize > 0 {
             f.set_len(0).context("cannot truncate")?;
-            let mut summed = Summing { r: data, sum: 0 };
+            let mut summed = Summing::new(data);
             io::copy(&mut summed, &mut f).context("cannot write")?;
-            if h.crc && summed.sum != h.check {
+            if h.crc && summed.sum() != h.check {
                 if !self.force {
                     self.stopped = true;
                 }
                 bail!(
                     "data checksum {:08x} does not match the header's {:08x}: the kernel stops unpacking here{}",
-                    summed.sum,
+                    summed.sum(),
                     h.check,
                     if self.force { " (--force: going on)" } else { "; so does extract (--force goes on)" }
                 );
@@ -374,16 +375,11 @@ impl Extractor {
         Ok(())
     }
 
-    /// Which target directory the current segment goes to (0: the one given).
-    fn root_id(&self) -> usize {
-        if self.subdir.is_some() { self.segments } else { 0 }
-    }
-
     /// Refuse to replace what was at `path` before this extraction began (a directory is
     /// merged into, not replaced), unless `force`: as cpio, extract does not destroy files
     /// it did not make.
     fn may_replace(&self, dir: &OwnedFd, base: &[u8], path: &[u8], kind: FileKind) -> Result<()> {
-        if self.force || self.made.contains(&(self.root_id(), path.to_vec())) {
+        if self.force || self.made.contains(path) {
             return Ok(());
         }
         match rustix::fs::statat(dir, base, AtFlags::SYMLINK_NOFOLLOW) {
@@ -413,20 +409,6 @@ impl Extractor {
     }
 }
 
-/// Reads through, adding up the bytes as newc's 070702 checksum does.
-struct Summing<'a> {
-    r: &'a mut dyn Read,
-    sum: u32,
-}
-
-impl Read for Summing<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.r.read(buf)?;
-        self.sum = leanrd_newc::checksum_update(self.sum, &buf[..n]);
-        Ok(n)
-    }
-}
-
 impl Visitor for Extractor {
     fn segment(&mut self, s: &Segment) -> Result<()> {
         self.segments += 1;
@@ -436,6 +418,8 @@ impl Visitor for Extractor {
             let fd = make_dir(&self.base, sub.as_bytes()).with_context(|| format!("{sub}: cannot create"))?;
             chmod_fd(&fd, 0o755).with_context(|| format!("{sub}: cannot chmod"))?;
             self.root = Rc::new(fd);
+            self.made.clear();
+            self.unselected_dirs.clear();
         }
         Ok(())
     }
@@ -453,7 +437,7 @@ impl Visitor for Extractor {
                 && e.header.kind() == Some(FileKind::Dir)
                 && let Ok(c) = safe_components(&e.name)
             {
-                self.unselected_dirs.insert((self.root_id(), join(&c)), e.header);
+                self.unselected_dirs.insert(join(&c), e.header);
             }
             return Ok(());
         }
