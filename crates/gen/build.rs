@@ -4,7 +4,11 @@ use std::fmt::Write;
 use std::path::Path;
 
 fn main() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../features");
+    // Read when the script runs, not compiled in: cargo reuses a built script for an
+    // unchanged package found at another path (a copy of the tree), where the compiled-in path
+    // would name a directory that is gone.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let dir = Path::new(&manifest_dir).join("../../features");
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("the repository's features/ directory")
