@@ -14,16 +14,36 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, shell=True, check=True, **kw)
 
 
-def boot_setup():
-    """The options every boot benchmark takes (--runs, --kver), the kernel to boot, and
-    freshly built leanrd and /init: (args, kver, kernel, leanrd, init)."""
+def version_key(release):
+    """Sort key of a kernel release as versions sort (6.9 before 6.10), not as text."""
+    import re
+    return [(int(n), t) for n, t in re.findall(r"(\d+)(\D*)", release)]
+
+
+def suite_root(suite, flavour=""):
+    """The cached Debian root of tools/debian-root (made when missing)."""
+    return subprocess.run([os.path.join(ROOT, "tools/debian-root"), suite] + ([flavour] if flavour else []),
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def boot_setup(suite_option=False):
+    """The options every boot benchmark takes (--runs, --kver, and --suite when asked), the
+    kernel to boot, and freshly built leanrd and /init: (args, kver, kernel, leanrd, init).
+    Debian 12 boots the host's kernel; Debian 13 (--suite trixie) its root's own."""
     import argparse
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--kver", default=None)
+    if suite_option:
+        ap.add_argument("--suite", choices=["bookworm", "trixie"], default="bookworm")
     a = ap.parse_args()
-    kver = a.kver or sorted(os.listdir("/lib/modules"))[-1]
     leanrd, init = build_leanrd()
+    if getattr(a, "suite", "bookworm") == "trixie":
+        boot = os.path.join(suite_root("trixie"), "boot")
+        kernels = sorted((k[len("vmlinuz-"):] for k in os.listdir(boot) if k.startswith("vmlinuz-")), key=version_key)
+        kver = a.kver or kernels[-1]
+        return a, kver, f"{boot}/vmlinuz-{kver}", leanrd, init
+    kver = a.kver or sorted(os.listdir("/lib/modules"), key=version_key)[-1]
     return a, kver, f"/boot/vmlinuz-{kver}", leanrd, init
 
 
@@ -103,14 +123,16 @@ def chroot_build(tree, cmd, quiet=False):
             subprocess.run(["umount", "-l", m])
 
 
-def debian_tree(work, flavour, kver):
-    """A copy of the cached Debian root (`tools/debian-root FLAVOUR`: "" for the test root, or
-    a peer generator installed) under `work`, with the kernel's modules and configuration (the
-    peers read it to know which compressions it unpacks); returns its path."""
-    base = subprocess.run([os.path.join(ROOT, "tools/debian-root"), flavour], check=True,
-                          capture_output=True, text=True).stdout.strip()
+def debian_tree(work, flavour, kver, suite="bookworm"):
+    """A copy of the cached Debian root (`tools/debian-root SUITE FLAVOUR`: "" for the test
+    root, or a peer generator installed) under `work`; a bookworm one gets the host kernel's
+    modules and configuration (the peers read it to know which compressions it unpacks), a
+    trixie one has its own; returns its path."""
+    base = suite_root(suite, flavour)
     tree = os.path.join(work, f"{flavour or 'leanrd'}-tree")
     sh(f"cp -a {base} {tree}")
+    if suite == "trixie":
+        return tree
     os.makedirs(f"{tree}/usr/lib/modules", exist_ok=True)
     sh(f"cp -a /lib/modules/{kver} {tree}/usr/lib/modules/")
     shutil.copy(f"/boot/config-{kver}", f"{tree}/boot/")

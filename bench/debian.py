@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Real-root benchmark (issue 12): a Debian bookworm root with systemd (tools/debian-root),
-the Debian kernel, QEMU TCG, ext4 on a GPT partition of a virtio-blk disk. Variants:
+"""Real-root benchmark (issues 12, 27): a Debian root with systemd (tools/debian-root), QEMU
+TCG, ext4 on a GPT partition of a virtio-blk disk; Debian 12 (bookworm, the host's kernel,
+modules not compressed) or Debian 13 (--suite trixie: its own 6.12 kernel, .ko.xz modules).
+Variants:
 
   leanrd universal         `leanrd build --universal --sysroot ROOT`, on the host
+  leanrd universal keep    the same with `--module-compression keep` (trixie: .ko.xz kept)
   leanrd host-only         `leanrd build` inside the VM, on its own devices
+  leanrd host-only keep    the same with `--module-compression keep` (trixie)
   initramfs-tools most     `mkinitramfs` (MODULES=most, Debian's default) in a chroot of the root
   initramfs-tools dep      `mkinitramfs` with MODULES=dep inside the VM
   dracut generic           `dracut --no-hostonly` in a chroot of the root
@@ -18,10 +22,12 @@ kernel's timestamps on the console). Every boot must reach `is-system-running` =
 The initramfs-tools and dracut roots are the same root with the peer installed (they conflict
 with each other); leanrd's images boot the initramfs-tools root.
 
-Usage (root, Debian 12): python3 bench/debian.py [--runs 3] [--kver KVER]
+Usage (root, Debian 12 host): python3 bench/debian.py [--runs 3] [--kver KVER] [--suite trixie]
+Raw results: bench/results/debian-SUITE.json (every build time and every boot's figures).
 """
 
 import concurrent.futures
+import json
 import os
 import re
 import shutil
@@ -49,6 +55,9 @@ t() {
 }
 for i in $(seq RUNS); do
   t leanrd-host-only leanrd build --force -o /boot/leanrd-host-only.img
+  if [ -n "$(find /usr/lib/modules/$k -name '*.ko.xz' -print -quit)" ]; then
+    t leanrd-host-only-keep leanrd build --force --module-compression keep -o /boot/leanrd-host-only-keep.img
+  fi
   if command -v mkinitramfs >/dev/null; then
     sed -i 's/^MODULES=.*/MODULES=dep/' /etc/initramfs-tools/initramfs.conf
     t initramfs-tools-dep mkinitramfs -o /boot/initramfs-tools-dep.img $k
@@ -61,10 +70,10 @@ sync
 """
 
 
-def prepare(work, flavour, kver, leanrd, init, runs):
+def prepare(work, flavour, kver, leanrd, init, runs, suite):
     """The root with `flavour` installed, the kernel's modules, the report unit, leanrd and
     the build hook; returns the tree."""
-    tree = debian_tree(work, flavour, kver)
+    tree = debian_tree(work, flavour, kver, suite)
     files = {
         "etc/machine-id": "6c65616e72642d62656e63682d726f6f\n",
         "etc/hostname": "leanrd-bench\n",
@@ -80,6 +89,8 @@ def prepare(work, flavour, kver, leanrd, init, runs):
     shutil.copy(f"{report}/leanrd-report.service", f"{tree}/etc/systemd/system/leanrd-report.service")
     os.symlink("/etc/systemd/system/leanrd-report.service",
                f"{tree}/etc/systemd/system/multi-user.target.wants/leanrd-report.service")
+    # No login prompt on the serial console: agetty's hangup would cut the report short.
+    os.symlink("/dev/null", f"{tree}/etc/systemd/system/serial-getty@ttyS0.service")
     os.makedirs(f"{tree}/usr/lib/leanrd", exist_ok=True)
     shutil.copy(leanrd, f"{tree}/usr/bin/leanrd")
     shutil.copy(init, f"{tree}/usr/lib/leanrd/leanrd-init")
@@ -145,21 +156,25 @@ def med(xs):
 
 
 def main():
-    a, kver, kernel, leanrd, init = boot_setup()
+    a, kver, kernel, leanrd, init = boot_setup(suite_option=True)
     work = tempfile.mkdtemp(prefix="leanrd-bench-debian-", dir="/var/tmp")
     try:
-        trees = {f: prepare(work, f, kver, leanrd, init, a.runs) for f in ("initramfs-tools", "dracut")}
+        trees = {f: prepare(work, f, kver, leanrd, init, a.runs, a.suite) for f in ("initramfs-tools", "dracut")}
         images, builds = {}, {}
+        compressed = a.suite == "trixie"
 
         # Universal variants, natively on the host.
-        out = os.path.join(work, "leanrd-universal.img")
-        builds["leanrd universal"] = []
-        for _ in range(a.runs):
-            s = time.perf_counter()
-            sh(f"{leanrd} build -k {kver} --universal --force --sysroot {trees['initramfs-tools']} "
-               f"--init {init} -o {out}", stderr=subprocess.DEVNULL)
-            builds["leanrd universal"].append(time.perf_counter() - s)
-        images["leanrd universal"] = out
+        for name, extra in (("leanrd universal", ""), ("leanrd universal keep", "--module-compression keep")):
+            if extra and not compressed:
+                continue
+            out = os.path.join(work, name.replace(" ", "-") + ".img")
+            builds[name] = []
+            for _ in range(a.runs):
+                s = time.perf_counter()
+                sh(f"{leanrd} build -k {kver} --universal --force --sysroot {trees['initramfs-tools']} "
+                   f"--init {init} -o {out} {extra}", stderr=subprocess.DEVNULL)
+                builds[name].append(time.perf_counter() - s)
+            images[name] = out
         for name, flavour, cmd, target in (
             ("initramfs-tools most", "initramfs-tools", f"mkinitramfs -o /tmp/peer.img {kver}", "/tmp/peer.img"),
             ("dracut generic", "dracut", f"dracut --no-hostonly --force /tmp/peer.img {kver}", "/tmp/peer.img"),
@@ -175,8 +190,8 @@ def main():
 
         # Host-only variants: built inside the VM by each root's generators (leanrd's from the
         # initramfs-tools root).
-        in_vm = {"leanrd-host-only": "leanrd host-only", "initramfs-tools-dep": "initramfs-tools dep",
-                 "dracut-host-only": "dracut host-only"}
+        in_vm = {"leanrd-host-only": "leanrd host-only", "leanrd-host-only-keep": "leanrd host-only keep",
+                 "initramfs-tools-dep": "initramfs-tools dep", "dracut-host-only": "dracut host-only"}
 
         def build_in_vm(flavour):
             return flavour, qemu(kernel, images["leanrd universal"], disks[flavour], "leanrd.bench=build",
@@ -184,7 +199,9 @@ def main():
         with concurrent.futures.ThreadPoolExecutor(2) as ex:
             for flavour, log in ex.map(build_in_vm, disks):
                 # Each root's own generator; leanrd's from the initramfs-tools root.
-                mine = {"initramfs-tools": ("leanrd-host-only", "initramfs-tools-dep"), "dracut": ("dracut-host-only",)}
+                mine = {"initramfs-tools": ("leanrd-host-only", "initramfs-tools-dep")
+                        + (("leanrd-host-only-keep",) if compressed else ()),
+                        "dracut": ("dracut-host-only",)}
                 keep = list(mine[flavour])
                 for m in re.finditer(r"LEANRD-BENCH (\S+) rc=(\d+) ([0-9.]+)", log):
                     if m.group(1) not in keep:
@@ -206,12 +223,15 @@ def main():
         with concurrent.futures.ThreadPoolExecutor(2) as ex:
             logs = list(ex.map(lambda j: (j[0], qemu(kernel, images[j[0]], root_of(j[0]), "")), jobs))
 
-        print(f"## Debian bookworm root (systemd), {time.strftime('%Y-%m-%d')}, kernel {kver}, QEMU TCG -m 1024, "
+        print(f"## Debian {a.suite} root (systemd), {time.strftime('%Y-%m-%d')}, kernel {kver}, QEMU TCG -m 1024, "
               f"virtio-blk ext4 GPT, two VMs at a time; medians of {a.runs}\n")
         print("| variant | build s | image bytes | kernel → multi-user s | initramfs phase s | running |")
         print("|---|---:|---:|---:|---:|---:|")
-        res = {}
+        res, raw = {}, {}
         for name in images:
+            raw[name] = {"build_s": builds.get(name, []), "image_bytes": os.path.getsize(images[name]),
+                         "boots": [dict(zip(("running", "multi_user_s", "initramfs_s"), measure(log)))
+                                   for n, log in logs if n == name]}
             ms = [measure(log) for n, log in logs if n == name]
             ok = sum(1 for r, _, _ in ms if r)
             res[name] = (med([t for _, t, _ in ms]), med([p for _, _, p in ms]))
@@ -228,9 +248,19 @@ def main():
             except (KeyError, ValueError, ZeroDivisionError):
                 return "–"
         print()
-        for lean, peer in (("leanrd host-only", "initramfs-tools dep"), ("leanrd universal", "initramfs-tools most"),
-                           ("leanrd host-only", "dracut host-only"), ("leanrd universal", "dracut generic")):
+        pairs = [("leanrd host-only", "initramfs-tools dep"), ("leanrd universal", "initramfs-tools most"),
+                 ("leanrd host-only", "dracut host-only"), ("leanrd universal", "dracut generic")]
+        if compressed:
+            pairs += [("leanrd host-only", "leanrd host-only keep"), ("leanrd universal", "leanrd universal keep"),
+                      ("leanrd host-only keep", "initramfs-tools dep")]
+        for lean, peer in pairs:
             print(f"- {lean} / {peer}: initramfs phase {ratio(lean, peer, 1)}, whole boot {ratio(lean, peer, 0)}")
+        os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
+        out = os.path.join(ROOT, f"bench/results/debian-{a.suite}.json")
+        with open(out, "w") as f:
+            json.dump({"suite": a.suite, "kernel": kver, "date": time.strftime("%Y-%m-%d"), "runs": a.runs,
+                       "variants": raw}, f, indent=1)
+        print(f"\nRaw results: {os.path.relpath(out, ROOT)}")
         print("\nBuild seconds of host-only variants are inside the VM (TCG); universal ones on the host.")
     finally:
         shutil.rmtree(work, ignore_errors=True)

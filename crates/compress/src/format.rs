@@ -36,6 +36,11 @@ impl Format {
         }
     }
 
+    /// The format of this name (`xz`), as [`Format::name`] gives it.
+    pub fn from_name(name: &str) -> Option<Format> {
+        Format::ALL.into_iter().find(|f| f.name() == name)
+    }
+
     /// Recognise a compressed stream by its magic, as `lib/decompress.c` does.
     pub fn detect(head: &[u8]) -> Option<Format> {
         let m = |p: &[u8]| head.starts_with(p);

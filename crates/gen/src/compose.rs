@@ -257,7 +257,7 @@ pub fn main_plan(
     add_init(&mut plan, &r.init)?;
     let mut warnings = add_features(&mut plan, selected)?;
     let modprobe = ModprobeConf::read(&r.sysroot)?.for_modules(&m.set);
-    warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp, &modprobe)?);
+    warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp, &modprobe, r.threads)?);
     let mut conf = init_config(r, kernel, selected, facts, m);
     warnings.extend(add_checkers(&mut plan, r, selected, facts, &mut conf)?);
     if conf.layer(leanrd_contract::Capability::Luks).is_some() {

@@ -23,6 +23,7 @@ pub mod digest;
 pub mod elf;
 pub mod features;
 pub mod host;
+pub mod kconfig;
 pub mod keymap;
 pub mod modprobe;
 pub mod modules;
@@ -50,6 +51,9 @@ pub struct Generated {
     pub features: Vec<String>,
     pub modules: BTreeSet<String>,
     pub warnings: Vec<String>,
+    /// What the build decided or assumed that a user may want to know (how modules are
+    /// stored, an unknown kernel configuration).
+    pub notes: Vec<String>,
     pub facts: Option<Facts>,
     /// The boot proof of the main segment (host-only: against the host's facts; universal:
     /// the classes its features promise), and what it took (see [`proof`]).
@@ -70,7 +74,9 @@ pub fn generate(r: &Request) -> Result<Generated> {
     let all = features::load(r.features_dir.as_deref())?;
     features::check_names(&all, &r.include)?;
     features::check_names(&all, &r.exclude)?;
-    let kernel = Kernel::load(&r.sysroot, &r.kver)?;
+    let mut kernel = Kernel::load(&r.sysroot, &r.kver)?;
+    kernel.set_strategy(r.module_compression);
+    let mut notes: Vec<String> = kernel.config.assumption(&r.kver).into_iter().collect();
     let facts = host_facts(r)?;
     let mut warnings = Vec::new();
     let selected = select::available(select::select(&all, r, facts.as_ref()), &r.sysroot, &mut warnings);
@@ -115,6 +121,17 @@ pub fn generate(r: &Request) -> Result<Generated> {
             proof::prove_universal(&main, &promise, &kernel)
         }
     };
+    // The image's own compression: the kernel must unpack it.
+    let proven = match (proven, kconfig::check_image_compression(&kernel.config, r.compress.format, &r.kver)) {
+        (Ok(p), Ok(())) => Ok(p),
+        (Ok(_), Err(e)) => Err(vec![e]),
+        (Err(m), Ok(())) => Err(m),
+        (Err(mut m), Err(e)) => {
+            m.push(e);
+            Err(m)
+        }
+    };
     let proof = Some((proven, start.elapsed()));
-    Ok(Generated { main, early, features, modules: mods.set, warnings, facts, proof })
+    notes.extend(kernel.storage_note(&mods.set));
+    Ok(Generated { main, early, features, modules: mods.set, warnings, notes, facts, proof })
 }

@@ -1,19 +1,61 @@
-//! A target kernel's modules: its tables, the files of a resolved module set (decompressed
-//! at build time when the kernel cannot do it), their firmware, and the filtered tables the
-//! image carries for /init.
+//! A target kernel's modules: its tables, its configuration, the files of a resolved module
+//! set (stored decompressed at build time unless the strategy keeps them compressed and the
+//! kernel decompresses that format), their firmware, and the filtered tables the image
+//! carries for /init.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::fs;
-use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 use goblin::elf::Elf;
 use leanrd_archive::error::{Context, Result, bail};
 use leanrd_compress::Format;
-use leanrd_kmod::{ModuleDb, Resolved, Tables, split_compression};
+use leanrd_kmod::{ModuleCompression, ModuleDb, Resolved, Tables, split_compression};
 
+use crate::kconfig::KernelConfig;
 use crate::modprobe::ModprobeConf;
 use crate::plan::{Item, Plan, host_path};
+
+/// How compressed modules are stored in the image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ModuleStrategy {
+    /// Decompressed at build time, the whole image then compressed once: the kernel unpacks
+    /// one stream (multi-threaded zstd at build, one fast decompression at boot).
+    #[default]
+    Decompress,
+    /// As the distribution ships them, when the kernel decompresses that format itself (one
+    /// module at a time, single-threaded, during the boot); decompressed otherwise.
+    Keep,
+}
+
+impl ModuleStrategy {
+    pub const ALL: [ModuleStrategy; 2] = [ModuleStrategy::Decompress, ModuleStrategy::Keep];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ModuleStrategy::Decompress => "decompress",
+            ModuleStrategy::Keep => "keep",
+        }
+    }
+}
+
+impl fmt::Display for ModuleStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ModuleStrategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ModuleStrategy, String> {
+        ModuleStrategy::ALL.into_iter().find(|m| m.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = ModuleStrategy::ALL.iter().map(|m| m.name()).collect();
+            format!("{s:?} is not a module strategy ({})", names.join(", "))
+        })
+    }
+}
 
 /// The target kernel.
 pub struct Kernel {
@@ -21,8 +63,11 @@ pub struct Kernel {
     /// Image (and host) path of its module directory, e.g. /lib/modules/6.1.0-56-amd64.
     pub dir: String,
     pub db: ModuleDb,
-    /// CONFIG_MODULE_DECOMPRESS: the kernel loads .ko.xz/.ko.zst/.ko.gz itself.
-    pub decompresses: bool,
+    pub config: KernelConfig,
+    /// The module compression kept in the image (the kernel decompresses it and the strategy
+    /// keeps it); every other compressed module is stored decompressed.
+    pub kept: Option<ModuleCompression>,
+    pub strategy: ModuleStrategy,
 }
 
 fn read_opt(p: &Path) -> Result<Vec<u8>> {
@@ -31,6 +76,65 @@ fn read_opt(p: &Path) -> Result<Vec<u8>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(e).with_context(|| format!("{}: cannot read", p.display())),
     }
+}
+
+/// The marker the kernel's sign-file appends after a module's signature
+/// (include/linux/module_signature.h: MODULE_SIG_STRING).
+pub const MODULE_SIG_STRING: &[u8] = b"~Module signature appended~\n";
+
+/// What the boot proof needs to know of a module file as it is stored in an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleFile {
+    /// The stored bytes' compression (by their magic; None: not compressed).
+    pub compression: Option<Format>,
+    /// Whether the (decompressed) content is an ELF object.
+    pub elf: bool,
+    /// The release in its `vermagic`, the first word.
+    pub vermagic: Option<String>,
+    /// Whether the (decompressed) content ends in a module signature.
+    pub signed: bool,
+    /// Why the stored bytes could not be decompressed, if they could not.
+    pub corrupt: Option<String>,
+}
+
+impl ModuleFile {
+    /// Read a module's facts from its stored bytes and, when already at hand, its
+    /// decompressed content.
+    pub fn read(stored: &[u8], plain: Option<&[u8]>) -> ModuleFile {
+        let compression = if stored.starts_with(b"\x7fELF") { None } else { Format::detect(stored) };
+        let decompressed;
+        let (plain, corrupt) = match (compression, plain) {
+            (None, _) => (stored, None),
+            (Some(_), Some(p)) => (p, None),
+            (Some(f), None) => match leanrd_compress::decompress_vec(f, stored) {
+                Ok(d) => {
+                    decompressed = d;
+                    (&decompressed[..], None)
+                }
+                Err(e) => (&[][..], Some(format!("cannot decompress its {f}: {e}"))),
+            },
+        };
+        ModuleFile::of_plain(compression, plain, corrupt)
+    }
+
+    fn of_plain(compression: Option<Format>, plain: &[u8], corrupt: Option<String>) -> ModuleFile {
+        let vermagic = modinfo(plain, "vermagic").first().and_then(|v| v.split_whitespace().next()).map(str::to_string);
+        ModuleFile {
+            compression,
+            elf: plain.starts_with(b"\x7fELF"),
+            vermagic,
+            signed: plain.ends_with(MODULE_SIG_STRING),
+            corrupt,
+        }
+    }
+}
+
+/// One module as it goes into the image: where it is stored and what it is.
+struct Prepared {
+    image_path: String,
+    item: Item,
+    file: ModuleFile,
+    firmware: Vec<String>,
 }
 
 impl Kernel {
@@ -45,15 +149,24 @@ impl Kernel {
                     host_path(sysroot, "/lib/modules").display()
                 )
             })?;
+        // Where the modules really are (/lib -> usr/lib: /usr/lib/modules/KVER): every file the
+        // image gets for them, copied or made, goes there, so no planned directory is later
+        // shadowed by the sysroot's symlink.
+        let dir = crate::plan::real_path(sysroot, &dir)?;
         let hd = host_path(sysroot, &dir);
         let tables = Tables::read(|f| read_opt(&hd.join(f)))?;
         let db = ModuleDb::parse(&tables).with_context(|| format!("{}: bad module table", hd.display()))?;
-        let config = [format!("/boot/config-{kver}"), format!("{dir}/build/.config"), format!("{dir}/config")]
-            .iter()
-            .find_map(|p| fs::read_to_string(host_path(sysroot, p)).ok())
-            .unwrap_or_default();
-        let decompresses = config.lines().any(|l| l.trim() == "CONFIG_MODULE_DECOMPRESS=y");
-        Ok(Kernel { kver: kver.to_string(), dir, db, decompresses })
+        let config = KernelConfig::find(sysroot, kver, &dir);
+        Ok(Kernel { kver: kver.to_string(), dir, db, config, kept: None, strategy: ModuleStrategy::default() })
+    }
+
+    /// Follow a module strategy: keep the format the kernel decompresses, or none.
+    pub fn set_strategy(&mut self, s: ModuleStrategy) {
+        self.strategy = s;
+        self.kept = match s {
+            ModuleStrategy::Keep => self.config.module_decompression(),
+            ModuleStrategy::Decompress => None,
+        };
     }
 
     /// Resolve names/aliases into a module set (dependencies and soft dependencies
@@ -71,58 +184,86 @@ impl Kernel {
         (set, missing)
     }
 
-    /// Add the module files of `set` (and their firmware) to the plan. Compressed modules
-    /// are decompressed into `tmp` unless the kernel does it. Returns warnings.
+    /// Whether a module path is stored as it is (plain, or in the kept compression).
+    fn stored_as_is(&self, rel: &str) -> bool {
+        match split_compression(rel).1 {
+            None => true,
+            Some(c) => self.kept == Some(c),
+        }
+    }
+
+    /// Read (and, unless kept, decompress into `tmp`) one module file.
+    fn prepare(&self, sysroot: &Path, rel: &str, tmp: &Path) -> Result<Prepared> {
+        let image_path = format!("{}/{rel}", self.dir);
+        let hp = host_path(sysroot, &image_path);
+        let raw = fs::read(&hp).with_context(|| format!("{}: cannot read", hp.display()))?;
+        let (plain, compression) = match split_compression(rel).1 {
+            None => (None, None),
+            Some(c) => {
+                let f = Format::from_name(c.format).expect("module compressions are formats (kconfig tests)");
+                let d = leanrd_compress::decompress_vec(f, &raw)
+                    .with_context(|| format!("{}: cannot decompress ({f})", hp.display()))?;
+                (Some(d), Some(c))
+            }
+        };
+        let content = plain.as_deref().unwrap_or(&raw);
+        let firmware = modinfo(content, "firmware");
+        if self.stored_as_is(rel) {
+            let file = ModuleFile::read(&raw, plain.as_deref());
+            return Ok(Prepared { image_path, item: Item::File { src: hp, mode: 0o644 }, file, firmware });
+        }
+        let c = compression.expect("only compressed modules are decompressed");
+        let plain_path = image_path.strip_suffix(c.suffix).expect("split by this suffix").to_string();
+        let dst = tmp.join(plain_path.trim_start_matches('/'));
+        fs::create_dir_all(dst.parent().expect("has parent"))?;
+        fs::write(&dst, content).with_context(|| format!("{}: cannot write", dst.display()))?;
+        let file = ModuleFile::of_plain(None, content, None);
+        Ok(Prepared { image_path: plain_path, item: Item::File { src: dst, mode: 0o644 }, file, firmware })
+    }
+
+    /// Add the module files of `set` (and their firmware) to the plan, read and decompressed
+    /// on `threads` threads. Compressed modules are decompressed into `tmp` unless kept.
+    /// Returns warnings.
     pub fn add_to_plan(
         &self,
         plan: &mut Plan,
         set: &BTreeSet<String>,
         tmp: &Path,
         conf: &ModprobeConf,
+        threads: u32,
     ) -> Result<Vec<String>> {
+        let rels: Vec<&String> = set.iter().filter_map(|n| self.db.paths.get(n)).collect();
+        let sysroot: PathBuf = plan.sysroot.clone();
+        let threads = (threads.max(1) as usize).min(rels.len().max(1));
+        // Decompressing xz is the cost here: spread it over the cores, larger files first
+        // would balance better but sizes are not known without a stat each; striding does.
+        let prepared: Vec<Result<Prepared>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (rels, sysroot) = (&rels, &sysroot);
+                    s.spawn(move || {
+                        rels.iter()
+                            .skip(t)
+                            .step_by(threads)
+                            .map(|rel| self.prepare(sysroot, rel, tmp))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            workers.into_iter().flat_map(|w| w.join().expect("a module worker panicked")).collect()
+        });
         let mut warnings = Vec::new();
         let mut firmware = BTreeSet::new();
-        for name in set {
-            let Some(rel) = self.db.paths.get(name) else { continue };
-            let image_path = format!("{}/{rel}", self.dir);
-            let hp = host_path(&plan.sysroot, &image_path);
-            let compressed = match split_compression(rel).1 {
-                Some(".xz") => Some((".xz", Format::Xz)),
-                Some(".zst") => Some((".zst", Format::Zstd)),
-                Some(ext) => Some((ext, Format::Gzip)),
-                None => None,
-            };
-            let data = match compressed {
-                Some((ext, fmt)) if !self.decompresses => {
-                    let raw = fs::read(&hp).with_context(|| format!("{}: cannot read", hp.display()))?;
-                    let mut out = Vec::new();
-                    leanrd_compress::decoder(fmt, &raw[..])?
-                        .read_to_end(&mut out)
-                        .with_context(|| format!("{}: cannot decompress", hp.display()))?;
-                    let plain = image_path.trim_end_matches(ext).to_string();
-                    let dst = tmp.join(plain.trim_start_matches('/'));
-                    fs::create_dir_all(dst.parent().expect("has parent"))?;
-                    fs::write(&dst, &out).with_context(|| format!("{}: cannot write", dst.display()))?;
-                    plan.put(&plain, Item::File { src: dst, mode: 0o644 });
-                    out
+        for p in prepared {
+            let p = p?;
+            firmware.extend(p.firmware);
+            let real = match p.item {
+                Item::File { src, .. } if src.starts_with(tmp) => {
+                    plan.put(&p.image_path, Item::File { src, mode: 0o644 })
                 }
-                _ => {
-                    plan.add_host_path(&image_path)?;
-                    let raw = fs::read(&hp).with_context(|| format!("{}: cannot read", hp.display()))?;
-                    match compressed {
-                        // Kept compressed for the kernel; decompressed here only for its modinfo.
-                        Some((_, fmt)) => {
-                            let mut out = Vec::new();
-                            leanrd_compress::decoder(fmt, &raw[..])?.read_to_end(&mut out)?;
-                            out
-                        }
-                        None => raw,
-                    }
-                }
+                _ => plan.add_host_path(&p.image_path)?,
             };
-            for fw in modinfo(&data, "firmware") {
-                firmware.insert(fw);
-            }
+            plan.modules.insert(real, p.file);
         }
         for fw in firmware {
             let found = ["", ".zst", ".xz"].iter().map(|ext| format!("/lib/firmware/{fw}{ext}")).find(|p| {
@@ -137,7 +278,50 @@ impl Kernel {
             }
         }
         self.add_tables(plan, set, conf);
+        // /init reads /lib/modules/KVER: the sysroot's way there (its /lib symlink), else a
+        // symlink to where the modules are.
+        let init_dir = format!("/lib/modules/{}", self.kver);
+        if init_dir != self.dir {
+            let sysroot = plan.sysroot.clone();
+            match crate::plan::real_path(&sysroot, &init_dir) {
+                Ok(real) if real == self.dir => {
+                    plan.add_host_path(&init_dir)?;
+                }
+                _ => {
+                    plan.put(&init_dir, Item::Symlink { target: self.dir.clone() });
+                }
+            }
+        }
         Ok(warnings)
+    }
+
+    /// How the modules of `set` are stored, for the build's notes (None when none of them
+    /// is compressed on the sysroot).
+    pub fn storage_note(&self, set: &BTreeSet<String>) -> Option<String> {
+        let (mut kept, mut unpacked) = (BTreeMap::<&str, usize>::new(), BTreeMap::<&str, usize>::new());
+        for rel in set.iter().filter_map(|n| self.db.paths.get(n)) {
+            if let Some(c) = split_compression(rel).1 {
+                *if self.stored_as_is(rel) { &mut kept } else { &mut unpacked }.entry(c.suffix).or_default() += 1;
+            }
+        }
+        if kept.is_empty() && unpacked.is_empty() {
+            return None;
+        }
+        let by_kernel = match self.config.module_decompression() {
+            Some(c) => format!("kernel {} decompresses {} modules", self.kver, c.suffix),
+            None if self.config.known() => format!("kernel {} decompresses no modules", self.kver),
+            None => format!("kernel {}'s configuration is unknown", self.kver),
+        };
+        let list =
+            |m: &BTreeMap<&str, usize>| m.iter().map(|(s, n)| format!("{n} .ko{s}")).collect::<Vec<_>>().join(", ");
+        let mut parts = Vec::new();
+        if !kept.is_empty() {
+            parts.push(format!("{} kept compressed", list(&kept)));
+        }
+        if !unpacked.is_empty() {
+            parts.push(format!("{} stored decompressed", list(&unpacked)));
+        }
+        Some(format!("modules: {} ({by_kernel}; --module-compression {})", parts.join(", "), self.strategy))
     }
 
     /// The module tables /init uses, limited to the modules in the image, with the target's
@@ -158,7 +342,7 @@ impl Kernel {
     /// A module's path relative to the module directory, as it is in the image.
     fn image_rel(&self, name: &str) -> String {
         let rel = &self.db.paths[name];
-        if self.decompresses { rel.clone() } else { split_compression(rel).0.to_string() }
+        if self.stored_as_is(rel) { rel.clone() } else { split_compression(rel).0.to_string() }
     }
 }
 

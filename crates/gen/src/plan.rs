@@ -41,6 +41,9 @@ pub enum Item {
 pub struct Plan {
     pub sysroot: PathBuf,
     pub items: BTreeMap<String, Item>,
+    /// What the generator learnt of each module file it planned (image path → facts), so
+    /// the boot proof need not decompress them again.
+    pub modules: BTreeMap<String, crate::modules::ModuleFile>,
 }
 
 /// Join an absolute image path under the sysroot.
@@ -83,6 +86,19 @@ pub fn walk_path<E>(
     Ok(if cur.is_empty() { "/".into() } else { cur })
 }
 
+/// An absolute path on the sysroot with every symlink on the way followed within it (an
+/// absolute target from the sysroot): where the file really is, as an image path.
+pub fn real_path(sysroot: &Path, path: &str) -> Result<String> {
+    let too_many = |p: &str| leanrd_archive::invalid!("{}: too many levels of symbolic links", p);
+    walk_path(path, too_many, |next, _| {
+        let hp = host_path(sysroot, next);
+        match fs::symlink_metadata(&hp) {
+            Ok(md) if md.file_type().is_symlink() => Ok(Some(fs::read_link(&hp)?.to_string_lossy().into_owned())),
+            _ => Ok(None),
+        }
+    })
+}
+
 /// Lexically normalise an absolute path (`.` and `..` removed; `..` at the root stays there).
 pub fn clean(p: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();
@@ -100,7 +116,7 @@ pub fn clean(p: &str) -> String {
 
 impl Plan {
     pub fn new(sysroot: &Path) -> Plan {
-        Plan { sysroot: sysroot.to_path_buf(), items: BTreeMap::new() }
+        Plan { sysroot: sysroot.to_path_buf(), items: BTreeMap::new(), modules: BTreeMap::new() }
     }
 
     fn add_dirs_for(&mut self, path: &str) {
@@ -115,10 +131,12 @@ impl Plan {
 
     /// Add an item at `path`, with its parent directories. A parent that is a symlink in the
     /// plan (e.g. `/lib -> usr/lib`) is followed, so the item lands where the link points.
-    pub fn put(&mut self, path: &str, item: Item) {
+    /// Returns the path it landed at.
+    pub fn put(&mut self, path: &str, item: Item) -> String {
         let path = self.resolve_parents(&clean(path));
         self.add_dirs_for(&path);
-        self.items.insert(path, item);
+        self.items.insert(path.clone(), item);
+        path
     }
 
     /// `path` with every planned symlink among its parents replaced by its target.

@@ -19,7 +19,8 @@ use leanrd_kmod::{ModuleDb, Resolved, Tables};
 
 use crate::elf::{Info, LdCache};
 use crate::host::Facts;
-use crate::modules::Kernel;
+use crate::kconfig::{KernelConfig, module_compress_symbol};
+use crate::modules::{Kernel, ModuleFile};
 use crate::plan::{Item, Plan, walk_path};
 
 /// What a path is in an image.
@@ -39,6 +40,10 @@ pub trait ImageView {
     fn data(&self, path: &str) -> Option<Vec<u8>>;
     /// The entries directly under a directory (names).
     fn children(&self, dir: &str) -> Vec<String>;
+    /// What a module file is, as stored (read from its data unless the view knows).
+    fn module(&self, path: &str) -> Option<ModuleFile> {
+        self.data(path).map(|d| ModuleFile::read(&d, None))
+    }
 }
 
 impl ImageView for Plan {
@@ -60,6 +65,13 @@ impl ImageView for Plan {
     fn children(&self, dir: &str) -> Vec<String> {
         children_of(self.items.keys(), dir)
     }
+    /// The generator read each module as it planned it: its facts, not a second read.
+    fn module(&self, path: &str) -> Option<ModuleFile> {
+        match self.modules.get(path) {
+            Some(m) => Some(m.clone()),
+            None => self.data(path).map(|d| ModuleFile::read(&d, None)),
+        }
+    }
 }
 
 fn children_of<'a>(paths: impl Iterator<Item = &'a String>, dir: &str) -> Vec<String> {
@@ -72,8 +84,8 @@ fn children_of<'a>(paths: impl Iterator<Item = &'a String>, dir: &str) -> Vec<St
 }
 
 /// An image read back into memory (`leanrd verify`): every entry, with the content of the
-/// files the proof reads (module tables, configuration, programs and libraries; not the
-/// modules themselves, whose presence is enough).
+/// files the proof reads (module tables and modules, configuration, programs and libraries;
+/// not firmware or microcode, whose presence is enough).
 #[derive(Debug, Default)]
 pub struct MemImage {
     pub nodes: BTreeMap<String, (Node, Option<Vec<u8>>)>,
@@ -82,10 +94,7 @@ pub struct MemImage {
 impl MemImage {
     /// Whether the proof reads a file's content.
     pub fn wants_data(path: &str) -> bool {
-        !(path.ends_with(".ko")
-            || path.contains(".ko.")
-            || path.contains("/firmware/")
-            || path.starts_with("/kernel/x86/microcode/"))
+        !(path.contains("/firmware/") || path.starts_with("/kernel/x86/microcode/"))
     }
 }
 
@@ -219,6 +228,37 @@ impl Check<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// Every module file in the image's tables loads, as stored, into kernel `kver`: an ELF
+    /// object or a compressed file in the one format the kernel decompresses (by the name
+    /// /init goes by), its vermagic the kernel's release, signed where signatures are forced.
+    /// Failures are grouped by reason, a few modules named for each.
+    fn module_files(&mut self, kver: &str) -> Vec<String> {
+        let mut bad: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let unknown = KernelConfig::unknown();
+        let config = self.kernel.map_or(&unknown, |k| &k.config);
+        for rel in self.mods.db.paths.values() {
+            let path = format!("{}/{rel}", self.mods.dir);
+            // A missing file is reported by `loadable`, for what needs it.
+            let Some(real) = resolve(self.v, &path) else { continue };
+            let Some(f) = self.v.module(&real) else { continue };
+            self.checks += 1;
+            if let Some(why) = unloadable(&f, rel, kver, config) {
+                bad.entry(why).or_default().push(path);
+            }
+        }
+        bad.into_iter()
+            .map(|(why, paths)| {
+                let shown = paths.iter().take(3).map(String::as_str).collect::<Vec<_>>().join(", ");
+                let more = if paths.len() > 3 { format!(" and {} more", paths.len() - 3) } else { String::new() };
+                let n = paths.len();
+                format!(
+                    "{n} module{} kernel {kver} cannot load as stored: {why}: {shown}{more}",
+                    if n == 1 { "" } else { "s" }
+                )
+            })
+            .collect()
     }
 
     /// Whether the target kernel has `what` as a module (None: no kernel to ask).
@@ -364,6 +404,66 @@ impl Check<'_> {
     }
 }
 
+/// Why kernel `kver` (with `config`, when known) would refuse a module stored as `f` under
+/// the name `rel` (/init passes MODULE_INIT_COMPRESSED_FILE by the name); None: it loads.
+pub fn unloadable(f: &ModuleFile, rel: &str, kver: &str, config: &KernelConfig) -> Option<String> {
+    if let Some(e) = &f.corrupt {
+        return Some(e.clone());
+    }
+    let named = leanrd_kmod::split_compression(rel).1;
+    match (named, f.compression) {
+        (None, None) if !f.elf => return Some("not an ELF object".into()),
+        (None, None) => {}
+        (None, Some(c)) => return Some(format!("named .ko but compressed with {c}: loaded as ELF, it fails")),
+        (Some(n), None) => return Some(format!("named {} but not compressed", n.suffix)),
+        (Some(n), Some(c)) if c.name() != n.format => {
+            return Some(format!("named {} but compressed with {c}", n.suffix));
+        }
+        (Some(n), Some(_)) => {
+            let symbol = module_compress_symbol(&n);
+            match config.module_decompression() {
+                Some(k) if k == n => {}
+                Some(k) => {
+                    return Some(format!(
+                        "compressed with {}, and the kernel decompresses only {} modules (CONFIG_{symbol} is not set \
+                         in {})",
+                        n.format,
+                        k.format,
+                        config.shown()
+                    ));
+                }
+                None if config.known() => {
+                    return Some(format!(
+                        "compressed with {}, and the kernel decompresses no modules (CONFIG_MODULE_DECOMPRESS with \
+                         CONFIG_{symbol} is not set in {})",
+                        n.format,
+                        config.shown()
+                    ));
+                }
+                None => {
+                    return Some(format!(
+                        "compressed with {}, and the kernel's configuration is unknown (no /boot/config-{kver}): it \
+                         may not decompress them",
+                        n.format
+                    ));
+                }
+            }
+        }
+    }
+    if !f.elf {
+        return Some("not an ELF object once decompressed".into());
+    }
+    match &f.vermagic {
+        None => return Some("no vermagic in its .modinfo".into()),
+        Some(v) if v != kver => return Some(format!("built for kernel {v} (vermagic), not {kver}")),
+        Some(_) => {}
+    }
+    if config.sig_force() && !f.signed {
+        return Some("not signed, and the kernel forces module signatures (CONFIG_MODULE_SIG_FORCE)".into());
+    }
+    None
+}
+
 /// Prove that the image boots the machine the facts describe; Err lists what is missing,
 /// the first link first.
 pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &str) -> Result<Proven, Vec<String>> {
@@ -385,6 +485,7 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
     {
         missing.push(e);
     }
+    missing.extend(c.module_files(kver));
     let luks_prompt = facts.stack.contains("crypt");
     // In the order the boot meets them: a controller's driver before the disk's behind it
     // (a parent device's path is a prefix of its children's).
@@ -470,6 +571,7 @@ pub fn prove_universal(v: &dyn ImageView, p: &Promise, kernel: &Kernel) -> Resul
     {
         missing.push(e);
     }
+    missing.extend(c.module_files(&kernel.kver));
     let mut seen = BTreeSet::new();
     for m in p.modules.iter().filter(|m| seen.insert(leanrd_kmod::normalize(m))) {
         if c.kernel_module(m) == Some(true)
@@ -504,6 +606,85 @@ mod tests {
             m.nodes.insert(p.to_string(), (n.clone(), Some(d.to_vec())));
         }
         m
+    }
+
+    /// The proof's refusals of module files, each named with its reason: a vermagic of
+    /// another kernel, a compression the kernel does not decompress (and a name that lies
+    /// about it), an unsigned module where signatures are forced; the same image passes
+    /// for the kernel it was made for.
+    #[test]
+    fn modules_the_kernel_cannot_load_are_refused_with_the_reason() {
+        use crate::kconfig::Origin;
+        use leanrd_compress::{Format, Spec, compress_vec};
+        use leanrd_testkit::module_elf;
+        let k = "6.12.1-test";
+        let conf = |t: &str| KernelConfig::parse(t, Origin::File("/boot/config-6.12.1-test".into()));
+        let xz_kernel = conf("CONFIG_MODULE_DECOMPRESS=y\nCONFIG_MODULE_COMPRESS_XZ=y\n");
+        let elf = module_elf(k, "a", b"code", true);
+        let z = |f: Format, d: &[u8]| compress_vec(Spec::new(f), 1, d).unwrap();
+        let read = |d: &[u8]| ModuleFile::read(d, None);
+        assert_eq!(unloadable(&read(&elf), "a.ko", k, &xz_kernel), None);
+        assert_eq!(unloadable(&read(&z(Format::Xz, &elf)), "a.ko.xz", k, &xz_kernel), None);
+        let why = unloadable(&read(&module_elf("6.1.0-56-amd64", "a", b"", true)), "a.ko", k, &xz_kernel).unwrap();
+        assert_eq!(why, "built for kernel 6.1.0-56-amd64 (vermagic), not 6.12.1-test");
+        let why = unloadable(&read(&z(Format::Zstd, &elf)), "a.ko.zst", k, &xz_kernel).unwrap();
+        assert!(why.starts_with("compressed with zstd, and the kernel decompresses only xz modules"), "{why}");
+        assert!(why.contains("CONFIG_MODULE_COMPRESS_ZSTD is not set in /boot/config-6.12.1-test"), "{why}");
+        let none = conf("# CONFIG_MODULE_DECOMPRESS is not set\n");
+        let why = unloadable(&read(&z(Format::Xz, &elf)), "a.ko.xz", k, &none).unwrap();
+        assert!(why.contains("decompresses no modules"), "{why}");
+        let why = unloadable(&read(&z(Format::Xz, &elf)), "a.ko.xz", k, &KernelConfig::unknown()).unwrap();
+        assert!(why.contains("configuration is unknown"), "{why}");
+        let why = unloadable(&read(&z(Format::Zstd, &elf)), "a.ko.xz", k, &xz_kernel).unwrap();
+        assert_eq!(why, "named .xz but compressed with zstd");
+        assert_eq!(
+            unloadable(&read(&z(Format::Xz, &elf)), "a.ko", k, &xz_kernel).unwrap(),
+            "named .ko but compressed with xz: loaded as ELF, it fails"
+        );
+        assert_eq!(unloadable(&read(b"not a module"), "a.ko", k, &xz_kernel).unwrap(), "not an ELF object");
+        let corrupt = unloadable(&read(b"\xfd7zXZ\0garbage"), "a.ko.xz", k, &xz_kernel).unwrap();
+        assert!(corrupt.starts_with("cannot decompress its xz"), "{corrupt}");
+        let forced = conf("CONFIG_MODULE_SIG_FORCE=y\n");
+        let unsigned = read(&module_elf(k, "a", b"", false));
+        assert!(unloadable(&unsigned, "a.ko", k, &forced).unwrap().contains("CONFIG_MODULE_SIG_FORCE"));
+        assert_eq!(unloadable(&unsigned, "a.ko", k, &xz_kernel), None);
+        assert_eq!(unloadable(&read(&elf), "a.ko", k, &forced), None);
+
+        // In an image: grouped by reason, the modules named.
+        let dep = "kernel/a.ko:\nkernel/b.ko:\nkernel/c.ko:\nkernel/d.ko:\nkernel/e.ko:\nkernel/f.ko.zst:\n";
+        let old = module_elf("6.1.0-56-amd64", "x", b"", false);
+        let zst = z(Format::Zstd, &elf);
+        let mut files: Vec<(String, Vec<u8>)> = vec![
+            (format!("/lib/modules/{k}/modules.dep"), dep.as_bytes().to_vec()),
+            (format!("/lib/modules/{k}/kernel/a.ko"), elf.clone()),
+            (format!("/lib/modules/{k}/kernel/f.ko.zst"), zst),
+        ];
+        for m in ["b", "c", "d", "e"] {
+            files.push((format!("/lib/modules/{k}/kernel/{m}.ko"), old.clone()));
+        }
+        let mut v = MemImage::default();
+        for (p, d) in files {
+            v.nodes.insert(p, (Node::File, Some(d)));
+        }
+        for d in ["/lib", "/lib/modules", &format!("/lib/modules/{k}"), &format!("/lib/modules/{k}/kernel")] {
+            v.nodes.insert(d.to_string(), (Node::Dir, None));
+        }
+        let mods = image_modules(&v, k).unwrap();
+        let mut c = Check::new(&v, mods, None, None);
+        let out = c.module_files(k);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(
+            out[0].starts_with("4 modules kernel 6.12.1-test cannot load as stored: built for kernel 6.1.0-56-amd64"),
+            "{out:?}"
+        );
+        assert!(
+            out[0].ends_with(
+                "/kernel/b.ko, /lib/modules/6.12.1-test/kernel/c.ko, /lib/modules/6.12.1-test/kernel/d.ko and 1 more"
+            ),
+            "{out:?}"
+        );
+        assert!(out[1].starts_with("1 module kernel 6.12.1-test cannot load as stored: compressed with zstd, and the kernel's configuration is unknown"), "{out:?}");
+        assert_eq!(c.checks, 6);
     }
 
     /// Whether program `path` runs in the image (and how many objects that took).

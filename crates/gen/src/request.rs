@@ -11,6 +11,7 @@ use leanrd_compress::{Format, Spec};
 use serde::{Deserialize, Deserializer};
 
 use crate::features::reject_nul;
+use crate::modules::ModuleStrategy;
 
 /// Settings as given: everything optional. /etc/leanrd/leanrd.toml holds the same keys as
 /// the command line's options (command-line-only ones are skipped in the file).
@@ -41,6 +42,10 @@ pub struct Settings {
     /// The image; `{kver}` is replaced by the kernel release.
     pub output: Option<String>,
     pub threads: Option<u32>,
+    /// How compressed modules are stored: `decompress` (at build time) or `keep` (when the
+    /// kernel decompresses them).
+    #[serde(default, deserialize_with = "from_text")]
+    pub module_compression: Option<ModuleStrategy>,
     /// Octal mode of new images (TOML `0o640` or the string "0640").
     #[serde(default, deserialize_with = "image_mode")]
     pub image_mode: Option<u32>,
@@ -113,6 +118,7 @@ impl Settings {
             features_dir: self.features_dir.or(lower.features_dir),
             output: self.output.or(lower.output),
             threads: self.threads.or(lower.threads),
+            module_compression: self.module_compression.or(lower.module_compression),
             image_mode: self.image_mode.or(lower.image_mode),
         }
     }
@@ -142,6 +148,7 @@ pub struct Request {
     /// Asked-for mode of the image (else kept from the image replaced, else private).
     pub image_mode: Option<u32>,
     pub threads: u32,
+    pub module_compression: ModuleStrategy,
 }
 
 impl Request {
@@ -171,6 +178,7 @@ impl Request {
             output,
             image_mode: s.image_mode,
             threads: s.threads.unwrap_or_else(leanrd_compress::default_threads),
+            module_compression: s.module_compression.unwrap_or_default(),
             sysroot,
             kver,
         })
@@ -211,7 +219,7 @@ mod tests {
     #[test]
     fn the_command_line_wins_and_lists_add_up() {
         let file = Settings::parse(
-            "compress = \"xz:6\"\nthreads = 2\ninclude = [\"luks\"]\nimage_mode = \"0640\"\n",
+            "compress = \"xz:6\"\nthreads = 2\ninclude = [\"luks\"]\nimage_mode = \"0640\"\nmodule_compression = \"keep\"\n",
             Path::new("f"),
         )
         .unwrap();
@@ -221,6 +229,7 @@ mod tests {
         assert_eq!(s.compress.unwrap().to_string(), "xz:6");
         assert_eq!(s.include, ["rescue", "luks"]);
         assert_eq!(s.image_mode, Some(0o640));
+        assert_eq!(s.module_compression, Some(ModuleStrategy::Keep));
     }
 
     #[test]
@@ -233,6 +242,7 @@ mod tests {
         );
         assert!(e("data_align = 6\n").contains("multiple of 4"), "{}", e("data_align = 6\n"));
         assert!(e("image_mode = 0o17777\n").contains("beyond 0o7777"));
+        assert!(e("module_compression = \"lz4\"\n").contains("not a module strategy (decompress, keep)"));
         assert!(e("kver = \"6.1\"\n").contains("kver"), "command-line-only keys are not in the file");
     }
 

@@ -6,13 +6,12 @@ use alloc::format;
 use alloc::string::String;
 
 use crate::devices::Dev;
-use crate::sys::{Errno, strerror};
 
 pub struct Report<'a> {
     pub why: &'a str,
     pub cmdline: &'a str,
     pub devs: &'a [Dev],
-    pub failed: &'a BTreeMap<String, Errno>,
+    pub failed: &'a BTreeMap<String, String>,
     pub loaded: usize,
     /// The module tables' error, the configuration's, the command line's, helpers'.
     pub notes: &'a [String],
@@ -44,8 +43,8 @@ impl Report<'_> {
         }
         if !self.failed.is_empty() {
             s += "leanrd: modules that failed to load:\n";
-            for (m, e) in self.failed {
-                s += &format!("  {m}: {} (errno {})\n", strerror(*e), e.raw_os_error());
+            for (m, why) in self.failed {
+                s += &format!("  {m}: {why}\n");
             }
         }
         s += &format!("leanrd: {} modules loaded\n", self.loaded);
@@ -66,7 +65,7 @@ mod tests {
     fn says_why_and_what_was_there() {
         let devs = vec![dev("vda1", (254, 1), Some("vda"), 1, fs("ext4", "1111", Some("root"), None, None))];
         let mut failed = BTreeMap::new();
-        failed.insert("nvme".into(), Errno::NOEXEC);
+        failed.insert("nvme".into(), crate::modules::load_error("/lib/modules/k/nvme.ko", crate::sys::Errno::NOEXEC));
         let notes = vec![String::from("lvm failed (exit status 5)")];
         let r = Report {
             why: "waited 5 s for root=UUID=x",

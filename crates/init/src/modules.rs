@@ -22,7 +22,8 @@ pub struct Modules {
     /// Modules never loaded: modprobe.d's blacklist, `modprobe.blacklist=`, `rd.driver.blacklist=`.
     blacklist: Vec<String>,
     pub loaded: BTreeSet<String>,
-    pub failed: BTreeMap<String, Errno>,
+    /// Modules that did not load, with why (see [`load_error`]).
+    pub failed: BTreeMap<String, String>,
     pub seen_aliases: BTreeSet<String>,
     /// Load drivers for every device (`rd.leanrd.coldplug=all`), not only [`boot_device`]s.
     pub coldplug_all: bool,
@@ -101,10 +102,10 @@ impl Modules {
             }
             pending.retain(|m| !ready.contains(m));
             let alone = ready.len() == 1 && running.is_empty();
-            let mut done: Vec<(String, Result<(), Errno>)> = Vec::new();
+            let mut done: Vec<(String, Result<(), String>)> = Vec::new();
             for m in ready {
                 let Some(path) = self.db.paths.get(&m).map(|r| format!("{}/{r}", self.dir)) else {
-                    done.push((m, Err(Errno::NOENT)));
+                    done.push((m, Err(String::from("not in the image's modules.dep"))));
                     continue;
                 };
                 let opts = self.options_for(&m);
@@ -113,11 +114,14 @@ impl Modules {
                 match if alone { Err(Errno::AGAIN) } else { sys::fork() } {
                     Ok(0) => sys::exit(finit(&path, &opts).err().map_or(0, |e| e.raw_os_error())),
                     Ok(pid) => running.push((pid, m)),
-                    Err(_) => done.push((m, finit(&path, &opts))),
+                    Err(_) => done.push((m, finit(&path, &opts).map_err(|e| load_error(&path, e)))),
                 }
             }
             if done.is_empty() && !running.is_empty() {
-                done.extend(reap_one(&mut running));
+                for (m, r) in reap_one(&mut running) {
+                    let path = self.db.paths.get(&m).map(|r| format!("{}/{r}", self.dir)).unwrap_or_default();
+                    done.push((m, r.map_err(|e| load_error(&path, e))));
+                }
             }
             for (m, r) in done {
                 let took = match began.iter().position(|(b, _)| *b == m) {
@@ -131,9 +135,9 @@ impl Modules {
                         self.loaded.insert(m);
                         n += 1;
                     }
-                    Err(e) => {
-                        log.step(&format!("{m}: {}", strerror(e)));
-                        self.failed.insert(m, e);
+                    Err(why) => {
+                        log.step(&format!("{m}: {why}"));
+                        self.failed.insert(m, why);
                     }
                 }
             }
@@ -238,14 +242,43 @@ fn reap_one(running: &mut Vec<(i32, String)>) -> Vec<(String, Result<(), Errno>)
     }
 }
 
-/// Load one module file with its parameters (an already loaded module counts as loaded).
+/// `finit_module`'s flag for a compressed file, decompressed by the kernel (include/uapi/
+/// linux/module.h; Linux 5.17+ with CONFIG_MODULE_DECOMPRESS). Not in rustix or linux-raw-sys.
+const MODULE_INIT_COMPRESSED_FILE: i32 = 4;
+
+/// Load one module file with its parameters (an already loaded module counts as loaded). A
+/// compressed file (`.ko.xz`, `.ko.zst`, `.ko.gz`) is handed to the kernel to decompress.
 fn finit(path: &str, options: &str) -> Result<(), Errno> {
     let f = sys::open(path)?;
     let params = alloc::ffi::CString::new(options).map_err(|_| Errno::INVAL)?;
-    match rustix::system::finit_module(&f, &params, 0) {
+    let flags = if leanrd_kmod::split_compression(path).1.is_some() { MODULE_INIT_COMPRESSED_FILE } else { 0 };
+    match rustix::system::finit_module(&f, &params, flags) {
         Ok(()) | Err(Errno::EXIST) => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// Why a module file did not load, in words: the C library's message and errno, and what it
+/// means for a module (the kernel's log says more; this is what a user can act on).
+pub fn load_error(path: &str, e: Errno) -> String {
+    let base = format!("{} (errno {})", strerror(e), e.raw_os_error());
+    let why = match (leanrd_kmod::split_compression(path).1, e) {
+        // Without CONFIG_MODULE_DECOMPRESS the kernel answers EOPNOTSUPP; before 5.17 the
+        // flag is unknown (EINVAL); a format other than the configured one is EINVAL too.
+        (Some(c), Errno::OPNOTSUPP | Errno::INVAL) => format!(
+            "this kernel cannot decompress {} modules (CONFIG_MODULE_DECOMPRESS with CONFIG_MODULE_COMPRESS_{}): \
+             rebuild the image, leanrd then stores them decompressed",
+            c.suffix,
+            c.format.to_ascii_uppercase()
+        ),
+        (_, Errno::NOEXEC) => String::from("not a module this kernel can load (not ELF, or built for another kernel)"),
+        (_, Errno::KEYREJECTED | Errno::NOKEY | Errno::BADMSG) => {
+            String::from("its signature is missing or not trusted, and this kernel enforces module signatures")
+        }
+        (_, Errno::NOENT) => String::from("the file is not in the image"),
+        _ => return base,
+    };
+    format!("{base}: {why}")
 }
 
 /// The kernel's module helper: `/init -q -- MODULE...`. Exits 1, as modprobe does, when a
@@ -262,7 +295,18 @@ pub fn helper_main(args: &[String], options: Vec<(String, String)>, blacklist: V
 
 #[cfg(test)]
 mod tests {
-    use super::boot_device;
+    use super::{Errno, boot_device, load_error};
+
+    #[test]
+    fn a_failed_load_says_what_to_do() {
+        let zst = load_error("/lib/modules/k/kernel/fs/ext4/ext4.ko.zst", Errno::OPNOTSUPP);
+        assert!(zst.contains("cannot decompress .zst modules") && zst.contains("CONFIG_MODULE_COMPRESS_ZSTD"), "{zst}");
+        assert!(load_error("/m/ext4.ko.xz", Errno::INVAL).contains("CONFIG_MODULE_COMPRESS_XZ"));
+        let elf = load_error("/m/ext4.ko", Errno::NOEXEC);
+        assert!(elf.starts_with("Exec format error (errno 8): not a module"), "{elf}");
+        assert!(load_error("/m/ext4.ko.xz", Errno::KEYREJECTED).contains("enforces module signatures"));
+        assert_eq!(load_error("/m/ext4.ko", Errno::NOMEM), "Cannot allocate memory (errno 12)");
+    }
 
     #[test]
     fn storage_and_input_devices_are_loaded_at_boot_others_left_to_the_system() {

@@ -33,7 +33,10 @@ use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
 use alloc::vec::Vec;
 
-pub use names::{COMPRESSIONS, fnmatch, is_module_file, name_of_path, normalize, normalize_alias, split_compression};
+pub use names::{
+    COMPRESSIONS, ModuleCompression, fnmatch, is_module_file, name_of_path, normalize, normalize_alias,
+    split_compression,
+};
 pub use tables::{ParseError, Tables};
 
 /// What a name or alias resolves to.

@@ -118,15 +118,31 @@ fn class(pat: &[u8], p: usize, c: u8) -> Option<(bool, usize)> {
     Some((matched != neg, j + 1))
 }
 
-/// The compressions depmod's module paths may end in (after `.ko`).
-pub const COMPRESSIONS: [&str; 3] = [".xz", ".zst", ".gz"];
+/// A compression a module file may be stored in (kernel/module/decompress.c knows these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModuleCompression {
+    /// The file suffix after `.ko` (`.xz`).
+    pub suffix: &'static str,
+    /// The format's name as leanrd_compress and the kernel name it (`xz`, `zstd`, `gzip`):
+    /// `CONFIG_MODULE_COMPRESS_{NAME}` selects it, `/sys/module/compression` shows it.
+    pub format: &'static str,
+}
+
+/// The compressions depmod's module paths may end in (after `.ko`). The one definition: the
+/// kernel configuration's symbols, /init's loading flag and the generator's decompression
+/// all come from it.
+pub const COMPRESSIONS: [ModuleCompression; 3] = [
+    ModuleCompression { suffix: ".xz", format: "xz" },
+    ModuleCompression { suffix: ".zst", format: "zstd" },
+    ModuleCompression { suffix: ".gz", format: "gzip" },
+];
 
 /// A module path (`kernel/fs/ext4/ext4.ko.xz`) without its compression suffix, and that
-/// suffix.
-pub fn split_compression(path: &str) -> (&str, Option<&'static str>) {
-    for ext in COMPRESSIONS {
-        if let Some(plain) = path.strip_suffix(ext) {
-            return (plain, Some(ext));
+/// compression.
+pub fn split_compression(path: &str) -> (&str, Option<ModuleCompression>) {
+    for c in COMPRESSIONS {
+        if let Some(plain) = path.strip_suffix(c.suffix) {
+            return (plain, Some(c));
         }
     }
     (path, None)
@@ -164,7 +180,8 @@ mod tests {
 
     #[test]
     fn compression_suffixes() {
-        assert_eq!(split_compression("a/b.ko.zst"), ("a/b.ko", Some(".zst")));
+        assert_eq!(split_compression("a/b.ko.zst"), ("a/b.ko", Some(COMPRESSIONS[1])));
+        assert_eq!(split_compression("a/b.ko.zst").1.unwrap().format, "zstd");
         assert_eq!(split_compression("a/b.ko"), ("a/b.ko", None));
         assert!(is_module_file("x.ko.gz") && is_module_file("x.ko") && !is_module_file("x.ko.bz2"));
     }

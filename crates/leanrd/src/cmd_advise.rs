@@ -1,4 +1,6 @@
-//! `leanrd advise`: which compression loads fastest on this machine, by measurement.
+//! `leanrd advise`: which compression loads fastest on this machine, by measurement, and,
+//! for an image of compressed modules (`.ko.xz`, `.ko.zst`, `.ko.gz`), which module strategy
+//! (`leanrd build --module-compression`) boots faster.
 //!
 //! For each candidate: compress the archive, write it where the image will live, fsync it,
 //! drop it from the page cache (`posix_fadvise(DONTNEED)`), then time reading it back cold
@@ -173,6 +175,61 @@ fn raw_archive(a: &AdviseArgs, dir: &Path) -> Result<Scratch> {
     Ok(raw)
 }
 
+/// The two module strategies measured on an image of compressed modules.
+struct Modules {
+    /// Compressed modules in the image.
+    count: usize,
+    /// Their single-threaded decompression, one at a time, as the kernel does at boot.
+    kernel_decompress: Duration,
+    /// The image with them stored decompressed, compressed with the best candidate.
+    decompressed: Row,
+    uncompressed: u64,
+}
+
+/// The archive `raw` with every compressed module stored decompressed, written to `out`,
+/// timing each module's decompression on one thread. None when it holds no compressed module.
+fn decompressed_modules(raw: &Path, out: &Path) -> Result<Option<(usize, Duration, Scratch)>> {
+    use leanrd_archive::{Data, Entry};
+    struct Collect {
+        entries: Vec<Entry>,
+        count: usize,
+        took: Duration,
+    }
+    impl Visitor for Collect {
+        fn entry(&mut self, e: &ReadEntry, d: &mut dyn Read) -> leanrd_archive::Result<()> {
+            let Some(kind) = e.header.kind() else { return Ok(()) };
+            let mut data = Vec::new();
+            d.read_to_end(&mut data)?;
+            let mut name = e.name.clone();
+            if let (plain, Some(c)) = leanrd_kmod::split_compression(&String::from_utf8_lossy(&e.name))
+                && leanrd_kmod::is_module_file(plain)
+                && let Some(f) = Format::from_name(c.format)
+            {
+                let t = Instant::now();
+                data = leanrd_compress::decompress_vec(f, &data)?;
+                self.took += t.elapsed();
+                self.count += 1;
+                name = plain.as_bytes().to_vec();
+            }
+            let body = if data.is_empty() { Data::None } else { Data::Inline(data.into_boxed_slice()) };
+            self.entries.push(Entry::new(name, kind, e.header.mode & 0o7777, body));
+            Ok(())
+        }
+    }
+    let mut c = Collect { entries: Vec::new(), count: 0, took: Duration::ZERO };
+    leanrd_archive::read::read_image(File::open(raw)?, &mut c)?;
+    if c.count == 0 {
+        return Ok(None);
+    }
+    let scratch = Scratch(out.to_path_buf());
+    let l = Layout::plan(c.entries, layout::Options::default())?;
+    let f = File::create(out).with_context(|| format!("{}: cannot create", out.display()))?;
+    let mut w = BufWriter::new(&f);
+    write::write_stream(&l, &mut w)?;
+    w.flush()?;
+    Ok(Some((c.count, c.took, scratch)))
+}
+
 const METHOD: &str = "read: cold (fsync + posix_fadvise DONTNEED) from the target directory; decompress: \
     leanrd's userspace decoder on one thread. The kernel's decoders are slower in absolute terms, and more so \
     for xz/bzip2/lzma, but rank the formats alike (under QEMU TCG: none 0.75 s, lz4 1.16 s, zstd 2.21 s, gzip \
@@ -198,7 +255,24 @@ fn reason(rows: &[Row]) -> String {
     )
 }
 
-fn print_json(a: &AdviseArgs, dir: &Path, size_in: u64, rows: &[Row], reason: &str) -> Result<()> {
+/// The module strategies' comparison, in words.
+fn module_lines(best: &Row, m: &Modules) -> (String, String, &'static str) {
+    let keep = best.load() + m.kernel_decompress;
+    let dec = m.decompressed.load();
+    let keep_line = format!(
+        "keep:       {} bytes; load {:.1} ms + the kernel decompressing {} modules one at a time {:.1} ms = {:.1} ms",
+        best.size,
+        ms(best.load()),
+        m.count,
+        ms(m.kernel_decompress),
+        ms(keep)
+    );
+    let dec_line =
+        format!("decompress: {} bytes ({} uncompressed); load {:.1} ms", m.decompressed.size, m.uncompressed, ms(dec));
+    (keep_line, dec_line, if dec <= keep { "decompress" } else { "keep" })
+}
+
+fn print_json(a: &AdviseArgs, dir: &Path, size_in: u64, rows: &[Row], reason: &str, m: Option<&Modules>) -> Result<()> {
     let v: Vec<_> = rows
         .iter()
         .map(|r| {
@@ -208,13 +282,23 @@ fn print_json(a: &AdviseArgs, dir: &Path, size_in: u64, rows: &[Row], reason: &s
                    "decompress_ms": ms(r.decompress), "load_ms": ms(r.load())})
         })
         .collect();
+    let modules = m.map(|m| {
+        let best = &rows[0];
+        json!({"compression": best.spec.to_string(), "modules": m.count,
+               "keep": {"size": best.size, "load_ms": ms(best.load()), "kernel_decompress_ms": ms(m.kernel_decompress),
+                        "total_ms": ms(best.load() + m.kernel_decompress)},
+               "decompress": {"size": m.decompressed.size, "uncompressed": m.uncompressed,
+                              "load_ms": ms(m.decompressed.load()), "total_ms": ms(m.decompressed.load())},
+               "recommended": module_lines(best, m).2})
+    });
     let out = json!({"input": a.input, "uncompressed": size_in, "directory": dir, "candidates": v,
-                     "recommended": rows[0].spec.to_string(), "reason": reason, "method": METHOD});
+                     "recommended": rows[0].spec.to_string(), "reason": reason, "method": METHOD,
+                     "module_strategies": modules});
     outln!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
 }
 
-fn print_table(a: &AdviseArgs, dir: &Path, size_in: u64, rows: &[Row], reason: &str) {
+fn print_table(a: &AdviseArgs, dir: &Path, size_in: u64, rows: &[Row], reason: &str, m: Option<&Modules>) {
     outln!("{}: {} bytes uncompressed; measured in {}", a.input.display(), size_in, dir.display());
     outln!(
         "{:<10} {:>12} {:>7} {:>11} {:>9} {:>13} {:>11}",
@@ -239,6 +323,13 @@ fn print_table(a: &AdviseArgs, dir: &Path, size_in: u64, rows: &[Row], reason: &
         );
     }
     outln!("recommended: {} — {reason}", rows[0].spec);
+    if let Some(m) = m {
+        let (keep, dec, best) = module_lines(&rows[0], m);
+        outln!("module strategies (--module-compression), with {}:", rows[0].spec);
+        outln!("  {keep}");
+        outln!("  {dec}");
+        outln!("  recommended: --module-compression {best}");
+    }
     outln!("method: {METHOD}");
 }
 
@@ -269,10 +360,26 @@ pub fn run(a: AdviseArgs) -> Result<ExitCode> {
     }
     rows.sort_by_key(|r| r.load());
     let reason = reason(&rows);
+    // Compressed modules: the same image with them decompressed, under the best candidate.
+    let alt = dir.join(format!(".leanrd-advise-{}-modules", std::process::id()));
+    let modules = match decompressed_modules(&raw.0, &alt)? {
+        Some((count, kernel_decompress, plain)) => {
+            if !a.json {
+                eprint!("\rmeasuring modules decompressed");
+            }
+            let decompressed = measure(&plain.0, &dir, rows[0].spec, a.runs)?;
+            let uncompressed = fs::metadata(&plain.0)?.len();
+            Some(Modules { count, kernel_decompress, decompressed, uncompressed })
+        }
+        None => None,
+    };
+    if !a.json {
+        eprint!("\r{:40}\r", "");
+    }
     if a.json {
-        print_json(&a, &dir, size_in, &rows, &reason)?;
+        print_json(&a, &dir, size_in, &rows, &reason, modules.as_ref())?;
     } else {
-        print_table(&a, &dir, size_in, &rows, &reason);
+        print_table(&a, &dir, size_in, &rows, &reason, modules.as_ref());
     }
     Ok(ExitCode::SUCCESS)
 }

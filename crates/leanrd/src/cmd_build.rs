@@ -63,6 +63,11 @@ pub struct BuildArgs {
     /// Compression threads (default: all cores).
     #[arg(long, value_name = "N")]
     threads: Option<u32>,
+    /// Compressed modules (.ko.xz, .ko.zst, .ko.gz): `decompress` them at build time, the
+    /// image compressed once (default: it boots faster, see `leanrd advise`), or `keep` them
+    /// compressed where the kernel decompresses that format itself.
+    #[arg(long, value_name = "HOW")]
+    module_compression: Option<leanrd_gen::modules::ModuleStrategy>,
     /// Rebuild even if nothing the image is made from has changed.
     #[arg(long)]
     force: bool,
@@ -136,6 +141,7 @@ impl BuildArgs {
             features_dir: self.features_dir.clone(),
             output: self.output.as_ref().map(|o| o.to_string_lossy().into_owned()),
             threads: self.threads,
+            module_compression: self.module_compression,
             image_mode: self.image_mode,
         }
     }
@@ -269,6 +275,9 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
     progress(start, &format!("{} entries planned, features {}", g.main.items.len(), g.features.join(" ")));
     for w in &g.warnings {
         eprintln!("leanrd: warning: {w}");
+    }
+    for n in &g.notes {
+        eprintln!("leanrd: note: {n}");
     }
     // Never replace an image with one that cannot boot this machine (host-only), or that
     // lacks what its features promise (universal).

@@ -42,9 +42,15 @@ struct Collect {
     /// (ino, dev) of hard-linked members → the paths that have no data yet.
     links: BTreeMap<(u32, u32, u32), Vec<String>>,
     data: BTreeMap<(u32, u32, u32), Vec<u8>>,
+    /// Each segment's compression, in order.
+    formats: Vec<leanrd_compress::Format>,
 }
 
 impl Visitor for Collect {
+    fn segment(&mut self, s: &leanrd_archive::read::Segment) -> leanrd_archive::Result<()> {
+        self.formats.push(s.format);
+        Ok(())
+    }
     fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> leanrd_archive::Result<()> {
         let h = &e.header;
         let name = String::from_utf8_lossy(&canonical(&e.name)).into_owned();
@@ -112,7 +118,7 @@ pub fn run(a: VerifyArgs) -> Result<ExitCode> {
     let f = File::open(&path).with_context(|| format!("{}: cannot open", path.display()))?;
     let mut c = Collect::default();
     read_image_file(f, &mut c).with_context(|| format!("{}: cannot read", path.display()))?;
-    let image = c.image;
+    let (image, formats) = (c.image, c.formats);
     let kver = a
         .kernel
         .clone()
@@ -121,7 +127,19 @@ pub fn run(a: VerifyArgs) -> Result<ExitCode> {
         .context("cannot tell which kernel the image is for (--kernel)")?;
     let facts = leanrd_gen::host::detect_all(&host_root, &sysroot).context("this machine's facts")?;
     let kernel = Kernel::load(&sysroot, &kver).ok();
-    let result = proof::prove(&image, &facts, kernel.as_ref(), &kver);
+    let mut result = proof::prove(&image, &facts, kernel.as_ref(), &kver);
+    // The kernel must unpack every segment's compression (CONFIG_RD_*).
+    if let Some(k) = &kernel {
+        for f in formats {
+            if let Err(e) = leanrd_gen::kconfig::check_image_compression(&k.config, f, &kver) {
+                match &mut result {
+                    Ok(_) => result = Err(vec![e]),
+                    Err(m) if !m.contains(&e) => m.push(e),
+                    Err(_) => {}
+                }
+            }
+        }
+    }
     let shown = path.display().to_string();
     if a.json {
         let (boots, missing, checks) = match &result {

@@ -116,6 +116,58 @@ pub fn noise(seed: u64, n: usize) -> Vec<u8> {
         .collect()
 }
 
+/// A kernel module as the boot proof reads one: a relocatable x86-64 ELF object whose
+/// `.modinfo` holds `name=` and `vermagic=KVER SMP mod_unload modversions`, then `pad`, and
+/// the signature marker when `signed` (a real module's appended signature ends with it).
+pub fn module_elf(kver: &str, name: &str, pad: &[u8], signed: bool) -> Vec<u8> {
+    let modinfo = format!("name={name}\0vermagic={kver} SMP mod_unload modversions \0");
+    let shstrtab = b"\0.modinfo\0.shstrtab\0";
+    let mut body = Vec::new();
+    let modinfo_off = 64u64;
+    body.extend_from_slice(modinfo.as_bytes());
+    let shstr_off = modinfo_off + body.len() as u64;
+    body.extend_from_slice(shstrtab);
+    body.extend_from_slice(pad);
+    while (64 + body.len()) % 8 != 0 {
+        body.push(0);
+    }
+    let shoff = 64 + body.len() as u64;
+    let mut elf = Vec::new();
+    elf.extend_from_slice(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+    let h16 = |v: &mut Vec<u8>, x: u16| v.extend_from_slice(&x.to_le_bytes());
+    h16(&mut elf, 1); // ET_REL
+    h16(&mut elf, 62); // EM_X86_64
+    elf.extend_from_slice(&1u32.to_le_bytes());
+    elf.extend_from_slice(&0u64.to_le_bytes()); // entry
+    elf.extend_from_slice(&0u64.to_le_bytes()); // phoff
+    elf.extend_from_slice(&shoff.to_le_bytes());
+    elf.extend_from_slice(&0u32.to_le_bytes()); // flags
+    for x in [64u16, 0, 0, 64, 3, 2] {
+        h16(&mut elf, x); // ehsize, phentsize, phnum, shentsize, shnum, shstrndx
+    }
+    elf.extend_from_slice(&body);
+    let section = |v: &mut Vec<u8>, name: u32, kind: u32, off: u64, size: u64| {
+        v.extend_from_slice(&name.to_le_bytes());
+        v.extend_from_slice(&kind.to_le_bytes());
+        v.extend_from_slice(&0u64.to_le_bytes()); // flags
+        v.extend_from_slice(&0u64.to_le_bytes()); // addr
+        v.extend_from_slice(&off.to_le_bytes());
+        v.extend_from_slice(&size.to_le_bytes());
+        v.extend_from_slice(&[0u8; 8]); // link, info
+        v.extend_from_slice(&1u64.to_le_bytes()); // addralign
+        v.extend_from_slice(&0u64.to_le_bytes()); // entsize
+    };
+    section(&mut elf, 0, 0, 0, 0);
+    section(&mut elf, 1, 1, modinfo_off, modinfo.len() as u64); // PROGBITS
+    section(&mut elf, 10, 3, shstr_off, shstrtab.len() as u64); // STRTAB
+    if signed {
+        elf.extend_from_slice(&noise(7, 256));
+        elf.extend_from_slice(&[0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0]); // struct module_signature
+        elf.extend_from_slice(b"~Module signature appended~\n");
+    }
+    elf
+}
+
 /// A comparable description of a tree: one line per path with kind, mode, size, content
 /// hash or link target, and the other names of its hard-link set.
 pub fn describe(root: &Path) -> Vec<String> {
@@ -176,12 +228,35 @@ pub fn assert_same_tree(got: &[String], want: &[String], what: &str) {
     assert!(missing.is_empty() && extra.is_empty(), "{what}: missing {missing:#?}\nunexpected {extra:#?}");
 }
 
-/// The kernel to boot: $LEANRD_TEST_KERNEL or the newest /boot/vmlinuz-*. None (test
-/// skipped) without QEMU or a kernel.
+/// A test that cannot run here: None, with why, on a developer's partial machine; a
+/// failure under `LEANRD_TEST_STRICT=1` (CI sets it), where every tool and root must be there.
+pub fn skip<T>(why: &str) -> Option<T> {
+    if std::env::var_os("LEANRD_TEST_STRICT").is_some_and(|v| v == "1") {
+        panic!("LEANRD_TEST_STRICT=1 and this test cannot run: {why}");
+    }
+    eprintln!("skipping: {why}");
+    None
+}
+
+/// Sort key of a kernel release as versions sort (6.9 before 6.10), not as text.
+pub fn version_key(release: &str) -> Vec<(u64, String)> {
+    let mut key = Vec::new();
+    let mut rest = release;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(digits);
+        let text = tail.find(|c: char| c.is_ascii_digit()).unwrap_or(tail.len());
+        key.push((num.parse().unwrap_or(0), tail[..text].to_string()));
+        rest = &tail[text..];
+    }
+    key
+}
+
+/// The kernel to boot: $LEANRD_TEST_KERNEL or the newest /boot/vmlinuz-* (by version).
+/// None (test skipped) without QEMU or a kernel.
 pub fn kernel() -> Option<PathBuf> {
     if !have("qemu-system-x86_64") {
-        eprintln!("skipping: qemu-system-x86_64 not installed");
-        return None;
+        return skip("qemu-system-x86_64 not installed");
     }
     if let Some(k) = std::env::var_os("LEANRD_TEST_KERNEL") {
         return Some(PathBuf::from(k));
@@ -191,12 +266,11 @@ pub fn kernel() -> Option<PathBuf> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
         .collect();
-    ks.sort();
-    let k = ks.pop();
-    if k.is_none() {
-        eprintln!("skipping: no /boot/vmlinuz-*");
+    ks.sort_by_key(|p| version_key(&p.file_name().unwrap_or_default().to_string_lossy()["vmlinuz-".len()..]));
+    match ks.pop() {
+        Some(k) => Some(k),
+        None => skip("no /boot/vmlinuz-*"),
     }
-    k
 }
 
 /// The QEMU (TCG) command line for a test boot, killed after `secs` seconds.
@@ -443,16 +517,31 @@ pub fn btrfs_two_disks(t: &TempDir) -> Fixture {
     f
 }
 
-/// The cached Debian root of `tools/debian-root` (made with mmdebstrap when missing: about a
-/// minute with a reachable mirror). `flavour` is "" for the test root, or a peer generator
-/// ("initramfs-tools", "dracut") whose root has it installed. None (test skipped) without
-/// root or mmdebstrap; a failing mmdebstrap fails the test.
+/// The cached Debian 12 root of `tools/debian-root` (made with mmdebstrap when missing:
+/// about a minute with a reachable mirror). `flavour` is "" for the test root, or a peer
+/// generator ("initramfs-tools", "dracut") whose root has it installed. None (test skipped)
+/// without root or mmdebstrap; a failing mmdebstrap fails the test.
 pub fn debian_root(flavour: &str) -> Option<PathBuf> {
+    debian_suite_root("bookworm", flavour)
+}
+
+/// [`debian_root`] of a suite: "bookworm" (Debian 12) or "trixie" (Debian 13, with its own
+/// kernel in /boot).
+pub fn debian_suite_root(suite: &str, flavour: &str) -> Option<PathBuf> {
     if !is_root() || !have("mmdebstrap") {
-        eprintln!("skipping: the Debian root needs root and mmdebstrap (apt install mmdebstrap)");
-        return None;
+        return skip("the Debian root needs root and mmdebstrap (apt install mmdebstrap)");
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/debian-root");
-    let out = ok(Command::new(script).args((!flavour.is_empty()).then_some(flavour)));
+    let out = ok(Command::new(script).arg(suite).args((!flavour.is_empty()).then_some(flavour)));
     Some(PathBuf::from(String::from_utf8_lossy(&out).trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn kernels_sort_by_version() {
+        let mut k = ["6.10.0-1-amd64", "6.9.12-amd64", "6.1.0-56-amd64", "6.12.117+deb13-amd64", "6.1.0-9-amd64"];
+        k.sort_by_key(|r| super::version_key(r));
+        assert_eq!(k, ["6.1.0-9-amd64", "6.1.0-56-amd64", "6.9.12-amd64", "6.10.0-1-amd64", "6.12.117+deb13-amd64"]);
+    }
 }

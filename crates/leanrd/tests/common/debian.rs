@@ -20,10 +20,27 @@ pub const UNIT: &str = include_str!("../../../../tools/boot-report/leanrd-report
 /// message) when something is missing.
 pub fn setup(tag: &str, need: &[&str]) -> Option<(PathBuf, PathBuf, String, TempDir)> {
     if !is_root() || need.iter().any(|t| !have(t)) {
-        eprintln!("skipping: needs root and {need:?}");
-        return None;
+        return skip(&format!("needs root and {need:?}"));
     }
     let kernel = kernel()?;
+    let init = init_binary()?;
+    let kver = kver_of(&kernel);
+    Some((kernel, init, kver, TempDir::new(tag)))
+}
+
+/// [`setup`] for Debian 13: its kernel is the root's own (/boot/vmlinuz-KVER of the cached
+/// trixie root, 6.12 with .ko.xz modules), not the host's.
+pub fn setup_trixie(tag: &str, need: &[&str]) -> Option<(PathBuf, PathBuf, String, TempDir)> {
+    if !is_root() || need.iter().any(|t| !have(t)) || !have("qemu-system-x86_64") {
+        return skip(&format!("needs root, qemu-system-x86_64 and {need:?}"));
+    }
+    let root = debian_suite_root("trixie", "")?;
+    let kernel = fs::read_dir(root.join("boot"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
+        .expect("the trixie root has its kernel in /boot");
     let init = init_binary()?;
     let kver = kver_of(&kernel);
     Some((kernel, init, kver, TempDir::new(tag)))
@@ -40,6 +57,22 @@ pub fn prepare(t: &TempDir, kver: &str, init: &Path, flavour: &str) -> Option<Pa
     sh(&format!("cp -a /lib/modules/{kver} {}/usr/lib/modules/", tree.display()));
     // The peers read the kernel's configuration (which compressions it unpacks).
     let _ = fs::copy(format!("/boot/config-{kver}"), tree.join(format!("boot/config-{kver}")));
+    finish_tree(&tree, init);
+    Some(tree)
+}
+
+/// The Debian 13 root as it is (its own kernel, modules and configuration), with leanrd, its
+/// /init and the report unit.
+pub fn prepare_trixie(t: &TempDir, init: &Path, name: &str) -> Option<PathBuf> {
+    let base = debian_suite_root("trixie", "")?;
+    let tree = t.join(name);
+    sh(&format!("cp -a {} {}", base.display(), tree.display()));
+    finish_tree(&tree, init);
+    Some(tree)
+}
+
+/// What every test tree gets: an identity, a module option, the report unit, leanrd.
+fn finish_tree(tree: &Path, init: &Path) {
     // A system that has been installed: its machine id (no first-boot setup), its name.
     fs::write(tree.join("etc/machine-id"), "6c65616e72642d746573742d726f6f74\n").unwrap();
     fs::write(tree.join("etc/hostname"), "leanrd-test\n").unwrap();
@@ -52,11 +85,13 @@ pub fn prepare(t: &TempDir, kver: &str, init: &Path, flavour: &str) -> Option<Pa
         tree.join("etc/systemd/system/multi-user.target.wants/leanrd-report.service"),
     )
     .unwrap();
+    // No login prompt on the serial console: agetty hangs the tty up when it starts, and a
+    // report written to it after that is lost (Debian 13's systemd starts it late enough).
+    std::os::unix::fs::symlink("/dev/null", tree.join("etc/systemd/system/serial-getty@ttyS0.service")).unwrap();
     fs::create_dir_all(tree.join("usr/lib/leanrd")).unwrap();
     fs::copy(env!("CARGO_BIN_EXE_leanrd"), tree.join("usr/bin/leanrd")).unwrap();
     fs::copy(init, tree.join("usr/lib/leanrd/leanrd-init")).unwrap();
     sh(&format!("chmod 755 {t}/usr/local/sbin/leanrd-report {t}/usr/bin/leanrd", t = tree.display()));
-    Some(tree)
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -320,11 +355,17 @@ pub fn run_keep(kernel: &Path, boots: &[Boot]) -> (Vec<String>, Vec<Outcome>) {
     let outcomes = run_all(kernel, boots);
     for (b, o) in boots.iter().zip(&outcomes) {
         if !o.met {
+            // The whole console stays under target/boot-logs/, named by the boot.
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/boot-logs");
+            let slug: String = b.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+            let kept = dir.join(format!("{slug}.log"));
+            let _ = fs::create_dir_all(&dir).and_then(|()| fs::write(&kept, &o.log));
             eprintln!(
-                "==== {} FAILED: missing {:?}, unwanted {:?} ====\n{}",
+                "==== {} FAILED: missing {:?}, unwanted {:?} (whole console: {}) ====\n{}",
                 b.name,
                 o.missing,
                 o.unwanted,
+                kept.display(),
                 tail(&o.log)
             );
             failed.push(b.name.clone());
