@@ -178,6 +178,17 @@ pub fn decompress_vec(format: Format, data: &[u8]) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// [`decompress_vec`] that refuses output beyond `limit` bytes (a hostile stream that would
+/// fill memory), with an `InvalidData` error saying so.
+pub fn decompress_vec_max(format: Format, data: &[u8], limit: u64) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    decoder(format, data)?.take(limit.saturating_add(1)).read_to_end(&mut out)?;
+    if out.len() as u64 > limit {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("decompresses to more than {limit} bytes")));
+    }
+    Ok(out)
+}
+
 /// Adler-32 as lzop uses it (no crate in the tree exposes it; it is a few lines).
 pub(crate) fn adler32(mut a: u32, data: &[u8]) -> u32 {
     const MOD: u32 = 65521;
@@ -235,6 +246,11 @@ mod tests {
                     assert_eq!(Format::detect(&c), Some(f), "{f} n={n}");
                 }
                 assert_eq!(decompress_vec(f, &c).unwrap(), data, "{f} n={n}");
+                if (2..=300_000).contains(&n) {
+                    let e = decompress_vec_max(f, &c, n as u64 - 1).unwrap_err();
+                    assert!(e.to_string().contains("more than"), "{f}: {e}");
+                    assert_eq!(decompress_vec_max(f, &c, n as u64).unwrap(), data);
+                }
             }
         }
     }

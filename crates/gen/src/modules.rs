@@ -82,6 +82,10 @@ fn read_opt(p: &Path) -> Result<Vec<u8>> {
 /// (include/linux/module_signature.h: MODULE_SIG_STRING).
 pub const MODULE_SIG_STRING: &[u8] = b"~Module signature appended~\n";
 
+/// The most a module may decompress to: far above any real one (the largest are tens of
+/// MB), so a hostile image's module cannot fill memory.
+pub const MODULE_MAX: u64 = 1 << 30;
+
 /// What the boot proof needs to know of a module file as it is stored in an image.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModuleFile {
@@ -106,7 +110,7 @@ impl ModuleFile {
         let (plain, corrupt) = match (compression, plain) {
             (None, _) => (stored, None),
             (Some(_), Some(p)) => (p, None),
-            (Some(f), None) => match leanrd_compress::decompress_vec(f, stored) {
+            (Some(f), None) => match leanrd_compress::decompress_vec_max(f, stored, MODULE_MAX) {
                 Ok(d) => {
                     decompressed = d;
                     (&decompressed[..], None)
@@ -201,7 +205,7 @@ impl Kernel {
             None => (None, None),
             Some(c) => {
                 let f = Format::from_name(c.format).expect("module compressions are formats (kconfig tests)");
-                let d = leanrd_compress::decompress_vec(f, &raw)
+                let d = leanrd_compress::decompress_vec_max(f, &raw, MODULE_MAX)
                     .with_context(|| format!("{}: cannot decompress ({f})", hp.display()))?;
                 (Some(d), Some(c))
             }

@@ -94,7 +94,10 @@ pub struct MemImage {
 impl MemImage {
     /// Whether the proof reads a file's content.
     pub fn wants_data(path: &str) -> bool {
-        !(path.contains("/firmware/") || path.starts_with("/kernel/x86/microcode/"))
+        leanrd_kmod::is_module_file(path)
+            || !(path.starts_with("/lib/firmware/")
+                || path.starts_with("/usr/lib/firmware/")
+                || path.starts_with("/kernel/x86/microcode/"))
     }
 }
 
@@ -685,6 +688,20 @@ mod tests {
         );
         assert!(out[1].starts_with("1 module kernel 6.12.1-test cannot load as stored: compressed with zstd, and the kernel's configuration is unknown"), "{out:?}");
         assert_eq!(c.checks, 6);
+    }
+
+    #[test]
+    fn verify_reads_every_module_but_not_firmware() {
+        for p in ["/usr/lib/modules/6.1/kernel/drivers/firmware/qemu_fw_cfg.ko", "/lib/modules/k/a.ko.xz", "/init"] {
+            assert!(MemImage::wants_data(p), "{p}");
+        }
+        for p in [
+            "/lib/firmware/rtl_nic/rtl8168h-2.fw",
+            "/usr/lib/firmware/i915/x.bin.zst",
+            "/kernel/x86/microcode/GenuineIntel.bin",
+        ] {
+            assert!(!MemImage::wants_data(p), "{p}");
+        }
     }
 
     /// Whether program `path` runs in the image (and how many objects that took).

@@ -27,25 +27,6 @@ use std::process::Command;
 use common::debian::*;
 use common::*;
 
-/// An ext4 image of `tree`, `fstab` as its /etc/fstab, made without mounting (to be copied
-/// onto a device-mapper volume inside a VM).
-fn ext4_image(t: &TempDir, name: &str, megs: u64, uuid: &str, tree: &Path, fstab: Option<&str>) -> PathBuf {
-    ext4_image_with(t, name, megs, uuid, tree, &[("fstab", fstab.unwrap_or_default())])
-}
-
-/// [`ext4_image`] with files of its own under /etc (an empty content leaves the tree's).
-fn ext4_image_with(t: &TempDir, name: &str, megs: u64, uuid: &str, tree: &Path, etc: &[(&str, &str)]) -> PathBuf {
-    let (img, case) = (t.join(format!("{name}.ext4")), t.join(format!("{name}.tree")));
-    sh(&format!("cp -al {} {}", tree.display(), case.display()));
-    for (f, content) in etc.iter().filter(|(_, c)| !c.is_empty()) {
-        let _ = fs::remove_file(case.join("etc").join(f));
-        fs::write(case.join("etc").join(f), content).unwrap();
-    }
-    sh(&format!("truncate -s {megs}M {i} && mkfs.ext4 -q -U {uuid} -d {c} {i}", i = img.display(), c = case.display()));
-    sh(&format!("rm -rf {}", case.display()));
-    img
-}
-
 /// The LVM disk: volume group vg0 on one disk with `root` (the whole tree), `sroot` (the
 /// root of the split tree, its fstab naming /usr on `usr`) and `usr`, made in a prep VM
 /// (the host has no device-mapper) by copying ext4 images made here. Returns the prep
@@ -69,55 +50,6 @@ fn lvm_prep(t: &TempDir, kver: &str, tree: &Path, split_root: &Path, split_usr: 
     let disks =
         [lvm, whole, sroot, usr].into_iter().map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk }).collect();
     Some((img, disks))
-}
-
-/// The passphrase of the encrypted root.
-const PASS: &str = "leanrd-debian-passphrase";
-/// The encrypted disk as Debian's installer lays it out: GPT, an ESP, /boot (ext4, not
-/// encrypted), and LUKS2 holding the ext4 root, named sda3_crypt by /etc/crypttab.
-const LUKS_DISK_MB: u64 = 2400;
-const BOOT_START_MB: u64 = 17;
-const BOOT_MB: u64 = 96;
-
-/// The encrypted root disk, made in a prep VM (the container) from ext4 images made here:
-/// the root (with crypttab and an fstab naming /dev/mapper/sda3_crypt and /boot) and /boot.
-/// Returns the prep image, its disks (the LUKS disk first), and /boot's UUID.
-fn luks_prep(t: &TempDir, kver: &str, tree: &Path) -> Option<(PathBuf, Vec<Disk>, String)> {
-    let (luks_uuid, root_uuid, boot_uuid) = (uuid(31), uuid(32), uuid(33));
-    let crypttab = format!("sda3_crypt UUID={luks_uuid} none luks,discard\n");
-    let fstab =
-        format!("/dev/mapper/sda3_crypt / ext4 errors=remount-ro 0 1\nUUID={boot_uuid} /boot ext4 defaults 0 2\n");
-    let root = ext4_image_with(t, "luks-root", 2048, &root_uuid, tree, &[("fstab", &fstab), ("crypttab", &crypttab)]);
-    let empty = t.join("empty-boot");
-    fs::create_dir_all(&empty).unwrap();
-    let boot = t.join("luks-boot.ext4");
-    sh(&format!(
-        "truncate -s {BOOT_MB}M {b} && mkfs.ext4 -q -U {boot_uuid} -d {e} {b}",
-        b = boot.display(),
-        e = empty.display()
-    ));
-    let disk = t.join("luks.disk");
-    sh(&format!(
-        "truncate -s {LUKS_DISK_MB}M {d} && printf 'label: gpt\\nstart=1M, size=16M, type=U\\n\
-         start={BOOT_START_MB}M, size={BOOT_MB}M\\nstart={s}M\\n' | sfdisk -q {d} && \
-         dd if={b} of={d} bs=1M seek={BOOT_START_MB} conv=notrunc,sparse status=none",
-        d = disk.display(),
-        b = boot.display(),
-        s = BOOT_START_MB + BOOT_MB,
-    ));
-    let body = format!(
-        "printf %s '{PASS}' > /tmp/pass && \
-         $cryptsetup luksFormat --batch-mode --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
-           --uuid {luks_uuid} --key-file /tmp/pass /dev/vda3 && \
-         $cryptsetup open --key-file /tmp/pass /dev/vda3 prep && $e2image -ra /dev/vdb /dev/mapper/prep && \
-         $cryptsetup close prep && sync && echo PREP-DONE"
-    );
-    let modules =
-        ["virtio_pci", "virtio_blk", "dm_mod", "dm_crypt", "xts", "aes_generic", "sha256_generic", "cbc", "ecb"];
-    let dir = t.join("luks-prep");
-    let img = common::prep::image(&dir, kver, &["cryptsetup", "e2image"], &modules, "vdb", &body, None)?;
-    let disks = [disk, root].into_iter().map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk }).collect();
-    Some((img, disks, boot_uuid))
 }
 
 /// A file out of the encrypted disk's /boot.

@@ -160,6 +160,7 @@ struct Typing<'a> {
 
 fn boot_keyboard(kernel: &Path, t: &TempDir, tag: &str, b: &Typing) -> String {
     let sock = t.join(format!("{tag}.monitor"));
+    let _slot = vm_slot();
     let mut child = Command::new("timeout")
         .args(["--signal=KILL", "300", "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-display", "none"])
         .args(["-serial", "stdio", "-no-reboot", "-monitor"])

@@ -108,6 +108,53 @@ fn hibernate_and_resume(kernel: &Path, img: &Path, disk: &Path, resume: &str, wh
     eprintln!("{what}: {}", log.lines().find(|l| l.contains("LEANRD-RESUMED")).unwrap_or_default());
 }
 
+/// Hibernate to a swap partition (vda1 the root, vda2 the swap) and resume from it.
+fn swap_partition(kernel: &Path, img: &Path, what: &str) {
+    let tp = TempDir::new("resume-part");
+    let tree = root_tree(&tp, "/dev/vda2");
+    let (rootfs, swap, disk) = (tp.join("root.fs"), tp.join("swap.fs"), tp.join("disk"));
+    let (r, w, d) = (rootfs.display(), swap.display(), disk.display());
+    sh(&format!("truncate -s 64M {r} && mkfs.ext4 -q -U {ROOT_UUID} -d {} {r}", tree.display()));
+    sh(&format!("truncate -s 256M {w} && mkswap -q -U {SWAP_UUID} {w}"));
+    sh(&format!(
+        "truncate -s 330M {d} && printf 'label: gpt\\nstart=2048, size=64M\\nsize=256M, type=S\\n' | sfdisk -q {d} \
+         && dd if={r} of={d} bs=1M seek=1 conv=notrunc,sparse status=none \
+         && dd if={w} of={d} bs=1M seek=65 conv=notrunc,sparse status=none"
+    ));
+    let resume = format!("root=UUID={ROOT_UUID} resume=UUID={SWAP_UUID}");
+    hibernate_and_resume(kernel, img, &disk, &resume, what, Some("/dev/vda2"));
+}
+
+/// Debian 13's kernel (6.12, .ko.xz modules, from the trixie root's /boot) hibernates and
+/// resumes through a universal image built from that root.
+#[test]
+fn hibernated_debian13_resumes() {
+    let need = ["mkfs.ext4", "mkswap", "sfdisk", "qemu-system-x86_64"];
+    if !is_root() || !Path::new("/bin/busybox").exists() || need.iter().any(|t| !have(t)) {
+        skip::<()>(&format!("needs root, /bin/busybox and {need:?}"));
+        return;
+    }
+    let Some(root) = debian_suite_root("trixie", "") else { return };
+    let Some(init) = init_binary() else { return };
+    let kernel = fs::read_dir(root.join("boot"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
+        .expect("the trixie root has its kernel in /boot");
+    let kver = kver_of(&kernel);
+    let t = TempDir::new("resume-trixie");
+    let img = t.join("universal.img");
+    ok(leanrd()
+        .args(["build", "-k", &kver, "--universal", "--sysroot"])
+        .arg(&root)
+        .arg("--init")
+        .arg(&init)
+        .arg("-o")
+        .arg(&img));
+    swap_partition(&kernel, &img, "Debian 13 kernel, swap partition");
+}
+
 #[test]
 fn hibernated_systems_resume() {
     let need = ["mkfs.ext4", "mkswap", "sfdisk", "filefrag", "losetup", "qemu-system-x86_64"];
@@ -124,21 +171,7 @@ fn hibernated_systems_resume() {
 
     std::thread::scope(|s| {
         // A swap partition: vda1 the root, vda2 the swap.
-        let part = s.spawn(|| {
-            let tp = TempDir::new("resume-part");
-            let tree = root_tree(&tp, "/dev/vda2");
-            let (rootfs, swap, disk) = (tp.join("root.fs"), tp.join("swap.fs"), tp.join("disk"));
-            let (r, w, d) = (rootfs.display(), swap.display(), disk.display());
-            sh(&format!("truncate -s 64M {r} && mkfs.ext4 -q -U {ROOT_UUID} -d {} {r}", tree.display()));
-            sh(&format!("truncate -s 256M {w} && mkswap -q -U {SWAP_UUID} {w}"));
-            sh(&format!(
-                "truncate -s 330M {d} && printf 'label: gpt\\nstart=2048, size=64M\\nsize=256M, type=S\\n' | sfdisk -q {d} \
-                 && dd if={r} of={d} bs=1M seek=1 conv=notrunc,sparse status=none \
-                 && dd if={w} of={d} bs=1M seek=65 conv=notrunc,sparse status=none"
-            ));
-            let resume = format!("root=UUID={ROOT_UUID} resume=UUID={SWAP_UUID}");
-            hibernate_and_resume(&kernel, &img, &disk, &resume, "swap partition", Some("/dev/vda2"));
-        });
+        let part = s.spawn(|| swap_partition(&kernel, &img, "swap partition"));
         // A swap file on the (read-write) root: resume= names the root, resume_offset= where
         // the file starts on it.
         let file = s.spawn(|| {

@@ -9,6 +9,8 @@
 //! - Self-hosted host-only: the root boots the universal image, runs `leanrd build` with no
 //!   options on its own NVMe disk, and boots again with what it built, nothing on the
 //!   command line.
+//! - The installer's encrypted root (ESP, /boot, LUKS2 holding ext4 named by crypttab, made in
+//!   a prep VM) with the passphrase typed on the serial console.
 //! - Other distributions' layouts, made from this kernel: the modules recompressed as
 //!   `.ko.zst` with depmod run (Arch, Ubuntu), the configuration in the module directory
 //!   (Arch) and vmlinuz beside the modules (Fedora, Arch). The kernel decompresses only xz,
@@ -64,7 +66,7 @@ fn build(tree: &Path, kver: &str, init: &Path, out: &Path, extra: &[&str]) -> St
 fn debian13_boots() {
     let need = ["mkfs.ext4", "mkfs.btrfs", "sfdisk", "zstd", "xz", "depmod"];
     let Some((kernel, init, kver, t)) = setup_trixie("trixie", &need) else { return };
-    let Some(tree) = prepare_trixie(&t, &init, "tree") else { return };
+    let Some(tree) = prepare_trixie(&t, &init, "") else { return };
     let config = fs::read_to_string(tree.join(format!("boot/config-{kver}"))).unwrap();
     assert!(config.contains("CONFIG_MODULE_COMPRESS_XZ=y\n") && config.contains("CONFIG_MODULE_DECOMPRESS=y\n"));
 
@@ -132,7 +134,7 @@ fn debian13_boots() {
     let d3 = make(&t, "t-self-nvme", true, Bus::Nvme, &f3, &tree, Some(&root_line(&f3.uuid, "ext4", "defaults")));
     let vblk = qemu_args(&d1.iter().collect::<Vec<_>>(), true);
 
-    let first = vec![
+    let first: Vec<Boot> = vec![
         Boot::new(
             "trixie universal, modules decompressed: ext4 virtio-blk, module options",
             &univ,
@@ -165,6 +167,33 @@ fn debian13_boots() {
         )
         .expect("LEANRD-SELFBUILD ok"),
     ];
+    // The installer's encrypted root (GPT, ESP, /boot, LUKS2 holding ext4, crypttab), made by
+    // a prep VM on the host's kernel (the host has no device-mapper); booted with Debian 13's
+    // kernel and the passphrase typed.
+    // The prep image is built from the host's modules: the host's kernel runs it.
+    let luks = match common::kernel() {
+        Some(host) => luks_prep(&t, &kver_of(&host), &tree).map(|l| (host, l)),
+        None => None,
+    };
+    if let Some((host, (prep, disks, _))) = &luks {
+        let mut b = Boot::new("prep: LUKS root", prep, "", qemu_args(&disks.iter().collect::<Vec<_>>(), false));
+        b.expect = vec!["PREP-DONE".into()];
+        let failed = run(host, &[b]);
+        assert!(failed.is_empty(), "preparing the LUKS root failed");
+    }
+    let mut first = first;
+    if let Some((_, (_, disks, _))) = &luks {
+        first.push(
+            Boot::new(
+                "trixie LUKS root (installer layout), passphrase typed",
+                &univ,
+                "root=/dev/mapper/sda3_crypt",
+                qemu_args(&[&disks[0]], true),
+            )
+            .typing(PASS)
+            .expect("LEANRD-ROOT /dev/mapper/sda3_crypt ext4"),
+        );
+    }
     let mut failed = run(&kernel, &first);
     if !failed.iter().any(|n| n.contains("self")) {
         let img = t.join("self-nvme.img");

@@ -40,6 +40,7 @@ fn esp(t: &TempDir, name: &str, efi: &Path) -> PathBuf {
 fn boot(t: &TempDir, name: &str, esp: &Path, root: &Path) -> String {
     let vars = t.join(format!("{name}.vars"));
     fs::copy(OVMF_VARS, &vars).unwrap();
+    let _slot = vm_slot();
     let o = Command::new("timeout")
         .args(["--signal=KILL", "300", "qemu-system-x86_64", "-accel", "tcg", "-m", "1024", "-nographic"])
         .args(["-no-reboot", "-monitor", "none", "-drive"])

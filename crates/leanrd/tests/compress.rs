@@ -257,3 +257,45 @@ fn advise_measures_and_recommends_the_fastest_to_load() {
     let v2: serde_json::Value = serde_json::from_slice(&o).unwrap();
     assert_eq!(v2["uncompressed"], v["uncompressed"]);
 }
+
+/// An image of compressed modules: advise also weighs the module strategies, the kernel
+/// decompressing each module at boot against the image holding them decompressed.
+#[test]
+fn advise_weighs_the_module_strategies() {
+    let t = TempDir::new("cadvise-ko");
+    let root = t.join("tree");
+    fs::create_dir_all(root.join("lib/modules/k/kernel")).unwrap();
+    for i in 0..12u64 {
+        let mut data = format!("module {i} ").repeat(4000).into_bytes();
+        data.extend(noise(i, 20_000));
+        let xz = leanrd_compress::compress_vec("xz:6".parse().unwrap(), 1, &data).unwrap();
+        fs::write(root.join(format!("lib/modules/k/kernel/m{i}.ko.xz")), xz).unwrap();
+    }
+    let o = ok(leanrd()
+        .args(["advise", "--json", "--runs", "1", "--candidates", "zstd:3", "--on"])
+        .arg(t.path())
+        .arg(&root));
+    let v: serde_json::Value = serde_json::from_slice(&o).unwrap();
+    let m = &v["module_strategies"];
+    assert_eq!(m["modules"], 12, "{v}");
+    assert!(m["keep"]["kernel_decompress_ms"].as_f64().unwrap() > 0.0, "{m}");
+    assert!(m["decompress"]["uncompressed"].as_u64().unwrap() > v["uncompressed"].as_u64().unwrap(), "{m}");
+    assert!(["keep", "decompress"].contains(&m["recommended"].as_str().unwrap()), "{m}");
+    let text = String::from_utf8(ok(leanrd()
+        .args(["advise", "--runs", "1", "--candidates", "zstd:3", "--on"])
+        .arg(t.path())
+        .arg(&root)))
+    .unwrap();
+    assert!(
+        text.contains("module strategies (--module-compression)") && text.contains("12 modules one at a time"),
+        "{text}"
+    );
+    // Without compressed modules there is nothing to weigh.
+    let plain = t.join("plain");
+    fs::create_dir_all(&plain).unwrap();
+    fs::write(plain.join("a.ko"), b"\x7fELF").unwrap();
+    let o =
+        ok(leanrd().args(["advise", "--json", "--runs", "1", "--candidates", "lz4", "--on"]).arg(t.path()).arg(&plain));
+    let v: serde_json::Value = serde_json::from_slice(&o).unwrap();
+    assert!(v["module_strategies"].is_null(), "{v}");
+}

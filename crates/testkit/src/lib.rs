@@ -286,9 +286,42 @@ pub fn qemu_command(kernel: &Path, initrd: &Path, append: &str, extra: &[&str], 
     c
 }
 
+/// A right to run one VM: held while it runs. TCG takes a core per VM, so at most as many
+/// VMs run at once as the machine has cores ($LEANRD_VM_SLOTS overrides), across every test
+/// thread and every test process (suites run side by side share them): a slot is an `flock`
+/// on /tmp/leanrd-vm-slots/N, released by the kernel when its holder exits, however it exits.
+pub struct VmSlot {
+    _held: fs::File,
+}
+
+pub fn vm_slot() -> VmSlot {
+    let n = std::env::var("LEANRD_VM_SLOTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .max(1);
+    let dir = Path::new("/tmp/leanrd-vm-slots");
+    let _ = fs::create_dir_all(dir);
+    // Bounded: a slot is never held longer than a VM's timeout; two hours is a hung test.
+    for _ in 0..(2 * 3600 * 5) {
+        for i in 0..n {
+            let Ok(f) = fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(i.to_string()))
+            else {
+                continue;
+            };
+            if f.try_lock().is_ok() {
+                return VmSlot { _held: f };
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    panic!("no VM slot in {} free for two hours", dir.display());
+}
+
 /// Boot `kernel` with `initrd` under QEMU TCG; returns the serial console output. The VM is
 /// killed after `secs` seconds.
 pub fn qemu_boot(kernel: &Path, initrd: &Path, append: &str, extra: &[&str], secs: u64) -> String {
+    let _slot = vm_slot();
     let o = qemu_command(kernel, initrd, append, extra, secs).stdin(Stdio::null()).output().expect("run qemu");
     String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
 }
@@ -538,6 +571,19 @@ pub fn debian_suite_root(suite: &str, flavour: &str) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_vm_slot_is_held_until_dropped() {
+        let slot = super::vm_slot();
+        // Another holder (another open file description, as another process has) cannot take
+        // that slot while it is held, and can once it is dropped.
+        let path =
+            std::fs::read_link(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&slot._held))).unwrap();
+        let other = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        assert!(other.try_lock().is_err(), "{} was not locked", path.display());
+        drop(slot);
+        assert!(other.try_lock().is_ok());
+    }
+
     #[test]
     fn kernels_sort_by_version() {
         let mut k = ["6.10.0-1-amd64", "6.9.12-amd64", "6.1.0-56-amd64", "6.12.117+deb13-amd64", "6.1.0-9-amd64"];

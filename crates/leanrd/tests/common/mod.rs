@@ -70,6 +70,7 @@ pub fn boot_console(
     use std::io::{Read, Write};
     use std::process::Stdio;
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let _slot = vm_slot();
     let mut child = qemu_command(kernel, initrd, append, &extra, secs)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
