@@ -31,7 +31,8 @@ pub struct UkiArgs {
     /// build machine's).
     #[arg(long, value_name = "FILE", requires = "uki")]
     stub: Option<PathBuf>,
-    /// The kernel image (default: SYSROOT/boot/vmlinuz-KVER).
+    /// The kernel image (default: SYSROOT/boot/vmlinuz-KVER, else the module directory's
+    /// vmlinuz, where Fedora and Arch keep it: SYSROOT/usr/lib/modules/KVER/vmlinuz).
     #[arg(long, value_name = "FILE", requires = "uki")]
     linux: Option<PathBuf>,
     /// The .osrel section (default: SYSROOT/etc/os-release, else SYSROOT/usr/lib/os-release).
@@ -120,10 +121,21 @@ pub fn write(a: &UkiArgs, r: &Request, segs: Vec<SegmentSpec>, mode: u32) -> Res
         ])
         .context("no EFI stub: install systemd-boot-efi (linuxx64.efi.stub) or pass --stub")?,
     };
-    let kernel = a.linux.clone().unwrap_or_else(|| r.sysroot.join(format!("boot/vmlinuz-{}", r.kver)));
-    if !kernel.is_file() {
-        bail!("{}: no kernel image for {} (--linux FILE names one)", kernel.display(), r.kver);
-    }
+    let kernel = match &a.linux {
+        Some(k) if k.is_file() => k.clone(),
+        Some(k) => bail!("{}: no kernel image there (--linux)", k.display()),
+        None => {
+            let candidates = [
+                r.sysroot.join(format!("boot/vmlinuz-{}", r.kver)),
+                r.sysroot.join(format!("usr/lib/modules/{}/vmlinuz", r.kver)),
+                r.sysroot.join(format!("lib/modules/{}/vmlinuz", r.kver)),
+            ];
+            let shown: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
+            first_file(&candidates).with_context(|| {
+                format!("no kernel image for {} at {} (--linux FILE names one)", r.kver, shown.join(" or "))
+            })?
+        }
+    };
     let small = a.sections(r)?;
     let parts = uki::Parts { small, kernel: &kernel };
     let out = AtomicFile::create(&r.output)?;

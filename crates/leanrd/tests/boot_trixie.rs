@@ -15,10 +15,11 @@
 //!   `.ko.zst` with depmod run (Arch, Ubuntu), the configuration in the module directory
 //!   (Arch) and vmlinuz beside the modules (Fedora, Arch). The kernel decompresses only xz,
 //!   so leanrd stores them decompressed and that image boots; an image that kept `.ko.zst`
-//!   is refused by `verify`, naming the module and the reason.
+//!   is refused by `verify`, naming the module and the reason; `leanrd build --uki` finds
+//!   that vmlinuz.
 //!
 //! Needs root, qemu, mmdebstrap (the first run makes the root: two or three minutes),
-//! mkfs.ext4, mkfs.btrfs, sfdisk, zstd, xz and depmod.
+//! mkfs.ext4, mkfs.btrfs, sfdisk, zstd, xz, depmod and systemd-boot-efi's stub.
 
 mod common;
 
@@ -94,6 +95,20 @@ fn debian13_boots() {
     );
     let listing = String::from_utf8(ok(leanrd().arg("ls").arg(&zst_img))).unwrap();
     assert!(listing.contains("/ext4.ko\n") && !listing.contains(".ko.zst"), "the .ko.zst were stored decompressed");
+    // A UKI from that layout finds the kernel beside the modules (no /boot/vmlinuz-KVER).
+    let efi = t.join("arch.efi");
+    let o = leanrd()
+        .args(["build", "-k", &kver, "--universal", "--uki", "--cmdline", "quiet", "--sysroot"])
+        .arg(&arch)
+        .arg("--init")
+        .arg(&init)
+        .arg("-o")
+        .arg(&efi)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "UKI from the Arch layout: {}", String::from_utf8_lossy(&o.stderr));
+    let vmlinuz = fs::metadata(arch.join(format!("usr/lib/modules/{kver}/vmlinuz"))).unwrap().len();
+    assert!(fs::metadata(&efi).unwrap().len() > vmlinuz, "the UKI holds the kernel");
     // An image that kept them (built against a configuration that claims zstd) is refused
     // by verify against the kernel's real one.
     let liar = t.join("arch-liar");
@@ -170,20 +185,40 @@ fn debian13_boots() {
     // The installer's encrypted root (GPT, ESP, /boot, LUKS2 holding ext4, crypttab), made by
     // a prep VM on the host's kernel (the host has no device-mapper); booted with Debian 13's
     // kernel and the passphrase typed.
-    // The prep image is built from the host's modules: the host's kernel runs it.
+    // The prep image is built from the host's modules: the host's kernel runs it, beside the
+    // first round (the VM slots keep it to one VM per core).
     let luks = match common::kernel() {
         Some(host) => luks_prep(&t, &kver_of(&host), &tree).map(|l| (host, l)),
         None => None,
     };
-    if let Some((host, (prep, disks, _))) = &luks {
-        let mut b = Boot::new("prep: LUKS root", prep, "", qemu_args(&disks.iter().collect::<Vec<_>>(), false));
-        b.expect = vec!["PREP-DONE".into()];
-        let failed = run(host, &[b]);
-        assert!(failed.is_empty(), "preparing the LUKS root failed");
+    let (mut failed, prep_failed) = std::thread::scope(|s| {
+        let prep = s.spawn(|| match &luks {
+            Some((host, (prep, disks, _))) => {
+                let mut b = Boot::new("prep: LUKS root", prep, "", qemu_args(&disks.iter().collect::<Vec<_>>(), false));
+                b.expect = vec!["PREP-DONE".into()];
+                run(host, &[b])
+            }
+            None => Vec::new(),
+        });
+        let failed = run(&kernel, &first);
+        (failed, prep.join().expect("the prep thread"))
+    });
+    let mut second = Vec::new();
+    if !failed.iter().any(|n| n.contains("self")) {
+        let img = t.join("self-nvme.img");
+        take_file(&t, &d3[0], false, &format!("boot/initrd.img-{kver}"), &img);
+        let listing = String::from_utf8(ok(leanrd().arg("ls").arg(&img))).unwrap();
+        assert!(
+            listing.contains("/nvme.ko") && !listing.contains("/virtio_blk.ko"),
+            "host-only NVMe image:\n{listing}"
+        );
+        second.push(
+            Boot::new("trixie self ext4 NVMe, host-only", &img, "", qemu_args(&[&d3[0]], false))
+                .reject("Exec format error"),
+        );
     }
-    let mut first = first;
-    if let Some((_, (_, disks, _))) = &luks {
-        first.push(
+    if let Some((_, (_, disks, _))) = luks.as_ref().filter(|_| prep_failed.is_empty()) {
+        second.push(
             Boot::new(
                 "trixie LUKS root (installer layout), passphrase typed",
                 &univ,
@@ -194,18 +229,7 @@ fn debian13_boots() {
             .expect("LEANRD-ROOT /dev/mapper/sda3_crypt ext4"),
         );
     }
-    let mut failed = run(&kernel, &first);
-    if !failed.iter().any(|n| n.contains("self")) {
-        let img = t.join("self-nvme.img");
-        take_file(&t, &d3[0], false, &format!("boot/initrd.img-{kver}"), &img);
-        let listing = String::from_utf8(ok(leanrd().arg("ls").arg(&img))).unwrap();
-        assert!(
-            listing.contains("/nvme.ko") && !listing.contains("/virtio_blk.ko"),
-            "host-only NVMe image:\n{listing}"
-        );
-        let second = [Boot::new("trixie self ext4 NVMe, host-only", &img, "", qemu_args(&[&d3[0]], false))
-            .reject("Exec format error")];
-        failed.extend(run(&kernel, &second));
-    }
+    failed.extend(prep_failed);
+    failed.extend(run(&kernel, &second));
     assert!(failed.is_empty(), "failed boots: {failed:?}");
 }
