@@ -4,8 +4,9 @@
 //! `systemctl is-system-running` = running (the report unit of tools/boot-report).
 //!
 //! - Universal images under both module strategies: decompressed at build time (ext4 on
-//!   virtio-blk, with module options from modprobe.d and the command line), and `.ko.xz` kept
-//!   for the kernel to decompress (btrfs subvolume @ on virtio-scsi).
+//!   virtio-blk, with module options from modprobe.d and the command line; an XFS /usr named
+//!   by `mount.usr=`; btrfs raid1 on two disks), and `.ko.xz` kept for the kernel to
+//!   decompress (btrfs subvolume @ on virtio-scsi).
 //! - Self-hosted host-only: the root boots the universal image, runs `leanrd build` with no
 //!   options on its own NVMe disk, and boots again with what it built, nothing on the
 //!   command line.
@@ -19,7 +20,7 @@
 //!   that vmlinuz.
 //!
 //! Needs root, qemu, mmdebstrap (the first run makes the root: two or three minutes),
-//! mkfs.ext4, mkfs.btrfs, sfdisk, zstd, xz, depmod and systemd-boot-efi's stub.
+//! mkfs.ext4, mkfs.btrfs, mkfs.xfs, sfdisk, zstd, xz, depmod and systemd-boot-efi's stub.
 
 mod common;
 
@@ -65,7 +66,7 @@ fn build(tree: &Path, kver: &str, init: &Path, out: &Path, extra: &[&str]) -> St
 
 #[test]
 fn debian13_boots() {
-    let need = ["mkfs.ext4", "mkfs.btrfs", "sfdisk", "zstd", "xz", "depmod"];
+    let need = ["mkfs.ext4", "mkfs.btrfs", "mkfs.xfs", "sfdisk", "zstd", "xz", "depmod"];
     let Some((kernel, init, kver, t)) = setup_trixie("trixie", &need) else { return };
     let Some(tree) = prepare_trixie(&t, &init, "") else { return };
     let config = fs::read_to_string(tree.join(format!("boot/config-{kver}"))).unwrap();
@@ -148,6 +149,29 @@ fn debian13_boots() {
     let f3 = Fs { kind: "ext4", uuid: uuid(43), subvol: false };
     let d3 = make(&t, "t-self-nvme", true, Bus::Nvme, &f3, &tree, Some(&root_line(&f3.uuid, "ext4", "defaults")));
     let vblk = qemu_args(&d1.iter().collect::<Vec<_>>(), true);
+    // A separate /usr (merged-usr: the root's /lib, /bin are links into it) and btrfs raid1.
+    let (split_root, split_usr) = (t.join("split-root"), t.join("split-usr"));
+    sh(&format!(
+        "cp -al {tr} {r} && mv {r}/usr {u} && mkdir {r}/usr",
+        tr = tree.display(),
+        r = split_root.display(),
+        u = split_usr.display()
+    ));
+    let (f4r, f4u) =
+        (Fs { kind: "ext4", uuid: uuid(44), subvol: false }, Fs { kind: "xfs", uuid: uuid(45), subvol: false });
+    let d4r = make(
+        &t,
+        "t-usr-root",
+        false,
+        Bus::VirtioBlk,
+        &f4r,
+        &split_root,
+        Some(&root_line(&f4r.uuid, "ext4", "defaults")),
+    );
+    let d4u = make(&t, "t-usr-usr", false, Bus::VirtioBlk, &f4u, &split_usr, None);
+    let f5 = Fs { kind: "btrfs", uuid: uuid(46), subvol: true };
+    let raid1_fstab = root_line(&f5.uuid, "btrfs", "defaults,subvol=@").replace(" 0 1", " 0 0");
+    let d5 = make(&t, "t-btrfs-raid1", false, Bus::VirtioBlk, &f5, &tree, Some(&raid1_fstab));
 
     let first: Vec<Boot> = vec![
         Boot::new(
@@ -174,6 +198,20 @@ fn debian13_boots() {
             vblk,
         )
         .reject("Exec format error"),
+        Boot::new(
+            "trixie ext4 + XFS /usr by mount.usr=",
+            &univ,
+            &format!("root=UUID={} mount.usr=UUID={} mount.usrfstype=xfs", f4r.uuid, f4u.uuid),
+            qemu_args(&with_usr(&d4r, &d4u), true),
+        )
+        .expect("LEANRD-USR /dev/vdb xfs"),
+        Boot::new(
+            "trixie btrfs raid1 on two disks",
+            &univ,
+            &format!("root=UUID={} rootflags=subvol=@", f5.uuid),
+            qemu_args(&d5.iter().collect::<Vec<_>>(), true),
+        )
+        .expect("subvol=/@"),
         Boot::new(
             "trixie self ext4 NVMe",
             &univ,
