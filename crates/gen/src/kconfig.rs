@@ -42,7 +42,7 @@ impl KernelConfig {
                 return KernelConfig::parse(&text, Origin::File(hp));
             }
         }
-        let running = fs::read_to_string("/proc/sys/kernel/osrelease").is_ok_and(|r| r.trim() == kver);
+        let running = crate::modules::running_kernel().is_ok_and(|r| r == kver);
         if running
             && sysroot == Path::new("/")
             && let Ok(gz) = fs::read("/proc/config.gz")

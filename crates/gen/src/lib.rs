@@ -122,15 +122,10 @@ pub fn generate(r: &Request) -> Result<Generated> {
         }
     };
     // The image's own compression: the kernel must unpack it.
-    let proven = match (proven, kconfig::check_image_compression(&kernel.config, r.compress.format, &r.kver)) {
-        (Ok(p), Ok(())) => Ok(p),
-        (Ok(_), Err(e)) => Err(vec![e]),
-        (Err(m), Ok(())) => Err(m),
-        (Err(mut m), Err(e)) => {
-            m.push(e);
-            Err(m)
-        }
-    };
+    let mut proven = proven;
+    if let Err(e) = kconfig::check_image_compression(&kernel.config, r.compress.format, &r.kver) {
+        proof::also_missing(&mut proven, e);
+    }
     let proof = Some((proven, start.elapsed()));
     notes.extend(kernel.storage_note(&mods.set));
     Ok(Generated { main, early, features, modules: mods.set, warnings, notes, facts, proof })

@@ -99,6 +99,8 @@ pub struct ModuleFile {
     pub signed: bool,
     /// Why the stored bytes could not be decompressed, if they could not.
     pub corrupt: Option<String>,
+    /// The firmware its `.modinfo` names.
+    pub firmware: Vec<String>,
 }
 
 impl ModuleFile {
@@ -122,13 +124,17 @@ impl ModuleFile {
     }
 
     fn of_plain(compression: Option<Format>, plain: &[u8], corrupt: Option<String>) -> ModuleFile {
-        let vermagic = modinfo(plain, "vermagic").first().and_then(|v| v.split_whitespace().next()).map(str::to_string);
+        // One parse of the ELF for every .modinfo record the image needs.
+        let info = modinfo_records(plain);
+        let values = |key: &'static str| info.iter().filter(move |(k, _)| k == key).map(|(_, v)| v.clone());
+        let vermagic = values("vermagic").next().and_then(|v| v.split_whitespace().next().map(str::to_string));
         ModuleFile {
             compression,
             elf: plain.starts_with(b"\x7fELF"),
             vermagic,
             signed: plain.ends_with(MODULE_SIG_STRING),
             corrupt,
+            firmware: values("firmware").collect(),
         }
     }
 }
@@ -138,7 +144,6 @@ struct Prepared {
     image_path: String,
     item: Item,
     file: ModuleFile,
-    firmware: Vec<String>,
 }
 
 impl Kernel {
@@ -211,10 +216,9 @@ impl Kernel {
             }
         };
         let content = plain.as_deref().unwrap_or(&raw);
-        let firmware = modinfo(content, "firmware");
         if self.stored_as_is(rel) {
             let file = ModuleFile::read(&raw, plain.as_deref());
-            return Ok(Prepared { image_path, item: Item::File { src: hp, mode: 0o644 }, file, firmware });
+            return Ok(Prepared { image_path, item: Item::File { src: hp, mode: 0o644 }, file });
         }
         let c = compression.expect("only compressed modules are decompressed");
         let plain_path = image_path.strip_suffix(c.suffix).expect("split by this suffix").to_string();
@@ -222,7 +226,7 @@ impl Kernel {
         fs::create_dir_all(dst.parent().expect("has parent"))?;
         fs::write(&dst, content).with_context(|| format!("{}: cannot write", dst.display()))?;
         let file = ModuleFile::of_plain(None, content, None);
-        Ok(Prepared { image_path: plain_path, item: Item::File { src: dst, mode: 0o644 }, file, firmware })
+        Ok(Prepared { image_path: plain_path, item: Item::File { src: dst, mode: 0o644 }, file })
     }
 
     /// Add the module files of `set` (and their firmware) to the plan, read and decompressed
@@ -260,7 +264,7 @@ impl Kernel {
         let mut firmware = BTreeSet::new();
         for p in prepared {
             let p = p?;
-            firmware.extend(p.firmware);
+            firmware.extend(p.file.firmware.iter().cloned());
             let real = match p.item {
                 Item::File { src, .. } if src.starts_with(tmp) => {
                     plan.put(&p.image_path, Item::File { src, mode: 0o644 })
@@ -352,20 +356,24 @@ impl Kernel {
 
 /// Values of `key` in an ELF module's .modinfo section.
 pub fn modinfo(data: &[u8], key: &str) -> Vec<String> {
+    modinfo_records(data).into_iter().filter(|(k, _)| k == key).map(|(_, v)| v).collect()
+}
+
+/// Every `key=value` record of an ELF module's .modinfo section.
+fn modinfo_records(data: &[u8]) -> Vec<(String, String)> {
     let Ok(elf) = Elf::parse(data) else { return Vec::new() };
     let mut out = Vec::new();
     for sh in &elf.section_headers {
         if elf.shdr_strtab.get_at(sh.sh_name) != Some(".modinfo") {
             continue;
         }
-        let (a, b) = (sh.sh_offset as usize, (sh.sh_offset + sh.sh_size) as usize);
+        let (a, b) = (sh.sh_offset as usize, sh.sh_offset.saturating_add(sh.sh_size) as usize);
         let Some(sec) = data.get(a..b) else { continue };
-        let prefix = format!("{key}=");
         for rec in sec.split(|&c| c == 0) {
             if let Ok(s) = std::str::from_utf8(rec)
-                && let Some(v) = s.strip_prefix(&prefix)
+                && let Some((k, v)) = s.split_once('=')
             {
-                out.push(v.to_string());
+                out.push((k.to_string(), v.to_string()));
             }
         }
     }

@@ -132,6 +132,15 @@ fn is_file(v: &dyn ImageView, path: &str) -> bool {
     resolve(v, path).is_some_and(|p| v.node(&p) == Some(Node::File))
 }
 
+/// Add a missing link found outside the proof proper (the image's compression) to its result.
+pub fn also_missing(result: &mut Result<Proven, Vec<String>>, why: String) {
+    match result {
+        Ok(_) => *result = Err(vec![why]),
+        Err(m) if !m.contains(&why) => m.push(why),
+        Err(_) => {}
+    }
+}
+
 /// What the proof established.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Proven {

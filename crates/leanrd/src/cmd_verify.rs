@@ -132,11 +132,7 @@ pub fn run(a: VerifyArgs) -> Result<ExitCode> {
     if let Some(k) = &kernel {
         for f in formats {
             if let Err(e) = leanrd_gen::kconfig::check_image_compression(&k.config, f, &kver) {
-                match &mut result {
-                    Ok(_) => result = Err(vec![e]),
-                    Err(m) if !m.contains(&e) => m.push(e),
-                    Err(_) => {}
-                }
+                proof::also_missing(&mut result, e);
             }
         }
     }

@@ -69,10 +69,7 @@ fn takes_over_and_gives_back(suite: &str) {
     // Debian 13's root has its kernel: apt reinstalls that package, hooks and all.
     let install = match suite {
         "trixie" => {
-            let k = fs::read_dir(tree.join("boot"))
-                .unwrap()
-                .find_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("vmlinuz-").map(str::to_string))
-                .expect("the trixie root has a kernel");
+            let k = kver_of(&root_kernel(&tree));
             format!("install -y --reinstall --no-install-recommends linux-image-{k}")
         }
         _ => "install -y --no-install-recommends linux-image-amd64".to_string(),

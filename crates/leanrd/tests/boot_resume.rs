@@ -136,12 +136,7 @@ fn hibernated_debian13_resumes() {
     }
     let Some(root) = debian_suite_root("trixie", "") else { return };
     let Some(init) = init_binary() else { return };
-    let kernel = fs::read_dir(root.join("boot"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
-        .expect("the trixie root has its kernel in /boot");
+    let kernel = root_kernel(&root);
     let kver = kver_of(&kernel);
     let t = TempDir::new("resume-trixie");
     let img = t.join("universal.img");

@@ -273,6 +273,18 @@ pub fn kernel() -> Option<PathBuf> {
     }
 }
 
+/// The newest kernel in a root's /boot (by version): Debian 13's roots boot their own.
+pub fn root_kernel(root: &Path) -> PathBuf {
+    let mut ks: Vec<PathBuf> = fs::read_dir(root.join("boot"))
+        .unwrap_or_else(|e| panic!("{}/boot: {e}", root.display()))
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
+        .collect();
+    ks.sort_by_key(|p| version_key(&p.file_name().unwrap_or_default().to_string_lossy()["vmlinuz-".len()..]));
+    ks.pop().unwrap_or_else(|| panic!("no vmlinuz-* in {}/boot", root.display()))
+}
+
 /// The QEMU (TCG) command line for a test boot, killed after `secs` seconds.
 pub fn qemu_command(kernel: &Path, initrd: &Path, append: &str, extra: &[&str], secs: u64) -> Command {
     let mut c = Command::new("timeout");

@@ -35,12 +35,7 @@ pub fn setup_trixie(tag: &str, need: &[&str]) -> Option<(PathBuf, PathBuf, Strin
         return skip(&format!("needs root, qemu-system-x86_64 and {need:?}"));
     }
     let root = debian_suite_root("trixie", "")?;
-    let kernel = fs::read_dir(root.join("boot"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
-        .expect("the trixie root has its kernel in /boot");
+    let kernel = root_kernel(&root);
     let init = init_binary()?;
     let kver = kver_of(&kernel);
     Some((kernel, init, kver, TempDir::new(tag)))
