@@ -8,7 +8,11 @@ fn main() {
         for a in ["-nostartfiles", "-nostdlib", "-static", "-no-pie", "-Wl,--no-eh-frame-hdr"] {
             println!("cargo:rustc-link-arg-bins={a}");
         }
-        let script = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("no-unwind.ld");
+        // The linker script goes by a path in OUT_DIR, not in the sources: cargo reuses this
+        // script's output for an unchanged copy of the crate elsewhere (a `cargo install` from
+        // a second checkout into the same target directory), whose source path may be gone.
+        let script = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("no-unwind.ld");
+        std::fs::write(&script, include_str!("no-unwind.ld")).expect("OUT_DIR is writable");
         println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", script.display());
     }
 }

@@ -338,7 +338,7 @@ mod tests {
     fn testable() -> bool {
         let ok = ["loadkeys", "ckbcomp"].iter().all(|p| Command::new(p).arg("--help").output().is_ok());
         if !ok {
-            eprintln!("skipping: loadkeys (kbd) or ckbcomp (console-setup) not installed");
+            leanrd_testkit::skip::<()>("loadkeys (kbd) or ckbcomp (console-setup) not installed");
         }
         ok
     }

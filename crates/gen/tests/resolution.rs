@@ -18,7 +18,7 @@ use leanrd_testkit::*;
 fn module_sets_equal_modprobe_plus_softdeps() {
     let Some(k) = kver() else { return };
     if !have("modprobe") {
-        eprintln!("skipping: modprobe (kmod) missing");
+        skip::<()>("modprobe (kmod) missing");
         return;
     }
     let kernel = Kernel::load(Path::new("/"), &k).unwrap();
@@ -278,14 +278,14 @@ fn resume_devices_are_detected() {
 #[test]
 fn swap_file_offsets() {
     if !is_root() || !have("mkfs.btrfs") || !have("filefrag") || !have("mkswap") {
-        eprintln!("skipping: needs root, mkfs.btrfs, filefrag, mkswap");
+        skip::<()>("needs root, mkfs.btrfs, filefrag, mkswap");
         return;
     }
     let t = TempDir::new("swapfile");
     for kind in ["ext4", "btrfs"] {
         // 600 MB: mkfs.ext4 gives a smaller one 1 KiB blocks, and a swap file wants whole pages.
         let Some(fs) = LoopFs::new(kind, "600M") else {
-            eprintln!("skipping {kind}: no loop mount");
+            skip::<()>(&format!("{kind}: no loop mount"));
             continue;
         };
         let mnt = fs.path();
@@ -300,7 +300,7 @@ fn swap_file_offsets() {
                 .status()
         };
         if !made.is_ok_and(|s| s.success()) {
-            eprintln!("skipping {kind}: cannot make a swap file");
+            skip::<()>(&format!("{kind}: cannot make a swap file"));
             continue;
         }
         let _ = Command::new("sync").status();

@@ -313,7 +313,7 @@ mod tests {
     #[test]
     fn probes_like_blkid() {
         if !sh("command -v blkid") {
-            std::eprintln!("skipping: no blkid");
+            leanrd_testkit::skip::<()>("no blkid (util-linux)");
             return;
         }
         let tmpdir = tempfile::tempdir().unwrap();
@@ -339,7 +339,7 @@ mod tests {
             let img = dir.join(name);
             let img = img.to_str().unwrap();
             if !sh(&format!("truncate -s {mb}M {img} && {}", mkfs.replace("IMG", img))) {
-                std::eprintln!("skipping {name}: its mkfs is missing or failed");
+                leanrd_testkit::skip::<()>(&std::format!("{name}: its mkfs is missing or failed"));
                 continue;
             }
             let f = crate::sys::open(img).unwrap();

@@ -65,7 +65,7 @@ fn gnu_cpio(dir: &Path, list: &[u8], args: &[&str]) -> Vec<u8> {
 #[test]
 fn byte_identical_to_gnu_cpio() {
     if !have("cpio") {
-        eprintln!("skipping: GNU cpio not installed");
+        skip::<()>("GNU cpio not installed");
         return;
     }
     let t = TempDir::new("gnu");
@@ -117,7 +117,7 @@ fn byte_identical_to_gnu_cpio() {
 fn gnu_cpio_and_bsdcpio_extract_what_leanrd_writes() {
     let tools: Vec<&str> = ["cpio", "bsdcpio"].into_iter().filter(|t| have(t)).collect();
     if tools.is_empty() {
-        eprintln!("skipping: neither cpio nor bsdcpio installed");
+        skip::<()>("neither cpio nor bsdcpio installed");
         return;
     }
     let t = TempDir::new("extract");

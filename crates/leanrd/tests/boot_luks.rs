@@ -32,7 +32,7 @@ const DE_PASS: &str = "Zyklop-öz42";
 fn tools_ok() -> bool {
     let need = ["sfdisk", "mke2fs", "cryptsetup", "loadkeys", "ckbcomp", "qemu-system-x86_64"];
     if !is_root() || !Path::new("/bin/busybox").exists() || need.iter().any(|t| !have(t)) {
-        eprintln!("skipping: needs root, /bin/busybox and {need:?} (apt install kbd console-setup cryptsetup)");
+        skip::<()>(&format!("needs root, /bin/busybox and {need:?} (apt install kbd console-setup cryptsetup)"));
         return false;
     }
     true
@@ -456,7 +456,7 @@ impl Drop for Swtpm {
 fn tpm2(kernel: &Path, t: &TempDir, kver: &str, init: &Path, disk: &Path) {
     let plugin = "/usr/lib/x86_64-linux-gnu/cryptsetup/libcryptsetup-token-systemd-tpm2.so";
     if !have("swtpm") || !have("systemd-cryptenroll") || !Path::new(plugin).exists() {
-        eprintln!("skipping TPM2: needs swtpm, systemd-cryptenroll and {plugin} (apt install swtpm systemd)");
+        skip::<()>(&format!("TPM2: needs swtpm, systemd-cryptenroll and {plugin} (apt install swtpm systemd)"));
         return;
     }
     let tpm_disk = t.join("tpm.disk");

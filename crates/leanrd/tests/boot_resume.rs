@@ -154,7 +154,7 @@ fn hibernated_debian13_resumes() {
 fn hibernated_systems_resume() {
     let need = ["mkfs.ext4", "mkswap", "sfdisk", "filefrag", "losetup", "qemu-system-x86_64"];
     if !is_root() || !Path::new("/bin/busybox").exists() || need.iter().any(|t| !have(t)) {
-        eprintln!("skipping: needs root, /bin/busybox and {need:?}");
+        skip::<()>(&format!("needs root, /bin/busybox and {need:?}"));
         return;
     }
     let Some(kernel) = kernel() else { return };

@@ -85,7 +85,7 @@ fn ukis_boot_under_uefi_firmware() {
         || need.iter().any(|t| !have(t))
         || ![STUB, OVMF_CODE, "/bin/busybox"].iter().all(|p| Path::new(p).exists())
     {
-        eprintln!("skipping: needs root, {need:?}, {STUB}, {OVMF_CODE} and busybox-static");
+        skip::<()>(&format!("needs root, {need:?}, {STUB}, {OVMF_CODE} and busybox-static"));
         return;
     }
     let Some(kernel) = kernel() else { return };

@@ -336,7 +336,7 @@ fn concurrent_builds_leave_an_image_that_matches_its_digest() {
 fn luks_brings_exactly_its_keyboards_keymap_and_cryptsetup() {
     let Some(k) = kver() else { return };
     if !is_root() || !have("cryptsetup") || !have("loadkeys") || !have("ckbcomp") {
-        eprintln!("skipping: needs root (hard links of /usr), cryptsetup, loadkeys (kbd), ckbcomp (console-setup)");
+        skip::<()>("needs root (hard links of /usr), cryptsetup, loadkeys (kbd), ckbcomp (console-setup)");
         return;
     }
     let t = TempDir::new("lukskeyboard");

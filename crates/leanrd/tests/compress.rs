@@ -107,7 +107,7 @@ fn images_made_by_the_reference_tools_are_read() {
     ];
     for (tool, cmd, kernel_ok) in cases {
         if !have(tool) {
-            eprintln!("skipping {cmd}: {tool} missing");
+            skip::<()>(&format!("{cmd}: {tool} missing"));
             continue;
         }
         let img = t.join("ref.img");

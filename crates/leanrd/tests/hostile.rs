@@ -71,7 +71,7 @@ fn extract_as(uid: u32, img: &Path, target: &Path) -> std::process::Output {
 #[test]
 fn extract_never_touches_what_is_outside_its_target() {
     if !is_root() {
-        eprintln!("skipping: needs root (to test as root and as an unprivileged user)");
+        skip::<()>("needs root (to test as root and as an unprivileged user)");
         return;
     }
     let t = TempDir::new("hostile");

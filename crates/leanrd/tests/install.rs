@@ -21,7 +21,7 @@ const MARK: &str = "LEANRD-INSTALLED-ROOT-OK";
 #[test]
 fn cargo_install_gives_a_leanrd_whose_images_boot() {
     if !is_root() || !have("git") || !have("mkfs.ext4") || !Path::new("/bin/busybox").exists() {
-        eprintln!("skipping: needs root, git, mkfs.ext4 and busybox-static");
+        skip::<()>("needs root, git, mkfs.ext4 and busybox-static");
         return;
     }
     let Some(kernel) = kernel() else { return };

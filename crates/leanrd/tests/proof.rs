@@ -77,7 +77,7 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
     let Some(k) = kver() else { return };
     let need = ["cryptsetup", "lvm", "mdadm"];
     if need.iter().any(|t| !have(t)) {
-        eprintln!("skipping: needs {need:?} (the stacks' programs go into the images)");
+        skip::<()>(&format!("needs {need:?} (the stacks' programs go into the images)"));
         return;
     }
     let t = TempDir::new("proof");

@@ -9,6 +9,10 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+pub mod boot;
+pub mod prep;
+pub mod scenario;
+
 /// Run and require success; returns stdout.
 pub fn ok(c: &mut Command) -> Vec<u8> {
     let o = c.output().expect("spawn");
@@ -76,8 +80,7 @@ pub struct LoopFs {
 impl LoopFs {
     pub fn new(kind: &str, size: &str) -> Option<LoopFs> {
         if !is_root() || !have(&format!("mkfs.{kind}")) {
-            eprintln!("skipping: needs root and mkfs.{kind}");
-            return None;
+            return skip(&format!("needs root and mkfs.{kind}"));
         }
         let dir = TempDir::new(&format!("mnt-{kind}"));
         let img = dir.0.with_extension("img");
@@ -353,12 +356,11 @@ pub fn kver() -> Option<String> {
         .filter(|e| e.path().join("modules.dep").exists() && e.path().join("kernel").exists())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    v.sort();
-    let k = v.pop();
-    if k.is_none() {
-        eprintln!("skipping: no kernel module tree in /lib/modules (apt install linux-image-amd64)");
+    v.sort_by_key(|r| version_key(r));
+    match v.pop() {
+        Some(k) => Some(k),
+        None => skip("no kernel module tree in /lib/modules (apt install linux-image-amd64)"),
     }
-    k
 }
 
 pub fn modprobe_set(kver: &str, what: &str) -> BTreeSet<String> {

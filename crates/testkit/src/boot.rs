@@ -1,19 +1,142 @@
-//! The real-system boots shared by boot_debian and boot_peers: a cached Debian bookworm root
-//! (tools/debian-root) made into disk images on loop devices, booted under QEMU TCG two at a
-//! time, each boot's serial console checked for what the root's report unit prints.
+//! The boot harness: real roots (the cached Debian roots of tools/debian-root) made into disk
+//! images, booted under QEMU TCG no more at once than the machine has cores (across every
+//! test process: [`crate::vm_slot`]), each boot's serial console checked for what the root's
+//! report unit prints. Every boot suite and the benchmarks' Rust side use this one harness;
+//! [`crate::scenario`] describes a boot as data on top of it.
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
 
-use super::*;
+use crate::*;
+
+/// The leanrd executable under test: the test crate names it once ([`use_leanrd`]), as only
+/// it knows `CARGO_BIN_EXE_leanrd`.
+static LEANRD: OnceLock<PathBuf> = OnceLock::new();
+
+/// Name the leanrd executable the harness runs (inside the roots and on the host).
+pub fn use_leanrd(path: &str) {
+    let _ = LEANRD.set(PathBuf::from(path));
+}
+
+/// The leanrd executable: as [`use_leanrd`] named it, else the one cargo built beside the
+/// running test (target/PROFILE/deps/TEST → target/PROFILE/leanrd).
+pub fn leanrd_path() -> &'static Path {
+    LEANRD.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test's own path");
+        exe.parent().and_then(Path::parent).map(|d| d.join("leanrd")).expect("target/PROFILE")
+    })
+}
+
+/// `leanrd`, without SOURCE_DATE_EPOCH from the environment.
+pub fn leanrd() -> Command {
+    let mut c = Command::new(leanrd_path());
+    c.env_remove("SOURCE_DATE_EPOCH");
+    c
+}
+
+/// The workspace's root directory.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Build the static /init once per test process (its own target dir: no lock contention
+/// with the cargo running the tests).
+pub fn init_binary() -> Option<PathBuf> {
+    static INIT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    INIT.get_or_init(|| {
+        let ws = workspace();
+        let target = ws.join("target/init-test");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .current_dir(&ws)
+            .args(["build", "-q", "--profile", "init", "-p", "leanrd-init", "--features", "standalone"])
+            .args(["--target", "x86_64-unknown-linux-gnu", "--target-dir"])
+            .arg(&target)
+            .status()
+            .ok()?;
+        if !st.success() {
+            return skip("could not build leanrd-init");
+        }
+        Some(target.join("x86_64-unknown-linux-gnu/init/leanrd-init"))
+    })
+    .clone()
+}
+
+/// The release of a kernel image named vmlinuz-RELEASE.
+pub fn kver_of(kernel: &Path) -> String {
+    kernel.file_name().unwrap().to_string_lossy().trim_start_matches("vmlinuz-").to_string()
+}
+
+/// Run a shell command; fail the test with its stderr if it fails.
+pub fn sh(cmd: &str) {
+    let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
+    assert!(o.status.success(), "{cmd}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Boot, reading the serial console as it comes: `answer` is typed (with Enter) at the first
+/// "Enter passphrase", and the VM is killed as soon as the console shows one of `stop` (a
+/// boot that has failed: no need to wait for its timeout). Returns the console output.
+pub fn boot_console(
+    kernel: &Path,
+    initrd: &Path,
+    append: &str,
+    extra: &[String],
+    answer: Option<&str>,
+    stop: &[String],
+    secs: u64,
+) -> String {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let _slot = vm_slot();
+    let mut child = qemu_command(kernel, initrd, append, &extra, secs)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut log = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut answered = answer.is_none();
+    loop {
+        let n = stdout.read(&mut buf).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        log.extend_from_slice(&buf[..n]);
+        // Only the tail can hold a new match.
+        let tail = String::from_utf8_lossy(&log[log.len().saturating_sub(n + 256)..]).into_owned();
+        if !answered && tail.contains("Enter passphrase") {
+            answered = true;
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let _ = stdin.write_all(format!("{}\r", answer.unwrap_or_default()).as_bytes());
+            let _ = stdin.flush();
+        }
+        if stop.iter().any(|s| tail.contains(s.as_str())) {
+            // Let the console finish its line, then end the VM (`timeout` runs QEMU: kill both).
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            if let Ok(n) = stdout.read(&mut buf) {
+                log.extend_from_slice(&buf[..n]);
+            }
+            let _ = Command::new("pkill").args(["-KILL", "-P", &child.id().to_string()]).status();
+            let _ = child.kill();
+            break;
+        }
+    }
+    let _ = child.wait();
+    String::from_utf8_lossy(&log).into_owned()
+}
 
 /// The root's report, run by a unit once the boot has settled: the state, the mounts, module
 /// parameters, the initramfs's step log, and `leanrd build` with `leanrd.test=selfbuild`.
 /// Shared with bench/debian.py.
-pub const REPORT: &str = include_str!("../../../../tools/boot-report/leanrd-report");
-pub const UNIT: &str = include_str!("../../../../tools/boot-report/leanrd-report.service");
+pub const REPORT: &str = include_str!("../../../tools/boot-report/leanrd-report");
+pub const UNIT: &str = include_str!("../../../tools/boot-report/leanrd-report.service");
 
 /// What every Debian boot test starts from: root and the tools `need`, the kernel to boot,
 /// the static /init, the kernel's version and a scratch directory. None (skipped, with a
@@ -66,8 +189,19 @@ pub fn prepare_trixie(t: &TempDir, init: &Path, flavour: &str) -> Option<PathBuf
     Some(tree)
 }
 
-/// What every test tree gets: an identity, a module option, the report unit, leanrd.
+/// What every test tree gets: an identity, a module option, the report unit, and leanrd with
+/// its /init ([`add_tools`]).
 fn finish_tree(tree: &Path, init: &Path) {
+    finish_base(tree);
+    add_tools(tree, init);
+}
+
+/// The version of what [`finish_base`] adds, for cache keys: bump it when that changes.
+pub const FINISH: &str = "finish-1";
+
+/// A root made a test system: an identity, a module option and the report unit (no leanrd:
+/// disks made from it stay valid from one build of leanrd to the next).
+pub fn finish_base(tree: &Path) {
     // A system that has been installed: its machine id (no first-boot setup), its name.
     fs::write(tree.join("etc/machine-id"), "6c65616e72642d746573742d726f6f74\n").unwrap();
     fs::write(tree.join("etc/hostname"), "leanrd-test\n").unwrap();
@@ -83,14 +217,25 @@ fn finish_tree(tree: &Path, init: &Path) {
     // No login prompt on the serial console: agetty hangs the tty up when it starts, and a
     // report written to it after that is lost (Debian 13's systemd starts it late enough).
     std::os::unix::fs::symlink("/dev/null", tree.join("etc/systemd/system/serial-getty@ttyS0.service")).unwrap();
-    fs::create_dir_all(tree.join("usr/lib/leanrd")).unwrap();
-    fs::copy(env!("CARGO_BIN_EXE_leanrd"), tree.join("usr/bin/leanrd")).unwrap();
-    fs::copy(init, tree.join("usr/lib/leanrd/leanrd-init")).unwrap();
-    sh(&format!("chmod 755 {t}/usr/local/sbin/leanrd-report {t}/usr/bin/leanrd", t = tree.display()));
+    sh(&format!("chmod 755 {}/usr/local/sbin/leanrd-report", tree.display()));
 }
 
-#[derive(Clone, Copy, PartialEq)]
+/// leanrd and its /init in a tree, for a root that builds its own image. Files already
+/// there are replaced, not written through (the tree may hold hard links to a cached one).
+pub fn add_tools(tree: &Path, init: &Path) {
+    fs::create_dir_all(tree.join("usr/lib/leanrd")).unwrap();
+    let _ = fs::remove_file(tree.join("usr/bin/leanrd"));
+    let _ = fs::remove_file(tree.join("usr/lib/leanrd/leanrd-init"));
+    fs::copy(leanrd_path(), tree.join("usr/bin/leanrd")).unwrap();
+    fs::copy(init, tree.join("usr/lib/leanrd/leanrd-init")).unwrap();
+    sh(&format!("chmod 755 {}/usr/bin/leanrd", tree.display()));
+}
+
+/// A disk controller, as QEMU attaches a disk.
+#[derive(Clone, Copy, PartialEq, Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Bus {
+    #[default]
     VirtioBlk,
     VirtioScsi,
     Nvme,
@@ -98,6 +243,7 @@ pub enum Bus {
 }
 
 /// One file system on a disk image: on one GPT partition from 1 MiB, or on the whole disk.
+#[derive(Clone, Debug)]
 pub struct Disk {
     pub path: PathBuf,
     pub gpt: bool,
@@ -142,6 +288,21 @@ pub fn mkfs(fs: &Fs, devs: &str) -> String {
 /// its /etc/fstab when given. Made on loop devices, released whatever happens.
 pub fn make(t: &TempDir, name: &str, gpt: bool, bus: Bus, fs: &Fs, tree: &Path, fstab: Option<&str>) -> Vec<Disk> {
     let n = if fs.kind == "btrfs" && name.contains("raid1") { 2 } else { 1 };
+    make_in(t.path(), name, gpt, n, bus, fs, tree, fstab)
+}
+
+/// [`make`] in the directory `t`, with `n` disks (two for a btrfs raid1).
+#[allow(clippy::too_many_arguments)]
+pub fn make_in(
+    t: &Path,
+    name: &str,
+    gpt: bool,
+    n: usize,
+    bus: Bus,
+    fs: &Fs,
+    tree: &Path,
+    fstab: Option<&str>,
+) -> Vec<Disk> {
     let disks: Vec<Disk> =
         (0..n).map(|i| Disk { path: t.join(format!("{name}-{i}.disk")), gpt: gpt && n == 1, bus }).collect();
     let mnt = t.join(format!("{name}.mnt"));
@@ -351,7 +512,7 @@ pub fn run_keep(kernel: &Path, boots: &[Boot]) -> (Vec<String>, Vec<Outcome>) {
     for (b, o) in boots.iter().zip(&outcomes) {
         if !o.met {
             // The whole console stays under target/boot-logs/, named by the boot.
-            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/boot-logs");
+            let dir = workspace().join("target/boot-logs");
             let slug: String = b.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
             let kept = dir.join(format!("{slug}.log"));
             let _ = fs::create_dir_all(&dir).and_then(|()| fs::write(&kept, &o.log));
@@ -440,7 +601,7 @@ pub fn luks_prep(t: &TempDir, kver: &str, tree: &Path) -> Option<(PathBuf, Vec<D
     let modules =
         ["virtio_pci", "virtio_blk", "dm_mod", "dm_crypt", "xts", "aes_generic", "sha256_generic", "cbc", "ecb"];
     let dir = t.join("luks-prep");
-    let img = super::prep::image(&dir, kver, &["cryptsetup", "e2image"], &modules, "vdb", &body, None)?;
+    let img = crate::prep::image(&dir, kver, &["cryptsetup", "e2image"], &modules, "vdb", &body, None)?;
     let disks = [disk, root].into_iter().map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk }).collect();
     Some((img, disks, boot_uuid))
 }

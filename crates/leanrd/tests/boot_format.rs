@@ -34,8 +34,7 @@ struct Fixture {
 
 fn fixture() -> Option<Fixture> {
     if !Path::new("/bin/busybox").exists() {
-        eprintln!("skipping: /bin/busybox (busybox-static) missing");
-        return None;
+        return skip("/bin/busybox (busybox-static) missing");
     }
     let t = TempDir::new("boot");
     let d = t.join("files");

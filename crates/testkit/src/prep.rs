@@ -34,8 +34,7 @@ pub fn image(
         let mut r = Resolver::new(&mut plan);
         for b in std::iter::once(&"busybox").chain(tools) {
             let Some(p) = r.which(b) else {
-                eprintln!("skipping: {b} not installed");
-                return None;
+                return crate::skip(&format!("the prep VM needs {b}"));
             };
             r.add_binary(&p).unwrap();
             paths.insert(b.replace('-', "_"), p);

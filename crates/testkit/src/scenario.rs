@@ -1,0 +1,909 @@
+//! Boot scenarios as data. A scenario is a table of about ten lines in a TOML file: the root,
+//! the disks and their stack, the image, the command line and what the boot must show. Each
+//! one is its own test (libtest-mimic), runnable alone:
+//!
+//! ```text
+//! cargo test -p leanrd --test boot -- debian13_btrfs_raid1
+//! ```
+//!
+//! The file is read and every scenario checked before any VM starts: a field that does not
+//! exist, a disk kind or root not known, a layout that cannot be made, are errors naming the
+//! file, the line and the cause. What scenarios share (a root's tree, its images, its disks)
+//! is made once per process; disks are cached by content across runs (the hash of all they
+//! are made from) in $LEANRD_TEST_CACHE/disks.
+
+use std::any::Any;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use crate::boot::*;
+use crate::*;
+
+/// The roots a scenario boots.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Root {
+    /// Debian 12 (bookworm), booted with the host's Debian 12 kernel and its modules.
+    Debian12,
+    /// Debian 13 (trixie), booted with its own 6.12 kernel from its /boot (.ko.xz modules).
+    Debian13,
+}
+
+impl Root {
+    fn suite(self) -> &'static str {
+        match self {
+            Root::Debian12 => "bookworm",
+            Root::Debian13 => "trixie",
+        }
+    }
+}
+
+/// The image the scenario boots.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Image {
+    /// `leanrd build --universal` from the root.
+    #[default]
+    Universal,
+    /// The same with `--module-compression keep` (compressed modules stay compressed where
+    /// the kernel decompresses them).
+    UniversalKeep,
+    /// `--universal --module-compression keep` from the root re-laid as Arch lays a kernel
+    /// out: `.ko.zst` modules, the configuration and vmlinuz in the module directory.
+    ArchZst,
+    /// Self-hosted: the universal image boots the root with `leanrd.test=selfbuild`, the root
+    /// runs `leanrd build` with no options, and what it wrote to /boot boots with nothing on
+    /// the command line.
+    SelfBuilt,
+}
+
+/// The layer between the disks and the file systems.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stack {
+    /// File systems straight on the disks (a GPT partition or the whole disk).
+    #[default]
+    Plain,
+    /// Logical volumes of vg0 on one virtio disk, named after what they hold
+    /// (/dev/mapper/vg0-root, vg0-usr): made in a prep VM.
+    Lvm,
+    /// Debian's installer layout: GPT, an ESP, /boot, LUKS2 holding the ext4 root
+    /// (sda3_crypt in crypttab); the passphrase is typed on the console. Made in a prep VM.
+    Luks,
+}
+
+/// A file system kind, or a blank disk.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FsKind {
+    Ext4,
+    Xfs,
+    Btrfs,
+    /// A 16 MiB disk with nothing on it.
+    Blank,
+}
+
+impl FsKind {
+    fn name(self) -> &'static str {
+        match self {
+            FsKind::Ext4 => "ext4",
+            FsKind::Xfs => "xfs",
+            FsKind::Btrfs => "btrfs",
+            FsKind::Blank => "blank",
+        }
+    }
+}
+
+/// What a volume holds.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Holds {
+    /// The root: the whole tree, or all but /usr when another volume holds /usr.
+    #[default]
+    Root,
+    /// /usr (merged-/usr: the root's /bin, /lib are links into it).
+    Usr,
+}
+
+/// One volume: a file system on a disk (or two, for a btrfs raid1).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Volume {
+    pub fs: FsKind,
+    #[serde(default)]
+    pub bus: Bus,
+    /// On a GPT partition from 1 MiB rather than the whole disk.
+    #[serde(default)]
+    pub gpt: bool,
+    #[serde(default)]
+    pub holds: Holds,
+    /// btrfs: the tree in subvolume @ (and `rootflags=subvol=@`).
+    #[serde(default)]
+    pub subvol: bool,
+    /// btrfs: 2 for raid1 (data and metadata) across two disks.
+    #[serde(default = "one")]
+    pub members: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// A boot scenario. In `cmdline`, `{root}` stands for what names the root volume (with
+/// `rootflags=subvol=@` for a subvolume) and `{usr}` for `mount.usr=` naming the /usr volume;
+/// without `{usr}`, the root's fstab names /usr.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub root: Root,
+    #[serde(default)]
+    pub image: Image,
+    #[serde(default)]
+    pub stack: Stack,
+    pub disks: Vec<Volume>,
+    #[serde(default)]
+    pub cmdline: String,
+    /// Console text every boot of the scenario must show (beside the state `running`).
+    #[serde(default)]
+    pub expect: Vec<String>,
+    /// Console text no boot may show (beside "Exec format error" and a start job waiting).
+    #[serde(default)]
+    pub reject: Vec<String>,
+    /// self-built: the storage drivers (with what modprobe adds) its own image holds, exactly.
+    #[serde(default)]
+    pub drivers: Vec<String>,
+    /// self-built: paths its own image holds, and does not.
+    #[serde(default)]
+    pub own_image_has: Vec<String>,
+    #[serde(default)]
+    pub own_image_lacks: Vec<String>,
+    /// `leanrd analyze` reads the boot's record and journal and draws it.
+    #[serde(default)]
+    pub analyze: bool,
+}
+
+/// The scenarios of a file, by test name, each checked.
+pub fn load(path: &Path) -> Result<BTreeMap<String, Scenario>, String> {
+    let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// [`load`] from text.
+pub fn parse(text: &str) -> Result<BTreeMap<String, Scenario>, String> {
+    let all: BTreeMap<String, Scenario> = toml::from_str(text).map_err(|e| e.to_string())?;
+    let mut errors = Vec::new();
+    for (name, s) in &all {
+        if let Err(e) = check(name, s) {
+            let line = text.lines().position(|l| l.trim() == format!("[{name}]")).map_or(0, |n| n + 1);
+            errors.push(format!("line {line}: scenario {name}: {e}"));
+        }
+    }
+    if errors.is_empty() { Ok(all) } else { Err(errors.join("\n")) }
+}
+
+/// Whether a scenario can be made, before any VM starts.
+pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+        return Err("a name is lower-case letters, digits and _ (it is the test's name)".into());
+    }
+    let held: Vec<&Volume> = s.disks.iter().filter(|v| v.fs != FsKind::Blank).collect();
+    let roots = held.iter().filter(|v| v.holds == Holds::Root).count();
+    let usrs = held.iter().filter(|v| v.holds == Holds::Usr).count();
+    if roots != 1 || usrs > 1 {
+        return Err(format!("one volume holds the root and at most one /usr (here {roots} and {usrs})"));
+    }
+    for v in &s.disks {
+        let kind = v.fs.name();
+        if v.subvol && v.fs != FsKind::Btrfs {
+            return Err(format!("subvol on {kind}: only btrfs has subvolumes"));
+        }
+        if !(1..=2).contains(&v.members) || (v.members == 2 && v.fs != FsKind::Btrfs) {
+            return Err(format!("members = {} on {kind}: a volume is one disk, or two for btrfs raid1", v.members));
+        }
+        if v.members == 2 && v.gpt {
+            return Err("a raid1 member is a whole disk (no gpt)".into());
+        }
+        match s.stack {
+            Stack::Plain => {}
+            Stack::Lvm if v.fs == FsKind::Ext4 && v.bus == Bus::VirtioBlk && !v.gpt && v.members == 1 => {}
+            Stack::Luks
+                if v.fs == FsKind::Ext4 && v.bus == Bus::VirtioBlk && v.holds == Holds::Root && s.disks.len() == 1 => {}
+            Stack::Lvm | Stack::Luks => {
+                return Err(format!(
+                    "{:?} holds ext4 volumes on one virtio-blk disk{} (not {kind} on {:?})",
+                    s.stack,
+                    if s.stack == Stack::Luks { ", the root alone" } else { "" },
+                    v.bus
+                ));
+            }
+        }
+    }
+    let mut rest = s.cmdline.as_str();
+    while let Some(open) = rest.find('{') {
+        let close = rest[open..].find('}').ok_or("an unclosed { in cmdline")? + open;
+        match &rest[open + 1..close] {
+            "root" => {}
+            "usr" if usrs == 1 => {}
+            other => return Err(format!("{{{other}}} in cmdline: only {{root}} and, with a /usr volume, {{usr}}")),
+        }
+        rest = &rest[close + 1..];
+    }
+    let self_built = s.image == Image::SelfBuilt;
+    let describes_own = !s.drivers.is_empty() || !s.own_image_has.is_empty() || !s.own_image_lacks.is_empty();
+    if !self_built && describes_own {
+        return Err("drivers and own_image_* describe the image a self-built root makes".into());
+    }
+    if self_built && s.stack == Stack::Lvm {
+        return Err(
+            "a self-built root on LVM: its image would be inside the volume group, out of the test's reach".into()
+        );
+    }
+    if self_built && s.drivers.is_empty() && s.stack == Stack::Plain {
+        return Err("a self-built scenario names the storage drivers its own image must hold".into());
+    }
+    Ok(())
+}
+
+/// The test harness's main: every scenario of `file` a test, plus `extra` tests.
+pub fn main(file: &Path) -> std::process::ExitCode {
+    let mut args = libtest_mimic::Arguments::from_args();
+    // VMs are held to one per core by the slots; more test threads let a scenario make its
+    // disks and images while others boot.
+    if args.test_threads.is_none() {
+        args.test_threads = Some(2 * std::thread::available_parallelism().map_or(2, |n| n.get()));
+    }
+    let scenarios = match load(file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return std::process::ExitCode::from(101);
+        }
+    };
+    let trials = scenarios
+        .into_iter()
+        .map(|(name, s)| {
+            let n = name.clone();
+            libtest_mimic::Trial::test(name, move || trial(&n, &s).map_err(Into::into))
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&args, trials);
+    if let Some(t) = SCRATCH.get() {
+        let _ = fs::remove_dir_all(t);
+    }
+    conclusion.exit_code()
+}
+
+/// The process's scratch directory: trees and images the scenarios share.
+static SCRATCH: OnceLock<PathBuf> = OnceLock::new();
+
+fn scratch() -> &'static Path {
+    SCRATCH.get_or_init(|| {
+        let t = TempDir::new("scenarios");
+        let p = t.0.clone();
+        std::mem::forget(t);
+        p
+    })
+}
+
+/// `f()` once per process for `key`; every caller gets a clone. A panic in `f` is the
+/// caller's, and the next caller tries again.
+fn memo<T: Clone + Send + Sync + 'static>(key: &str, f: impl FnOnce() -> T) -> T {
+    type Cell = Arc<OnceLock<Box<dyn Any + Send + Sync>>>;
+    static CELLS: Mutex<BTreeMap<String, Cell>> = Mutex::new(BTreeMap::new());
+    let cell = CELLS.lock().unwrap().entry(key.to_string()).or_default().clone();
+    cell.get_or_init(|| Box::new(f())).downcast_ref::<T>().expect("one type per key").clone()
+}
+
+/// A hash of what something is made from, for cache keys.
+fn key_of(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+fn file_key(path: &Path) -> String {
+    key_of(&[&fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))])
+}
+
+/// The test cache's entry `kind/key`, made by `make` (into a partial path, then renamed)
+/// under a lock when missing. Its mtime is when it was last used: entries unused for a week
+/// are removed, once per process.
+pub fn cached(kind: &str, key: &str, make: impl FnOnce(&Path)) -> PathBuf {
+    let dir =
+        Path::new(&std::env::var("LEANRD_TEST_CACHE").unwrap_or_else(|_| "/var/cache/leanrd-tests".into())).join(kind);
+    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    static SWEPT: OnceLock<()> = OnceLock::new();
+    SWEPT.get_or_init(|| sweep(&dir, std::time::Duration::from_secs(7 * 86400)));
+    let path = dir.join(key);
+    let lock = fs::File::create(dir.join(format!("{key}.lock"))).unwrap();
+    lock.lock().unwrap();
+    if !path.exists() {
+        let partial = dir.join(format!("{key}.partial"));
+        let _ = fs::remove_dir_all(&partial);
+        fs::create_dir_all(&partial).unwrap();
+        make(&partial);
+        fs::rename(&partial, &path).unwrap();
+    }
+    let _ = fs::File::open(&path).and_then(|f| f.set_modified(std::time::SystemTime::now()));
+    path
+}
+
+/// Remove the entries of `dir` not used for `age` (and their locks).
+fn sweep(dir: &Path, age: std::time::Duration) {
+    let now = std::time::SystemTime::now();
+    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.extension().is_some() {
+            continue;
+        }
+        let old =
+            e.metadata().and_then(|m| m.modified()).is_ok_and(|m| now.duration_since(m).unwrap_or_default() > age);
+        let lock = p.with_extension("lock");
+        if old
+            && let Ok(l) = fs::File::open(&lock)
+            && l.try_lock().is_ok()
+        {
+            let _ = fs::remove_dir_all(&p);
+            let _ = fs::remove_file(&lock);
+        }
+    }
+}
+
+/// A root made a test system: its tree, the kernel that boots it, and the key of its content.
+#[derive(Clone)]
+struct Suite {
+    kernel: PathBuf,
+    kver: String,
+    init: PathBuf,
+    /// The root with the report unit, without leanrd.
+    base: Tree,
+}
+
+#[derive(Clone)]
+struct Tree {
+    path: PathBuf,
+    key: String,
+}
+
+fn suite(root: Root) -> Result<Option<Suite>, String> {
+    memo(&format!("suite {root:?}"), || {
+        if !is_root() || !have("qemu-system-x86_64") {
+            return Ok(skip("boot scenarios need root and qemu-system-x86_64"));
+        }
+        for tool in ["mkfs.ext4", "mkfs.xfs", "mkfs.btrfs", "sfdisk", "losetup", "modprobe", "xz", "zstd", "depmod"] {
+            if !have(tool) {
+                return Ok(skip(&format!("boot scenarios need {tool}")));
+            }
+        }
+        let Some(init) = init_binary() else { return Ok(None) };
+        let Some(cached) = debian_suite_root(root.suite(), "") else { return Ok(None) };
+        let path = scratch().join(format!("{}-base", root.suite()));
+        sh(&format!("cp -a {} {}", cached.display(), path.display()));
+        let (kernel, modules_key) = match root {
+            Root::Debian12 => {
+                let Some(k) = kernel() else { return Ok(None) };
+                let kver = kver_of(&k);
+                fs::create_dir_all(path.join("usr/lib/modules")).unwrap();
+                sh(&format!("cp -a /lib/modules/{kver} {}/usr/lib/modules/", path.display()));
+                let _ = fs::copy(format!("/boot/config-{kver}"), path.join(format!("boot/config-{kver}")));
+                let dep = format!("/lib/modules/{kver}/modules.dep");
+                (k, file_key(Path::new(&dep)))
+            }
+            Root::Debian13 => (root_kernel(&cached), String::new()),
+        };
+        finish_base(&path);
+        let name = cached.file_name().unwrap().to_string_lossy().into_owned();
+        let key =
+            key_of(&[name.as_bytes(), modules_key.as_bytes(), FINISH.as_bytes(), REPORT.as_bytes(), UNIT.as_bytes()]);
+        Ok(Some(Suite { kver: kver_of(&kernel), kernel, init, base: Tree { path, key } }))
+    })
+}
+
+/// The base tree with leanrd and its /init: what a self-building root needs.
+fn tools_tree(su: &Suite) -> Tree {
+    memo(&format!("tools {}", su.base.path.display()), || {
+        let path =
+            su.base.path.with_file_name(format!("{}-tools", su.base.path.file_name().unwrap().to_string_lossy()));
+        sh(&format!("cp -al {} {}", su.base.path.display(), path.display()));
+        add_tools(&path, &su.init);
+        let key = key_of(&[su.base.key.as_bytes(), file_key(leanrd_path()).as_bytes(), file_key(&su.init).as_bytes()]);
+        Tree { path, key }
+    })
+}
+
+/// A tree split for a separate /usr: the root (with an empty /usr) and /usr's tree.
+fn split(tree: &Tree) -> (Tree, Tree) {
+    memo(&format!("split {}", tree.path.display()), || {
+        let (r, u) = (tree.path.with_extension("root"), tree.path.with_extension("usr"));
+        sh(&format!(
+            "cp -al {t} {r} && mv {r}/usr {u} && mkdir {r}/usr",
+            t = tree.path.display(),
+            r = r.display(),
+            u = u.display()
+        ));
+        let key = |what: &str| key_of(&[tree.key.as_bytes(), what.as_bytes()]);
+        (Tree { path: r, key: key("split root") }, Tree { path: u, key: key("split usr") })
+    })
+}
+
+/// The tree re-laid as Arch lays a kernel out: modules `.ko.zst` (recompressed from
+/// `.ko.xz`, depmod run), the configuration at /usr/lib/modules/KVER/config and none in
+/// /boot, vmlinuz at /usr/lib/modules/KVER/vmlinuz.
+pub fn arch_layout(tree: &Path, kver: &str) {
+    let m = tree.join(format!("usr/lib/modules/{kver}"));
+    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    sh(&format!(
+        "cd {m} && find kernel -name '*.ko.xz' -print0 | xargs -0 -P{jobs} -n64 sh -c \
+         'for f; do xz -dc \"$f\" | zstd -q -3 -o \"${{f%.xz}}.zst\" && rm \"$f\"; done' sh",
+        m = m.display()
+    ));
+    sh(&format!("depmod -b {} {kver}", tree.display()));
+    fs::rename(tree.join(format!("boot/config-{kver}")), m.join("config")).unwrap();
+    fs::rename(tree.join(format!("boot/vmlinuz-{kver}")), m.join("vmlinuz")).unwrap();
+    let dep = fs::read_to_string(m.join("modules.dep")).unwrap();
+    assert!(dep.contains("ext4.ko.zst:") && !dep.contains(".ko.xz"), "depmod did not index the .ko.zst modules");
+}
+
+/// The Arch layout of a suite's base tree (made once per process).
+pub fn arch_tree(su_root: Root) -> Option<(PathBuf, String)> {
+    let su = suite(su_root).ok()??;
+    Some(memo(&format!("arch {su_root:?}"), || {
+        let path = scratch().join(format!("{}-arch", su_root.suite()));
+        sh(&format!("cp -a {} {}", su.base.path.display(), path.display()));
+        arch_layout(&path, &su.kver);
+        (path, su.kver.clone())
+    }))
+}
+
+/// The image a scenario boots first (self-built: the universal image it builds from).
+fn image(root: Root, su: &Suite, kind: Image) -> PathBuf {
+    memo(&format!("image {root:?} {kind:?}"), || {
+        let (tree, extra): (PathBuf, &[&str]) = match kind {
+            Image::Universal | Image::SelfBuilt => (su.base.path.clone(), &[]),
+            Image::UniversalKeep => (su.base.path.clone(), &["--module-compression", "keep"]),
+            Image::ArchZst => (arch_tree(root).expect("the suite is there").0, &["--module-compression", "keep"]),
+        };
+        let out = scratch().join(format!("{}-{kind:?}.img", root.suite()));
+        let o = leanrd()
+            .args(["build", "-k", &su.kver, "--universal", "--sysroot"])
+            .arg(&tree)
+            .arg("--init")
+            .arg(&su.init)
+            .arg("-o")
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "leanrd build {extra:?}: {}", String::from_utf8_lossy(&o.stderr));
+        out
+    })
+}
+
+/// A UUID for a scenario's volume: the same from run to run (disks are cached by content),
+/// different from every other scenario's (two btrfs file systems with one UUID confuse the
+/// host's kernel).
+fn uuid_for(name: &str, i: usize) -> String {
+    let k = key_of(&[name.as_bytes(), &i.to_le_bytes()]);
+    format!("{}-{}-4{}-8{}-{}", &k[..8], &k[8..12], &k[12..15], &k[1..4], &k[4..16])
+}
+
+/// A volume made: its disks (the first one names it), its file system and UUID.
+#[derive(Clone)]
+struct Made {
+    disks: Vec<Disk>,
+    fs: FsKind,
+    uuid: String,
+    subvol: bool,
+    holds: Option<Holds>,
+}
+
+/// The disks of a scenario (cached by content), the `{root}` and `{usr}` texts.
+fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
+    let tree = if s.image == Image::SelfBuilt { tools_tree(su) } else { su.base.clone() };
+    let has_usr = s.disks.iter().any(|v| v.holds == Holds::Usr && v.fs != FsKind::Blank);
+    let (root_tree, usr_tree) = if has_usr {
+        let (r, u) = split(&tree);
+        (r, Some(u))
+    } else {
+        (tree.clone(), None)
+    };
+    let usr_on_cmdline = s.cmdline.contains("{usr}");
+    match s.stack {
+        Stack::Plain => {
+            let vols: Vec<(&Volume, String)> =
+                s.disks.iter().enumerate().map(|(i, v)| (v, uuid_for(name, i))).collect();
+            let usr = vols.iter().find(|(v, _)| v.holds == Holds::Usr && v.fs != FsKind::Blank);
+            let mut made = Vec::new();
+            for (v, uuid) in &vols {
+                if v.fs == FsKind::Blank {
+                    let dir = cached("disks", &key_of(&[b"blank 16M"]), |d| {
+                        sh(&format!("truncate -s 16M {}/blank-0.disk", d.display()))
+                    });
+                    made.push(Made {
+                        disks: vec![Disk { path: dir.join("blank-0.disk"), gpt: false, bus: v.bus }],
+                        fs: v.fs,
+                        uuid: uuid.clone(),
+                        subvol: false,
+                        holds: None,
+                    });
+                    continue;
+                }
+                let kind = v.fs.name();
+                let pass = if v.fs == FsKind::Btrfs { 0 } else { 1 };
+                let opts = if v.subvol { "defaults,subvol=@" } else { "defaults" };
+                let (content, fstab) = match v.holds {
+                    Holds::Root => {
+                        let mut f = format!("UUID={uuid} / {kind} {opts} 0 {pass}\n");
+                        if let (Some((u, uu)), false) = (usr, usr_on_cmdline) {
+                            f += &format!("UUID={uu} /usr {} defaults 0 0\n", u.fs.name());
+                        }
+                        (&root_tree, Some(f))
+                    }
+                    Holds::Usr => (usr_tree.as_ref().unwrap(), None),
+                };
+                let fsx = Fs { kind, uuid: uuid.clone(), subvol: v.subvol };
+                let key = key_of(&[
+                    content.key.as_bytes(),
+                    kind.as_bytes(),
+                    uuid.as_bytes(),
+                    &[v.subvol as u8, v.gpt as u8, v.members as u8],
+                    fstab.as_deref().unwrap_or("").as_bytes(),
+                ]);
+                let dir = cached("disks", &key, |d| {
+                    make_in(d, "v", v.gpt, v.members, v.bus, &fsx, &content.path, fstab.as_deref());
+                });
+                let disks = (0..v.members)
+                    .map(|m| Disk { path: dir.join(format!("v-{m}.disk")), gpt: v.gpt && v.members == 1, bus: v.bus })
+                    .collect();
+                made.push(Made { disks, fs: v.fs, uuid: uuid.clone(), subvol: v.subvol, holds: Some(v.holds) });
+            }
+            let root = made.iter().find(|m| m.holds == Some(Holds::Root)).unwrap();
+            let root_arg = if root.subvol {
+                format!("root=UUID={} rootflags=subvol=@", root.uuid)
+            } else {
+                format!("root=UUID={}", root.uuid)
+            };
+            let usr_arg = made
+                .iter()
+                .find(|m| m.holds == Some(Holds::Usr))
+                .map(|u| format!("mount.usr=UUID={} mount.usrfstype={}", u.uuid, u.fs.name()))
+                .unwrap_or_default();
+            (made, root_arg, usr_arg)
+        }
+        Stack::Lvm => {
+            let host_kver = kver_of(&crate::kernel().expect("the prep VM runs the host's kernel"));
+            let mut fstab = "/dev/mapper/vg0-root / ext4 defaults 0 1\n".to_string();
+            if has_usr && !usr_on_cmdline {
+                fstab += "/dev/mapper/vg0-usr /usr ext4 defaults 0 2\n";
+            }
+            let key = key_of(&[
+                b"lvm",
+                root_tree.key.as_bytes(),
+                usr_tree.as_ref().map_or(&b""[..], |u| u.key.as_bytes()),
+                fstab.as_bytes(),
+                host_kver.as_bytes(),
+            ]);
+            let dir = cached("disks", &key, |d| {
+                lvm_disk(d, &host_kver, &root_tree.path, usr_tree.as_ref().map(|u| u.path.as_path()), &fstab, &key)
+            });
+            let disk = Disk { path: dir.join("lvm.disk"), gpt: false, bus: Bus::VirtioBlk };
+            let made = vec![Made {
+                disks: vec![disk],
+                fs: FsKind::Ext4,
+                uuid: String::new(),
+                subvol: false,
+                holds: Some(Holds::Root),
+            }];
+            (made, "root=/dev/mapper/vg0-root".into(), "mount.usr=/dev/mapper/vg0-usr mount.usrfstype=ext4".into())
+        }
+        Stack::Luks => {
+            let host_kver = kver_of(&crate::kernel().expect("the prep VM runs the host's kernel"));
+            let key = key_of(&[b"luks", root_tree.key.as_bytes(), host_kver.as_bytes(), PASS.as_bytes()]);
+            let dir = cached("disks", &key, |d| {
+                let tmp = TempDir::new("luks-prep");
+                let (prep, disks, _) = luks_prep(&tmp, &host_kver, &root_tree.path).expect("the LUKS prep image");
+                prep_boot(&prep, &disks, "LUKS");
+                fs::rename(&disks[0].path, d.join("luks.disk")).unwrap();
+            });
+            let disk = Disk { path: dir.join("luks.disk"), gpt: false, bus: Bus::VirtioBlk };
+            let made = vec![Made {
+                disks: vec![disk],
+                fs: FsKind::Ext4,
+                uuid: String::new(),
+                subvol: false,
+                holds: Some(Holds::Root),
+            }];
+            (made, "root=/dev/mapper/sda3_crypt".into(), String::new())
+        }
+    }
+}
+
+/// Boot a prep image on the host's kernel; it must print PREP-DONE.
+fn prep_boot(prep: &Path, disks: &[Disk], what: &str) {
+    let host = crate::kernel().expect("the host's kernel");
+    let mut b = Boot::new(&format!("prep: {what}"), prep, "", qemu_args(&disks.iter().collect::<Vec<_>>(), false));
+    b.expect = vec!["PREP-DONE".into()];
+    b.reject.clear();
+    let failed = run(&host, &[b]);
+    assert!(failed.is_empty(), "the {what} prep VM failed");
+}
+
+/// The LVM disk: vg0 on one disk with `root` (the root's tree, `fstab` its /etc/fstab) and,
+/// when given, `usr`, made in a prep VM by copying ext4 images made here.
+fn lvm_disk(dir: &Path, host_kver: &str, root: &Path, usr: Option<&Path>, fstab: &str, seed: &str) {
+    let t = TempDir::new("lvm-prep");
+    let root_mb = if usr.is_some() { 256 } else { 2048 };
+    let root_img = ext4_image(&t, "lvm-root", root_mb, &uuid_for(seed, 100), root, Some(fstab));
+    let mut images = vec![root_img];
+    let mut body = format!(
+        "$lvm pvcreate -y --config \"$C\" /dev/vda && $lvm vgcreate --config \"$C\" vg0 /dev/vda && \
+        $lvm lvcreate -y --config \"$C\" -L {root_mb}M -n root vg0 && $e2image -ra /dev/vdb /dev/mapper/vg0-root && "
+    );
+    if let Some(u) = usr {
+        images.push(ext4_image(&t, "lvm-usr", 2048, &uuid_for(seed, 101), u, None));
+        body += "$lvm lvcreate -y --config \"$C\" -L 2048M -n usr vg0 && $e2image -ra /dev/vdc /dev/mapper/vg0-usr && ";
+    }
+    body += "$lvm vgchange -an --config \"$C\" vg0 && sync && echo PREP-DONE";
+    let lvm = dir.join("lvm.disk");
+    sh(&format!("truncate -s {}M {}", root_mb + 2048 + 64, lvm.display()));
+    let last = if usr.is_some() { "vdc" } else { "vdb" };
+    let img = crate::prep::image(
+        t.path(),
+        host_kver,
+        &["lvm", "e2image"],
+        &["virtio_pci", "virtio_blk", "dm_mod"],
+        last,
+        &body,
+        None,
+    )
+    .expect("the LVM prep image");
+    let disks: Vec<Disk> =
+        std::iter::once(lvm).chain(images).map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk }).collect();
+    prep_boot(&img, &disks, "LVM");
+}
+
+/// Copies of disks a boot writes to (the cached ones stay as they were made).
+fn writable(made: &[Made], t: &TempDir) -> Vec<Made> {
+    made.iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let disks = m
+                .disks
+                .iter()
+                .enumerate()
+                .map(|(j, d)| {
+                    let path = t.join(format!("w{i}-{j}.disk"));
+                    sh(&format!("cp --sparse=always {} {}", d.path.display(), path.display()));
+                    Disk { path, ..d.clone() }
+                })
+                .collect();
+            Made { disks, ..m.clone() }
+        })
+        .collect()
+}
+
+/// Run one scenario: Err says what failed.
+pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
+    check(name, s)?;
+    let Some(su) = suite(s.root)? else { return Ok(()) };
+    let t = TempDir::new(&format!("scenario-{name}"));
+    let first_image = image(s.root, &su, s.image);
+    let (made, root_arg, usr_arg) = disks(name, s, &su);
+    let self_built = s.image == Image::SelfBuilt;
+    let made = if self_built { writable(&made, &t) } else { made };
+    let all: Vec<&Disk> = made.iter().flat_map(|m| &m.disks).collect();
+    let mut cmdline = s.cmdline.replace("{root}", &root_arg).replace("{usr}", &usr_arg);
+    if self_built {
+        cmdline += " leanrd.test=selfbuild";
+    }
+    let boot = |title: &str, img: &Path, cmdline: &str, snapshot: bool| {
+        let mut b = Boot::new(title, img, cmdline.trim(), qemu_args(&all, snapshot)).reject("Exec format error");
+        for e in &s.expect {
+            b = b.expect(e);
+        }
+        for r in &s.reject {
+            b = b.reject(r);
+        }
+        if s.stack == Stack::Luks { b.typing(PASS) } else { b }
+    };
+    let mut first = boot(name, &first_image, &cmdline, !self_built);
+    if self_built {
+        first = first.expect("LEANRD-SELFBUILD ok");
+    }
+    let (failed, outcomes) = run_keep(&su.kernel, std::slice::from_ref(&first));
+    if !failed.is_empty() {
+        return Err(format!("{name}: the boot failed (its console is above and under target/boot-logs)"));
+    }
+    if s.analyze {
+        analyze_boot(&t, &outcomes[0].log);
+    }
+    if !self_built {
+        return Ok(());
+    }
+    // The image the root built for itself: its storage drivers, its file systems, then a boot
+    // with nothing on the command line.
+    let own = t.join("own.img");
+    let root = made.iter().find(|m| m.holds == Some(Holds::Root)).unwrap();
+    let initrd = format!("boot/initrd.img-{}", su.kver);
+    match s.stack {
+        Stack::Luks => take_boot_file(&t, &root.disks[0], &format!("initrd.img-{}", su.kver), &own),
+        Stack::Lvm | Stack::Plain => take_file(&t, &root.disks[0], root.subvol, &initrd, &own),
+    }
+    let listing = String::from_utf8(ok(leanrd().arg("ls").arg(&own))).unwrap();
+    let mods: Vec<String> = listing
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .filter(|p| p.contains(".ko"))
+        .map(str::to_string)
+        .collect();
+    if !s.drivers.is_empty() {
+        let drivers: Vec<&str> = s.drivers.iter().map(String::as_str).collect();
+        let (got, want) = (storage(mods.iter().cloned()), storage_closure(&su.base.path, &su.kver, &drivers));
+        if got != want {
+            return Err(format!("{name}: its own image's storage drivers are {got:?}, not {want:?}"));
+        }
+    }
+    for m in made.iter().filter(|m| m.holds.is_some()) {
+        let want = format!("/{}.ko", m.fs.name());
+        if !mods.iter().any(|p| p.contains(&want)) {
+            return Err(format!("{name}: its own image has no {want} for its {:?} volume", m.holds.unwrap()));
+        }
+    }
+    for p in &s.own_image_has {
+        if !listing.contains(p.as_str()) {
+            return Err(format!("{name}: its own image has no {p}"));
+        }
+    }
+    for p in &s.own_image_lacks {
+        if listing.contains(p.as_str()) {
+            return Err(format!("{name}: its own image has {p}"));
+        }
+    }
+    if s.stack == Stack::Luks {
+        let x = t.join("own.x");
+        ok(leanrd().arg("extract").arg(&own).arg("-C").arg(&x));
+        let conf = fs::read_to_string(x.join("etc/leanrd/init.conf")).unwrap();
+        if !conf.contains("crypt sda3_crypt UUID=") || !conf.contains(" none luks,discard needed") {
+            return Err(format!("{name}: crypttab's entry is not in its own image's init.conf:\n{conf}"));
+        }
+    }
+    let second = boot(&format!("{name}, its own image"), &own, "", true);
+    let failed = run(&su.kernel, &[second]);
+    if failed.is_empty() { Ok(()) } else { Err(format!("{name}: the boot of its own image failed")) }
+}
+
+/// [`run_one`] for libtest-mimic: a panic is the test's failure, with its message.
+fn trial(name: &str, s: &Scenario) -> Result<(), String> {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_one(name, s)));
+    let _ = std::io::stderr().flush();
+    match r {
+        Ok(r) => r,
+        Err(p) => Err(p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panicked".into())),
+    }
+}
+
+/// A file out of the installer layout's /boot (its second partition).
+fn take_boot_file(t: &TempDir, disk: &Disk, path: &str, out: &Path) {
+    let mnt = t.join("take-boot.mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    let m = mnt.display();
+    sh(&format!(
+        "set -e; l=$(losetup -f --show -r -o {o} --sizelimit {s} {d}); trap 'umount {m} 2>/dev/null || true; \
+         losetup -d $l' EXIT; mount -o ro $l {m}; cp {m}/{path} {out}; umount {m}",
+        o = BOOT_START_MB << 20,
+        s = BOOT_MB << 20,
+        d = disk.path.display(),
+        out = out.display()
+    ));
+}
+
+/// The storage drivers (drivers/{ata,block,md,nvme,scsi}) among `modules` paths.
+fn storage(paths: impl Iterator<Item = String>) -> BTreeSet<String> {
+    let dirs = ["/drivers/ata/", "/drivers/block/", "/drivers/md/", "/drivers/nvme/", "/drivers/scsi/"];
+    paths.filter(|p| dirs.iter().any(|d| p.contains(d))).map(|p| leanrd_kmod::name_of_path(&p)).collect()
+}
+
+/// The storage drivers modprobe would load for `what` (with their dependencies), from the
+/// tree's modules.
+fn storage_closure(tree: &Path, kver: &str, what: &[&str]) -> BTreeSet<String> {
+    let mut paths = Vec::new();
+    for w in what {
+        let o = ok(Command::new("modprobe").arg("-d").arg(tree).args(["-S", kver, "--show-depends", w]));
+        for l in String::from_utf8_lossy(&o).lines() {
+            if let Some(p) = l.strip_prefix("insmod ") {
+                paths.push(p.split_whitespace().next().unwrap().to_string());
+            }
+        }
+    }
+    storage(paths.into_iter())
+}
+
+/// `leanrd analyze` reads a real boot: /init's record and the journal give every phase, the
+/// module loads in lanes, and an SVG that a real renderer (rsvg-convert) draws.
+pub fn analyze_boot(t: &TempDir, log: &str) {
+    let lines = |prefix: &str| -> String {
+        log.lines().filter_map(|l| l.trim_end_matches('\r').strip_prefix(prefix)).map(|l| format!("{l}\n")).collect()
+    };
+    let (rec, jour) = (t.join("boot.leanrd.log"), t.join("boot.journal"));
+    fs::write(&rec, lines("LEANRD-INITRD ")).unwrap();
+    fs::write(&jour, lines("LEANRD-JOURNAL ")).unwrap();
+    let svg = t.join("boot.svg");
+    let out = String::from_utf8(ok(leanrd().arg("analyze").arg(&rec).arg(&jour).arg("--svg").arg(&svg))).unwrap();
+    eprintln!("leanrd analyze:\n{out}");
+    let phase = |label: &str| -> f64 {
+        let l = out.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("no {label}:\n{out}"));
+        l[label.len()..].trim().trim_end_matches(" s").parse().unwrap_or_else(|_| panic!("{label}: {l}"))
+    };
+    let (kernel, initramfs, root) =
+        (phase("kernel until /init"), phase("initramfs (/init)"), phase("root system to multi-user"));
+    assert!(kernel > 0.0 && initramfs > 0.0 && root > 0.0, "{out}");
+    assert!(out.contains("module loads") && out.contains("switching to the new root"), "{out}");
+    if !have("rsvg-convert") {
+        skip::<()>("analyze's SVG is drawn by rsvg-convert (librsvg2-bin)");
+        return;
+    }
+    let png = t.join("boot.png");
+    let o = Command::new("rsvg-convert").arg("-o").arg(&png).arg(&svg).output().unwrap();
+    assert!(o.status.success(), "rsvg-convert: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(fs::metadata(&png).unwrap().len() > 10_000);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    fn err(text: &str) -> String {
+        parse(text).expect_err("a scenario written wrong was accepted")
+    }
+
+    #[test]
+    fn a_scenario_written_wrong_is_an_error_before_any_vm() {
+        // An unknown disk kind, named with its line.
+        let e = err("[a]\nroot = \"debian13\"\ndisks = [{ fs = \"zfs\" }]\n");
+        assert!(e.contains("line 3") && e.contains("unknown variant `zfs`") && e.contains("ext4"), "{e}");
+        // A root that is not one of the roots.
+        let e = err("[a]\nroot = \"debian14\"\ndisks = [{ fs = \"ext4\" }]\n");
+        assert!(e.contains("line 2") && e.contains("unknown variant `debian14`"), "{e}");
+        // A missing root, a field that does not exist.
+        let e = err("[a]\ndisks = [{ fs = \"ext4\" }]\n");
+        assert!(e.contains("missing field `root`"), "{e}");
+        let e = err("[a]\nroot = \"debian12\"\ndisks = [{ fs = \"ext4\", raid = 1 }]\n");
+        assert!(e.contains("unknown field `raid`"), "{e}");
+        // Layouts that cannot be made.
+        let e = err("[a]\nroot = \"debian12\"\ndisks = [{ fs = \"xfs\", holds = \"usr\" }]\n");
+        assert!(e.contains("line 1: scenario a: one volume holds the root"), "{e}");
+        let e = err("[a]\nroot = \"debian12\"\ndisks = [{ fs = \"ext4\", subvol = true }]\n");
+        assert!(e.contains("only btrfs has subvolumes"), "{e}");
+        let e = err("[a]\nroot = \"debian12\"\ndisks = [{ fs = \"ext4\", members = 2 }]\n");
+        assert!(e.contains("two for btrfs raid1"), "{e}");
+        let e = err("[a]\nroot = \"debian12\"\nstack = \"luks\"\ndisks = [{ fs = \"btrfs\" }]\n");
+        assert!(e.contains("Luks holds ext4 volumes"), "{e}");
+        let e = err("[a]\nroot = \"debian12\"\ncmdline = \"{usr}\"\ndisks = [{ fs = \"ext4\" }]\n");
+        assert!(e.contains("{usr} in cmdline"), "{e}");
+        let e = err("[a]\nroot = \"debian12\"\nimage = \"self-built\"\ndisks = [{ fs = \"ext4\" }]\n");
+        assert!(e.contains("names the storage drivers"), "{e}");
+        let e = err("[Bad-Name]\nroot = \"debian12\"\ndisks = [{ fs = \"ext4\" }]\n");
+        assert!(e.contains("lower-case letters"), "{e}");
+    }
+
+    #[test]
+    fn the_boot_scenarios_are_valid() {
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../leanrd/tests/boot/scenarios.toml");
+        let all = super::load(&file).unwrap();
+        assert!(all.len() >= 20, "{} scenarios", all.len());
+    }
+}
