@@ -1,5 +1,6 @@
 //! The kernel itself unpacks what leanrd writes: QEMU (TCG) boots a Debian kernel with
 //! leanrd images whose static busybox /init checks file hashes and a hard link.
+//! Each image is a test of its own (`-- unpacks_lzma`).
 //! Needs qemu-system-x86_64, a /boot/vmlinuz-* and busybox-static; skipped without them.
 
 mod common;
@@ -87,46 +88,48 @@ fn build(f: &Fixture, name: &str, args: &[&str]) -> PathBuf {
     img
 }
 
-fn boot_all(cases: Vec<(&'static str, Vec<&'static str>)>) {
-    let Some(kernel) = kernel() else { return };
-    let Some(f) = fixture() else { return };
-    let images: Vec<(String, PathBuf)> =
-        cases.iter().map(|(name, args)| (name.to_string(), build(&f, &format!("{name}.img"), args))).collect();
-    // Two VMs at a time: one per core.
-    let results: Vec<(String, String)> = std::thread::scope(|s| {
-        let mut out = Vec::new();
-        for pair in images.chunks(2) {
-            let hs: Vec<_> = pair
-                .iter()
-                .map(|(name, img)| {
-                    let k = kernel.clone();
-                    s.spawn(move || (name.clone(), qemu_boot(&k, img, "quiet", &[], 180)))
-                })
-                .collect();
-            out.extend(hs.into_iter().map(|h| h.join().unwrap()));
-        }
-        out
-    });
-    let failed: Vec<_> = results.iter().filter(|(_, log)| !log.contains("LEANRD-BOOT-OK")).collect();
-    for (name, log) in &failed {
-        eprintln!("==== {name} ====\n{}", &log[log.len().saturating_sub(3000)..]);
+/// The images the kernel must unpack: the early segment, then the main one made with these
+/// arguments. Each is a test of its own (`unpacks_NAME`).
+const IMAGES: &[(&str, &[&str])] = &[
+    ("aligned", &["--data-align", "4096"]),
+    ("checksum", &["--checksum"]),
+    ("zstd", &["--compress", "zstd"]),
+    ("xz", &["--compress", "xz"]),
+    ("lz4", &["--compress", "lz4"]),
+    ("gzip", &["--compress", "gzip"]),
+    ("bzip2", &["--compress", "bzip2"]),
+    ("lzma", &["--compress", "lzma"]),
+    ("lzo", &["--compress", "lzo"]),
+];
+
+fn kernel_unpacks(name: &str, args: &[&str]) -> Result<(), String> {
+    static F: std::sync::OnceLock<Result<Option<Fixture>, String>> = std::sync::OnceLock::new();
+    let Some(kernel) = kernel() else { return Ok(()) };
+    let Some(f) = once(&F, fixture) else { return Ok(()) };
+    let img = build(f, &format!("{name}.img"), args);
+    let log = qemu_boot(&kernel, &img, "quiet", &[], 180);
+    if log.contains("LEANRD-BOOT-OK") {
+        Ok(())
+    } else {
+        Err(format!("{name}: no LEANRD-BOOT-OK\n{}", &log[log.floor_char_boundary(log.len().saturating_sub(3000))..]))
     }
-    assert!(failed.is_empty(), "failed boots: {:?}", failed.iter().map(|f| &f.0).collect::<Vec<_>>());
 }
 
-#[test]
-fn kernel_unpacks_aligned_and_compressed_images() {
-    boot_all(vec![
-        ("aligned", vec!["--data-align", "4096"]),
-        ("checksum", vec!["--checksum"]),
-        ("zstd", vec!["--compress", "zstd"]),
-        ("xz", vec!["--compress", "xz"]),
-        ("lz4", vec!["--compress", "lz4"]),
-        ("gzip", vec!["--compress", "gzip"]),
-        ("bzip2", vec!["--compress", "bzip2"]),
-        ("lzma", vec!["--compress", "lzma"]),
-        ("lzo", vec!["--compress", "lzo"]),
-    ]);
+fn main() -> std::process::ExitCode {
+    let mut args = libtest_mimic::Arguments::from_args();
+    args.test_threads = args.test_threads.or(Some(std::thread::available_parallelism().map_or(2, |n| n.get())));
+    let mut trials: Vec<libtest_mimic::Trial> = IMAGES
+        .iter()
+        .map(|(name, a)| {
+            libtest_mimic::Trial::test(format!("unpacks_{name}"), move || Ok(caught(|| kernel_unpacks(name, a))??))
+        })
+        .collect();
+    trials.push(libtest_mimic::Trial::test("kernel_agrees_with_check_and_extract", || {
+        Ok(caught(kernel_agrees_with_check_and_extract)?)
+    }));
+    let conclusion = libtest_mimic::run(&args, trials);
+    remove_temp_dirs();
+    conclusion.exit_code()
 }
 
 /// The /init of the reader's truth boots: lists every path under /c* as `KT path kind detail`.
@@ -195,7 +198,6 @@ fn extracted_tree(root: &Path) -> Vec<String> {
 /// against what the Debian kernel unpacks: a symlink whose size counts its NUL, a segment
 /// without a trailer before a compressed one, a crc archive with a symlink (checksum 0), a
 /// file whose parents are not in the archive, a 4096-byte symlink target, a bad data checksum.
-#[test]
 fn kernel_agrees_with_check_and_extract() {
     use leanrd_newc::{S_IFDIR, S_IFLNK, S_IFREG};
     let Some(kernel) = kernel() else { return };

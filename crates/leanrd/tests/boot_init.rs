@@ -313,8 +313,8 @@ struct Matrix {
 }
 
 fn matrix() -> Option<&'static Matrix> {
-    static M: std::sync::OnceLock<Option<Matrix>> = std::sync::OnceLock::new();
-    M.get_or_init(make_matrix).as_ref()
+    static M: std::sync::OnceLock<Result<Option<Matrix>, String>> = std::sync::OnceLock::new();
+    once(&M, make_matrix).as_ref()
 }
 
 fn make_matrix() -> Option<Matrix> {
@@ -454,11 +454,11 @@ fn main() -> std::process::ExitCode {
     // VMs are held to one per core by the harness's slots; the first case makes the matrix.
     args.test_threads = args.test_threads.or(Some(std::thread::available_parallelism().map_or(2, |n| n.get())));
     let mut trials: Vec<libtest_mimic::Trial> =
-        CASES.iter().map(|c| libtest_mimic::Trial::test(c.name, move || boot_case(c).map_err(Into::into))).collect();
-    trials.push(libtest_mimic::Trial::test("luks_lvm_and_md_roots", || {
-        std::panic::catch_unwind(boot_luks_lvm_and_md_roots).map_err(|_| "failed (above)".into())
-    }));
-    libtest_mimic::run(&args, trials).exit_code()
+        CASES.iter().map(|c| libtest_mimic::Trial::test(c.name, move || Ok(caught(|| boot_case(c))??))).collect();
+    trials.push(libtest_mimic::Trial::test("luks_lvm_and_md_roots", || Ok(caught(boot_luks_lvm_and_md_roots)?)));
+    let conclusion = libtest_mimic::run(&args, trials);
+    remove_temp_dirs();
+    conclusion.exit_code()
 }
 
 const LUKS_UUID: &str = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";

@@ -4,7 +4,8 @@
 //! The passphrase is typed on QEMU's emulated keyboards (PS/2, and USB through xHCI) with
 //! the monitor's `sendkey` — the physical keys, so a German keymap matters — with the VT as
 //! the console and the serial line beside it for the log. Key files in the image and on a
-//! second disk; a wrong passphrase then the right one; one passphrase for two containers.
+//! second disk; a wrong passphrase then the right one; one passphrase for two containers;
+//! TPM2. Each boot is a test of its own (`-- host_usb_de`).
 //!
 //! The LUKS disks are made in a prep VM (the host kernel has no device-mapper). Needs root,
 //! qemu, sfdisk, mke2fs, cryptsetup, busybox-static, kbd and console-setup.
@@ -232,17 +233,36 @@ fn build(kver: &str, init: &Path, sysroot: &Path, host: Option<&Fixture>, out: &
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-#[test]
-fn boot_encrypted_roots() {
+/// What the boots share, made once per process by the first test that needs it.
+struct Setup {
+    t: TempDir,
+    kernel: PathBuf,
+    init: PathBuf,
+    kver: String,
+    disk: PathBuf,
+    keydisk: PathBuf,
+    univ: PathBuf,
+    univ_plain: PathBuf,
+    hosted: PathBuf,
+    keyed: PathBuf,
+    keyed_disk: PathBuf,
+}
+
+fn setup() -> Option<&'static Setup> {
+    static S: std::sync::OnceLock<Result<Option<Setup>, String>> = std::sync::OnceLock::new();
+    once(&S, make_setup).as_ref()
+}
+
+fn make_setup() -> Option<Setup> {
     if !tools_ok() {
-        return;
+        return None;
     }
-    let Some(kernel) = kernel() else { return };
-    let Some(init) = init_binary() else { return };
+    let kernel = kernel()?;
+    let init = init_binary()?;
     let kver = kver_of(&kernel);
     let t = TempDir::new("bootluks");
     let key = noise(13, 64);
-    let Some((disk, keydisk)) = make_disks(&t, &kver, &key) else { return };
+    let (disk, keydisk) = make_disks(&t, &kver, &key)?;
 
     let tab = format!(
         "# <target name> <source device> <key file> <options>\nsda3_crypt UUID={LUKS_UUID} none luks,discard\n"
@@ -269,16 +289,50 @@ fn boot_encrypted_roots() {
     let keyed_disk = t.join("host-keydisk.img");
     let w = build(&kver, &init, &sr_keydisk, Some(&host), &keyed_disk);
     assert!(w.contains("is not plugged in"), "the key disk is not on the fixture host: {w}");
+    Some(Setup { t, kernel, init, kver, disk, keydisk, univ, univ_plain, hosted, keyed, keyed_disk })
+}
 
-    // The image holding a key file is private; the others are as any image.
-    use std::os::unix::fs::PermissionsExt;
-    assert_eq!(fs::metadata(&keyed).unwrap().permissions().mode() & 0o777, 0o600);
-    let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&keyed))).unwrap();
-    assert!(ls.contains("etc/keys/root.key"), "{ls}");
+const PS2: &str = "input: AT Translated Set 2 keyboard";
+const USBKBD: &str = "input: QEMU QEMU USB Keyboard";
+const ROOT: &str = "root=/dev/mapper/sda3_crypt";
 
+/// One boot: keys typed on the VT, or none.
+enum Boot<'a> {
+    Typed(Typing<'a>),
+    Quiet(&'a Path, String, Vec<String>),
+}
+
+/// The boots, each a test: its name, how it boots, what its serial log must show.
+const BOOTS: &[(&str, &[&str])] = &[
+    // The Debian installer's layout, universal image, PS/2 keyboard on the VT; a German keymap
+    // from vconsole.conf, so the German keys are pressed.
+    ("universal_ps2_de", &["keymap de loaded", "unlocked as /dev/mapper/sda3_crypt with the passphrase typed", MARK]),
+    // Host-only, the USB keyboard (PS/2 off): its drivers were found in /sys/class/input.
+    ("host_usb_de", &["keymap de loaded", "unlocked as /dev/mapper/sda3_crypt with the passphrase typed", MARK]),
+    // No keymap: the German keys do not give the German passphrase (wrong, and asked again);
+    // then the installer's passphrase opens it.
+    (
+        "universal_no_keymap",
+        &[
+            "wrong passphrase for sda3_crypt (2 left)",
+            "unlocked as /dev/mapper/sda3_crypt with the passphrase typed",
+            MARK,
+        ],
+    ),
+    // Root by the UUID of the file system inside: every container is opened, the passphrase
+    // asked once and tried on the other (the installer's, which both take).
+    (
+        "universal_one_passphrase",
+        &["with the passphrase typed", "with the passphrase already given", "sda2_crypt", "sda3_crypt", MARK],
+    ),
+    ("host_keyfile", &["unlocked as /dev/mapper/sda3_crypt with key file /etc/keys/root.key", MARK]),
+    ("host_keydisk", &["unlocked as /dev/mapper/sda3_crypt with key file /keys/root.key on /dev/vdb", MARK]),
+];
+
+fn boot_of<'a>(s: &'a Setup, name: &str) -> Boot<'a> {
     let virtio = |extra: &[&Path]| -> Vec<String> {
-        // snapshot=on: the boots share the disks, two at a time; nothing written is kept.
-        let mut v = vec!["-drive".to_string(), format!("file={},if=virtio,format=raw,snapshot=on", disk.display())];
+        // snapshot=on: the boots share the disks; nothing written is kept.
+        let mut v = vec!["-drive".to_string(), format!("file={},if=virtio,format=raw,snapshot=on", s.disk.display())];
         for d in extra {
             v.extend(["-drive".to_string(), format!("file={},if=virtio,format=raw,snapshot=on", d.display())]);
         }
@@ -288,126 +342,76 @@ fn boot_encrypted_roots() {
         v.extend(["-device", "qemu-xhci", "-device", "usb-kbd"].map(String::from));
         v
     };
-    const PS2: &str = "input: AT Translated Set 2 keyboard";
-    const USBKBD: &str = "input: QEMU QEMU USB Keyboard";
-    let root = "root=/dev/mapper/sda3_crypt".to_string();
-
-    let typed: Vec<(&str, Typing)> = vec![
-        // The Debian installer's layout, universal image, PS/2 keyboard on the VT; a German
-        // keymap from vconsole.conf, so the German keys are pressed.
-        (
-            "universal-ps2-de",
-            Typing {
-                image: &univ,
-                append: root.clone(),
-                qemu: virtio(&[]),
-                ready: vec![PS2],
-                steps: vec![("Enter passphrase for sda3_crypt", DE_PASS, "de")],
-            },
+    let typed = |image, append: String, qemu, ready, steps| Boot::Typed(Typing { image, append, qemu, ready, steps });
+    let de = ("Enter passphrase for sda3_crypt", DE_PASS, "de");
+    match name {
+        "universal_ps2_de" => typed(&s.univ, ROOT.into(), virtio(&[]), vec![PS2], vec![de]),
+        "host_usb_de" => typed(&s.hosted, format!("{ROOT} i8042.nokbd"), usb(virtio(&[])), vec![USBKBD], vec![de]),
+        "universal_no_keymap" => typed(
+            &s.univ_plain,
+            ROOT.into(),
+            virtio(&[]),
+            vec![PS2],
+            vec![de, ("Enter passphrase for sda3_crypt", PASS, "us")],
         ),
-        // Host-only, the USB keyboard (PS/2 off): its drivers were found in /sys/class/input.
-        (
-            "host-usb-de",
-            Typing {
-                image: &hosted,
-                append: format!("{root} i8042.nokbd"),
-                qemu: usb(virtio(&[])),
-                ready: vec![USBKBD],
-                steps: vec![("Enter passphrase for sda3_crypt", DE_PASS, "de")],
-            },
+        "universal_one_passphrase" => typed(
+            &s.univ,
+            format!("root=UUID={ROOT_UUID}"),
+            virtio(&[]),
+            vec![PS2],
+            vec![("Enter passphrase for", PASS, "de")],
         ),
-        // No keymap: the German keys do not give the German passphrase (wrong, and asked
-        // again); then the installer's passphrase opens it.
-        (
-            "universal-no-keymap",
-            Typing {
-                image: &univ_plain,
-                append: root.clone(),
-                qemu: virtio(&[]),
-                ready: vec![PS2],
-                steps: vec![
-                    ("Enter passphrase for sda3_crypt", DE_PASS, "de"),
-                    ("Enter passphrase for sda3_crypt", PASS, "us"),
-                ],
-            },
-        ),
-        // Root by the UUID of the file system inside: every container is opened, the
-        // passphrase asked once and tried on the other (the installer's, which both take).
-        (
-            "universal-one-passphrase",
-            Typing {
-                image: &univ,
-                append: format!("root=UUID={ROOT_UUID}"),
-                qemu: virtio(&[]),
-                ready: vec![PS2],
-                steps: vec![("Enter passphrase for", PASS, "de")],
-            },
-        ),
-    ];
-    let quiet: Vec<(&str, &Path, String, Vec<String>)> = vec![
-        ("host-keyfile", &keyed, root.clone(), virtio(&[])),
-        ("host-keydisk", &keyed_disk, root.clone(), virtio(&[&keydisk])),
-    ];
-    // Two VMs at a time (two cores).
-    enum Boot<'a> {
-        Typed(&'a str, &'a Typing<'a>),
-        Quiet(&'a str, &'a Path, &'a str, &'a [String]),
+        "host_keyfile" => Boot::Quiet(&s.keyed, ROOT.into(), virtio(&[])),
+        "host_keydisk" => Boot::Quiet(&s.keyed_disk, ROOT.into(), virtio(&[&s.keydisk])),
+        other => panic!("no boot {other}"),
     }
-    let mut boots: Vec<Boot> = typed.iter().map(|(n, b)| Boot::Typed(n, b)).collect();
-    boots.extend(quiet.iter().map(|(n, i, a, q)| Boot::Quiet(n, i, a, q)));
-    let run = |b: &Boot| match b {
-        Boot::Typed(name, b) => (name.to_string(), boot_keyboard(&kernel, &t, name, b)),
-        Boot::Quiet(name, img, append, q) => {
+}
+
+fn boot_one(name: &str, want: &[&str]) -> Result<(), String> {
+    let Some(s) = setup() else { return Ok(()) };
+    let log = match boot_of(s, name) {
+        Boot::Typed(b) => boot_keyboard(&s.kernel, &s.t, name, &b),
+        Boot::Quiet(img, append, q) => {
             let q: Vec<&str> = q.iter().map(String::as_str).collect();
             let append = format!("console=tty1 console=ttyS0 leanrd.debug {append}");
-            (name.to_string(), qemu_boot(&kernel, img, &append, &q, 240))
+            qemu_boot(&s.kernel, img, &append, &q, 240)
         }
     };
-    let results: Vec<(String, String)> = std::thread::scope(|s| {
-        let mut out = Vec::new();
-        for pair in boots.chunks(2) {
-            let hs: Vec<_> = pair.iter().map(|b| s.spawn(|| run(b))).collect();
-            out.extend(hs.into_iter().map(|h| h.join().unwrap()));
-        }
-        out
-    });
-    let expect: &[(&str, &[&str])] = &[
-        (
-            "universal-ps2-de",
-            &["keymap de loaded", "unlocked as /dev/mapper/sda3_crypt with the passphrase typed", MARK],
-        ),
-        ("host-usb-de", &["keymap de loaded", "unlocked as /dev/mapper/sda3_crypt with the passphrase typed", MARK]),
-        (
-            "universal-no-keymap",
-            &[
-                "wrong passphrase for sda3_crypt (2 left)",
-                "unlocked as /dev/mapper/sda3_crypt with the passphrase typed",
-                MARK,
-            ],
-        ),
-        (
-            "universal-one-passphrase",
-            &["with the passphrase typed", "with the passphrase already given", "sda2_crypt", "sda3_crypt", MARK],
-        ),
-        ("host-keyfile", &["unlocked as /dev/mapper/sda3_crypt with key file /etc/keys/root.key", MARK]),
-        ("host-keydisk", &["unlocked as /dev/mapper/sda3_crypt with key file /keys/root.key on /dev/vdb", MARK]),
-    ];
-    let mut failed = Vec::new();
-    for (name, want) in expect {
-        let log = &results.iter().find(|(n, _)| n == name).unwrap().1;
-        if let Some(l) = log.lines().find(|l| l.contains(MARK)) {
-            eprintln!("{name}: {}", l.trim());
-        }
-        timing(name, log);
-        let missing: Vec<&&str> = want.iter().filter(|w| !log.contains(**w)).collect();
-        if !missing.is_empty() {
-            eprintln!("==== {name}: missing {missing:?} ====\n{}", tail(log));
-            failed.push(*name);
-        }
+    if let Some(l) = log.lines().find(|l| l.contains(MARK)) {
+        eprintln!("{name}: {}", l.trim());
     }
-    assert!(failed.is_empty(), "failed boots: {failed:?}");
+    timing(name, &log);
+    let missing: Vec<&&str> = want.iter().filter(|w| !log.contains(**w)).collect();
+    if missing.is_empty() { Ok(()) } else { Err(format!("{name}: missing {missing:?}\n{}", tail(&log))) }
+}
 
-    tpm2(&kernel, &t, &kver, &init, &disk);
+/// The image holding a key file is private; the others are as any image.
+fn key_file_image_is_private() {
+    let Some(s) = setup() else { return };
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(fs::metadata(&s.keyed).unwrap().permissions().mode() & 0o777, 0o600);
+    let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&s.keyed))).unwrap();
+    assert!(ls.contains("etc/keys/root.key"), "{ls}");
+}
+
+fn main() -> std::process::ExitCode {
+    let mut args = libtest_mimic::Arguments::from_args();
+    args.test_threads = args.test_threads.or(Some(std::thread::available_parallelism().map_or(2, |n| n.get())));
+    let mut trials: Vec<libtest_mimic::Trial> = BOOTS
+        .iter()
+        .map(|(name, want)| libtest_mimic::Trial::test(*name, move || Ok(caught(|| boot_one(name, want))??)))
+        .collect();
+    trials.push(libtest_mimic::Trial::test("key_file_image_is_private", || Ok(caught(key_file_image_is_private)?)));
+    trials.push(libtest_mimic::Trial::test("tpm2_unseals_and_refuses_a_changed_pcr", || {
+        Ok(caught(|| {
+            if let Some(s) = setup() {
+                tpm2(&s.kernel, &s.t, &s.kver, &s.init, &s.disk)
+            }
+        })?)
+    }));
+    let conclusion = libtest_mimic::run(&args, trials);
+    remove_temp_dirs();
+    conclusion.exit_code()
 }
 
 /// A software TPM for one VM (swtpm ends when the VM does): QEMU's arguments for it.

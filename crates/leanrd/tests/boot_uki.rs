@@ -4,7 +4,7 @@
 //! Universal with zstd, universal uncompressed and reflinked (built on loop XFS from a sysroot
 //! there: ≥ 90 % of the .initrd section and the kernel shared with their sources), host-only
 //! (a virtio fixture) and a signed one (sbsign; sbverify accepts it). `objdump -h` shows the
-//! sections, `leanrd ls`/`inspect` read the initramfs inside.
+//! sections, `leanrd ls`/`inspect` read the initramfs inside. Each UKI is a test of its own.
 //!
 //! Needs root, qemu, ovmf, systemd-boot-efi (the stub), mtools, dosfstools, xfsprogs,
 //! sbsigntool, openssl, binutils and busybox-static.
@@ -78,157 +78,176 @@ fn cmdline(word: &str) -> String {
     format!("console=ttyS0 root=/dev/vdb panic=-1 leanrd.uki={word}")
 }
 
-#[test]
-fn ukis_boot_under_uefi_firmware() {
-    let need = ["qemu-system-x86_64", "mkfs.vfat", "mcopy", "mkfs.xfs", "sbsign", "sbverify", "openssl", "objdump"];
-    if !is_root()
-        || need.iter().any(|t| !have(t))
-        || ![STUB, OVMF_CODE, "/bin/busybox"].iter().all(|p| Path::new(p).exists())
-    {
-        skip::<()>(&format!("needs root, {need:?}, {STUB}, {OVMF_CODE} and busybox-static"));
-        return;
-    }
-    let Some(kernel) = kernel() else { return };
-    let kver = kver_of(&kernel);
-    let t = TempDir::new("uki");
+/// What the UKIs share, made once per process by the first test.
+struct Setup {
+    t: TempDir,
+    kernel: PathBuf,
+    kver: String,
+    /// The root: prints the marker and the command line the kernel got.
+    root: PathBuf,
+    splash: PathBuf,
+    key: PathBuf,
+    cert: PathBuf,
+}
 
-    // The root: prints the marker and the command line the kernel got.
-    let r = busybox_root(&t, &["dev", "proc", "sys", "run"]);
-    fs::write(
-        r.join("sbin/init"),
-        format!(
-            "#!/bin/sh\n/bin/busybox mount -t proc proc /proc\n/bin/busybox echo {MARK} $(/bin/busybox cat /proc/cmdline)\n\
-             /bin/busybox poweroff -f\n"
-        ),
-    )
-    .unwrap();
-    sh(&format!("chmod 755 {}", r.join("sbin/init").display()));
-    let root = t.join("root.ext4");
-    sh(&format!("truncate -s 64M {d} && mkfs.ext4 -q -d {r} {d}", d = root.display(), r = r.display()));
+fn setup() -> Option<&'static Setup> {
+    static S: std::sync::OnceLock<Result<Option<Setup>, String>> = std::sync::OnceLock::new();
+    once(&S, || {
+        let need = ["qemu-system-x86_64", "mkfs.vfat", "mcopy", "mkfs.xfs", "sbsign", "sbverify", "openssl", "objdump"];
+        if !is_root()
+            || need.iter().any(|t| !have(t))
+            || ![STUB, OVMF_CODE, "/bin/busybox"].iter().all(|p| Path::new(p).exists())
+        {
+            return skip(&format!("needs root, {need:?}, {STUB}, {OVMF_CODE} and busybox-static"));
+        }
+        let kernel = kernel()?;
+        let kver = kver_of(&kernel);
+        let t = TempDir::new("uki");
+        let r = busybox_root(&t, &["dev", "proc", "sys", "run"]);
+        fs::write(
+            r.join("sbin/init"),
+            format!(
+                "#!/bin/sh\n/bin/busybox mount -t proc proc /proc\n/bin/busybox echo {MARK} $(/bin/busybox cat /proc/cmdline)\n\
+                 /bin/busybox poweroff -f\n"
+            ),
+        )
+        .unwrap();
+        sh(&format!("chmod 755 {}", r.join("sbin/init").display()));
+        let root = t.join("root.ext4");
+        sh(&format!("truncate -s 64M {d} && mkfs.ext4 -q -d {r} {d}", d = root.display(), r = r.display()));
+        let splash = t.join("splash.bmp");
+        fs::write(&splash, bmp_1x1()).unwrap();
+        let (key, cert) = (t.join("db.key"), t.join("db.crt"));
+        sh(&format!(
+            "openssl req -new -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=leanrd-test -keyout {} -out {} 2>/dev/null",
+            key.display(),
+            cert.display()
+        ));
+        Some(Setup { t, kernel, kver, root, splash, key, cert })
+    })
+    .as_ref()
+}
 
-    let build = |extra: &[&str], out: &Path| -> String {
-        let o = leanrd().args(["build", "-k", &kver, "--uki", "-o"]).arg(out).args(extra).output().unwrap();
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        assert!(o.status.success(), "{}: {err}", out.display());
-        err
-    };
-    let mut ukis: Vec<(&str, PathBuf)> = Vec::new();
+fn build(s: &Setup, extra: &[&str], out: &Path) -> String {
+    let o = leanrd().args(["build", "-k", &s.kver, "--uki", "-o"]).arg(out).args(extra).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{}: {err}", out.display());
+    err
+}
 
-    // 1. Universal, zstd; and signed.
-    let zstd = t.join("universal-zstd.efi");
-    let splash = t.join("splash.bmp");
-    fs::write(&splash, bmp_1x1()).unwrap();
-    build(&["--universal", "--cmdline", &cmdline("zstd"), "--splash", splash.to_str().unwrap()], &zstd);
+/// Boot a UKI from an ESP under OVMF: it must reach the root with its own command line.
+fn boots(s: &Setup, word: &str, efi: &Path) {
+    let e = esp(&s.t, word, efi);
+    let log = boot(&s.t, word, &e, &s.root);
+    let line = log.lines().find(|l| l.contains(MARK));
+    assert!(
+        line.is_some_and(|l| l.contains(&format!("leanrd.uki={word}"))),
+        "{word}: the UKI did not boot to the root with its own command line:\n{}",
+        &log[log.floor_char_boundary(log.len().saturating_sub(6000))..]
+    );
+    eprintln!("{word}: {}", line.unwrap_or(""));
+}
+
+/// Universal, zstd, with a splash: every section; `leanrd ls` reads it; a signed stub gives
+/// the same UKI (its signature, which would not cover the new sections, is dropped).
+fn uki_zstd(s: &Setup) {
+    let zstd = s.t.join("universal-zstd.efi");
+    let splash = s.splash.to_str().unwrap();
+    build(s, &["--universal", "--cmdline", &cmdline("zstd"), "--splash", splash], &zstd);
     let sections = String::from_utf8(ok(Command::new("objdump").arg("-h").arg(&zstd))).unwrap();
-    for s in [".osrel", ".cmdline", ".uname", ".splash", ".initrd", ".linux", ".sbat", ".text"] {
-        assert!(sections.contains(&format!(" {s} ")), "no {s} section:\n{sections}");
+    for sec in [".osrel", ".cmdline", ".uname", ".splash", ".initrd", ".linux", ".sbat", ".text"] {
+        assert!(sections.contains(&format!(" {sec} ")), "no {sec} section:\n{sections}");
     }
     let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&zstd))).unwrap();
     assert!(ls.lines().any(|l| l == "init"), "leanrd ls does not read the UKI:\n{ls}");
-    ukis.push(("zstd", zstd.clone()));
-    let (key, cert) = (t.join("db.key"), t.join("db.crt"));
-    sh(&format!(
-        "openssl req -new -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=leanrd-test -keyout {} -out {} 2>/dev/null",
-        key.display(),
-        cert.display()
-    ));
-    let signed = t.join("universal-signed.efi");
-    let sign = ["--sign-key", key.to_str().unwrap(), "--sign-cert", cert.to_str().unwrap()];
-    build(&[&["--universal", "--cmdline", &cmdline("signed")][..], &sign].concat(), &signed);
-    ukis.push(("signed", signed.clone()));
-    let v = Command::new("sbverify").arg("--cert").arg(&cert).arg(&signed).output().unwrap();
-    assert!(v.status.success(), "sbverify: {}", String::from_utf8_lossy(&v.stderr));
-    // A signed stub: its signature is dropped (it would not cover the new sections), the rest
-    // of its headers kept: the same UKI as from the unsigned stub.
-    let signed_stub = t.join("signed-stub.efi");
+    let signed_stub = s.t.join("signed-stub.efi");
     let o = Command::new("sbsign")
-        .args(["--key", key.to_str().unwrap(), "--cert", cert.to_str().unwrap(), "--output"])
+        .args(["--key", s.key.to_str().unwrap(), "--cert", s.cert.to_str().unwrap(), "--output"])
         .arg(&signed_stub)
         .arg(STUB)
         .output()
         .unwrap();
     assert!(o.status.success(), "sbsign the stub: {}", String::from_utf8_lossy(&o.stderr));
-    let from_signed = t.join("from-signed-stub.efi");
-    build(
-        &[
-            "--universal",
-            "--cmdline",
-            &cmdline("zstd"),
-            "--splash",
-            splash.to_str().unwrap(),
-            "--stub",
-            signed_stub.to_str().unwrap(),
-        ],
-        &from_signed,
-    );
+    let from_signed = s.t.join("from-signed-stub.efi");
+    let stub = signed_stub.to_str().unwrap();
+    build(s, &["--universal", "--cmdline", &cmdline("zstd"), "--splash", splash, "--stub", stub], &from_signed);
     assert_eq!(fs::read(&from_signed).unwrap(), fs::read(&zstd).unwrap(), "a signed stub gives another UKI");
+    boots(s, "zstd", &zstd);
+}
 
-    // 2. Universal, uncompressed, on loop XFS from a sysroot there: cloned.
-    if let Some(xfs) = LoopFs::new("xfs", "1G") {
-        let sr = xfs.path().join("sysroot");
-        sh(&format!(
-            "mkdir -p {s}/lib/modules {s}/boot {s}/usr/lib/systemd/boot/efi {s}/etc && cp -a /lib/modules/{kver} {s}/lib/modules/ \
-             && cp {kernel} {s}/boot/ && cp {STUB} {s}/usr/lib/systemd/boot/efi/ && cp /etc/os-release {s}/etc/",
-            s = sr.display(),
-            kernel = kernel.display()
-        ));
-        let none = xfs.path().join("universal-none.efi");
-        let err = build(
-            &[
-                "--universal",
-                "--compress",
-                "none",
-                "--sysroot",
-                sr.to_str().unwrap(),
-                "--cmdline",
-                &cmdline("reflinked"),
-            ],
-            &none,
-        );
-        let v: serde_json::Value =
-            serde_json::from_slice(&ok(leanrd().args(["inspect", "--json"]).arg(&none))).unwrap();
-        let u = &v["uki"]["initrd_fiemap"];
-        let (shared, total) = (u["shared"].as_u64().unwrap(), v["uki"]["initrd_length"].as_u64().unwrap());
-        eprintln!("reflinked UKI: .initrd {shared} of {total} bytes shared; {}", err.lines().last().unwrap_or(""));
-        assert!(shared * 10 >= total * 9, "only {shared} of {total} bytes of .initrd shared");
-        assert!(!err.contains("kernel 0 B cloned"), "the kernel was copied: {err}");
-        assert_eq!(v["aligned_percent"], 100.0, "{v}");
-        let copy = t.join("universal-none.efi");
-        fs::copy(&none, &copy).unwrap();
-        ukis.push(("reflinked", copy));
-    }
+/// Signed for Secure Boot: sbverify accepts it.
+fn uki_signed(s: &Setup) {
+    let signed = s.t.join("universal-signed.efi");
+    let sign = ["--sign-key", s.key.to_str().unwrap(), "--sign-cert", s.cert.to_str().unwrap()];
+    build(s, &[&["--universal", "--cmdline", &cmdline("signed")][..], &sign].concat(), &signed);
+    let v = Command::new("sbverify").arg("--cert").arg(&s.cert).arg(&signed).output().unwrap();
+    assert!(v.status.success(), "sbverify: {}", String::from_utf8_lossy(&v.stderr));
+    boots(s, "signed", &signed);
+}
 
-    // 3. Host-only (a virtio-blk machine): virtio_blk and ext4 only.
-    let f = virtio_ext4(&t);
-    let host = t.join("host-only.efi");
-    build(&["--host-root", f.root.to_str().unwrap(), "--cmdline", &cmdline("hostonly")], &host);
+/// Universal, uncompressed, on loop XFS from a sysroot there: cloned.
+fn uki_reflinked(s: &Setup) {
+    let Some(xfs) = LoopFs::new("xfs", "1G") else { return };
+    let sr = xfs.path().join("sysroot");
+    sh(&format!(
+        "mkdir -p {s}/lib/modules {s}/boot {s}/usr/lib/systemd/boot/efi {s}/etc && cp -a /lib/modules/{kver} {s}/lib/modules/ \
+         && cp {kernel} {s}/boot/ && cp {STUB} {s}/usr/lib/systemd/boot/efi/ && cp /etc/os-release {s}/etc/",
+        s = sr.display(),
+        kver = s.kver,
+        kernel = s.kernel.display()
+    ));
+    let none = xfs.path().join("universal-none.efi");
+    let sysroot = sr.to_str().unwrap();
+    let err = build(
+        s,
+        &["--universal", "--compress", "none", "--sysroot", sysroot, "--cmdline", &cmdline("reflinked")],
+        &none,
+    );
+    let v: serde_json::Value = serde_json::from_slice(&ok(leanrd().args(["inspect", "--json"]).arg(&none))).unwrap();
+    let u = &v["uki"]["initrd_fiemap"];
+    let (shared, total) = (u["shared"].as_u64().unwrap(), v["uki"]["initrd_length"].as_u64().unwrap());
+    eprintln!("reflinked UKI: .initrd {shared} of {total} bytes shared; {}", err.lines().last().unwrap_or(""));
+    assert!(shared * 10 >= total * 9, "only {shared} of {total} bytes of .initrd shared");
+    assert!(!err.contains("kernel 0 B cloned"), "the kernel was copied: {err}");
+    assert_eq!(v["aligned_percent"], 100.0, "{v}");
+    let copy = s.t.join("universal-none.efi");
+    fs::copy(&none, &copy).unwrap();
+    boots(s, "reflinked", &copy);
+}
+
+/// Host-only (a virtio-blk machine): virtio_blk and ext4 only.
+fn uki_hostonly(s: &Setup) {
+    let f = virtio_ext4(&s.t);
+    let host = s.t.join("host-only.efi");
+    build(s, &["--host-root", f.root.to_str().unwrap(), "--cmdline", &cmdline("hostonly")], &host);
     let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&host))).unwrap();
     assert!(ls.contains("virtio_blk.ko") && !ls.contains("nvme.ko"), "{ls}");
-    ukis.push(("hostonly", host));
+    boots(s, "hostonly", &host);
+}
 
-    // Boot them, two at a time.
-    let logs: Vec<(String, String)> = std::thread::scope(|s| {
-        let mut out = Vec::new();
-        for pair in ukis.chunks(2) {
-            let hs: Vec<_> = pair
-                .iter()
-                .map(|(word, efi)| {
-                    let e = esp(&t, word, efi);
-                    let (t, root) = (&t, &root);
-                    s.spawn(move || (word.to_string(), boot(t, word, &e, root)))
-                })
-                .collect();
-            out.extend(hs.into_iter().map(|h| h.join().unwrap()));
-        }
-        out
-    });
-    for (word, log) in &logs {
-        let line = log.lines().find(|l| l.contains(MARK));
-        assert!(
-            line.is_some_and(|l| l.contains(&format!("leanrd.uki={word}"))),
-            "{word}: the UKI did not boot to the root with its own command line:\n{}",
-            &log[log.floor_char_boundary(log.len().saturating_sub(6000))..]
-        );
-        eprintln!("{word}: {}", line.unwrap_or(""));
-    }
+fn main() -> std::process::ExitCode {
+    let mut args = libtest_mimic::Arguments::from_args();
+    args.test_threads = args.test_threads.or(Some(std::thread::available_parallelism().map_or(2, |n| n.get())));
+    type Uki = (&'static str, fn(&Setup));
+    let ukis: [Uki; 4] = [
+        ("uki_zstd", uki_zstd),
+        ("uki_signed", uki_signed),
+        ("uki_reflinked", uki_reflinked),
+        ("uki_hostonly", uki_hostonly),
+    ];
+    let trials = ukis
+        .into_iter()
+        .map(|(name, f)| {
+            libtest_mimic::Trial::test(name, move || {
+                Ok(caught(|| {
+                    if let Some(s) = setup() {
+                        f(s)
+                    }
+                })?)
+            })
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&args, trials);
+    remove_temp_dirs();
+    conclusion.exit_code()
 }

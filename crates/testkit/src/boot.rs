@@ -192,32 +192,47 @@ pub fn prepare_trixie(t: &TempDir, init: &Path, flavour: &str) -> Option<PathBuf
 /// What every test tree gets: an identity, a module option, the report unit, and leanrd with
 /// its /init ([`add_tools`]).
 fn finish_tree(tree: &Path, init: &Path) {
-    finish_base(tree);
+    let _ = finish_base(tree);
     add_tools(tree, init);
 }
 
-/// The version of what [`finish_base`] adds, for cache keys: bump it when that changes.
-pub const FINISH: &str = "finish-1";
-
 /// A root made a test system: an identity, a module option and the report unit (no leanrd:
-/// disks made from it stay valid from one build of leanrd to the next).
-pub fn finish_base(tree: &Path) {
-    // A system that has been installed: its machine id (no first-boot setup), its name.
-    fs::write(tree.join("etc/machine-id"), "6c65616e72642d746573742d726f6f74\n").unwrap();
-    fs::write(tree.join("etc/hostname"), "leanrd-test\n").unwrap();
-    fs::write(tree.join("etc/modprobe.d/leanrd-test.conf"), "options virtio_blk queue_depth=64\n").unwrap();
-    fs::create_dir_all(tree.join("usr/local/sbin")).unwrap();
-    fs::write(tree.join("usr/local/sbin/leanrd-report"), REPORT).unwrap();
-    fs::write(tree.join("etc/systemd/system/leanrd-report.service"), UNIT).unwrap();
-    std::os::unix::fs::symlink(
-        "/etc/systemd/system/leanrd-report.service",
-        tree.join("etc/systemd/system/multi-user.target.wants/leanrd-report.service"),
-    )
-    .unwrap();
-    // No login prompt on the serial console: agetty hangs the tty up when it starts, and a
-    // report written to it after that is lost (Debian 13's systemd starts it late enough).
-    std::os::unix::fs::symlink("/dev/null", tree.join("etc/systemd/system/serial-getty@ttyS0.service")).unwrap();
-    sh(&format!("chmod 755 {}/usr/local/sbin/leanrd-report", tree.display()));
+/// disks made from it stay valid from one build of leanrd to the next). Returns what it
+/// wrote (paths, contents, link targets), for cache keys.
+pub fn finish_base(tree: &Path) -> Vec<u8> {
+    let files: [(&str, &str, u32); 5] = [
+        // A system that has been installed: its machine id (no first-boot setup), its name.
+        ("etc/machine-id", "6c65616e72642d746573742d726f6f74\n", 0o444),
+        ("etc/hostname", "leanrd-test\n", 0o644),
+        ("etc/modprobe.d/leanrd-test.conf", "options virtio_blk queue_depth=64\n", 0o644),
+        ("usr/local/sbin/leanrd-report", REPORT, 0o755),
+        ("etc/systemd/system/leanrd-report.service", UNIT, 0o644),
+    ];
+    let links = [
+        (
+            "etc/systemd/system/multi-user.target.wants/leanrd-report.service",
+            "/etc/systemd/system/leanrd-report.service",
+        ),
+        // No login prompt on the serial console: agetty hangs the tty up when it starts, and
+        // a report written to it after that is lost (Debian 13's systemd starts it late enough).
+        ("etc/systemd/system/serial-getty@ttyS0.service", "/dev/null"),
+    ];
+    let mut wrote = Vec::new();
+    for (path, content, mode) in files {
+        let p = tree.join(path);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        let _ = fs::remove_file(&p);
+        fs::write(&p, content).unwrap();
+        fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+        wrote.extend(format!("{path} {mode:o}\n{content}\n").bytes());
+    }
+    for (path, target) in links {
+        let p = tree.join(path);
+        let _ = fs::remove_file(&p);
+        std::os::unix::fs::symlink(target, &p).unwrap();
+        wrote.extend(format!("{path} -> {target}\n").bytes());
+    }
+    wrote
 }
 
 /// leanrd and its /init in a tree, for a root that builds its own image. Files already
@@ -265,6 +280,9 @@ impl Disk {
         }
     }
 }
+
+/// Forget the btrfs devices nothing has mounted (a shell line; harmless without btrfs).
+const FORGET_BTRFS: &str = "btrfs device scan --forget >/dev/null 2>&1 || true\n";
 
 /// A file system to make: its type, UUID, and whether the tree goes in subvolume @.
 pub struct Fs<'a> {
@@ -327,6 +345,10 @@ pub fn make_in(
     }
     script += &format!("{}\n", mkfs(fs, "$ls"));
     // A multi-device btrfs is mounted naming its members.
+    // The host's btrfs remembers the devices of every file system it has seen, by UUID, after
+    // their loop devices are gone; disks are made again with the same UUIDs (they are cached
+    // by content), and a raid1 then fails to mount ("File exists"): forget what is unmounted.
+    script += FORGET_BTRFS;
     script += if n > 1 { "set -- $ls; mount -o device=$1,device=$2 $1 @MNT@\n" } else { "mount $ls @MNT@\n" };
     script += if fs.subvol { "btrfs subvolume create @MNT@/@ >/dev/null; d=@MNT@/@\n" } else { "d=@MNT@\n" };
     script += &format!("cp -a {}/. $d/\n", tree.display());
@@ -334,6 +356,7 @@ pub fn make_in(
         script += &format!("cp {} $d/etc/fstab\n", fstab_file.display());
     }
     script += "umount @MNT@\n";
+    script += FORGET_BTRFS;
     sh(&script.replace("@MNT@", &mnt.display().to_string()));
     disks
 }
@@ -351,7 +374,7 @@ pub fn take_file_maybe(t: &TempDir, disk: &Disk, path: &str, out: &Path) -> Opti
     fs::create_dir_all(&mnt).unwrap();
     let m = mnt.display();
     sh(&format!(
-        "set -e; l=$({}); trap 'umount {m} 2>/dev/null || true; losetup -d $l' EXIT; mount -o ro $l {m}; \
+        "set -e; l=$({}); trap 'umount {m} 2>/dev/null || true; losetup -d $l' EXIT; {FORGET_BTRFS} mount -o ro $l {m}; \
          if [ -e {m}/{path} ]; then cp {m}/{path} {}; fi; umount {m}",
         disk.losetup(true),
         out.display()
@@ -567,8 +590,9 @@ pub const BOOT_MB: u64 = 96;
 
 /// The encrypted root disk, made in a prep VM (the container) from ext4 images made here:
 /// the root (with crypttab and an fstab naming /dev/mapper/sda3_crypt and /boot) and /boot.
-/// Returns the prep image, its disks (the LUKS disk first), and /boot's UUID.
-pub fn luks_prep(t: &TempDir, kver: &str, tree: &Path) -> Option<(PathBuf, Vec<Disk>, String)> {
+/// The LUKS disk is made at `disk`. Returns the prep image, its disks (the LUKS disk first),
+/// /boot's UUID and the LUKS header's.
+pub fn luks_prep(t: &TempDir, kver: &str, tree: &Path, disk: &Path) -> Option<(PathBuf, Vec<Disk>, String, String)> {
     let (luks_uuid, root_uuid, boot_uuid) = (uuid(31), uuid(32), uuid(33));
     let crypttab = format!("sda3_crypt UUID={luks_uuid} none luks,discard\n");
     let fstab =
@@ -582,7 +606,6 @@ pub fn luks_prep(t: &TempDir, kver: &str, tree: &Path) -> Option<(PathBuf, Vec<D
         b = boot.display(),
         e = empty.display()
     ));
-    let disk = t.join("luks.disk");
     sh(&format!(
         "truncate -s {LUKS_DISK_MB}M {d} && printf 'label: gpt\\nstart=1M, size=16M, type=U\\n\
          start={BOOT_START_MB}M, size={BOOT_MB}M\\nstart={s}M\\n' | sfdisk -q {d} && \
@@ -602,6 +625,7 @@ pub fn luks_prep(t: &TempDir, kver: &str, tree: &Path) -> Option<(PathBuf, Vec<D
         ["virtio_pci", "virtio_blk", "dm_mod", "dm_crypt", "xts", "aes_generic", "sha256_generic", "cbc", "ecb"];
     let dir = t.join("luks-prep");
     let img = crate::prep::image(&dir, kver, &["cryptsetup", "e2image"], &modules, "vdb", &body, None)?;
-    let disks = [disk, root].into_iter().map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk }).collect();
-    Some((img, disks, boot_uuid))
+    let disks =
+        [disk.to_path_buf(), root].into_iter().map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk }).collect();
+    Some((img, disks, boot_uuid, luks_uuid))
 }

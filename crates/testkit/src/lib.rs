@@ -53,6 +53,7 @@ impl TempDir {
         ));
         let _ = fs::remove_dir_all(&p);
         fs::create_dir_all(&p).unwrap();
+        LIVE.lock().unwrap().insert(p.clone());
         TempDir(p)
     }
     pub fn path(&self) -> &Path {
@@ -66,6 +67,19 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.0);
+        LIVE.lock().unwrap().remove(&self.0);
+    }
+}
+
+/// The temporary directories not yet dropped: those a test binary shares among its tests
+/// in statics, which are never dropped.
+static LIVE: std::sync::Mutex<BTreeSet<PathBuf>> = std::sync::Mutex::new(BTreeSet::new());
+
+/// Remove every temporary directory still there: a test binary's main calls it when its
+/// tests are done (a directory a static holds would outlive the process).
+pub fn remove_temp_dirs() {
+    for p in std::mem::take(&mut *LIVE.lock().unwrap()) {
+        let _ = fs::remove_dir_all(p);
     }
 }
 
@@ -239,6 +253,25 @@ pub fn skip<T>(why: &str) -> Option<T> {
     }
     eprintln!("skipping: {why}");
     None
+}
+
+/// Run a test body; a panic is an Err with the panic's message (for libtest-mimic trials).
+pub fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
+        p.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panicked".into())
+    })
+}
+
+/// What several tests share, made once by the first that needs it. A panic while making it
+/// is every caller's failure, with its message: it is not made again for each.
+pub fn once<T>(cell: &'static std::sync::OnceLock<Result<T, String>>, make: impl FnOnce() -> T) -> &'static T {
+    match cell.get_or_init(|| caught(make)) {
+        Ok(v) => v,
+        Err(e) => panic!("what these tests share failed to be made: {e}"),
+    }
 }
 
 /// Sort key of a kernel release as versions sort (6.9 before 6.10), not as text.

@@ -204,6 +204,16 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
         if v.subvol && v.fs != FsKind::Btrfs {
             return Err(format!("subvol on {kind}: only btrfs has subvolumes"));
         }
+        if v.subvol && v.holds == Holds::Usr {
+            return Err(
+                "a /usr in a subvolume: the harness names /usr's subvolume nowhere (fstab, mount.usrflags=)".into()
+            );
+        }
+        if v.members == 2 && s.image == Image::SelfBuilt {
+            return Err(
+                "a self-built root on raid1: the host reads its image from one member, which it cannot mount".into()
+            );
+        }
         if !(1..=2).contains(&v.members) || (v.members == 2 && v.fs != FsKind::Btrfs) {
             return Err(format!("members = {} on {kind}: a volume is one disk, or two for btrfs raid1", v.members));
         }
@@ -234,6 +244,12 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
             other => return Err(format!("{{{other}}} in cmdline: only {{root}} and, with a /usr volume, {{usr}}")),
         }
         rest = &rest[close + 1..];
+    }
+    if s.image == Image::ArchZst && s.root != Root::Debian13 {
+        return Err("arch-zst re-lays a kernel whose modules are .ko.xz: debian13's".into());
+    }
+    if s.analyze && !s.cmdline.contains("leanrd.test=journal") {
+        return Err("analyze reads the journal the root prints with leanrd.test=journal in cmdline".into());
     }
     let self_built = s.image == Image::SelfBuilt;
     let describes_own = !s.drivers.is_empty() || !s.own_image_has.is_empty() || !s.own_image_lacks.is_empty();
@@ -274,31 +290,29 @@ pub fn main(file: &Path) -> std::process::ExitCode {
         })
         .collect();
     let conclusion = libtest_mimic::run(&args, trials);
-    if let Some(t) = SCRATCH.get() {
-        let _ = fs::remove_dir_all(t);
-    }
+    remove_temp_dirs();
     conclusion.exit_code()
 }
 
-/// The process's scratch directory: trees and images the scenarios share.
-static SCRATCH: OnceLock<PathBuf> = OnceLock::new();
-
+/// The process's scratch directory: trees and images the scenarios share (removed by
+/// [`main`] when the tests are done).
 fn scratch() -> &'static Path {
-    SCRATCH.get_or_init(|| {
-        let t = TempDir::new("scenarios");
-        let p = t.0.clone();
-        std::mem::forget(t);
-        p
-    })
+    static SCRATCH: OnceLock<TempDir> = OnceLock::new();
+    SCRATCH.get_or_init(|| TempDir::new("scenarios")).path()
 }
 
-/// `f()` once per process for `key`; every caller gets a clone. A panic in `f` is the
-/// caller's, and the next caller tries again.
+/// `f()` once per process for `key`; every caller gets a clone. When `f` panics, every
+/// caller fails with its message (once made, a failure is not made again by each scenario
+/// that needs the same thing).
 fn memo<T: Clone + Send + Sync + 'static>(key: &str, f: impl FnOnce() -> T) -> T {
     type Cell = Arc<OnceLock<Box<dyn Any + Send + Sync>>>;
     static CELLS: Mutex<BTreeMap<String, Cell>> = Mutex::new(BTreeMap::new());
     let cell = CELLS.lock().unwrap().entry(key.to_string()).or_default().clone();
-    cell.get_or_init(|| Box::new(f())).downcast_ref::<T>().expect("one type per key").clone()
+    let made = cell.get_or_init(|| Box::new(caught(f)));
+    match made.downcast_ref::<Result<T, String>>().expect("one type per key") {
+        Ok(v) => v.clone(),
+        Err(e) => panic!("{key}: {e}"),
+    }
 }
 
 /// A hash of what something is made from, for cache keys.
@@ -315,9 +329,13 @@ fn file_key(path: &Path) -> String {
     key_of(&[&fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))])
 }
 
-/// The test cache's entry `kind/key`, made by `make` (into a partial path, then renamed)
-/// under a lock when missing. Its mtime is when it was last used: entries unused for a week
-/// are removed, once per process.
+/// The version of how the harness makes disks, in every disk's key: bump it when [`make_in`],
+/// the prep VMs or the layouts change.
+const DISKS: &str = "disks-1";
+
+/// The test cache's entry `kind/key`, made by `make` (into a partial path, synced, then
+/// renamed) under a lock when missing. Its mtime is when it was last used: entries and
+/// leftover partial ones unused for a week are removed, once per process.
 pub fn cached(kind: &str, key: &str, make: impl FnOnce(&Path)) -> PathBuf {
     let dir =
         Path::new(&std::env::var("LEANRD_TEST_CACHE").unwrap_or_else(|_| "/var/cache/leanrd-tests".into())).join(kind);
@@ -325,6 +343,7 @@ pub fn cached(kind: &str, key: &str, make: impl FnOnce(&Path)) -> PathBuf {
     static SWEPT: OnceLock<()> = OnceLock::new();
     SWEPT.get_or_init(|| sweep(&dir, std::time::Duration::from_secs(7 * 86400)));
     let path = dir.join(key);
+    // Lock files stay: a process waiting on one must exclude whoever opens it next.
     let lock = fs::File::create(dir.join(format!("{key}.lock"))).unwrap();
     lock.lock().unwrap();
     if !path.exists() {
@@ -332,29 +351,32 @@ pub fn cached(kind: &str, key: &str, make: impl FnOnce(&Path)) -> PathBuf {
         let _ = fs::remove_dir_all(&partial);
         fs::create_dir_all(&partial).unwrap();
         make(&partial);
+        sh(&format!("sync -f {}", partial.display()));
         fs::rename(&partial, &path).unwrap();
     }
     let _ = fs::File::open(&path).and_then(|f| f.set_modified(std::time::SystemTime::now()));
     path
 }
 
-/// Remove the entries of `dir` not used for `age` (and their locks).
+/// Remove the entries of `dir` (and partial ones a killed run left) not used for `age`,
+/// each under its lock, its age read again once locked.
 fn sweep(dir: &Path, age: std::time::Duration) {
-    let now = std::time::SystemTime::now();
+    let old = |p: &Path| {
+        fs::metadata(p)
+            .and_then(|m| m.modified())
+            .is_ok_and(|m| std::time::SystemTime::now().duration_since(m).unwrap_or_default() > age)
+    };
     for e in fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();
-        if p.extension().is_some() {
+        if p.extension().is_some_and(|x| x != "partial") || !old(&p) {
             continue;
         }
-        let old =
-            e.metadata().and_then(|m| m.modified()).is_ok_and(|m| now.duration_since(m).unwrap_or_default() > age);
         let lock = p.with_extension("lock");
-        if old
-            && let Ok(l) = fs::File::open(&lock)
+        if let Ok(l) = fs::File::open(&lock)
             && l.try_lock().is_ok()
+            && old(&p)
         {
             let _ = fs::remove_dir_all(&p);
-            let _ = fs::remove_file(&lock);
         }
     }
 }
@@ -396,15 +418,18 @@ fn suite(root: Root) -> Result<Option<Suite>, String> {
                 fs::create_dir_all(path.join("usr/lib/modules")).unwrap();
                 sh(&format!("cp -a /lib/modules/{kver} {}/usr/lib/modules/", path.display()));
                 let _ = fs::copy(format!("/boot/config-{kver}"), path.join(format!("boot/config-{kver}")));
-                let dep = format!("/lib/modules/{kver}/modules.dep");
-                (k, file_key(Path::new(&dep)))
+                // The release and what depmod and the configuration say of it: a kernel update
+                // (a new release, or the same one rebuilt) makes new disks.
+                let dep = file_key(Path::new(&format!("/lib/modules/{kver}/modules.dep")));
+                let config = fs::read(format!("/boot/config-{kver}")).unwrap_or_default();
+                (k, key_of(&[kver.as_bytes(), dep.as_bytes(), &config]))
             }
             Root::Debian13 => (root_kernel(&cached), String::new()),
         };
-        finish_base(&path);
-        let name = cached.file_name().unwrap().to_string_lossy().into_owned();
-        let key =
-            key_of(&[name.as_bytes(), modules_key.as_bytes(), FINISH.as_bytes(), REPORT.as_bytes(), UNIT.as_bytes()]);
+        let finish = finish_base(&path);
+        // The root by its packages' versions (a root made again may hold newer ones).
+        let status = file_key(&cached.join("var/lib/dpkg/status"));
+        let key = key_of(&[DISKS.as_bytes(), status.as_bytes(), modules_key.as_bytes(), &finish]);
         Ok(Some(Suite { kver: kver_of(&kernel), kernel, init, base: Tree { path, key } }))
     })
 }
@@ -467,6 +492,8 @@ pub fn arch_tree(su_root: Root) -> Option<(PathBuf, String)> {
 
 /// The image a scenario boots first (self-built: the universal image it builds from).
 fn image(root: Root, su: &Suite, kind: Image) -> PathBuf {
+    // A self-built scenario first boots the universal image.
+    let kind = if kind == Image::SelfBuilt { Image::Universal } else { kind };
     memo(&format!("image {root:?} {kind:?}"), || {
         let (tree, extra): (PathBuf, &[&str]) = match kind {
             Image::Universal | Image::SelfBuilt => (su.base.path.clone(), &[]),
@@ -586,15 +613,16 @@ fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
             if has_usr && !usr_on_cmdline {
                 fstab += "/dev/mapper/vg0-usr /usr ext4 defaults 0 2\n";
             }
+            // The prep VM's kernel does not shape the disk: not in the key.
             let key = key_of(&[
                 b"lvm",
                 root_tree.key.as_bytes(),
                 usr_tree.as_ref().map_or(&b""[..], |u| u.key.as_bytes()),
                 fstab.as_bytes(),
-                host_kver.as_bytes(),
             ]);
             let dir = cached("disks", &key, |d| {
-                lvm_disk(d, &host_kver, &root_tree.path, usr_tree.as_ref().map(|u| u.path.as_path()), &fstab, &key)
+                let usr = usr_tree.as_ref().map(|u| u.path.as_path());
+                lvm_disk(d, &host_kver, &root_tree.path, usr, &fstab, &key)
             });
             let disk = Disk { path: dir.join("lvm.disk"), gpt: false, bus: Bus::VirtioBlk };
             let made = vec![Made {
@@ -608,18 +636,20 @@ fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
         }
         Stack::Luks => {
             let host_kver = kver_of(&crate::kernel().expect("the prep VM runs the host's kernel"));
-            let key = key_of(&[b"luks", root_tree.key.as_bytes(), host_kver.as_bytes(), PASS.as_bytes()]);
+            let key = key_of(&[b"luks", root_tree.key.as_bytes(), PASS.as_bytes()]);
             let dir = cached("disks", &key, |d| {
                 let tmp = TempDir::new("luks-prep");
-                let (prep, disks, _) = luks_prep(&tmp, &host_kver, &root_tree.path).expect("the LUKS prep image");
-                prep_boot(&prep, &disks, "LUKS");
-                fs::rename(&disks[0].path, d.join("luks.disk")).unwrap();
+                let (prep, disks, _, luks_uuid) =
+                    luks_prep(&tmp, &host_kver, &root_tree.path, &d.join("luks.disk")).expect("the LUKS prep image");
+                prep_boot(&prep, &disks, &format!("LUKS {key}"));
+                fs::write(d.join("luks-uuid"), luks_uuid).unwrap();
             });
             let disk = Disk { path: dir.join("luks.disk"), gpt: false, bus: Bus::VirtioBlk };
             let made = vec![Made {
                 disks: vec![disk],
                 fs: FsKind::Ext4,
-                uuid: String::new(),
+                // The LUKS header's (crypttab names the container by it).
+                uuid: fs::read_to_string(dir.join("luks-uuid")).expect("the LUKS disk's UUID"),
                 subvol: false,
                 holds: Some(Holds::Root),
             }];
@@ -669,7 +699,7 @@ fn lvm_disk(dir: &Path, host_kver: &str, root: &Path, usr: Option<&Path>, fstab:
     .expect("the LVM prep image");
     let disks: Vec<Disk> =
         std::iter::once(lvm).chain(images).map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk }).collect();
-    prep_boot(&img, &disks, "LVM");
+    prep_boot(&img, &disks, &format!("LVM {seed}"));
 }
 
 /// Copies of disks a boot writes to (the cached ones stay as they were made).
@@ -773,7 +803,7 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
         let x = t.join("own.x");
         ok(leanrd().arg("extract").arg(&own).arg("-C").arg(&x));
         let conf = fs::read_to_string(x.join("etc/leanrd/init.conf")).unwrap();
-        if !conf.contains("crypt sda3_crypt UUID=") || !conf.contains(" none luks,discard needed") {
+        if !conf.contains(&format!("crypt sda3_crypt UUID={} none luks,discard needed", root.uuid)) {
             return Err(format!("{name}: crypttab's entry is not in its own image's init.conf:\n{conf}"));
         }
     }
@@ -784,16 +814,9 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
 
 /// [`run_one`] for libtest-mimic: a panic is the test's failure, with its message.
 fn trial(name: &str, s: &Scenario) -> Result<(), String> {
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_one(name, s)));
+    let r = caught(|| run_one(name, s)).and_then(|r| r);
     let _ = std::io::stderr().flush();
-    match r {
-        Ok(r) => r,
-        Err(p) => Err(p
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "panicked".into())),
-    }
+    r
 }
 
 /// A file out of the installer layout's /boot (its second partition).
@@ -896,6 +919,13 @@ mod tests {
         assert!(e.contains("{usr} in cmdline"), "{e}");
         let e = err("[a]\nroot = \"debian12\"\nimage = \"self-built\"\ndisks = [{ fs = \"ext4\" }]\n");
         assert!(e.contains("names the storage drivers"), "{e}");
+        let e = err("[a]\nroot = \"debian12\"\nimage = \"arch-zst\"\ndisks = [{ fs = \"ext4\" }]\n");
+        assert!(e.contains("debian13's"), "{e}");
+        let e = err("[a]\nroot = \"debian12\"\nanalyze = true\ndisks = [{ fs = \"ext4\" }]\n");
+        assert!(e.contains("leanrd.test=journal"), "{e}");
+        let e = err("[a]\nroot = \"debian12\"\nimage = \"self-built\"\ndrivers = [\"virtio_blk\"]\n\
+                     disks = [{ fs = \"btrfs\", members = 2 }]\n");
+        assert!(e.contains("self-built root on raid1"), "{e}");
         let e = err("[Bad-Name]\nroot = \"debian12\"\ndisks = [{ fs = \"ext4\" }]\n");
         assert!(e.contains("lower-case letters"), "{e}");
     }
