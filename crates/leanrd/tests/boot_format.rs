@@ -116,20 +116,13 @@ fn kernel_unpacks(name: &str, args: &[&str]) -> Result<(), String> {
 }
 
 fn main() -> std::process::ExitCode {
-    let mut args = libtest_mimic::Arguments::from_args();
-    args.test_threads = args.test_threads.or(Some(std::thread::available_parallelism().map_or(2, |n| n.get())));
-    let mut trials: Vec<libtest_mimic::Trial> = IMAGES
-        .iter()
-        .map(|(name, a)| {
-            libtest_mimic::Trial::test(format!("unpacks_{name}"), move || Ok(caught(|| kernel_unpacks(name, a))??))
-        })
-        .collect();
-    trials.push(libtest_mimic::Trial::test("kernel_agrees_with_check_and_extract", || {
-        Ok(caught(kernel_agrees_with_check_and_extract)?)
+    let mut trials: Vec<Trial> =
+        IMAGES.iter().map(|(name, a)| test(format!("unpacks_{name}"), move || kernel_unpacks(name, a))).collect();
+    trials.push(test("kernel_agrees_with_check_and_extract", || {
+        kernel_agrees_with_check_and_extract();
+        Ok(())
     }));
-    let conclusion = libtest_mimic::run(&args, trials);
-    remove_temp_dirs();
-    conclusion.exit_code()
+    run_tests(trials, cores())
 }
 
 /// The /init of the reader's truth boots: lists every path under /c* as `KT path kind detail`.

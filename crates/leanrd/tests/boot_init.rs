@@ -450,15 +450,13 @@ fn boot_case(c: &Case) -> Result<(), String> {
 }
 
 fn main() -> std::process::ExitCode {
-    let mut args = libtest_mimic::Arguments::from_args();
     // VMs are held to one per core by the harness's slots; the first case makes the matrix.
-    args.test_threads = args.test_threads.or(Some(std::thread::available_parallelism().map_or(2, |n| n.get())));
-    let mut trials: Vec<libtest_mimic::Trial> =
-        CASES.iter().map(|c| libtest_mimic::Trial::test(c.name, move || Ok(caught(|| boot_case(c))??))).collect();
-    trials.push(libtest_mimic::Trial::test("luks_lvm_and_md_roots", || Ok(caught(boot_luks_lvm_and_md_roots)?)));
-    let conclusion = libtest_mimic::run(&args, trials);
-    remove_temp_dirs();
-    conclusion.exit_code()
+    let mut trials: Vec<Trial> = CASES.iter().map(|c| test(c.name, move || boot_case(c))).collect();
+    trials.push(test("luks_lvm_and_md_roots", || {
+        boot_luks_lvm_and_md_roots();
+        Ok(())
+    }));
+    run_tests(trials, cores())
 }
 
 const LUKS_UUID: &str = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";

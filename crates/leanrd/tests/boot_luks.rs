@@ -395,23 +395,18 @@ fn key_file_image_is_private() {
 }
 
 fn main() -> std::process::ExitCode {
-    let mut args = libtest_mimic::Arguments::from_args();
-    args.test_threads = args.test_threads.or(Some(std::thread::available_parallelism().map_or(2, |n| n.get())));
-    let mut trials: Vec<libtest_mimic::Trial> = BOOTS
-        .iter()
-        .map(|(name, want)| libtest_mimic::Trial::test(*name, move || Ok(caught(|| boot_one(name, want))??)))
-        .collect();
-    trials.push(libtest_mimic::Trial::test("key_file_image_is_private", || Ok(caught(key_file_image_is_private)?)));
-    trials.push(libtest_mimic::Trial::test("tpm2_unseals_and_refuses_a_changed_pcr", || {
-        Ok(caught(|| {
-            if let Some(s) = setup() {
-                tpm2(&s.kernel, &s.t, &s.kver, &s.init, &s.disk)
-            }
-        })?)
+    let mut trials: Vec<Trial> = BOOTS.iter().map(|(name, want)| test(*name, move || boot_one(name, want))).collect();
+    trials.push(test("key_file_image_is_private", || {
+        key_file_image_is_private();
+        Ok(())
     }));
-    let conclusion = libtest_mimic::run(&args, trials);
-    remove_temp_dirs();
-    conclusion.exit_code()
+    trials.push(test("tpm2_unseals_and_refuses_a_changed_pcr", || {
+        if let Some(s) = setup() {
+            tpm2(&s.kernel, &s.t, &s.kver, &s.init, &s.disk)
+        }
+        Ok(())
+    }));
+    run_tests(trials, cores())
 }
 
 /// A software TPM for one VM (swtpm ends when the VM does): QEMU's arguments for it.

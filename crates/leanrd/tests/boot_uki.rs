@@ -226,8 +226,6 @@ fn uki_hostonly(s: &Setup) {
 }
 
 fn main() -> std::process::ExitCode {
-    let mut args = libtest_mimic::Arguments::from_args();
-    args.test_threads = args.test_threads.or(Some(std::thread::available_parallelism().map_or(2, |n| n.get())));
     type Uki = (&'static str, fn(&Setup));
     let ukis: [Uki; 4] = [
         ("uki_zstd", uki_zstd),
@@ -238,16 +236,13 @@ fn main() -> std::process::ExitCode {
     let trials = ukis
         .into_iter()
         .map(|(name, f)| {
-            libtest_mimic::Trial::test(name, move || {
-                Ok(caught(|| {
-                    if let Some(s) = setup() {
-                        f(s)
-                    }
-                })?)
+            test(name, move || {
+                if let Some(s) = setup() {
+                    f(s)
+                }
+                Ok(())
             })
         })
         .collect();
-    let conclusion = libtest_mimic::run(&args, trials);
-    remove_temp_dirs();
-    conclusion.exit_code()
+    run_tests(trials, cores())
 }

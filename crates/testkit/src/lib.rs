@@ -13,6 +13,8 @@ pub mod boot;
 pub mod prep;
 pub mod scenario;
 
+pub use libtest_mimic::Trial;
+
 /// Run and require success; returns stdout.
 pub fn ok(c: &mut Command) -> Vec<u8> {
     let o = c.output().expect("spawn");
@@ -263,6 +265,28 @@ pub fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
             .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_else(|| "panicked".into())
     })
+}
+
+/// A test of a `harness = false` test binary (libtest-mimic: each runnable alone by name).
+/// `body`'s Err is the test's failure, and so is a panic, with its message.
+pub fn test(name: impl Into<String>, body: impl FnOnce() -> Result<(), String> + Send + 'static) -> Trial {
+    Trial::test(name, move || Ok(caught(body)??))
+}
+
+/// The main of a `harness = false` test binary: run `trials` as the command line asks, with
+/// `threads` test threads unless it says otherwise, then remove the temporary directories the
+/// tests shared.
+pub fn run_tests(trials: Vec<Trial>, threads: usize) -> std::process::ExitCode {
+    let mut args = libtest_mimic::Arguments::from_args();
+    args.test_threads = args.test_threads.or(Some(threads));
+    let conclusion = libtest_mimic::run(&args, trials);
+    remove_temp_dirs();
+    conclusion.exit_code()
+}
+
+/// The machine's cores (2 when unknown).
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
 /// What several tests share, made once by the first that needs it. A panic while making it

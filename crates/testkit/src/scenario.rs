@@ -15,7 +15,6 @@
 use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -269,12 +268,6 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
 
 /// The test harness's main: every scenario of `file` a test, plus `extra` tests.
 pub fn main(file: &Path) -> std::process::ExitCode {
-    let mut args = libtest_mimic::Arguments::from_args();
-    // VMs are held to one per core by the slots; more test threads let a scenario make its
-    // disks and images while others boot.
-    if args.test_threads.is_none() {
-        args.test_threads = Some(2 * std::thread::available_parallelism().map_or(2, |n| n.get()));
-    }
     let scenarios = match load(file) {
         Ok(s) => s,
         Err(e) => {
@@ -286,12 +279,12 @@ pub fn main(file: &Path) -> std::process::ExitCode {
         .into_iter()
         .map(|(name, s)| {
             let n = name.clone();
-            libtest_mimic::Trial::test(name, move || trial(&n, &s).map_err(Into::into))
+            test(name, move || run_one(&n, &s))
         })
         .collect();
-    let conclusion = libtest_mimic::run(&args, trials);
-    remove_temp_dirs();
-    conclusion.exit_code()
+    // VMs are held to one per core by the slots; more test threads let a scenario make its
+    // disks and images while others boot.
+    run_tests(trials, 2 * cores())
 }
 
 /// The process's scratch directory: trees and images the scenarios share (removed by
@@ -713,7 +706,7 @@ fn writable(made: &[Made], t: &TempDir) -> Vec<Made> {
                 .enumerate()
                 .map(|(j, d)| {
                     let path = t.join(format!("w{i}-{j}.disk"));
-                    sh(&format!("cp --sparse=always {} {}", d.path.display(), path.display()));
+                    sh(&format!("cp --reflink=auto --sparse=always {} {}", d.path.display(), path.display()));
                     Disk { path, ..d.clone() }
                 })
                 .collect();
@@ -810,13 +803,6 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     let second = boot(&format!("{name}, its own image"), &own, "", true);
     let failed = run(&su.kernel, &[second]);
     if failed.is_empty() { Ok(()) } else { Err(format!("{name}: the boot of its own image failed")) }
-}
-
-/// [`run_one`] for libtest-mimic: a panic is the test's failure, with its message.
-fn trial(name: &str, s: &Scenario) -> Result<(), String> {
-    let r = caught(|| run_one(name, s)).and_then(|r| r);
-    let _ = std::io::stderr().flush();
-    r
 }
 
 /// A file out of the installer layout's /boot (its second partition).
