@@ -13,6 +13,7 @@ use leanrd_kmod::Resolved;
 use crate::crypt::CryptSelection;
 use crate::elf;
 use crate::host::{Facts, Mount};
+use crate::modcache::ModuleCache;
 use crate::modprobe::ModprobeConf;
 use crate::modules::Kernel;
 use crate::plan::{Item, Plan, host_path};
@@ -243,6 +244,27 @@ fn add_crypt(
     warnings
 }
 
+/// The cache of decompressed modules, when the image has modules to decompress and the
+/// cache can be used (a warning says why it cannot).
+fn module_cache(
+    r: &Request,
+    kernel: &Kernel,
+    set: &BTreeSet<String>,
+    warnings: &mut Vec<String>,
+) -> Option<ModuleCache> {
+    let base = r.module_cache.as_deref()?;
+    let compressed =
+        set.iter().filter_map(|n| kernel.db.paths.get(n)).any(|p| leanrd_kmod::split_compression(p).1.is_some());
+    if !compressed {
+        return None;
+    }
+    ModuleCache::open(base, &kernel.kver)
+        .map_err(|why| {
+            warnings.push(format!("module cache not used ({why}): compressed modules are decompressed anew"))
+        })
+        .ok()
+}
+
 /// The main segment's plan.
 pub fn main_plan(
     r: &Request,
@@ -257,7 +279,8 @@ pub fn main_plan(
     add_init(&mut plan, &r.init)?;
     let mut warnings = add_features(&mut plan, selected)?;
     let modprobe = ModprobeConf::read(&r.sysroot)?.for_modules(&m.set);
-    warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp, &modprobe, r.threads)?);
+    let cache = module_cache(r, kernel, &m.set, &mut warnings);
+    warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp, cache.as_ref(), &modprobe, r.threads)?);
     let mut conf = init_config(r, kernel, selected, facts, m);
     warnings.extend(add_checkers(&mut plan, r, selected, facts, &mut conf)?);
     if conf.layer(leanrd_contract::Capability::Luks).is_some() {

@@ -25,6 +25,7 @@ pub mod features;
 pub mod host;
 pub mod kconfig;
 pub mod keymap;
+pub mod modcache;
 pub mod modprobe;
 pub mod modules;
 pub mod plan;

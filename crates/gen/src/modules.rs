@@ -15,6 +15,7 @@ use leanrd_compress::Format;
 use leanrd_kmod::{ModuleCompression, ModuleDb, Resolved, Tables, split_compression};
 
 use crate::kconfig::KernelConfig;
+use crate::modcache::ModuleCache;
 use crate::modprobe::ModprobeConf;
 use crate::plan::{Item, Plan, host_path};
 
@@ -144,6 +145,8 @@ struct Prepared {
     image_path: String,
     item: Item,
     file: ModuleFile,
+    /// Stored decompressed (its file is in the cache or the build's scratch directory).
+    transformed: bool,
 }
 
 impl Kernel {
@@ -201,42 +204,60 @@ impl Kernel {
         }
     }
 
-    /// Read (and, unless kept, decompress into `tmp`) one module file.
-    fn prepare(&self, sysroot: &Path, rel: &str, tmp: &Path) -> Result<Prepared> {
+    /// Read (and, unless kept, decompress into the cache or `tmp`) one module file.
+    fn prepare(&self, sysroot: &Path, rel: &str, tmp: &Path, cache: Option<&ModuleCache>) -> Result<Prepared> {
         let image_path = format!("{}/{rel}", self.dir);
         let hp = host_path(sysroot, &image_path);
-        let raw = fs::read(&hp).with_context(|| format!("{}: cannot read", hp.display()))?;
-        let (plain, compression) = match split_compression(rel).1 {
-            None => (None, None),
-            Some(c) => {
-                let f = Format::from_name(c.format).expect("module compressions are formats (kconfig tests)");
+        let Some(c) = split_compression(rel).1 else {
+            let raw = fs::read(&hp).with_context(|| format!("{}: cannot read", hp.display()))?;
+            let file = ModuleFile::read(&raw, None);
+            return Ok(Prepared { image_path, item: Item::File { src: hp, mode: 0o644 }, file, transformed: false });
+        };
+        let f = Format::from_name(c.format).expect("module compressions are formats (kconfig tests)");
+        let md = fs::metadata(&hp).with_context(|| format!("{}: cannot stat", hp.display()))?;
+        let plain_path = image_path.strip_suffix(c.suffix).expect("split by this suffix").to_string();
+        let (src, plain_file) = match cache.and_then(|k| k.get(&hp, &md, f)) {
+            Some(hit) => (hit.data, hit.file),
+            None => {
+                let raw = fs::read(&hp).with_context(|| format!("{}: cannot read", hp.display()))?;
                 let d = leanrd_compress::decompress_vec_max(f, &raw, MODULE_MAX)
                     .with_context(|| format!("{}: cannot decompress ({f})", hp.display()))?;
-                (Some(d), Some(c))
+                let file = ModuleFile::of_plain(None, &d, None);
+                let src = match cache.and_then(|k| k.put(&hp, &md, f, &d, &file)) {
+                    Some(cached) => cached,
+                    None => {
+                        let dst = tmp.join(plain_path.trim_start_matches('/'));
+                        fs::create_dir_all(dst.parent().expect("has parent"))?;
+                        fs::write(&dst, &d).with_context(|| format!("{}: cannot write", dst.display()))?;
+                        dst
+                    }
+                };
+                (src, file)
             }
         };
-        let content = plain.as_deref().unwrap_or(&raw);
         if self.stored_as_is(rel) {
-            let file = ModuleFile::read(&raw, plain.as_deref());
-            return Ok(Prepared { image_path, item: Item::File { src: hp, mode: 0o644 }, file });
+            // Kept as the distribution ships it; its content was decompressed (now or when
+            // it was cached) by the format its name gives.
+            let file = ModuleFile { compression: Some(f), ..plain_file };
+            return Ok(Prepared { image_path, item: Item::File { src: hp, mode: 0o644 }, file, transformed: false });
         }
-        let c = compression.expect("only compressed modules are decompressed");
-        let plain_path = image_path.strip_suffix(c.suffix).expect("split by this suffix").to_string();
-        let dst = tmp.join(plain_path.trim_start_matches('/'));
-        fs::create_dir_all(dst.parent().expect("has parent"))?;
-        fs::write(&dst, content).with_context(|| format!("{}: cannot write", dst.display()))?;
-        let file = ModuleFile::of_plain(None, content, None);
-        Ok(Prepared { image_path: plain_path, item: Item::File { src: dst, mode: 0o644 }, file })
+        Ok(Prepared {
+            image_path: plain_path,
+            item: Item::File { src, mode: 0o644 },
+            file: plain_file,
+            transformed: true,
+        })
     }
 
     /// Add the module files of `set` (and their firmware) to the plan, read and decompressed
-    /// on `threads` threads. Compressed modules are decompressed into `tmp` unless kept.
-    /// Returns warnings.
+    /// on `threads` threads. Compressed modules are taken decompressed from `cache`, else
+    /// decompressed into it (or into `tmp` without one), unless kept. Returns warnings.
     pub fn add_to_plan(
         &self,
         plan: &mut Plan,
         set: &BTreeSet<String>,
         tmp: &Path,
+        cache: Option<&ModuleCache>,
         conf: &ModprobeConf,
         threads: u32,
     ) -> Result<Vec<String>> {
@@ -253,7 +274,7 @@ impl Kernel {
                         rels.iter()
                             .skip(t)
                             .step_by(threads)
-                            .map(|rel| self.prepare(sysroot, rel, tmp))
+                            .map(|rel| self.prepare(sysroot, rel, tmp, cache))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -266,9 +287,7 @@ impl Kernel {
             let p = p?;
             firmware.extend(p.file.firmware.iter().cloned());
             let real = match p.item {
-                Item::File { src, .. } if src.starts_with(tmp) => {
-                    plan.put(&p.image_path, Item::File { src, mode: 0o644 })
-                }
+                Item::File { src, .. } if p.transformed => plan.put(&p.image_path, Item::File { src, mode: 0o644 }),
                 _ => plan.add_host_path(&p.image_path)?,
             };
             plan.modules.insert(real, p.file);

@@ -149,6 +149,8 @@ pub struct Request {
     pub image_mode: Option<u32>,
     pub threads: u32,
     pub module_compression: ModuleStrategy,
+    /// Where decompressed modules are cached between builds (see [`crate::modcache`]).
+    pub module_cache: Option<PathBuf>,
 }
 
 impl Request {
@@ -179,6 +181,7 @@ impl Request {
             image_mode: s.image_mode,
             threads: s.threads.unwrap_or_else(leanrd_compress::default_threads),
             module_compression: s.module_compression.unwrap_or_default(),
+            module_cache: crate::modcache::base_dir(),
             sysroot,
             kver,
         })

@@ -65,7 +65,9 @@ pub struct BuildArgs {
     threads: Option<u32>,
     /// Compressed modules (.ko.xz, .ko.zst, .ko.gz): `decompress` them at build time, the
     /// image compressed once (default: it boots faster, see `leanrd advise`), or `keep` them
-    /// compressed where the kernel decompresses that format itself.
+    /// compressed where the kernel decompresses that format itself. Decompressed modules are
+    /// cached for the next build by their files' identity: $LEANRD_CACHE_DIR (empty: no
+    /// cache), else /var/cache/leanrd for root, else ~/.cache/leanrd.
     #[arg(long, value_name = "HOW")]
     module_compression: Option<leanrd_gen::modules::ModuleStrategy>,
     /// Rebuild even if nothing the image is made from has changed.

@@ -57,7 +57,17 @@ if [ "$layout" = uki ]; then
     add) ;;
     *) exit 0 ;;
   esac
-  mkdir -p "$boot/EFI/Linux" || exit 1
+  # systemd >= 254: its 90-uki-copy.install puts the staging area's uki.efi in place (with
+  # boot counting) and refuses a kernel image without .efi when there is none.
+  for d in '@ROOT@/etc/kernel/install.d' '@ROOT@/usr/lib/kernel/install.d'; do
+    if [ -e "$d/90-uki-copy.install" ] || [ -L "$d/90-uki-copy.install" ]; then
+      if [ -n "$KERNEL_INSTALL_STAGING_AREA" ] && [ "$(readlink -f "$d/90-uki-copy.install")" != /dev/null ]; then
+        out="$KERNEL_INSTALL_STAGING_AREA/uki.efi"
+      fi
+      break
+    fi
+  done
+  mkdir -p "$(dirname "$out")" || exit 1
   set --
   if [ -f '@ROOT@/etc/kernel/cmdline' ]; then set -- --cmdline-file '@ROOT@/etc/kernel/cmdline'; fi
   if [ -n "$image" ]; then set -- "$@" --linux "$image"; fi

@@ -97,6 +97,8 @@ fn report(t: &TempDir, disk: &Disk) -> String {
 
 #[test]
 fn verify_verdicts_match_the_boots_of_peer_images() {
+    // The run's longest chain (build in a VM, then verify, then boot): its VMs go first.
+    vm_priority();
     let Some((kernel, init, kver, t)) = setup("peers", &["mkfs.ext4", "sfdisk", "losetup", "chroot"]) else { return };
     let mut roots = Vec::new();
     for (n, flavour) in ["initramfs-tools", "dracut"].into_iter().enumerate() {

@@ -366,6 +366,33 @@ pub struct VmSlot {
     _held: fs::File,
 }
 
+/// Whether this process's VMs go first ([`vm_priority`]).
+static PRIORITY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Give this process's VMs the first free slot: a suite that is one long chain of boots (each
+/// waiting on the last) calls it, so that the chain, the run's longest path, does not queue
+/// behind suites whose boots are independent. While it waits for a slot it holds an `flock`
+/// on /tmp/leanrd-vm-slots/wait-PID, and other processes leave free slots to it.
+pub fn vm_priority() {
+    PRIORITY.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether a live priority process is waiting for a slot (stale markers are removed).
+fn priority_waiting(dir: &Path) -> bool {
+    let Ok(entries) = fs::read_dir(dir) else { return false };
+    let mut waiting = false;
+    for e in entries.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("wait-")) {
+        match fs::File::open(e.path()) {
+            Ok(f) if f.try_lock().is_err() => waiting = true,
+            Ok(_) => {
+                let _ = fs::remove_file(e.path());
+            }
+            Err(_) => {}
+        }
+    }
+    waiting
+}
+
 pub fn vm_slot() -> VmSlot {
     let n = std::env::var("LEANRD_VM_SLOTS")
         .ok()
@@ -374,15 +401,32 @@ pub fn vm_slot() -> VmSlot {
         .max(1);
     let dir = Path::new("/tmp/leanrd-vm-slots");
     let _ = fs::create_dir_all(dir);
+    let priority = PRIORITY.load(std::sync::atomic::Ordering::Relaxed);
+    // Made under a private name, locked, then renamed into view: a marker is never seen unlocked.
+    let marker = priority.then(|| {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let id = format!("{}-{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let (tmp, path) = (dir.join(format!(".making-{id}")), dir.join(format!("wait-{id}")));
+        let f = fs::File::create(&tmp).ok()?;
+        f.lock().ok()?;
+        fs::rename(&tmp, &path).ok()?;
+        Some((f, path))
+    });
     // Bounded: a slot is never held longer than a VM's timeout; two hours is a hung test.
     for _ in 0..(2 * 3600 * 5) {
-        for i in 0..n {
-            let Ok(f) = fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(i.to_string()))
-            else {
-                continue;
-            };
-            if f.try_lock().is_ok() {
-                return VmSlot { _held: f };
+        if priority || !priority_waiting(dir) {
+            for i in 0..n {
+                let Ok(f) =
+                    fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(i.to_string()))
+                else {
+                    continue;
+                };
+                if f.try_lock().is_ok() {
+                    if let Some(Some((_, path))) = &marker {
+                        let _ = fs::remove_file(path);
+                    }
+                    return VmSlot { _held: f };
+                }
             }
         }
         std::thread::sleep(std::time::Duration::from_millis(200));

@@ -461,8 +461,10 @@ pub fn arch_layout(tree: &Path, kver: &str) {
     let m = tree.join(format!("usr/lib/modules/{kver}"));
     let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
     sh(&format!(
+        // From a file, as the kernel's build compresses them: the frame records the
+        // decompressed size, which libkmod needs (depmod, modinfo).
         "cd {m} && find kernel -name '*.ko.xz' -print0 | xargs -0 -P{jobs} -n64 sh -c \
-         'for f; do xz -dc \"$f\" | zstd -q -3 -o \"${{f%.xz}}.zst\" && rm \"$f\"; done' sh",
+         'for f; do xz -d \"$f\" && zstd -q -3 --rm \"${{f%.xz}}\"; done' sh",
         m = m.display()
     ));
     sh(&format!("depmod -b {} {kver}", tree.display()));
