@@ -22,6 +22,7 @@ Debian 12's dracut, so it is not measured.
 Usage (root, Debian): python3 bench/archiver.py [--runs 5] [--kver 6.1.0-...]
 Needs: cpio, bsdcpio (libarchive-tools), xfsprogs, btrfs-progs; 3cpio is built with
 `cargo install threecpio` into bench/.tools if it is not on PATH.
+Raw results: bench/results/archiver-DATE-COMMIT.json (every run's seconds, per case).
 """
 
 import argparse
@@ -36,13 +37,10 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from common import ROOT, build_leanrd, kernel, save, sh, tool_version
+
 TOOLS = os.path.join(ROOT, "bench/.tools")
 FICLONERANGE = 0x4020940D
-
-
-def sh(cmd, **kw):
-    return subprocess.run(cmd, shell=True, check=True, **kw)
 
 
 def tool(name, install):
@@ -80,7 +78,7 @@ def gen_init_cpio():
 
 
 def timed_all(cmds, cwd, out, runs):
-    """Median durable seconds of each command (command, then fsync of `out`), alternating."""
+    """Durable seconds of each command (command, then fsync of `out`), each run's, alternating."""
     res = {k: [] for k in cmds}
     names = list(cmds)
     for r in range(runs):
@@ -96,17 +94,22 @@ def timed_all(cmds, cwd, out, runs):
                 sh(c, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             sh(f"sync {out}")
             res[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in res.items()}
+    return res
 
 
-def table(title, rows, runs, note=""):
+def table(title, raw, runs, note=""):
     print(f"\n### {title}\n")
     print(f"median of {runs} alternating runs, each command + fsync of its output{note}\n")
     print("| tool | ms | leanrd / tool |")
     print("|---|---:|---:|")
+    rows = medians(raw)
     ours = rows["leanrd"]
     for name, d in rows.items():
         print(f"| {name} | {1000 * d:.1f} | {ours / d:.2f} |")
+
+
+def medians(raw):
+    return {k: statistics.median(v) for k, v in raw.items()}
 
 
 def bare_clone_loop(files, out, block=4096):
@@ -166,16 +169,18 @@ def main():
     ap.add_argument("--kver", default=None)
     a = ap.parse_args()
 
-    sh("cargo build --release -q -p leanrd", cwd=ROOT)
-    leanrd = os.path.join(ROOT, "target/release/leanrd")
+    leanrd, _ = build_leanrd()
     three = tool("3cpio", "cargo install -q threecpio")
     gic = gen_init_cpio()
-    kver = a.kver or sorted(os.listdir("/lib/modules"))[-1]
+    kver, _ = kernel("bookworm", a.kver)
     print(f"## archiver benchmark, {time.strftime('%Y-%m-%d')}, {os.uname().machine}, {os.cpu_count()} cores, "
           f"host kernel {os.uname().release}, modules tree {kver}")
-    for t in ("cpio --version", "bsdcpio --version", f"{three} --version"):
-        print("- " + subprocess.run(t, shell=True, capture_output=True, text=True).stdout.splitlines()[0])
-    print(f"- gen_init_cpio from linux-source-6.1: {'built' if gic else 'not available'}")
+    peers = {"GNU cpio": tool_version("cpio --version"), "bsdcpio": tool_version("bsdcpio --version"),
+             "3cpio": tool_version(f"{three} --version"),
+             "gen_init_cpio": "linux-source-6.1" if gic else None}
+    for name, v in peers.items():
+        print(f"- {name}: {v or 'not available'}")
+    cases = []
 
     images = {}
     for kind in ("xfs", "btrfs", "ext4"):
@@ -197,9 +202,12 @@ def main():
                     "3cpio": f"{three} --create --data-align 4096 {out} < {lst}",
                     "bare FICLONERANGE loop": lambda: bare_clone_loop(files, out),
                 }
-                rows = timed_all(cmds, src, out, a.runs)
+                raw = timed_all(cmds, src, out, a.runs)
+                rows = medians(raw)
                 table(f"(a) modules tree on {kind}, aligned to 4096 ({n} files, {mib:.0f} MiB, {eligible} cloned)",
-                      rows, a.runs)
+                      raw, a.runs)
+                cases.append({"case": "tree-aligned", "fs": kind, "files": n, "mib": mib, "cloned": eligible,
+                              "seconds": raw})
                 us = {k: 1e6 * v / eligible for k, v in rows.items()}
                 print(f"\nper cloned file: leanrd {us['leanrd']:.1f} µs, 3cpio {us['3cpio']:.1f} µs, "
                       f"bare clone loop {us['bare FICLONERANGE loop']:.1f} µs "
@@ -238,11 +246,13 @@ def main():
                             else:
                                 g.write(f"file /{name} {full} {mode} 0 0\n")
                     cmds["gen_init_cpio"] = f"{gic} {gl} > {out}"
-                rows = timed_all(cmds, src, out, a.runs)
-                table(f"(b) modules tree on ext4, copy path ({n} files, {mib:.0f} MiB)", rows, a.runs)
-                peers = {k: v for k, v in rows.items() if k != "leanrd" and not k.startswith("bare")}
-                best = min(peers, key=peers.get)
-                print(f"\nleanrd / best peer ({best}): {rows['leanrd'] / peers[best]:.2f}")
+                raw = timed_all(cmds, src, out, a.runs)
+                rows = medians(raw)
+                table(f"(b) modules tree on ext4, copy path ({n} files, {mib:.0f} MiB)", raw, a.runs)
+                cases.append({"case": "tree-copy", "fs": kind, "files": n, "mib": mib, "seconds": raw})
+                others = {k: v for k, v in rows.items() if k != "leanrd" and not k.startswith("bare")}
+                best = min(others, key=others.get)
+                print(f"\nleanrd / best peer ({best}): {rows['leanrd'] / others[best]:.2f}")
             if kind == "xfs":
                 big = os.path.join(fs.mnt, "big")
                 sh(f"head -c 200M /dev/urandom > {big} && sync && cat {big} > /dev/null")
@@ -252,8 +262,9 @@ def main():
                     "GNU cpio": f"echo big | cpio -o -H newc --quiet > {out}",
                     "bsdcpio": f"echo big | bsdcpio -o --format newc --quiet > {out}",
                 }
-                rows = timed_all(cmds, fs.mnt, out, a.runs)
-                table("(c) one 200 MiB file, aligned to 4096, XFS", rows, a.runs)
+                raw = timed_all(cmds, fs.mnt, out, a.runs)
+                table("(c) one 200 MiB file, aligned to 4096, XFS", raw, a.runs)
+                cases.append({"case": "one-file", "fs": kind, "files": 1, "mib": 200, "seconds": raw})
         finally:
             fs.close()
 
@@ -268,6 +279,11 @@ def main():
     for name in ("leanrd", "3cpio"):
         ok, elig = images[("share", name)]
         print(f"| {name} | {ok} | {elig} | {100 * ok / elig:.1f} % |")
+    save("archiver", {"kernel": kver, "runs": a.runs, "cases": cases,
+                      "extents": [{"fs": k, "tool": t, "extents": images[(k, t)][0], "image_mib": images[(k, t)][1]}
+                                  for k in ("xfs", "btrfs") for t in ("leanrd", "3cpio")],
+                      "aligned": {t: {"aligned": images[("share", t)][0], "eligible": images[("share", t)][1]}
+                                  for t in ("leanrd", "3cpio")}}, peers)
 
 
 if __name__ == "__main__":

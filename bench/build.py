@@ -8,6 +8,7 @@ Reports the median wall time of --runs builds, the image size, and the number of
 (counted by `leanrd ls`, which reads every format these tools write).
 
 Usage (root, Debian 12): python3 bench/build.py [--runs 5] [--kver KVER]
+Raw results: bench/results/build-DATE-COMMIT.json (every build's seconds).
 """
 
 import argparse
@@ -18,16 +19,17 @@ import subprocess
 import tempfile
 import time
 
-from common import build_leanrd, sh, tirfs
+from common import build_leanrd, kernel, save, sh, tirfs, tirfs_version, tool_version
 
 
 def timed(cmd, runs):
+    """Each run's seconds."""
     t = []
     for _ in range(runs):
         t0 = time.perf_counter()
         sh(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         t.append(time.perf_counter() - t0)
-    return statistics.median(t)
+    return t
 
 
 def entries(leanrd, img):
@@ -40,8 +42,10 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--kver", default=None)
     a = ap.parse_args()
-    kver = a.kver or sorted(os.listdir("/lib/modules"))[-1]
     leanrd, init = build_leanrd()
+    kver, _ = kernel("bookworm", a.kver)
+    peers = {"initramfs-tools": tool_version("dpkg-query -W -f '${Version}' initramfs-tools"),
+             "dracut": tool_version("dpkg-query -W -f '${Version}' dracut-core")}
     work = tempfile.mkdtemp(prefix="leanrd-bench-build-")
     try:
         rows = []
@@ -65,6 +69,7 @@ def main():
             print("(dracut not measured: apt-get install dracut-core)")
         try:
             m = tirfs(work)
+            peers["tiny-initramfs"] = tirfs_version(work)
             t = timed(f"{m} -o {out} {kver}", a.runs)
             rows.append(("mktirfs", t, os.path.getsize(out), entries(leanrd, out)))
         except subprocess.CalledProcessError as e:
@@ -73,9 +78,12 @@ def main():
               f"median of {a.runs}\n")
         print("| generator | time s | image bytes | entries | time vs leanrd host-only |")
         print("|---|---:|---:|---:|---:|")
-        base = rows[0][1]
+        base = statistics.median(rows[0][1])
         for name, t, size, n in rows:
-            print(f"| {name} | {t:.3f} | {size} | {n} | {t / base:.1f}x |")
+            print(f"| {name} | {statistics.median(t):.3f} | {size} | {n} | {statistics.median(t) / base:.1f}x |")
+        save("build", {"kernel": kver, "runs": a.runs,
+                       "generators": {name: {"seconds": t, "image_bytes": size, "entries": n}
+                                      for name, t, size, n in rows}}, peers)
     finally:
         shutil.rmtree(work)
 

@@ -1,23 +1,23 @@
-"""Helpers shared by the benchmark scripts."""
+"""Helpers shared by the benchmark scripts: the harness (crates/testkit's `leanrd-harness`:
+the kernel a suite boots, and every QEMU boot, run as the tests run theirs), the images and
+disks the benches build, and their raw results (bench/results/NAME-DATE-COMMIT.json)."""
 
+import json
 import os
+import platform
 import shutil
 import subprocess
+import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HARNESS = os.path.join(ROOT, "target/release/leanrd-harness")
 UUID = "11111111-2222-3333-4444-555555555555"
 MARK = "LEANRD-ROOT-OK"
 
 
 def sh(cmd, **kw):
     return subprocess.run(cmd, shell=True, check=True, **kw)
-
-
-def version_key(release):
-    """Sort key of a kernel release as versions sort (6.9 before 6.10), not as text."""
-    import re
-    return [(int(n), t) for n, t in re.findall(r"(\d+)(\D*)", release)]
 
 
 def suite_root(suite, flavour=""):
@@ -38,18 +38,13 @@ def boot_setup(suite_option=False):
         ap.add_argument("--suite", choices=["bookworm", "trixie"], default="bookworm")
     a = ap.parse_args()
     leanrd, init = build_leanrd()
-    if getattr(a, "suite", "bookworm") == "trixie":
-        boot = os.path.join(suite_root("trixie"), "boot")
-        kernels = sorted((k[len("vmlinuz-"):] for k in os.listdir(boot) if k.startswith("vmlinuz-")), key=version_key)
-        kver = a.kver or kernels[-1]
-        return a, kver, f"{boot}/vmlinuz-{kver}", leanrd, init
-    kver = a.kver or sorted(os.listdir("/lib/modules"), key=version_key)[-1]
-    return a, kver, f"/boot/vmlinuz-{kver}", leanrd, init
+    kver, vmlinuz = kernel(getattr(a, "suite", "bookworm"), a.kver)
+    return a, kver, vmlinuz, leanrd, init
 
 
 def build_leanrd():
-    """Build leanrd and the static /init; return their paths."""
-    sh("cargo build --release -q -p leanrd", cwd=ROOT)
+    """Build leanrd, the harness and the static /init; return leanrd's and /init's paths."""
+    sh("cargo build --release -q -p leanrd -p leanrd-testkit", cwd=ROOT)
     sh("cargo build -q --profile init -p leanrd-init --features standalone "
        "--target x86_64-unknown-linux-gnu", cwd=ROOT)
     return (os.path.join(ROOT, "target/release/leanrd"),
@@ -80,13 +75,104 @@ def root_disk(work, partitioned=True):
     return img
 
 
-def qemu(kernel, initrd, img, append=""):
-    """Boot under TCG with `img` on virtio-blk; return the console output."""
-    cmd = ["timeout", "--signal=KILL", "120", "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic",
-           "-no-reboot", "-monitor", "none", "-kernel", kernel, "-initrd", initrd,
-           "-drive", f"file={img},if=virtio,format=raw",
-           "-append", f"console=ttyS0 panic=-1 root=UUID={UUID} {append}"]
-    return subprocess.run(cmd, capture_output=True, text=True, errors="replace").stdout
+def harness(*args):
+    """Run the harness (built by build_leanrd() when missing); its stdout."""
+    if not os.path.exists(HARNESS):
+        build_leanrd()
+    r = subprocess.run([HARNESS, *args], capture_output=True, text=True, errors="replace")
+    if r.returncode != 0:
+        sys.exit(f"leanrd-harness {' '.join(args)}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def kernel(suite="bookworm", kver=None):
+    """(release, vmlinuz) of the kernel a suite boots: the newest by version order (Debian 12:
+    the host's /lib/modules; Debian 13: the cached trixie root's /boot), or `kver`."""
+    out = harness("kernel", "--suite", suite, *(["--kver", kver] if kver else []))
+    release, vmlinuz = out.rstrip("\n").split("\t")
+    return release, vmlinuz
+
+
+def boot(kernel=None, initrd=None, append="", disks=(), snapshot=False, memory=None, stop=(), marks=(),
+         passphrase=None, timeout=300, uefi=False, qemu=()):
+    """One boot through the harness (a VM slot, testkit's QEMU command line): `disks` are
+    paths or (path, bus); `uefi` boots OVMF from the disks instead of `kernel` and `initrd`.
+    Returns the harness's JSON: console, vm_seconds (the VM's), slot_wait_seconds (the wait
+    for a VM slot before it), marks ({text: seconds from QEMU's start}), qemu (the command line)."""
+    args = ["boot", "--timeout", str(timeout)]
+    if uefi:
+        args.append("--uefi")
+    else:
+        args += ["--kernel", kernel, "--initrd", initrd, "--append", append]
+    for d in disks:
+        path, bus = (d, None) if isinstance(d, str) else d
+        args += ["--disk", f"{path},bus={bus}" if bus else path]
+    if snapshot:
+        args.append("--snapshot")
+    if memory:
+        args += ["--memory", str(memory)]
+    for q in qemu:
+        args.append(f"--qemu={q}")
+    for s in stop:
+        args += ["--stop", s]
+    for m in marks:
+        args += ["--mark", m]
+    if passphrase is not None:
+        args += ["--passphrase", passphrase]
+    return json.loads(harness(*args))
+
+
+def commit():
+    """The checkout's short commit, "-dirty" when the tree differs from it."""
+    c = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    if c.returncode != 0:
+        return "unknown"
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    return c.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def host():
+    """The machine's facts a result depends on."""
+    mem = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem = int(line.split()[1]) * 1024
+    osr = {}
+    if os.path.exists("/etc/os-release"):
+        with open("/etc/os-release") as f:
+            osr = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+    return {"cores": os.cpu_count(), "kernel": platform.release(), "machine": platform.machine(),
+            "memory_bytes": mem, "os": osr.get("PRETTY_NAME", "").strip('"')}
+
+
+def tool_version(cmd):
+    """The first line a tool prints for its version (None when it is not there)."""
+    r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+    out = (r.stdout or r.stderr).strip().splitlines()
+    return out[0] if r.returncode == 0 and out else None
+
+
+def save(name, data, peers=None):
+    """Write a bench's raw results to bench/results/NAME-DATE-COMMIT.json (UTC date) with the
+    date and time, the commit, the host's facts, the peers' versions and the command line;
+    returns the path. A second run of a bench the same day at the same commit replaces it."""
+    now = time.gmtime()
+    day = time.strftime("%Y-%m-%d", now)
+    rev = commit()
+    doc = {"bench": name, "date": day, "time": time.strftime("%H:%M:%SZ", now), "commit": rev, "host": host(),
+           "peers": peers or {},
+           "command": "python3 " + " ".join([os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)] + sys.argv[1:]),
+           **data}
+    d = os.path.join(ROOT, "bench/results")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, f"{name}-{day}-{rev}.json")
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print(f"\nRaw results: {os.path.relpath(path, ROOT)}")
+    return path
 
 
 def tirfs(work):
@@ -105,6 +191,11 @@ def tirfs(work):
         f.write(s)
     os.chmod(script, 0o755)
     return script
+
+
+def tirfs_version(work):
+    """The version of the tiny-initramfs .deb tirfs(work) unpacked."""
+    return tool_version(f"dpkg-deb -f {work}/tirfs/tiny-initramfs_*.deb Version")
 
 
 def chroot_build(tree, cmd, quiet=False):

@@ -9,6 +9,7 @@ Reported: median wall time of --runs runs, output size, and leanrd / reference.
 
 Usage: python3 bench/compress.py [--runs 3] [--kver KVER] [--work /var/tmp]
 Needs: zstd, xz-utils, lz4, pigz, gzip.
+Raw results: bench/results/compress-DATE-COMMIT.json (every run's seconds, the sizes).
 """
 
 import argparse
@@ -19,7 +20,7 @@ import subprocess
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from common import build_leanrd, kernel, save, tool_version
 
 PAIRS = [
     ("zstd:3", "zstd -q -T0 -3 -c"),
@@ -31,12 +32,13 @@ PAIRS = [
 
 
 def run(cmd, runs):
+    """Each run's seconds."""
     times = []
     for _ in range(runs):
         t = time.perf_counter()
         subprocess.run(cmd, shell=True, check=True)
         times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return times
 
 
 def main():
@@ -46,9 +48,8 @@ def main():
     ap.add_argument("--work", default="/var/tmp")
     ap.add_argument("--formats", default=None, help="comma-separated subset, e.g. gzip:6,lz4")
     a = ap.parse_args()
-    subprocess.run("cargo build --release -q -p leanrd", shell=True, check=True, cwd=ROOT)
-    leanrd = os.path.join(ROOT, "target/release/leanrd")
-    kver = a.kver or sorted(os.listdir("/lib/modules"))[-1]
+    leanrd, _ = build_leanrd()
+    kver, _ = kernel("bookworm", a.kver)
     d = tempfile.mkdtemp(prefix="leanrd-bench-cz-", dir=a.work)
     try:
         tree = os.path.join(d, "tree")
@@ -61,6 +62,7 @@ def main():
               f"/lib/modules/{kver}: {size_in / 1e6:.1f} MB archive, median of {a.runs}\n")
         print("| format | leanrd s | leanrd MB | reference | reference s | reference MB | leanrd / reference (time) |")
         print("|---|---:|---:|---|---:|---:|---:|")
+        raw, peers = [], {}
         for spec, cli in PAIRS:
             if a.formats and spec not in a.formats.split(","):
                 continue
@@ -69,12 +71,17 @@ def main():
                 print(f"| {spec} | | | {cli} (not installed) | | | |")
                 continue
             out = os.path.join(d, "out")
-            t_ours = run(f"{leanrd} cpio --root {tree} --compress {spec} -o {out}", a.runs)
+            peers[tool] = tool_version(f"{tool} --version")
+            ours = run(f"{leanrd} cpio --root {tree} --compress {spec} -o {out}", a.runs)
             s_ours = os.path.getsize(out)
-            t_ref = run(f"{leanrd} cpio --root {tree} | {cli} > {out}", a.runs)
+            ref = run(f"{leanrd} cpio --root {tree} | {cli} > {out}", a.runs)
             s_ref = os.path.getsize(out)
+            raw.append({"format": spec, "leanrd_s": ours, "leanrd_bytes": s_ours, "reference": cli,
+                        "reference_s": ref, "reference_bytes": s_ref})
+            t_ours, t_ref = statistics.median(ours), statistics.median(ref)
             print(f"| {spec} | {t_ours:.2f} | {s_ours / 1e6:.2f} | `{cli}` | {t_ref:.2f} | {s_ref / 1e6:.2f} | "
                   f"{t_ours / t_ref:.2f} |")
+        save("compress", {"kernel": kver, "runs": a.runs, "input_bytes": size_in, "pairs": raw}, peers)
     finally:
         shutil.rmtree(d)
 

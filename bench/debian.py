@@ -22,12 +22,14 @@ kernel's timestamps on the console). Every boot must reach `is-system-running` =
 The initramfs-tools and dracut roots are the same root with the peer installed (they conflict
 with each other); leanrd's images boot the initramfs-tools root.
 
+Boots go through the harness (common.boot: crates/testkit's QEMU command line and VM slots).
+
 Usage (root, Debian 12 host): python3 bench/debian.py [--runs 3] [--kver KVER] [--suite trixie]
-Raw results: bench/results/debian-SUITE.json (every build time and every boot's figures).
+Raw results: bench/results/debian-DATE-COMMIT.json (the suite, every build time and every
+boot's figures); bench/tables.py makes the README's table from them.
 """
 
 import concurrent.futures
-import json
 import os
 import re
 import shutil
@@ -36,7 +38,7 @@ import subprocess
 import tempfile
 import time
 
-from common import ROOT, boot_setup, chroot_build, debian_tree, sh
+from common import boot, boot_setup, chroot_build, debian_tree, harness, save, sh, tool_version
 
 UUID = "11111111-2222-3333-4444-0000000000be"
 DISK_MIB = 3072
@@ -71,12 +73,12 @@ sync
 
 
 def prepare(work, flavour, kver, leanrd, init, runs, suite):
-    """The root with `flavour` installed, the kernel's modules, the report unit, leanrd and
-    the build hook; returns the tree."""
+    """The root with `flavour` installed and the kernel's modules, made a test system as the
+    boot tests make theirs (the harness's finish-tree: an identity, a module option, the report
+    unit, leanrd and its /init), with the bench's fstab and build hook; returns the tree."""
     tree = debian_tree(work, flavour, kver, suite)
+    harness("finish-tree", tree, "--leanrd", leanrd, "--init", init)
     files = {
-        "etc/machine-id": "6c65616e72642d62656e63682d726f6f\n",
-        "etc/hostname": "leanrd-bench\n",
         "etc/fstab": f"UUID={UUID} / ext4 errors=remount-ro 0 1\n",
         "usr/local/sbin/leanrd-test-hook": HOOK.replace("RUNS", str(runs)),
     }
@@ -84,17 +86,7 @@ def prepare(work, flavour, kver, leanrd, init, runs, suite):
         os.makedirs(os.path.dirname(f"{tree}/{name}"), exist_ok=True)
         with open(f"{tree}/{name}", "w") as f:
             f.write(text)
-    report = os.path.join(ROOT, "tools/boot-report")
-    shutil.copy(f"{report}/leanrd-report", f"{tree}/usr/local/sbin/leanrd-report")
-    shutil.copy(f"{report}/leanrd-report.service", f"{tree}/etc/systemd/system/leanrd-report.service")
-    os.symlink("/etc/systemd/system/leanrd-report.service",
-               f"{tree}/etc/systemd/system/multi-user.target.wants/leanrd-report.service")
-    # No login prompt on the serial console: agetty's hangup would cut the report short.
-    os.symlink("/dev/null", f"{tree}/etc/systemd/system/serial-getty@ttyS0.service")
-    os.makedirs(f"{tree}/usr/lib/leanrd", exist_ok=True)
-    shutil.copy(leanrd, f"{tree}/usr/bin/leanrd")
-    shutil.copy(init, f"{tree}/usr/lib/leanrd/leanrd-init")
-    sh(f"chmod 755 {tree}/usr/local/sbin/leanrd-report {tree}/usr/local/sbin/leanrd-test-hook")
+    os.chmod(f"{tree}/usr/local/sbin/leanrd-test-hook", 0o755)
     return tree
 
 
@@ -129,13 +121,10 @@ def take(work, img, names, prefix):
         subprocess.run(["losetup", "-d", loop])
 
 
-def qemu(kernel, initrd, img, append, snapshot=True, secs=420):
-    snap = ",snapshot=on" if snapshot else ""
-    cmd = ["timeout", "--signal=KILL", str(secs), "qemu-system-x86_64", "-accel", "tcg", "-m", "1024",
-           "-nographic", "-no-reboot", "-monitor", "none", "-kernel", kernel, "-initrd", initrd,
-           "-drive", f"file={img},if=virtio,format=raw{snap}",
-           "-append", f"console=ttyS0 panic=-1 root=UUID={UUID} {append}"]
-    return subprocess.run(cmd, capture_output=True, text=True, errors="replace").stdout
+def boot_root(kernel, initrd, img, append, snapshot=True, secs=420):
+    """Boot the root disk (virtio-blk, root=UUID) through the harness; its JSON."""
+    return boot(kernel, initrd, f"root=UUID={UUID} {append}".strip(), disks=[img], snapshot=snapshot, memory=1024,
+                timeout=secs)
 
 
 def measure(log):
@@ -160,6 +149,8 @@ def main():
     work = tempfile.mkdtemp(prefix="leanrd-bench-debian-", dir="/var/tmp")
     try:
         trees = {f: prepare(work, f, kver, leanrd, init, a.runs, a.suite) for f in ("initramfs-tools", "dracut")}
+        peers = {f: tool_version(f"dpkg-query --admindir {t}/var/lib/dpkg -W -f '${{Version}}' {f}")
+                 for f, t in trees.items()}
         images, builds = {}, {}
         compressed = a.suite == "trixie"
 
@@ -194,8 +185,8 @@ def main():
                  "initramfs-tools-dep": "initramfs-tools dep", "dracut-host-only": "dracut host-only"}
 
         def build_in_vm(flavour):
-            return flavour, qemu(kernel, images["leanrd universal"], disks[flavour], "leanrd.bench=build",
-                                 snapshot=False, secs=1200)
+            return flavour, boot_root(kernel, images["leanrd universal"], disks[flavour], "leanrd.bench=build",
+                                      snapshot=False, secs=1200)["console"]
         with concurrent.futures.ThreadPoolExecutor(2) as ex:
             for flavour, log in ex.map(build_in_vm, disks):
                 # Each root's own generator; leanrd's from the initramfs-tools root.
@@ -220,8 +211,10 @@ def main():
         def root_of(name):
             return disks["dracut" if name.startswith("dracut") else "initramfs-tools"]
         jobs = [(name, i) for i in range(a.runs) for name in images]
+        # Two at a time: the harness's VM slots hold it to the machine's cores in any case.
         with concurrent.futures.ThreadPoolExecutor(2) as ex:
-            logs = list(ex.map(lambda j: (j[0], qemu(kernel, images[j[0]], root_of(j[0]), "")), jobs))
+            runs = list(ex.map(lambda j: (j[0], boot_root(kernel, images[j[0]], root_of(j[0]), "")), jobs))
+        logs = [(n, r["console"]) for n, r in runs]
 
         print(f"## Debian {a.suite} root (systemd), {time.strftime('%Y-%m-%d')}, kernel {kver}, QEMU TCG -m 1024, "
               f"virtio-blk ext4 GPT, two VMs at a time; medians of {a.runs}\n")
@@ -230,8 +223,8 @@ def main():
         res, raw = {}, {}
         for name in images:
             raw[name] = {"build_s": builds.get(name, []), "image_bytes": os.path.getsize(images[name]),
-                         "boots": [dict(zip(("running", "multi_user_s", "initramfs_s"), measure(log)))
-                                   for n, log in logs if n == name]}
+                         "boots": [dict(zip(("running", "multi_user_s", "initramfs_s"), measure(r["console"])),
+                                        vm_seconds=r["vm_seconds"]) for n, r in runs if n == name]}
             ms = [measure(log) for n, log in logs if n == name]
             ok = sum(1 for r, _, _ in ms if r)
             res[name] = (med([t for _, t, _ in ms]), med([p for _, _, p in ms]))
@@ -255,12 +248,7 @@ def main():
                       ("leanrd host-only keep", "initramfs-tools dep")]
         for lean, peer in pairs:
             print(f"- {lean} / {peer}: initramfs phase {ratio(lean, peer, 1)}, whole boot {ratio(lean, peer, 0)}")
-        os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
-        out = os.path.join(ROOT, f"bench/results/debian-{a.suite}.json")
-        with open(out, "w") as f:
-            json.dump({"suite": a.suite, "kernel": kver, "date": time.strftime("%Y-%m-%d"), "runs": a.runs,
-                       "variants": raw}, f, indent=1)
-        print(f"\nRaw results: {os.path.relpath(out, ROOT)}")
+        save("debian", {"suite": a.suite, "kernel": kver, "runs": a.runs, "variants": raw}, peers)
         print("\nBuild seconds of host-only variants are inside the VM (TCG); universal ones on the host.")
     finally:
         shutil.rmtree(work, ignore_errors=True)

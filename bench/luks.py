@@ -13,6 +13,7 @@
                    from the kernel log's timestamps (leanrd.debug); medians of --runs suites
 
 Usage (root): python3 bench/luks.py [--runs 3] [--kver KVER] [--no-boot]
+Raw results: bench/results/luks-DATE-COMMIT.json.
 """
 
 import argparse
@@ -25,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from common import ROOT, build_leanrd, chroot_build, debian_tree, sh
+from common import ROOT, build_leanrd, chroot_build, debian_tree, kernel, save, sh
 
 LUKS_UUID = "0c0c0c0c-1111-4222-8333-444444444444"
 CRYPTTAB = f"sda3_crypt UUID={LUKS_UUID} none luks,discard\n"
@@ -108,12 +109,13 @@ def sysroot(path, etc):
 
 
 def timed(cmd, runs):
+    """Each run's seconds."""
     ts = []
     for _ in range(runs):
         s = time.perf_counter()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         ts.append(time.perf_counter() - s)
-    return statistics.median(ts)
+    return ts
 
 
 def peer_tree(work, flavour, kver):
@@ -124,7 +126,7 @@ def peer_tree(work, flavour, kver):
 
 
 def boot_timings(runs):
-    """The boot_luks suite, `runs` times: its TIMING lines, medians per boot."""
+    """The boot_luks suite, `runs` times: its TIMING lines, every run's figures per boot."""
     per = {}
     for _ in range(runs):
         out = subprocess.run(["cargo", "test", "--release", "-q", "-p", "leanrd", "--test", "boot_luks", "--",
@@ -134,7 +136,7 @@ def boot_timings(runs):
         for m in re.finditer(r"^TIMING (\S+) (.*)$", out.stderr, re.M):
             for k, v in re.findall(r"(\S+)=([\d.]+)", m.group(2)):
                 per.setdefault(m.group(1), {}).setdefault(k, []).append(float(v))
-    return {b: {k: statistics.median(v) for k, v in d.items()} for b, d in per.items()}
+    return per
 
 
 def main():
@@ -143,14 +145,14 @@ def main():
     ap.add_argument("--kver", default=None)
     ap.add_argument("--no-boot", action="store_true")
     a = ap.parse_args()
-    kver = a.kver or sorted(os.listdir("/lib/modules"))[-1]
     leanrd, init = build_leanrd()
+    kver, _ = kernel("bookworm", a.kver)
     work = tempfile.mkdtemp(prefix="leanrd-bench-luks-")
     try:
         print(f"kernel {kver}, {a.runs} runs, medians\n")
         sr = f"{work}/sysroot"
         sysroot(sr, {"crypttab": CRYPTTAB, "vconsole.conf": "KEYMAP=de\n"})
-        rows = []
+        rows, raw_host = [], []
         for luks in (True, False):
             fx = f"{work}/host-{luks}"
             fixture(fx, luks)
@@ -159,11 +161,13 @@ def main():
                    "--force"]
             t = timed(cmd, a.runs)
             ls = subprocess.run([leanrd, "ls", out], capture_output=True, text=True).stdout
-            rows.append(("LUKS + keymap" if luks else "plain root", t, os.path.getsize(out),
+            raw_host.append({"root": "LUKS + keymap" if luks else "plain root", "build_s": t})
+            rows.append(("LUKS + keymap" if luks else "plain root", statistics.median(t), os.path.getsize(out),
                          ls.count("\n"), "cryptsetup" in ls, "keymaps/de.bmap" in ls))
         print("host-only (fixture machine, zstd:3)")
         print(f"{'root':<16}{'build s':>9}{'image KB':>10}{'entries':>9}  cryptsetup  keymap")
-        for r in rows:
+        for r, raw in zip(rows, raw_host):
+            raw.update(image_bytes=r[2], entries=r[3], cryptsetup=r[4], keymap=r[5])
             print(f"{r[0]:<16}{r[1]:>9.3f}{r[2] / 1024:>10.0f}{r[3]:>9}  {str(r[4]):<11} {r[5]}")
         print(f"LUKS + keymap / plain: size {rows[0][2] / rows[1][2]:.2f}x, build {rows[0][1] / rows[1][1]:.2f}x\n")
 
@@ -178,24 +182,29 @@ def main():
         os.makedirs(f"{itools}/etc/cryptsetup-initramfs", exist_ok=True)
         open(f"{itools}/etc/cryptsetup-initramfs/conf-hook", "w").write("CRYPTSETUP=y\n")
         ts = [chroot_build(itools, f"mkinitramfs -o /tmp/peer.img {kver}") for _ in range(a.runs)]
-        uni.append(("initramfs-tools most", statistics.median(ts), os.path.getsize(f"{itools}/tmp/peer.img")))
+        uni.append(("initramfs-tools most", ts, os.path.getsize(f"{itools}/tmp/peer.img")))
         dr = peer_tree(work, "dracut", kver)
         ts = [chroot_build(dr, f"dracut --no-hostonly --add crypt --zstd --force /tmp/peer.img {kver}") for _ in range(a.runs)]
-        uni.append(("dracut generic +crypt", statistics.median(ts), os.path.getsize(f"{dr}/tmp/peer.img")))
+        uni.append(("dracut generic +crypt", ts, os.path.getsize(f"{dr}/tmp/peer.img")))
         print("universal images that unlock LUKS (chroots of the Debian root; zstd: leanrd's default level 3, "
               "initramfs-tools' COMPRESS=zstd, dracut --zstd)")
         print(f"{'generator':<24}{'build s':>9}{'image MB':>10}{'vs leanrd':>11}")
         for name, t, size in uni:
-            print(f"{name:<24}{t:>9.2f}{size / 2**20:>10.1f}{size / uni[0][2]:>10.2f}x")
+            print(f"{name:<24}{statistics.median(t):>9.2f}{size / 2**20:>10.1f}{size / uni[0][2]:>10.2f}x")
         print("(peers without a keymap: kbd and console-setup are not in their roots)\n")
 
+        timings = {}
         if not a.no_boot:
             print("boot (QEMU TCG, the boot_luks suite; seconds after the kernel's \"Run /init\")")
             timings = boot_timings(a.runs)
             print(f"{'boot':<28}{'prompt':>8}{'unlocked':>10}")
             for b, d in sorted(timings.items()):
-                p = f"{d['prompt']:.2f}" if "prompt" in d else "-"
-                print(f"{b:<28}{p:>8}{d.get('unlocked', float('nan')):>10.2f}")
+                p = f"{statistics.median(d['prompt']):.2f}" if "prompt" in d else "-"
+                u = statistics.median(d["unlocked"]) if "unlocked" in d else float("nan")
+                print(f"{b:<28}{p:>8}{u:>10.2f}")
+        save("luks", {"kernel": kver, "runs": a.runs, "host_only": raw_host,
+                      "universal": [{"generator": n, "build_s": t, "image_bytes": size} for n, t, size in uni],
+                      "boot_after_run_init_s": timings})
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -8,6 +8,7 @@ RSS of each, leanrd's bytes per entry (total, and above the RSS of archiving an 
 and leanrd's ratio to GNU cpio. The target is <= 150 bytes per entry.
 
 Usage: python3 bench/memory.py [--files 200000] [--runs 3] [--work DIR]
+Raw results: bench/results/memory-DATE-COMMIT.json (every run's peak RSS).
 """
 
 import argparse
@@ -17,7 +18,7 @@ import statistics
 import subprocess
 import tempfile
 
-from common import ROOT, sh
+from common import ROOT, save, sh, tool_version
 
 
 def peak_kb(cmd, cwd=None):
@@ -64,10 +65,12 @@ def main():
             "GNU cpio -o -H newc": f"exec cpio -o -H newc --quiet < {listing} > {out}",
             "bsdcpio -o --format newc": f"exec bsdcpio -o --format newc --quiet < {listing} > {out}",
         }
-        base = statistics.median(peak_kb(f"{leanrd} cpio --root {empty} -o {out}") for _ in range(a.runs))
-        rows = {}
+        base_runs = [peak_kb(f"{leanrd} cpio --root {empty} -o {out}") for _ in range(a.runs)]
+        base = statistics.median(base_runs)
+        rows, raw = {}, {}
         for name, cmd in cmds.items():
-            rows[name] = statistics.median(peak_kb(cmd, cwd=tree) for _ in range(a.runs))
+            raw[name] = [peak_kb(cmd, cwd=tree) for _ in range(a.runs)]
+            rows[name] = statistics.median(raw[name])
         print(f"{entries} entries, median of {a.runs} runs; leanrd on an empty tree: {base} KB")
         print(f"{'command':32} {'peak RSS':>12} {'B/entry':>9} {'B/entry above empty':>20}")
         for name, kb in rows.items():
@@ -76,6 +79,9 @@ def main():
             print(f"{name:32} {kb:>9} KB {per:>9.1f} {above:>20.1f}")
         gnu = rows["GNU cpio -o -H newc"]
         print(f"leanrd (file) / GNU cpio: {rows['leanrd cpio --root -o FILE'] / gnu:.1f}x")
+        save("memory", {"files": a.files, "entries": entries, "runs": a.runs, "empty_tree_peak_kb": base_runs,
+                        "peak_kb": raw},
+             {"GNU cpio": tool_version("cpio --version"), "bsdcpio": tool_version("bsdcpio --version")})
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 checks, X ms") against the whole build's wall time. Medians.
 
 Usage: python3 bench/proof.py [--runs 3] [--kver KVER]
+Raw results: bench/results/proof-DATE-COMMIT.json (every build's figures).
 """
 
 import re
@@ -12,7 +13,7 @@ import subprocess
 import tempfile
 import time
 
-from common import boot_setup
+from common import boot_setup, save
 
 
 def main():
@@ -20,6 +21,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="leanrd-bench-proof-") as work:
         print(f"kernel {kver}, {a.runs} runs, medians")
         print(f"{'build':<12}{'build ms':>10}{'proof ms':>10}{'share':>8}{'checks':>8}")
+        raw = {}
         for name, extra in (("host-only", []), ("universal", ["--universal"])):
             walls, proofs, checks = [], [], 0
             for _ in range(a.runs):
@@ -33,6 +35,8 @@ def main():
                 checks, proofs = int(m.group(1)), proofs + [float(m.group(2))]
             w, p = statistics.median(walls), statistics.median(proofs)
             print(f"{name:<12}{w:>10.1f}{p:>10.2f}{p / w * 100:>7.1f}%{checks:>8}")
+            raw[name] = {"build_ms": walls, "proof_ms": proofs, "checks": checks}
+        save("proof", {"kernel": kver, "runs": a.runs, "builds": raw})
 
 
 if __name__ == "__main__":

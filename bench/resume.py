@@ -10,7 +10,11 @@ Medians of --runs. Also from the kernel's own lines: where /init starts ("Run /i
 long the kernel took to read the image ("PM: ... Read N kbytes in S seconds"), so that what
 dominates a resume is visible.
 
+Boots go through the harness (common.boot: crates/testkit's QEMU command line, -m 512 here); its
+marks are timed from QEMU's start.
+
 Usage (root): python3 bench/resume.py [--runs 3] [--kver KVER]
+Raw results: bench/results/resume-DATE-COMMIT.json (every boot's figures).
 """
 
 import os
@@ -21,7 +25,7 @@ import subprocess
 import tempfile
 import time
 
-from common import boot_setup, sh
+from common import boot, boot_setup, save, sh
 
 ROOT_UUID = "12121212-3434-5656-7878-0000000000be"
 SWAP_UUID = "5a5a5a5a-1111-2222-3333-0000000000be"
@@ -40,21 +44,10 @@ poweroff -f
 
 
 def timed_boot(kernel, initrd, disk, append):
-    """Boot; (seconds from start to each marker seen, console text)."""
-    cmd = ["timeout", "--signal=KILL", "300", "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic",
-           "-no-reboot", "-monitor", "none", "-kernel", kernel, "-initrd", initrd,
-           "-drive", f"file={disk},if=virtio,format=raw",
-           "-append", f"console=ttyS0 panic=-1 root=UUID={ROOT_UUID} resume=UUID={SWAP_UUID} {append}"]
-    start = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, errors="replace")
-    seen, lines = {}, []
-    for line in p.stdout:
-        lines.append(line)
-        for m in ("LEANRD-FRESH-BOOT", "LEANRD-RESUMED"):
-            if m in line and m not in seen:
-                seen[m] = time.perf_counter() - start
-    p.wait()
-    return seen, "".join(lines)
+    """Boot; (seconds from QEMU's start to each marker seen, console text)."""
+    r = boot(kernel, initrd, f"root=UUID={ROOT_UUID} resume=UUID={SWAP_UUID} {append}".strip(), disks=[disk],
+             memory=512, marks=["LEANRD-FRESH-BOOT", "LEANRD-RESUMED"], timeout=300)
+    return r["marks"], r["console"]
 
 
 def main():
@@ -78,6 +71,7 @@ def main():
         sh(f"{leanrd} build -k {kver} --universal --init {init} -o {img}", stderr=subprocess.DEVNULL)
 
         cold, resumed, run_init_cold, run_init_resume, read_s, kbytes = [], [], [], [], [], []
+        raw = []
         for _ in range(a.runs):
             seen, log = timed_boot(kernel, img, disk, "")
             cold.append(seen.get("LEANRD-FRESH-BOOT"))
@@ -94,6 +88,9 @@ def main():
             if m:
                 kbytes.append(int(m.group(1)))
                 read_s.append(float(m.group(2)))
+            raw.append({"cold_s": cold[-1], "cold_run_init_s": run_init_cold[-1], "resume_s": resumed[-1],
+                        "resume_run_init_s": run_init_resume[-1], "image_read_kib": int(m.group(1)) if m else None,
+                        "image_read_s": float(m.group(2)) if m else None})
 
         def med(xs, fmt="{:.2f}"):
             xs = [x for x in xs if x is not None]
@@ -105,6 +102,7 @@ def main():
         print(f"| cold boot | {med(cold)} | {med(run_init_cold)} | – |")
         print(f"| resume | {med(resumed)} | {med(run_init_resume)} | {med(kbytes, '{:.0f}')} KiB in "
               f"{med(read_s)} s |")
+        save("resume", {"kernel": kver, "runs": a.runs, "memory_mib": 512, "runs_raw": raw})
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

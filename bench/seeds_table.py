@@ -11,7 +11,10 @@ Reported per mode, as in the seeds: build runtime (median of --runs), QEMU (TCG)
 from kernel start to "Run /init", and the image's FIEMAP total / shared / exclusive bytes,
 with percentages against the xz column.
 
+Boots go through the harness (common.boot: crates/testkit's QEMU command line, -m 512 here).
+
 Usage (root, Debian 12): python3 bench/seeds_table.py [--runs 3] [--kver KVER]
+Raw results: bench/results/seeds_table-DATE-COMMIT.json (every build's seconds, each boot, FIEMAP).
 """
 
 import json
@@ -23,7 +26,7 @@ import subprocess
 import tempfile
 import time
 
-from common import boot_setup, qemu, root_disk, sh
+from common import UUID, boot, boot_setup, root_disk, save, sh
 
 MODES = [("xz", ["--compress", "xz"]), ("zstd", ["--compress", "zstd"]), ("reflink", ["--compress", "none", "--data-align", "4096"])]
 
@@ -62,7 +65,8 @@ def make_sysroot(leanrd, init, kver, dst):
 
 
 def boot_to_init(kernel, initrd, img):
-    m = re.search(r"\[\s*([0-9.]+)\] Run /init", qemu(kernel, initrd, img))
+    log = boot(kernel, initrd, f"root=UUID={UUID}", disks=[img], memory=512, timeout=120)["console"]
+    m = re.search(r"\[\s*([0-9.]+)\] Run /init", log)
     return float(m.group(1)) if m else float("nan")
 
 
@@ -75,6 +79,7 @@ def main():
     work = tempfile.mkdtemp(prefix="leanrd-bench-seeds-")
     print(f"## The seeds' table for leanrd, {time.strftime('%Y-%m-%d')}, kernel {kver}, {os.cpu_count()} cores, "
           f"QEMU TCG; build runtime median of {a.runs}\n")
+    raw = []
     try:
         img = root_disk(work, partitioned=False)
         for fs in ("btrfs", "xfs"):
@@ -101,6 +106,8 @@ def main():
                         sh("sync")
                         fiemap = json.loads(out(f"{leanrd} inspect --json {o}"))["fiemap"]
                         res[mode] = (statistics.median(times), boot_to_init(kernel, o, img), fiemap)
+                        raw.append({"fs": fs, "image": kind, "mode": mode, "build_s": times,
+                                    "kernel_to_init_s": None if res[mode][1] != res[mode][1] else res[mode][1], "fiemap": fiemap})
                     ref = res["xz"]
                     print(f"\n{fs.upper()} {kind} | leanrd xz | leanrd zstd | leanrd reflink")
                     print("---|---:|---:|---:")
@@ -115,6 +122,7 @@ def main():
                           f"reflink build / zstd build: {res['reflink'][0] / res['zstd'][0]:.2f}")
             finally:
                 sh(f"umount {mnt}; rm -f {fimg}")
+        save("seeds_table", {"kernel": kver, "runs": a.runs, "cases": raw})
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -11,7 +11,10 @@ Each boot prints /init's step log (/run/initramfs/leanrd.log) and the journal
 the timeline as SVG, rendered to PNG by rsvg-convert (librsvg2-bin) for the README. The
 phase table below is `leanrd analyze`'s own figures, median of --runs boots.
 
+Boots go through the harness (debian.boot_root → common.boot: crates/testkit's QEMU command line).
+
 Usage (root, Debian 12): python3 bench/timeline.py [--runs 1] [--kver KVER] [--out docs]
+Raw results: bench/results/timeline-DATE-COMMIT.json (each boot's phases).
 """
 
 import argparse
@@ -25,7 +28,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, build_leanrd, sh  # noqa: E402
+from common import ROOT, build_leanrd, kernel, save, sh  # noqa: E402
 import debian  # noqa: E402
 
 
@@ -62,20 +65,20 @@ def main():
     ap.add_argument("--kver", default=None)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs"))
     a = ap.parse_args()
-    kver = a.kver or sorted(os.listdir("/lib/modules"))[-1]
-    kernel = f"/boot/vmlinuz-{kver}"
     leanrd, init = build_leanrd()
+    kver, vmlinuz = kernel("bookworm", a.kver)
     os.makedirs(a.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="leanrd-bench-timeline-", dir="/var/tmp")
     try:
-        tree = debian.prepare(work, "initramfs-tools", kver, leanrd, init, 1)
+        tree = debian.prepare(work, "initramfs-tools", kver, leanrd, init, 1, "bookworm")
         images = {"leanrd-universal": os.path.join(work, "leanrd-universal.img")}
         sh(f"{leanrd} build -k {kver} --universal --force --sysroot {tree} --init {init} "
            f"-o {images['leanrd-universal']}", stderr=subprocess.DEVNULL)
         disk = debian.disk(work, tree, "root")
         shutil.rmtree(tree)
         # The host-only images, built by the root's own generators inside the VM.
-        log = debian.qemu(kernel, images["leanrd-universal"], disk, "leanrd.bench=build", snapshot=False, secs=1500)
+        log = debian.boot_root(vmlinuz, images["leanrd-universal"], disk, "leanrd.bench=build", snapshot=False,
+                               secs=1500)["console"]
         got = debian.take(work, disk, ["leanrd-host-only.img", "initramfs-tools-dep.img"], "vm")
         for k in ("leanrd-host-only", "initramfs-tools-dep"):
             if f"{k}.img" not in got:
@@ -85,7 +88,7 @@ def main():
         rows = {n: [] for n in order}
         for run in range(a.runs):
             for name in order:
-                log = debian.qemu(kernel, images[name], disk, "leanrd.test=journal")
+                log = debian.boot_root(vmlinuz, images[name], disk, "leanrd.test=journal")["console"]
                 if "LEANRD-STATE running" not in log:
                     print(f"({name}: run {run + 1} did not reach running)\n{log[-2000:]}")
                     continue
@@ -104,6 +107,7 @@ def main():
             nm = rows[name][0].get("nmod", 0) if rows[name] else 0
             print(f"| {name} | {med(name, 'kernel')} | {med(name, 'initramfs')} | {nm} ({med(name, 'modules')}) | "
                   f"{med(name, 'root')} | {med(name, 'total')} |")
+        save("timeline", {"kernel": kver, "runs": a.runs, "phases": rows})
         if shutil.which("rsvg-convert"):
             for name in order:
                 svg = os.path.join(a.out, f"timeline-{name}.svg")

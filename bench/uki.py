@@ -11,48 +11,37 @@ kernel, in one run, alternating, medians.
 - Firmware to the root's init: OVMF under QEMU TCG starts each UKI from a FAT ESP; wall time from
   QEMU's start to the root's marker line, and the kernel's uptime at that line.
 
+Boots go through the harness (common.boot with uefi=True: crates/testkit's OVMF command line).
+
 Usage: python3 bench/uki.py [--runs 3] [--kver KVER]
+Raw results: bench/results/uki-DATE-COMMIT.json (every build's and boot's figures).
 """
 
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
 import tempfile
 import time
 
-from common import MARK, UUID, boot_setup, chroot_build, debian_tree, root_disk, sh
+from common import MARK, UUID, boot, boot_setup, chroot_build, debian_tree, root_disk, save, sh, tool_version
 
 STUB = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
 CMDLINE = f"console=ttyS0 panic=-1 root=UUID={UUID}"
 
 
 def ovmf_boot(work, name, efi, disk):
-    """Seconds from QEMU's start to the marker, and the uptime the root printed."""
+    """Seconds from QEMU's start to the marker, and the uptime the root printed (None, None
+    when the root was not reached)."""
     esp = os.path.join(work, f"{name}.esp")
     mb = os.path.getsize(efi) // (1 << 20) + 16
     sh(f"rm -f {esp} && mkfs.vfat -C {esp} {mb * 1024} >/dev/null && mmd -i {esp} ::/EFI ::/EFI/BOOT && "
        f"mcopy -i {esp} {efi} ::/EFI/BOOT/BOOTX64.EFI")
-    vars_ = os.path.join(work, f"{name}.vars")
-    shutil.copy("/usr/share/OVMF/OVMF_VARS_4M.fd", vars_)
-    cmd = ["timeout", "--signal=KILL", "300", "qemu-system-x86_64", "-accel", "tcg", "-m", "1024", "-nographic",
-           "-no-reboot", "-monitor", "none",
-           "-drive", "if=pflash,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd",
-           "-drive", f"if=pflash,format=raw,file={vars_}",
-           "-drive", f"file={esp},format=raw,if=virtio",
-           "-drive", f"file={disk},format=raw,if=virtio,snapshot=on"]
-    s = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, errors="replace")
-    took, uptime = None, None
-    for line in p.stdout:
-        if MARK in line:
-            took = time.perf_counter() - s
-            uptime = float(line.split(MARK)[1].split()[0])
-            break
-    p.kill()
-    p.wait()
-    return took, uptime
+    r = boot(uefi=True, disks=[esp, disk], snapshot=True, memory=1024, marks=[MARK], stop=[MARK], timeout=300)
+    m = re.search(MARK + r" ([0-9.]+)", r["console"])
+    return r["marks"].get(MARK), float(m.group(1)) if m else None
 
 
 def main():
@@ -78,6 +67,8 @@ def main():
                 times[n].append(chroot_build(tree, c, quiet=True))
         print(f"kernel {kver}; UKIs: universal, zstd; {a.runs} runs, alternating, medians")
         print(f"{'UKI':<16}{'build s':>10}{'size MB':>10}")
+        peers = {"dracut": tool_version(f"dpkg-query --admindir {tree}/var/lib/dpkg -W -f '${{Version}}' dracut"),
+                 "qemu": tool_version("qemu-system-x86_64 --version")}
         size = {}
         for n in builds:
             efi = f"{tree}/tmp/{'leanrd' if n.startswith('leanrd') else 'dracut'}.efi"
@@ -126,6 +117,11 @@ def main():
                 print(f"{n:<16}{'no boot':>10}")
                 continue
             print(f"{n:<16}{statistics.median(r[0] for r in ok):>10.2f}{statistics.median(r[1] for r in ok):>10.2f}")
+        save("uki", {"kernel": kver, "runs": a.runs,
+                     "ukis": {n: {"build_s": times[n], "bytes": size[n]} for n in builds},
+                     "on_xfs": {n: {"bytes": sz, "exclusive_bytes": ex, "build_s": took}
+                                for n, (sz, ex, took) in out.items()},
+                     "boots": {n: [{"to_root_s": t, "uptime_s": u} for t, u in rs] for n, rs in boots.items()}}, peers)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 
 use crate::error::{Context, Result};
 use leanrd_compress::{Format, Spec};
@@ -20,6 +21,11 @@ pub struct SegmentSpec {
     /// Data alignment (uncompressed segments only; meaningless inside a compressed stream).
     pub data_align: Option<u64>,
     pub checksum: bool,
+    /// Where this (compressed) segment's bytes are kept between builds: when the file is
+    /// there, its bytes are the segment (copied in, nothing compressed); when it is not, the
+    /// segment is written and then kept there (synced, then renamed into place, so the file
+    /// exists only whole). Its name must change with everything the segment is made from.
+    pub kept: Option<PathBuf>,
 }
 
 /// What writing a segment did.
@@ -29,6 +35,8 @@ pub struct SegmentStats {
     pub len: u64,
     pub compress: Spec,
     pub archive: Stats,
+    /// Taken whole from its kept file ([`SegmentSpec::kept`]).
+    pub reused: bool,
 }
 
 /// Where the next segment may start after `end`, the previous one having been `prev`:
@@ -62,6 +70,17 @@ pub fn write_segment(out: &File, start: u64, seg: SegmentSpec, threads: u32) -> 
     };
     let layout = Layout::plan(seg.entries, opts)?;
     out.set_len(start).context("cannot size the output")?;
+    let kept = seg.kept.filter(|_| compressed);
+    if let Some(k) = &kept
+        && let Ok(mut from) = File::open(k)
+    {
+        let mut to = out;
+        to.seek(SeekFrom::Start(start)).context("cannot seek the output")?;
+        // copy_file_range underneath: in the kernel, shared where the file system can.
+        let len = std::io::copy(&mut from, &mut to).with_context(|| format!("{}: cannot copy", k.display()))?;
+        let archive = Stats { entries: layout.entries.len(), bytes: layout.len(), ..Stats::default() };
+        return Ok(SegmentStats { offset: start, len, compress: seg.compress, archive, reused: true });
+    }
     let archive = if compressed {
         let mut f = out;
         f.seek(SeekFrom::Start(start)).context("cannot seek the output")?;
@@ -73,7 +92,26 @@ pub fn write_segment(out: &File, start: u64, seg: SegmentSpec, threads: u32) -> 
         write::write_positional(&layout, out)?
     };
     let end = out.metadata().context("cannot stat the output")?.len();
-    Ok(SegmentStats { offset: start, len: end - start, compress: seg.compress, archive })
+    if let Some(k) = &kept {
+        // Best effort: a segment that cannot be kept is made again next time.
+        let _ = keep(out, start, end - start, k);
+    }
+    Ok(SegmentStats { offset: start, len: end - start, compress: seg.compress, archive, reused: false })
+}
+
+/// Copy `len` bytes of `out` from `start` into a new file at `path` (synced, then renamed).
+fn keep(out: &File, start: u64, len: u64, path: &Path) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut t = tempfile::NamedTempFile::new_in(dir)?;
+    let mut from = out;
+    from.seek(SeekFrom::Start(start))?;
+    let n = std::io::copy(&mut std::io::Read::take(from, len), t.as_file_mut())?;
+    if n != len {
+        return Err(std::io::Error::other("the segment was cut short"));
+    }
+    t.as_file().sync_all()?;
+    t.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// Write all `segments` into `out` from offset `start`.

@@ -244,27 +244,6 @@ fn add_crypt(
     warnings
 }
 
-/// The cache of decompressed modules, when the image has modules to decompress and the
-/// cache can be used (a warning says why it cannot).
-fn module_cache(
-    r: &Request,
-    kernel: &Kernel,
-    set: &BTreeSet<String>,
-    warnings: &mut Vec<String>,
-) -> Option<ModuleCache> {
-    let base = r.module_cache.as_deref()?;
-    let compressed =
-        set.iter().filter_map(|n| kernel.db.paths.get(n)).any(|p| leanrd_kmod::split_compression(p).1.is_some());
-    if !compressed {
-        return None;
-    }
-    ModuleCache::open(base, &kernel.kver)
-        .map_err(|why| {
-            warnings.push(format!("module cache not used ({why}): compressed modules are decompressed anew"))
-        })
-        .ok()
-}
-
 /// The main segment's plan.
 pub fn main_plan(
     r: &Request,
@@ -273,14 +252,14 @@ pub fn main_plan(
     facts: Option<&Facts>,
     m: &Modules,
     crypt: CryptSelection,
+    cache: Option<&ModuleCache>,
 ) -> Result<(Plan, Vec<String>)> {
     let mut plan = Plan::new(&r.sysroot);
     plan.add_console();
     add_init(&mut plan, &r.init)?;
     let mut warnings = add_features(&mut plan, selected)?;
     let modprobe = ModprobeConf::read(&r.sysroot)?.for_modules(&m.set);
-    let cache = module_cache(r, kernel, &m.set, &mut warnings);
-    warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp, cache.as_ref(), &modprobe, r.threads)?);
+    warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp, cache, &modprobe, r.threads)?);
     let mut conf = init_config(r, kernel, selected, facts, m);
     warnings.extend(add_checkers(&mut plan, r, selected, facts, &mut conf)?);
     if conf.layer(leanrd_contract::Capability::Luks).is_some() {

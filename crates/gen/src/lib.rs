@@ -59,6 +59,8 @@ pub struct Generated {
     /// The boot proof of the main segment (host-only: against the host's facts; universal:
     /// the classes its features promise), and what it took (see [`proof`]).
     pub proof: Option<(Result<proof::Proven, Vec<String>>, std::time::Duration)>,
+    /// The cache this build may keep its module segment in.
+    pub module_cache: Option<modcache::ModuleCache>,
 }
 
 /// Host facts: none for a universal image.
@@ -103,7 +105,8 @@ pub fn generate(r: &Request) -> Result<Generated> {
         }
     }
     let mods = resolve::modules(r, &kernel, &selected, facts.as_ref(), &crypt.modules)?;
-    let (main, more) = compose::main_plan(r, &kernel, &selected, facts.as_ref(), &mods, crypt)?;
+    let module_cache = open_cache(r, &kernel, &mods.set, &mut warnings);
+    let (main, more) = compose::main_plan(r, &kernel, &selected, facts.as_ref(), &mods, crypt, module_cache.as_ref())?;
     let microcode = selected.iter().any(|s| s.feature.microcode);
     let early = if microcode { compose::microcode(r, facts.is_some())? } else { None };
     warnings.extend(mods.warnings);
@@ -129,5 +132,22 @@ pub fn generate(r: &Request) -> Result<Generated> {
     }
     let proof = Some((proven, start.elapsed()));
     notes.extend(kernel.storage_note(&mods.set));
-    Ok(Generated { main, early, features, modules: mods.set, warnings, notes, facts, proof })
+    Ok(Generated { main, early, features, modules: mods.set, warnings, notes, facts, proof, module_cache })
+}
+
+/// The cache of decompressed modules and compressed module segments ([`modcache`]), when the
+/// image has modules and the cache can be used (a warning says why it cannot).
+fn open_cache(
+    r: &Request,
+    kernel: &Kernel,
+    set: &BTreeSet<String>,
+    warnings: &mut Vec<String>,
+) -> Option<modcache::ModuleCache> {
+    let base = r.module_cache.as_deref()?;
+    if set.is_empty() {
+        return None;
+    }
+    modcache::ModuleCache::open(base, &kernel.kver)
+        .map_err(|why| warnings.push(format!("cache not used ({why}): modules are decompressed and compressed anew")))
+        .ok()
 }

@@ -4,6 +4,9 @@
 //! the same, so its decompressed content and its facts (vermagic, signature, firmware) are
 //! kept under that key and a later build takes them from here: the image's entry points at
 //! the cached file (nothing is copied), and `--module-compression keep` reads no module at all.
+//! The image's module files are also one compressed segment of their own (the kernel unpacks
+//! concatenated archives), and that compressed segment is kept here too, named by the digest
+//! of all it is made from: a build whose modules did not change compresses only the rest.
 //!
 //! Where: `$LEANRD_CACHE_DIR` (empty: no cache), else /var/cache/leanrd for root, else
 //! `$XDG_CACHE_HOME/leanrd` or `~/.cache/leanrd`; entries under `modules/KVER/`. The cache is
@@ -29,6 +32,10 @@ use crate::modules::ModuleFile;
 
 /// Entries unused this long are removed.
 pub const UNUSED_DAYS: u64 = 30;
+
+/// Compressed module segments kept per kernel release (a host-only and a universal image,
+/// each under both module strategies).
+pub const KEPT_SEGMENTS: usize = 4;
 
 /// The layout of entries; a change makes every older entry a miss.
 const VERSION: &str = "leanrd-modcache-1";
@@ -197,6 +204,28 @@ impl ModuleCache {
         Some(data)
     }
 
+    /// Where the compressed segment of module files whose inputs have the digest `key` is
+    /// kept (the image writer copies it in when it is there, and keeps it when it is not).
+    /// The [`KEPT_SEGMENTS`] of this release used last stay; older ones go.
+    pub fn segment(&self, key: &str) -> PathBuf {
+        let path = self.dir.join(format!("segment-{key}"));
+        if path.exists() {
+            let _ = fs::File::options().write(true).open(&path).and_then(|f| f.set_modified(SystemTime::now()));
+        }
+        let mut kept: Vec<(SystemTime, PathBuf)> = fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("segment-") && e.path() != path)
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .collect();
+        kept.sort_by_key(|k| std::cmp::Reverse(k.0));
+        for (_, old) in kept.iter().skip(KEPT_SEGMENTS - 1) {
+            let _ = fs::remove_file(old);
+        }
+        path
+    }
+
     /// Remove entries (and release directories) unused for [`UNUSED_DAYS`], at most once a
     /// day; best effort (an entry another build is taking survives: its facts were touched).
     fn sweep(&self, base: &Path) {
@@ -221,10 +250,20 @@ impl ModuleCache {
                     if stale.is_some_and(|age| age > DAY) {
                         let _ = fs::remove_file(&p);
                     }
-                } else if p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(".tmp"))
-                    && stale.is_some_and(|age| age > DAY)
-                {
-                    let _ = fs::remove_file(&p);
+                } else {
+                    // Leftovers of a killed build after a day; segments unused for as long
+                    // as entries.
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let limit = if name.starts_with(".tmp") {
+                        Some(DAY)
+                    } else if name.starts_with("segment-") {
+                        Some(old)
+                    } else {
+                        None
+                    };
+                    if limit.is_some_and(|l| stale.is_some_and(|age| age > l)) {
+                        let _ = fs::remove_file(&p);
+                    }
                 }
             }
             // Removed only when empty, and never the one this build is about to fill.
@@ -285,6 +324,29 @@ mod tests {
         fs::set_permissions(&base, fs::Permissions::from_mode(0o777)).unwrap();
         let e = ModuleCache::open(&base, "6.12.0").unwrap_err();
         assert!(e.contains("writable by others (mode 0777)"), "{e}");
+    }
+
+    #[test]
+    fn the_segments_used_last_are_kept() {
+        let t = tempfile::tempdir().unwrap();
+        let c = ModuleCache::open(&t.path().join("cache"), "k").unwrap();
+        let made: Vec<PathBuf> = (0..KEPT_SEGMENTS)
+            .map(|i| {
+                let p = c.segment(&format!("key{i}"));
+                fs::write(&p, b"segment").unwrap();
+                let when = SystemTime::now() - Duration::from_secs(100 - i as u64);
+                fs::File::options().write(true).open(&p).unwrap().set_modified(when).unwrap();
+                p
+            })
+            .collect();
+        assert!(made.iter().all(|p| p.exists()));
+        // The oldest, used again, becomes the newest; a new one then pushes out the one
+        // used least recently.
+        assert_eq!(c.segment("key0"), made[0]);
+        let new = c.segment("new");
+        fs::write(&new, b"segment").unwrap();
+        let left: Vec<bool> = made.iter().map(|p| p.exists()).collect();
+        assert!(left[0] && !left[1] && left[2..].iter().all(|e| *e), "{left:?}");
     }
 
     #[test]

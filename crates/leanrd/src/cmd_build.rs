@@ -12,6 +12,7 @@ use leanrd_archive::output::{self, AtomicFile, DEFAULT_IMAGE_MODE};
 use leanrd_archive::{Data, Entry, Normalize, manifest};
 use leanrd_compress::{Format, Spec};
 use leanrd_gen::digest::{Inputs, SegmentInputs, digest_path, inputs};
+use leanrd_gen::modcache::ModuleCache;
 use leanrd_gen::{Generated, Request, Settings, generate};
 
 #[derive(Args, Default)]
@@ -149,10 +150,22 @@ impl BuildArgs {
     }
 }
 
-/// The image's two segments as entries: early (uncompressed microcode) and main.
+/// The image's segments as entries: early (uncompressed microcode), main, and the module
+/// and firmware files (last: main has made their directories). The kernel unpacks the
+/// archives one after the other; the modules' own segment is what a build whose modules did
+/// not change takes from the cache instead of compressing it again.
 struct Segments {
     early: Vec<Entry>,
     main: Vec<Entry>,
+    modules: Vec<Entry>,
+}
+
+/// Whether an entry is a module or firmware file (it goes in the modules' segment).
+fn module_payload(e: &Entry, modules: &std::collections::BTreeSet<&str>) -> bool {
+    let name = String::from_utf8_lossy(&e.name);
+    let name = name.trim_start_matches('/');
+    e.is_regular()
+        && (modules.contains(name) || name.starts_with("lib/firmware/") || name.starts_with("usr/lib/firmware/"))
 }
 
 fn segments(g: &Generated) -> Result<Segments> {
@@ -163,7 +176,9 @@ fn segments(g: &Generated) -> Result<Segments> {
         Some(p) => p.entries(&norm)?,
         None => Vec::new(),
     };
-    Ok(Segments { early, main: g.main.entries(&norm)? })
+    let modules: std::collections::BTreeSet<&str> = g.main.modules.keys().map(|k| k.trim_start_matches('/')).collect();
+    let (modules, main) = g.main.entries(&norm)?.into_iter().partition(|e| module_payload(e, &modules));
+    Ok(Segments { early, main, modules })
 }
 
 /// `--print-manifest`: the image as a gen_init_cpio manifest, with generated and transformed
@@ -176,6 +191,8 @@ fn print_manifest(mut s: Segments, r: &Request, g: &Generated) -> Result<()> {
         .tempdir()
         .context("cannot create a directory for the generated files")?
         .keep();
+    // One archive's content: the modules' files with the rest.
+    s.main.append(&mut s.modules);
     materialise(&mut s.main, &keep)?;
     keep_transformed(&mut s.early, &r.tmp, &keep)?;
     keep_transformed(&mut s.main, &r.tmp, &keep)?;
@@ -196,6 +213,7 @@ fn digest_and_mode(s: &Segments, r: &Request) -> Result<(String, u32)> {
         &[
             SegmentInputs { entries: &s.early, compress: Spec::new(Format::None), data_align: None },
             SegmentInputs { entries: &s.main, compress: r.compress, data_align: r.data_align },
+            SegmentInputs { entries: &s.modules, compress: r.compress, data_align: r.data_align },
         ],
         &r.tmp,
     )?;
@@ -211,10 +229,10 @@ fn digest_and_mode(s: &Segments, r: &Request) -> Result<(String, u32)> {
 /// Write the image and then its digest, atomically each, the old digest removed first: a
 /// build killed between the two renames leaves no digest, so the next build rebuilds
 /// instead of trusting a stale one.
-fn write(s: Segments, r: &Request, digest: &str, mode: u32) -> Result<Vec<image::SegmentStats>> {
+fn write(specs: Vec<SegmentSpec>, r: &Request, digest: &str, mode: u32) -> Result<Vec<image::SegmentStats>> {
     let dpath = digest_path(&r.output);
     let out = AtomicFile::create(&r.output)?;
-    let stats = image::write_image(out.file(), 0, specs(s, r), r.threads)?;
+    let stats = image::write_image(out.file(), 0, specs, r.threads)?;
     match fs::remove_file(&dpath) {
         Ok(()) => sync_dir(&dpath),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -229,8 +247,9 @@ fn write(s: Segments, r: &Request, digest: &str, mode: u32) -> Result<Vec<image:
     Ok(stats)
 }
 
-/// The image's segments: the early (microcode) one first, uncompressed, then the main one.
-fn specs(s: Segments, r: &Request) -> Vec<SegmentSpec> {
+/// The image's segments: the early (microcode) one first, uncompressed, then the main one,
+/// then the modules' (kept in the cache by the digest of its inputs, when compressed).
+fn specs(s: Segments, r: &Request, cache: Option<&ModuleCache>) -> Result<Vec<SegmentSpec>> {
     let mut segs = Vec::new();
     if !s.early.is_empty() {
         segs.push(SegmentSpec {
@@ -238,10 +257,33 @@ fn specs(s: Segments, r: &Request) -> Vec<SegmentSpec> {
             compress: Spec::new(Format::None),
             data_align: None,
             checksum: false,
+            kept: None,
         });
     }
-    segs.push(SegmentSpec { entries: s.main, compress: r.compress, data_align: r.data_align, checksum: false });
-    segs
+    segs.push(SegmentSpec {
+        entries: s.main,
+        compress: r.compress,
+        data_align: r.data_align,
+        checksum: false,
+        kept: None,
+    });
+    if !s.modules.is_empty() {
+        let kept = match cache {
+            Some(c) if r.compress.format != Format::None => {
+                let i = [SegmentInputs { entries: &s.modules, compress: r.compress, data_align: None }];
+                Some(c.segment(&inputs(&i, &r.tmp)?.digest))
+            }
+            _ => None,
+        };
+        segs.push(SegmentSpec {
+            entries: s.modules,
+            compress: r.compress,
+            data_align: r.data_align,
+            checksum: false,
+            kept,
+        });
+    }
+    Ok(segs)
 }
 
 /// The static /init built with leanrd (build.rs); empty when built without one.
@@ -314,7 +356,7 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         // A UKI depends on more than the initramfs (kernel, stub, command line): always made.
         let _lock = output::lock_dir(&r.output)?;
         progress(start, &format!("writing the UKI {} ({})", r.output.display(), r.compress));
-        let l = crate::build_uki::write(&a.uki, &r, specs(segs, &r), mode)?;
+        let l = crate::build_uki::write(&a.uki, &r, specs(segs, &r, g.module_cache.as_ref())?, mode)?;
         let size = fs::metadata(&r.output)?.len();
         eprintln!(
             "leanrd: {} in {:.3} s: UKI, {size} bytes; sections {}; kernel {} B cloned, {} B copied",
@@ -335,11 +377,12 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     progress(start, &format!("writing {} ({})", r.output.display(), r.compress));
-    let stats = write(segs, &r, &digest, mode)?;
+    let stats = write(specs(segs, &r, g.module_cache.as_ref())?, &r, &digest, mode)?;
     let size = fs::metadata(&r.output)?.len();
     let entries: usize = stats.iter().map(|s| s.archive.entries).sum();
     let cloned: u64 = stats.iter().map(|s| s.archive.cloned).sum();
     let copied: u64 = stats.iter().map(|s| s.archive.copied).sum();
+    let reused = if stats.iter().any(|s| s.reused) { "; modules' segment reused" } else { "" };
     let proof = match &g.proof {
         Some((Ok(p), took)) => format!("; boot proof: {} checks, {:.1} ms", p.checks, took.as_secs_f64() * 1e3),
         Some((Err(_), _)) => "; boot proof FAILED (--force)".into(),
@@ -347,7 +390,7 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
     };
     eprintln!(
         "leanrd: {} in {:.3} s: {entries} entries, {} modules, features {}; {size} bytes, {}; {cloned} B cloned, \
-         {copied} B copied{proof}",
+         {copied} B copied{reused}{proof}",
         r.output.display(),
         start.elapsed().as_secs_f64(),
         g.modules.len(),

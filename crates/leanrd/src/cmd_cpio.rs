@@ -107,7 +107,7 @@ pub fn run(a: CpioArgs) -> Result<ExitCode> {
     let threads = a
         .threads
         .unwrap_or_else(|| if a.compress.format == Format::None { 1 } else { leanrd_compress::default_threads() });
-    let seg = SegmentSpec { entries, compress: a.compress, data_align: a.data_align, checksum: a.checksum };
+    let seg = SegmentSpec { entries, compress: a.compress, data_align: a.data_align, checksum: a.checksum, kept: None };
 
     let stats = match &a.output {
         None => {

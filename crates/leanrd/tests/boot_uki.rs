@@ -19,8 +19,6 @@ use common::*;
 
 const MARK: &str = "LEANRD-UKI-ROOT-OK";
 const STUB: &str = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub";
-const OVMF_CODE: &str = "/usr/share/OVMF/OVMF_CODE_4M.fd";
-const OVMF_VARS: &str = "/usr/share/OVMF/OVMF_VARS_4M.fd";
 
 /// A FAT ESP holding `efi` as the removable-media boot path.
 fn esp(t: &TempDir, name: &str, efi: &Path) -> PathBuf {
@@ -41,16 +39,9 @@ fn boot(t: &TempDir, name: &str, esp: &Path, root: &Path) -> String {
     let vars = t.join(format!("{name}.vars"));
     fs::copy(OVMF_VARS, &vars).unwrap();
     let _slot = vm_slot();
-    let o = Command::new("timeout")
-        .args(["--signal=KILL", "300", "qemu-system-x86_64", "-accel", "tcg", "-m", "1024", "-nographic"])
-        .args(["-no-reboot", "-monitor", "none", "-drive"])
-        .arg(format!("if=pflash,format=raw,readonly=on,file={OVMF_CODE}"))
-        .arg("-drive")
-        .arg(format!("if=pflash,format=raw,file={}", vars.display()))
-        .arg("-drive")
-        .arg(format!("file={},format=raw,if=virtio", esp.display()))
-        .arg("-drive")
-        .arg(format!("file={},format=raw,if=virtio,snapshot=on", root.display()))
+    let esp = format!("file={},format=raw,if=virtio", esp.display());
+    let root = format!("file={},format=raw,if=virtio,snapshot=on", root.display());
+    let o = firmware_command(&vars, &["-m", "1024", "-drive", &esp, "-drive", &root], 300)
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();

@@ -165,6 +165,16 @@ fn decompressed_modules_are_cached_by_their_files_identity() {
     let (ok2, err) = with_cache(&second, &[]);
     assert!(ok2, "{err}");
     assert_eq!(entries("ko"), n, "the second build made no new entry");
+    // The modules' compressed segment was kept by the first and copied in by the second.
+    assert!(err.contains("modules' segment reused"), "{err}");
+    let segments = || {
+        fs::read_dir(cache.join("modules").join(&kver))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("segment-"))
+            .count()
+    };
+    assert_eq!(segments(), 1);
     let bytes = fs::read(&plain).unwrap();
     assert!(fs::read(&first).unwrap() == bytes && fs::read(&second).unwrap() == bytes, "cached builds differ");
     // `keep` takes the facts from the cache: the same image as without it.
@@ -182,6 +192,7 @@ fn decompressed_modules_are_cached_by_their_files_identity() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let (ok3, err) = with_cache(&kept_cached, &["--module-compression", "keep"]);
     assert!(ok3, "{err}");
+    assert!(!err.contains("reused") && segments() == 2, "other module files, another segment: {err}");
     assert!(fs::read(&kept_plain).unwrap() == fs::read(&kept_cached).unwrap(), "kept images differ");
 
     // A module file replaced (another inode, other content): its entry is not used. Its
@@ -213,6 +224,8 @@ fn decompressed_modules_are_cached_by_their_files_identity() {
     let (ok5, err) = with_cache(&again, &[]);
     assert!(ok5, "{err}");
     assert!(fs::read(&again).unwrap() == bytes, "an image from a damaged cache differs");
+    // Its module files are new entries: a new segment, the same bytes.
+    assert!(!err.contains("reused") && segments() == 3, "{err}");
 }
 
 /// kernel-install (systemd 257, in a chroot of the Arch layout) finds the kernel in the module

@@ -93,12 +93,13 @@ pub fn boot_console(
     boot_console_timed(kernel, initrd, append, extra, answer, stop, secs).console
 }
 
-/// What [`boot_console_timed`] saw: the console, how long the VM ran and how long it
-/// waited for a slot.
+/// What a VM's console showed: the console, how long the VM ran, how long it waited for a
+/// slot, and when each asked-for mark first showed (seconds from QEMU's start).
 pub struct Console {
     pub console: String,
     pub ran: std::time::Duration,
     pub waited: std::time::Duration,
+    pub marks: std::collections::BTreeMap<String, f64>,
 }
 
 /// [`boot_console`], with the VM's own time apart from the wait for its slot.
@@ -111,23 +112,26 @@ pub fn boot_console_timed(
     stop: &[String],
     secs: u64,
 ) -> Console {
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    run_console(qemu_command(kernel, initrd, append, &extra, secs), answer, stop, &[])
+}
+
+/// Run a QEMU command line (a kernel boot's, or a firmware boot's) on a VM slot and read its
+/// serial console: `answer` is typed at the first "Enter passphrase", the VM is killed as soon
+/// as the console shows one of `stop`, and each of `marks` is timed from QEMU's start.
+pub fn run_console(mut cmd: Command, answer: Option<&str>, stop: &[String], marks: &[String]) -> Console {
     use std::io::{Read, Write};
     use std::process::Stdio;
-    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     let asked = std::time::Instant::now();
     let _slot = vm_slot();
     let started = std::time::Instant::now();
-    let mut child = qemu_command(kernel, initrd, append, &extra, secs)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("run qemu");
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = child.stdout.take().unwrap();
     let mut log = Vec::new();
     let mut buf = [0u8; 4096];
     let mut answered = answer.is_none();
+    let mut seen = std::collections::BTreeMap::new();
     loop {
         let n = stdout.read(&mut buf).unwrap_or(0);
         if n == 0 {
@@ -136,6 +140,11 @@ pub fn boot_console_timed(
         log.extend_from_slice(&buf[..n]);
         // Only the tail can hold a new match.
         let tail = String::from_utf8_lossy(&log[log.len().saturating_sub(n + 256)..]).into_owned();
+        for m in marks {
+            if !seen.contains_key(m) && tail.contains(m.as_str()) {
+                seen.insert(m.clone(), started.elapsed().as_secs_f64());
+            }
+        }
         if !answered && tail.contains("Enter passphrase") {
             answered = true;
             std::thread::sleep(std::time::Duration::from_millis(300));
@@ -154,7 +163,12 @@ pub fn boot_console_timed(
         }
     }
     let _ = child.wait();
-    Console { console: String::from_utf8_lossy(&log).into_owned(), ran: started.elapsed(), waited: started - asked }
+    Console {
+        console: String::from_utf8_lossy(&log).into_owned(),
+        ran: started.elapsed(),
+        waited: started - asked,
+        marks: seen,
+    }
 }
 
 /// The root's report, run by a unit once the boot has settled: the state, the mounts, module
@@ -525,7 +539,7 @@ pub fn run_all(kernel: &Path, boots: &[Boot]) -> Vec<Outcome> {
                         *n - 1
                     };
                     let Some(b) = boots.get(i) else { break };
-                    let Console { console: log, ran, waited } =
+                    let Console { console: log, ran, waited, .. } =
                         boot_console_timed(kernel, &b.image, &b.append, &b.qemu, b.answer, &b.stop, b.secs);
                     let report: Vec<&str> = log
                         .lines()

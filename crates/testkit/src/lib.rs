@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 pub mod boot;
+pub mod cli;
 pub mod prep;
 pub mod scenario;
 
@@ -354,6 +355,24 @@ pub fn qemu_command(kernel: &Path, initrd: &Path, append: &str, extra: &[&str], 
         .arg("-initrd")
         .arg(initrd)
         .args(["-append", &format!("console=ttyS0 panic=-1 {append}")])
+        .args(extra);
+    c
+}
+
+/// UEFI firmware for x86-64 guests (Debian's ovmf): its code, and the variable store every
+/// firmware boot starts from (a copy: the firmware writes to it).
+pub const OVMF_CODE: &str = "/usr/share/OVMF/OVMF_CODE_4M.fd";
+pub const OVMF_VARS: &str = "/usr/share/OVMF/OVMF_VARS_4M.fd";
+
+/// The QEMU (TCG) command line of a UEFI boot: OVMF with `vars` as its variable store, no
+/// kernel given (the firmware starts what the disks in `extra` hold), killed after `secs`.
+pub fn firmware_command(vars: &Path, extra: &[&str], secs: u64) -> Command {
+    let mut c = Command::new("timeout");
+    c.args(["--signal=KILL", &secs.to_string(), "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic"])
+        .args(["-no-reboot", "-monitor", "none", "-drive"])
+        .arg(format!("if=pflash,format=raw,readonly=on,file={OVMF_CODE}"))
+        .arg("-drive")
+        .arg(format!("if=pflash,format=raw,file={}", vars.display()))
         .args(extra);
     c
 }

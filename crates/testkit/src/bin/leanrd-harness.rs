@@ -1,0 +1,162 @@
+//! The boot harness for the benchmarks (bench/*.py): the kernel a suite boots, and boots run
+//! as the tests run them (testkit's QEMU command lines, a VM slot each: no more VMs at once
+//! than the machine has cores, across benchmarks and test suites). Every answer is one JSON
+//! object (boot) or one tab-separated line (kernel) on stdout.
+//!
+//! ```text
+//! leanrd-harness kernel [--suite bookworm|trixie] [--kver RELEASE]
+//! leanrd-harness boot --kernel K --initrd I --append A [--disk FILE[,bus=BUS]]... [--snapshot]
+//!     [--memory MIB] [--qemu ARG]... [--stop TEXT]... [--mark TEXT]... [--passphrase P] [--timeout SECS]
+//! leanrd-harness boot --uefi --disk ESP --disk ROOT ...
+//! leanrd-harness finish-tree TREE --leanrd LEANRD --init INIT
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use leanrd_testkit::boot::{Bus, Disk, add_tools, finish_base, use_leanrd};
+use leanrd_testkit::cli::{Start, VmBoot, suite_kernel};
+use serde::Deserialize;
+
+#[derive(Parser)]
+#[command(name = "leanrd-harness", about = "leanrd's boot harness, for the benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Print RELEASE<TAB>VMLINUZ of the kernel a suite boots (the newest, by version order).
+    Kernel {
+        #[arg(long, default_value = "bookworm", value_parser = ["bookworm", "trixie"])]
+        suite: String,
+        /// This release rather than the newest.
+        #[arg(long)]
+        kver: Option<String>,
+    },
+    /// Boot under QEMU TCG; print {"console", "vm_seconds", "slot_wait_seconds", "marks", "qemu"} as JSON.
+    Boot(BootArgs),
+    /// Make a root tree a test system as the boot tests make theirs: an identity, a module
+    /// option, the report unit, and leanrd with its /init.
+    FinishTree {
+        tree: PathBuf,
+        #[arg(long)]
+        leanrd: PathBuf,
+        #[arg(long)]
+        init: PathBuf,
+    },
+}
+
+#[derive(clap::Args)]
+struct BootArgs {
+    #[arg(long, required_unless_present = "uefi", conflicts_with = "uefi")]
+    kernel: Option<PathBuf>,
+    #[arg(long, required_unless_present = "uefi", conflicts_with = "uefi")]
+    initrd: Option<PathBuf>,
+    /// The kernel's command line (after testkit's `console=ttyS0 panic=-1`).
+    #[arg(long, default_value = "", conflicts_with = "uefi")]
+    append: String,
+    /// UEFI firmware (OVMF) starts what the disks hold, no --kernel.
+    #[arg(long)]
+    uefi: bool,
+    /// A raw disk image, on a controller: virtio-blk (the default), virtio-scsi, ahci, nvme.
+    #[arg(long = "disk", value_name = "FILE[,bus=BUS]")]
+    disks: Vec<String>,
+    /// The disks' writes go to a temporary overlay.
+    #[arg(long)]
+    snapshot: bool,
+    /// Memory in MiB (else testkit's 1024).
+    #[arg(long)]
+    memory: Option<u64>,
+    /// One more QEMU argument (repeat for each).
+    #[arg(long = "qemu", value_name = "ARG", allow_hyphen_values = true)]
+    qemu: Vec<String>,
+    /// Console text that ends the VM at once.
+    #[arg(long = "stop", value_name = "TEXT")]
+    stop: Vec<String>,
+    /// Console text whose first appearance is timed from QEMU's start.
+    #[arg(long = "mark", value_name = "TEXT")]
+    marks: Vec<String>,
+    /// Typed at the first "Enter passphrase".
+    #[arg(long)]
+    passphrase: Option<String>,
+    /// Seconds before the VM is killed.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+}
+
+/// FILE[,bus=BUS] as a disk.
+fn disk(spec: &str) -> Result<Disk, String> {
+    let (path, opts) = spec.split_once(',').unwrap_or((spec, ""));
+    let mut bus = Bus::VirtioBlk;
+    for o in opts.split(',').filter(|o| !o.is_empty()) {
+        let Some(b) = o.strip_prefix("bus=") else {
+            return Err(format!("--disk {spec}: {o}: not an option (bus=BUS)"));
+        };
+        bus = Bus::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(b))
+            .map_err(|_| format!("--disk {spec}: {b}: not a bus (virtio-blk, virtio-scsi, ahci, nvme)"))?;
+    }
+    Ok(Disk { path: PathBuf::from(path), gpt: false, bus })
+}
+
+fn boot(a: BootArgs) -> Result<String, String> {
+    let start = if a.uefi {
+        Start::Firmware
+    } else {
+        Start::Kernel { kernel: a.kernel.unwrap_or_default(), initrd: a.initrd.unwrap_or_default(), append: a.append }
+    };
+    let b = VmBoot {
+        start,
+        disks: a.disks.iter().map(|d| disk(d)).collect::<Result<_, _>>()?,
+        snapshot: a.snapshot,
+        memory_mib: a.memory,
+        extra: a.qemu,
+        answer: a.passphrase,
+        stop: a.stop,
+        marks: a.marks,
+        secs: a.timeout,
+    };
+    let (run, qemu) = b.run()?;
+    let mut v = serde_json::to_value(&run).map_err(|e| e.to_string())?;
+    v["qemu"] = qemu.into();
+    Ok(v.to_string())
+}
+
+fn finish_tree(tree: &Path, leanrd: &Path, init: &Path) -> Result<String, String> {
+    for p in [tree, leanrd, init] {
+        if !p.exists() {
+            return Err(format!("{}: no such file or directory", p.display()));
+        }
+    }
+    for d in ["etc/systemd/system/multi-user.target.wants", "usr/bin"] {
+        if !tree.join(d).is_dir() {
+            return Err(format!("{}: not a root with systemd (no {d})", tree.display()));
+        }
+    }
+    use_leanrd(&leanrd.to_string_lossy());
+    finish_base(tree);
+    add_tools(tree, init);
+    Ok(tree.display().to_string())
+}
+
+fn main() -> ExitCode {
+    let out = match Cli::parse().cmd {
+        Cmd::Kernel { suite, kver } => {
+            suite_kernel(&suite, kver.as_deref()).map(|(k, path)| format!("{k}\t{}", path.display()))
+        }
+        Cmd::Boot(a) => boot(a),
+        Cmd::FinishTree { tree, leanrd, init } => finish_tree(&tree, &leanrd, &init),
+    };
+    match out {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("leanrd-harness: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! What the benchmarks' harness binary (`leanrd-harness`, src/bin/leanrd-harness.rs) runs: a
+//! boot as data ([`VmBoot`]) made into the QEMU command lines the tests use
+//! ([`crate::qemu_command`], [`crate::boot::qemu_args`]) and run on a VM slot like every test
+//! boot ([`crate::boot::run_console`]), giving the console, the time the VM ran (not
+//! the wait for its slot) and when each of some console marks first showed; and the kernel a
+//! suite boots.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::boot::{Console, Disk, boot_console_timed, qemu_args, run_console};
+use crate::*;
+
+/// What a boot gave.
+#[derive(Debug, serde::Serialize)]
+pub struct Run {
+    /// The serial console's output.
+    pub console: String,
+    /// Seconds from QEMU's start (once the VM slot was held) to its end.
+    pub vm_seconds: f64,
+    /// Seconds spent waiting for the VM slot.
+    pub slot_wait_seconds: f64,
+    /// Seconds from QEMU's start to the first console output holding each mark seen.
+    pub marks: BTreeMap<String, f64>,
+}
+
+impl From<Console> for Run {
+    fn from(c: Console) -> Run {
+        Run {
+            console: c.console,
+            vm_seconds: c.ran.as_secs_f64(),
+            slot_wait_seconds: c.waited.as_secs_f64(),
+            marks: c.marks,
+        }
+    }
+}
+
+/// QEMU's arguments giving the VM `mib` MiB of memory (after [`qemu_args`]': the last wins).
+pub fn memory_args(mib: u64) -> Vec<String> {
+    vec!["-m".into(), mib.to_string()]
+}
+
+/// How a VM starts: a kernel and an initramfs, or UEFI firmware.
+#[derive(Clone, Debug)]
+pub enum Start {
+    Kernel {
+        kernel: PathBuf,
+        initrd: PathBuf,
+        append: String,
+    },
+    /// OVMF, starting what the disks hold (an ESP's \EFI\BOOT\BOOTX64.EFI).
+    Firmware,
+}
+
+/// One benchmark boot, as data.
+#[derive(Clone, Debug)]
+pub struct VmBoot {
+    pub start: Start,
+    pub disks: Vec<Disk>,
+    /// The disks' writes go to a temporary overlay (the images stay as they are).
+    pub snapshot: bool,
+    /// Memory, MiB; None: what [`qemu_args`] gives.
+    pub memory_mib: Option<u64>,
+    /// More QEMU arguments, after all the others.
+    pub extra: Vec<String>,
+    pub answer: Option<String>,
+    pub stop: Vec<String>,
+    pub marks: Vec<String>,
+    pub secs: u64,
+}
+
+impl VmBoot {
+    /// QEMU's arguments after the start's own: the disks, the memory, the extras.
+    pub fn qemu_extra(&self) -> Vec<String> {
+        let disks: Vec<&Disk> = self.disks.iter().collect();
+        let mut a = qemu_args(&disks, self.snapshot);
+        a.extend(self.memory_mib.map(memory_args).unwrap_or_default());
+        a.extend(self.extra.iter().cloned());
+        a
+    }
+
+    /// The command line; a firmware boot's variable store is copied into `scratch`.
+    pub fn command(&self, scratch: &TempDir) -> Result<Command, String> {
+        for d in &self.disks {
+            if !d.path.exists() {
+                return Err(format!("{}: no such disk image", d.path.display()));
+            }
+        }
+        let extra = self.qemu_extra();
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        match &self.start {
+            Start::Kernel { kernel, initrd, append } => {
+                for f in [kernel, initrd] {
+                    if !f.exists() {
+                        return Err(format!("{}: no such file", f.display()));
+                    }
+                }
+                Ok(qemu_command(kernel, initrd, append, &extra, self.secs))
+            }
+            Start::Firmware => {
+                if !Path::new(OVMF_CODE).exists() {
+                    return Err(format!("{OVMF_CODE}: no such file (apt install ovmf)"));
+                }
+                let vars = scratch.join("OVMF_VARS.fd");
+                fs::copy(OVMF_VARS, &vars).map_err(|e| format!("{OVMF_VARS}: {e}"))?;
+                Ok(firmware_command(&vars, &extra, self.secs))
+            }
+        }
+    }
+
+    /// Boot; what it gave, and its command line. A kernel boot without marks is
+    /// [`boot_console_timed`]'s, as every test's; the others are [`run_console`]'s.
+    pub fn run(&self) -> Result<(Run, Vec<String>), String> {
+        let scratch = TempDir::new("harness");
+        let cmd = self.command(&scratch)?;
+        let line = std::iter::once(cmd.get_program()).chain(cmd.get_args()).map(|a| a.to_string_lossy().into_owned());
+        let line = line.collect();
+        let answer = self.answer.as_deref();
+        let run = match &self.start {
+            Start::Kernel { kernel, initrd, append } if self.marks.is_empty() => {
+                boot_console_timed(kernel, initrd, append, &self.qemu_extra(), answer, &self.stop, self.secs).into()
+            }
+            _ => run_console(cmd, answer, &self.stop, &self.marks).into(),
+        };
+        Ok((run, line))
+    }
+}
+
+/// The kernel a suite boots, as (release, vmlinuz): Debian 12 ("bookworm") the host's newest
+/// module tree ([`kver`]) and its /boot/vmlinuz-RELEASE, Debian 13 ("trixie") the newest in
+/// the cached trixie root's own /boot ([`root_kernel`]); by version order. `release` asks for
+/// that one rather than the newest.
+pub fn suite_kernel(suite: &str, release: Option<&str>) -> Result<(String, PathBuf), String> {
+    match suite {
+        "bookworm" => {
+            let k = match release {
+                Some(r) => r.to_string(),
+                None => kver().ok_or("no kernel module tree in /lib/modules")?,
+            };
+            let vmlinuz = PathBuf::from(format!("/boot/vmlinuz-{k}"));
+            if !vmlinuz.exists() {
+                return Err(format!("{}: no such kernel", vmlinuz.display()));
+            }
+            Ok((k, vmlinuz))
+        }
+        "trixie" => {
+            let root = debian_suite_root("trixie", "").ok_or("no Debian 13 root (needs root and mmdebstrap)")?;
+            let vmlinuz = match release {
+                Some(r) => root.join(format!("boot/vmlinuz-{r}")),
+                None => root_kernel(&root),
+            };
+            if !vmlinuz.exists() {
+                return Err(format!("{}: no such kernel", vmlinuz.display()));
+            }
+            Ok((crate::boot::kver_of(&vmlinuz), vmlinuz))
+        }
+        s => Err(format!("{s}: not a suite (bookworm or trixie)")),
+    }
+}
