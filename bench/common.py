@@ -154,10 +154,11 @@ def tool_version(cmd):
     return out[0] if r.returncode == 0 and out else None
 
 
-def save(name, data, peers=None):
-    """Write a bench's raw results to bench/results/NAME-DATE-COMMIT.json (UTC date) with the
-    date and time, the commit, the host's facts, the peers' versions and the command line;
-    returns the path. A second run of a bench the same day at the same commit replaces it."""
+def save(name, data, peers=None, tag=None):
+    """Write a bench's raw results to bench/results/NAME-DATE-COMMIT[-TAG].json (UTC date) with
+    the date and time, the commit, the host's facts, the peers' versions and the command line;
+    returns the path. A second run of a bench the same day at the same commit (and tag: a
+    variant of the bench, e.g. debian's suite) replaces it."""
     now = time.gmtime()
     day = time.strftime("%Y-%m-%d", now)
     rev = commit()
@@ -167,7 +168,7 @@ def save(name, data, peers=None):
            **data}
     d = os.path.join(ROOT, "bench/results")
     os.makedirs(d, exist_ok=True)
-    path = os.path.join(d, f"{name}-{day}-{rev}.json")
+    path = os.path.join(d, f"{name}-{day}-{rev}{'-' + tag if tag else ''}.json")
     with open(path, "w") as f:
         json.dump(doc, f, indent=1, ensure_ascii=False)
         f.write("\n")

@@ -248,7 +248,7 @@ def main():
                       ("leanrd host-only keep", "initramfs-tools dep")]
         for lean, peer in pairs:
             print(f"- {lean} / {peer}: initramfs phase {ratio(lean, peer, 1)}, whole boot {ratio(lean, peer, 0)}")
-        save("debian", {"suite": a.suite, "kernel": kver, "runs": a.runs, "variants": raw}, peers)
+        save("debian", {"suite": a.suite, "kernel": kver, "runs": a.runs, "variants": raw}, peers, tag=a.suite)
         print("\nBuild seconds of host-only variants are inside the VM (TCG); universal ones on the host.")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -4,8 +4,9 @@ written by each bench through common.save()): for each bench, the newest results
 
 In README.md each generated table sits between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`,
 with the line saying which command made it, when, at which commit; only that text is rewritten.
-A table whose bench has no raw results is not generated (it stays as it was written, outside
-markers).
+A table whose bench has no raw results yet is not generated: its text, marked or not, stays as it
+was written by hand, and becomes generated once its bench writes raw results. Problems (exit 1):
+raw results without markers, raw results no renderer takes, markers tables.py does not know.
 
 Usage: python3 bench/tables.py            rewrite README.md between the markers
        python3 bench/tables.py --check    exit 1, with a diff, when README.md differs from what
@@ -231,7 +232,10 @@ def render_debian(suite):
         if key not in v:
             continue
         boots = v[key]["boots"]
-        rows.append([label, num(med(v[key]["build_s"])), thousands(v[key]["image_bytes"]),
+        # The first build fills leanrd's cache (decompressed modules, the modules' compressed
+        # segment) from an empty one; the others find it.
+        first, again = v[key]["build_s"][:1], v[key]["build_s"][1:]
+        rows.append([label, num(med(first)), num(med(again)), thousands(v[key]["image_bytes"]),
                      num(med(b["multi_user_s"] for b in boots)), num(med(b["initramfs_s"] for b in boots)),
                      f"{sum(1 for b in boots if b['running'])}/{len(boots)}"])
     unknown = sorted(set(v) - {k for k, _ in DEBIAN_ROWS})
@@ -239,14 +243,212 @@ def render_debian(suite):
         raise SystemExit(f"{os.path.relpath(path, ROOT)}: variants tables.py does not know: {unknown}")
     what = f", kernel {d['kernel']}, medians of {d['runs']} boots"
     command = f"python3 bench/debian.py --suite {suite} --runs {d['runs']}"
+
+    def phase(key):
+        return med(b["initramfs_s"] for b in v[key]["boots"]) if key in v else None
+
+    ratios = []
+    for lean, peer in [("leanrd host-only", "initramfs-tools dep"), ("leanrd universal", "initramfs-tools most"),
+                       ("leanrd host-only", "dracut host-only"), ("leanrd universal", "dracut generic"),
+                       ("leanrd host-only", "leanrd host-only keep"), ("leanrd universal", "leanrd universal keep")]:
+        a, b = phase(lean), phase(peer)
+        if a is not None and b:
+            ratios.append(f"- initramfs phase, {lean} / {peer}: {a / b:.2f}")
     return "\n".join([provenance(path, d, what, command), "",
-                      table(["variant", "build s", "image bytes", "kernel → multi-user s", "initramfs phase s",
-                             "running"], ["---", "---:", "---:", "---:", "---:", "---:"], rows)])
+                      table(["variant", "first build s", "build again s", "image bytes", "kernel → multi-user s",
+                             "initramfs phase s", "running"],
+                            ["---", "---:", "---:", "---:", "---:", "---:", "---:"], rows), ""] + ratios)
+
+
+def render_resume():
+    path, d = results("resume")
+    raw = d["runs_raw"]
+    read = [(r["image_read_kib"], r["image_read_s"]) for r in raw if r["image_read_kib"] is not None]
+    image = f"{thousands(round(med(k for k, _ in read)))} KiB in {med(s for _, s in read):.2f} s" if read else "–"
+    rows = [["cold boot", num(med(r["cold_s"] for r in raw), "{:.2f} s"),
+             num(med(r["cold_run_init_s"] for r in raw), "{:.2f} s"), "–"],
+            ["resume", num(med(r["resume_s"] for r in raw), "{:.2f} s"),
+             num(med(r["resume_run_init_s"] for r in raw), "{:.2f} s"), image]]
+    what = f", kernel {d['kernel']}, QEMU TCG -m {d['memory_mib']}, medians of {d['runs']}"
+    out = [provenance(path, d, what), "",
+           table(["boot", "QEMU start → the root's first line", "kernel → \"Run /init\"",
+                  "image read by the kernel"], ["---", "---:", "---:", "---"], rows)]
+    missed = [f"{what} {n} of {len(raw)}" for what, n in
+              (("cold boots", sum(r["cold_s"] is None for r in raw)),
+               ("resumes", sum(r["resume_s"] is None for r in raw))) if n]
+    if missed:
+        out += ["", f"Not reached (left out of the medians): {', '.join(missed)}."]
+    return "\n".join(out)
+
+
+LUKS_HOST = [("LUKS + keymap", "root on LUKS, crypttab, KEYMAP=de"),
+             ("plain root", "the same machine, root not encrypted")]
+LUKS_UNIVERSAL = [("leanrd --universal", "leanrd --universal (+ KEYMAP=de)"),
+                  ("initramfs-tools most", "initramfs-tools, MODULES=most, cryptsetup-initramfs"),
+                  ("dracut generic +crypt", "dracut --no-hostonly --add crypt --zstd")]
+
+
+def render_luks():
+    path, d = results("luks")
+    host = {h["root"]: h for h in d["host_only"]}
+    rows = [[label, f"{med(host[k]['build_s']):.3f} s", f"{host[k]['image_bytes'] / 1024:,.0f} KB",
+             thousands(host[k]["entries"])] for k, label in LUKS_HOST if k in host]
+    out = [provenance(path, d, f", kernel {d['kernel']}, medians of {d['runs']}"), "",
+           table(["host-only (fixture machine: ext4 root, PS/2 + USB keyboards)", "build", "image", "entries"],
+                 ["---", "---:", "---:", "---:"], rows)]
+    luks, plain = host.get("LUKS + keymap"), host.get("plain root")
+    if luks and plain:
+        more = (luks["image_bytes"] - plain["image_bytes"]) / 1024
+        out += ["", f"LUKS + keymap against the plain root: {more:,.0f} KB more "
+                    f"({luks['image_bytes'] / plain['image_bytes']:.1f}× the size), build "
+                    f"{med(luks['build_s']) / med(plain['build_s']):.1f}× the time."]
+    uni = {u["generator"]: u for u in d["universal"]}
+    base = uni.get("leanrd --universal")
+    rows = [[label, f"{med(uni[k]['build_s']):.2f} s", f"{uni[k]['image_bytes'] / 2**20:.1f} MB",
+             f"{uni[k]['image_bytes'] / base['image_bytes']:.2f}×" if base else "–"]
+            for k, label in LUKS_UNIVERSAL if k in uni]
+    out += ["", table(["universal image that unlocks LUKS (chroot of the Debian root)", "build", "image", "vs leanrd"],
+                      ["---", "---:", "---:", "---:"], rows)]
+    unknown = sorted(set(host) - {k for k, _ in LUKS_HOST}) + sorted(set(uni) - {k for k, _ in LUKS_UNIVERSAL})
+    if unknown:
+        raise SystemExit(f"{os.path.relpath(path, ROOT)}: rows tables.py does not know: {unknown}")
+    boots = d.get("boot_after_run_init_s") or {}
+    if boots:
+        rows = [[f"`{name}`", num(med(v.get("prompt", [])), "{:.2f} s"), num(med(v.get("unlocked", [])), "{:.2f} s")]
+                for name, v in sorted(boots.items())]
+        out += ["", table(["boot (the boot_luks suite, QEMU TCG; after the kernel's \"Run /init\")",
+                           "passphrase prompt", "unlocked"], ["---", "---:", "---:"], rows)]
+    else:
+        out += ["", "Boot not measured in this run (`--no-boot`)."]
+    return "\n".join(out)
+
+
+UKI_ROWS = [("leanrd --uki", "leanrd zstd", "`leanrd build --universal --uki`"),
+            ("dracut --uefi", "dracut", "`dracut --no-hostonly --uefi --zstd`")]
+
+
+def render_uki():
+    path, d = results("uki")
+    ukis, boots = d["ukis"], d["boots"]
+    rows, missed = [], []
+    for key, boot, label in UKI_ROWS:
+        if key not in ukis:
+            continue
+        bs = boots.get(boot, [])
+        ok = [b for b in bs if b["to_root_s"] is not None]
+        if len(ok) < len(bs):
+            missed.append(f"{label} {len(bs) - len(ok)} of {len(bs)}")
+        rows.append([label, f"{med(ukis[key]['build_s']):.2f} s", f"{ukis[key]['bytes'] / 1e6:.1f} MB",
+                     num(med(b["to_root_s"] for b in ok), "{:.2f} s"), num(med(b["uptime_s"] for b in ok), "{:.2f} s")])
+    out = [provenance(path, d, f", kernel {d['kernel']}, medians of {d['runs']}, alternating"), "",
+           table(["UKI", "build", "size", "OVMF start → root's init (wall)", "kernel uptime at the root's init"],
+                 ["---", "---:", "---:", "---:", "---:"], rows)]
+    if missed:
+        out += ["", f"Boots that did not reach the root's init (left out of the medians): {', '.join(missed)}."]
+    if "leanrd --uki" in ukis and "dracut --uefi" in ukis:
+        r = med(ukis["dracut --uefi"]["build_s"]) / med(ukis["leanrd --uki"]["build_s"])
+        out += ["", f"leanrd is {r:.0f}× faster to build its UKI."]
+    xfs = d.get("on_xfs") or {}
+    said = [f"the {'zstd UKI' if n == 'zstd' else 'reflinked one (`--compress none`)' if n == 'reflinked' else n} is "
+            f"{v['bytes'] / 1e6:.1f} MB of which {v['exclusive_bytes'] / 1e6:.2f} MB exclusive, built in "
+            f"{v['build_s']:.2f} s" for n, v in xfs.items()]
+    if said:
+        out += ["", f"On loop XFS (sysroot on the same file system): {'; '.join(said)}."]
+    return "\n".join(out)
+
+
+SEEDS_MODES = ["xz", "zstd", "reflink"]
+
+
+def render_seeds_table():
+    path, d = results("seeds_table")
+    cases = {(c["fs"], c["image"], c["mode"]): c for c in d["cases"]}
+
+    def pct(v, ref):
+        return f"({100 * (v - ref) / ref:+.2f}%)" if ref else ""
+
+    out = [provenance(path, d, f", kernel {d['kernel']}, build runtime median of {d['runs']}")]
+    reflink_vs_zstd, excl = [], {}
+    for fs in dict.fromkeys(c["fs"] for c in d["cases"]):
+        for kind in dict.fromkeys(c["image"] for c in d["cases"] if c["fs"] == fs):
+            res = {m: cases[(fs, kind, m)] for m in SEEDS_MODES if (fs, kind, m) in cases}
+            if set(res) != set(SEEDS_MODES):
+                raise SystemExit(f"{os.path.relpath(path, ROOT)}: {fs} {kind}: modes {sorted(res)}, not {SEEDS_MODES}")
+            ref = res["xz"]
+
+            def row(label, get, fmt):
+                cells = []
+                for m in SEEDS_MODES:
+                    v, x = get(res[m]), get(ref)
+                    if v is None:
+                        cells.append("–")
+                    elif m == "xz":
+                        cells.append(f"{fmt(v)} (ref)")
+                    else:
+                        cells.append(f"{fmt(v)} {pct(v, x) if x is not None else ''}".rstrip())
+                return f"{label} | " + " | ".join(cells)
+            def boot_ms(c):
+                return None if c["kernel_to_init_s"] is None else 1000 * c["kernel_to_init_s"]
+            lines = [f"{fs.upper()} {kind} | leanrd xz | leanrd zstd | leanrd reflink", "---|---:|---:|---:",
+                     row("leanrd runtime", lambda c: med(c["build_s"]), "{:.3f}s".format),
+                     row("QEMU boot time: kernel to /init", boot_ms, "{:.1f}ms".format)]
+            lines += [row(label, lambda c, k=key: c["fiemap"][k], str)
+                      for key, label in (("total", "total bytes"), ("shared", "shared (deduplicated)"),
+                                         ("exclusive", "exclusive"))]
+            ratio = med(res["reflink"]["build_s"]) / med(res["zstd"]["build_s"])
+            share = 100 * res["reflink"]["fiemap"]["exclusive"] / ref["fiemap"]["total"]
+            reflink_vs_zstd.append(ratio)
+            excl.setdefault(kind, []).append(share)
+            out += ["", "\n".join(lines), "",
+                    f"reflink exclusive / xz image: {share:.1f} %; reflink build / zstd build: {ratio:.2f}"]
+
+    def span(xs, fmt):
+        lo, hi = fmt.format(min(xs)), fmt.format(max(xs))
+        return lo if lo == hi else f"{lo}–{hi}"
+    if reflink_vs_zstd:
+        faster = "met" if all(r < 1 for r in reflink_vs_zstd) else "not met"
+        small = "met" if all(x <= 10 for xs in excl.values() for x in xs) else "not met"
+        shares = ", ".join(f"{span(xs, '{:.1f}')} % {kind}" for kind, xs in excl.items())
+        out += ["", f"Targets: reflink build faster than zstd: {faster} ({span(reflink_vs_zstd, '{:.2f}')}×). "
+                    f"Reflink exclusive bytes ≤ 10 % of the xz image: {small} ({shares})."]
+    return "\n".join(out)
+
+
+TIMELINE_ROWS = [("leanrd-host-only", "leanrd host-only"), ("leanrd-universal", "leanrd universal"),
+                 ("initramfs-tools-dep", "initramfs-tools MODULES=dep")]
+
+
+def render_timeline():
+    path, d = results("timeline")
+    phases, rows, short = d["phases"], [], []
+    for key, label in TIMELINE_ROWS:
+        if key not in phases:
+            continue
+        runs = phases[key]
+
+        def m(k):
+            return num(med(r.get(k) for r in runs), "{:.2f} s")
+        if len(runs) < d["runs"]:
+            short.append(f"{label} {len(runs)} of {d['runs']}")
+        nmod = [r["nmod"] for r in runs if "nmod" in r]
+        loads = f"{statistics.median_low(nmod)} ({m('modules')})" if nmod else "not logged"
+        rows.append([label, m("kernel"), m("initramfs"), loads, m("root"), m("total")])
+    unknown = sorted(set(phases) - {k for k, _ in TIMELINE_ROWS})
+    if unknown:
+        raise SystemExit(f"{os.path.relpath(path, ROOT)}: images tables.py does not know: {unknown}")
+    what = f", kernel {d['kernel']}, `leanrd analyze` of each boot, median of {d['runs']}"
+    out = [provenance(path, d, what), "",
+           table(["image", "kernel → /init", "initramfs", "module loads (wall)", "root → multi-user", "total"],
+                 ["---", "---:", "---:", "---:", "---:", "---:"], rows)]
+    if short:
+        out += ["", f"Boots analysed (the others did not reach running or were not analysed): {', '.join(short)}."]
+    return "\n".join(out)
 
 
 # Every benchmark table of the README: its marker name (the bench's results name, with the
-# suite for debian) and renderer (None: not generated yet; its bench writes raw results, but
-# none have been made since it does, so there is nothing to render them from).
+# suite for debian) and renderer (None: not generated yet, so raw results for it are a problem).
+# A marked table whose bench has no raw results yet keeps its text as it is (written by hand)
+# until they appear.
 TABLES = {
     "archiver": render_archiver,
     "memory": render_memory,
@@ -255,15 +457,15 @@ TABLES = {
     "boot": render_boot,
     "debian-bookworm": lambda: render_debian("bookworm"),
     "debian-trixie": lambda: render_debian("trixie"),
-    "resume": None,
-    "luks": None,
+    "resume": render_resume,
+    "luks": render_luks,
     "proof": render_proof,
-    "uki": None,
-    "seeds_table": None,
-    "timeline": None,
+    "uki": render_uki,
+    "seeds_table": render_seeds_table,
+    "timeline": render_timeline,
 }
 
-BLOCK = re.compile(r"<!-- bench:(?P<name>[a-z-]+) -->\n(?P<body>.*?)<!-- /bench:(?P=name) -->", re.S)
+BLOCK = re.compile(r"<!-- bench:(?P<name>[a-z_-]+) -->\n(?P<body>.*?)<!-- /bench:(?P=name) -->", re.S)
 
 
 def generate(text):
@@ -282,10 +484,9 @@ def generate(text):
                 raise Missing(name)
             made[name] = render()
         except Missing:
-            if name in marked:
-                problems.append(f"{name}: marked in README.md but there are no raw results for it in bench/results")
-            else:
-                not_generated.append(name)
+            # Marked or not, its text stays as it is (written by hand) until its bench writes
+            # raw results.
+            not_generated.append(name)
             continue
         if name not in marked:
             problems.append(f"{name}: raw results in bench/results but README.md has no "

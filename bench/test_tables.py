@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Unit checks of bench/tables.py on results and README text made here (not the repository's):
 the newest results file is the one rendered, an unknown commit is marked so, a table out of
-date is a difference, and markers and results that do not match are problems.
+date is a difference, results without markers or renderer are problems, a marked table without
+results stays as written; and each renderer on results shaped as its bench saves them.
 
 Usage: python3 bench/test_tables.py (crates/testkit/tests/bench_tables.rs runs it)
 """
@@ -24,6 +25,72 @@ def proof_results(ms):
             "builds": {"host-only": {"build_ms": [ms], "proof_ms": [0.5], "checks": 4}}}
 
 
+def saved(bench, data, peers=None):
+    """What common.save() writes around a bench's data (put() sets the date and commit)."""
+    return {"bench": bench, "time": "12:00:00Z", "host": {"cores": 2, "kernel": "6.1.0-1-amd64"},
+            "peers": peers or {}, "command": f"python3 bench/{bench}.py --runs 3", **data}
+
+
+def resume_results():
+    runs = [{"cold_s": 6.5, "cold_run_init_s": 2.6, "resume_s": 7.17, "resume_run_init_s": 2.61,
+             "image_read_kib": 87540, "image_read_s": 0.66},
+            {"cold_s": 6.4, "cold_run_init_s": 2.5, "resume_s": None, "resume_run_init_s": None,
+             "image_read_kib": None, "image_read_s": None},
+            {"cold_s": 6.6, "cold_run_init_s": 2.7, "resume_s": 7.17, "resume_run_init_s": 2.61,
+             "image_read_kib": 87540, "image_read_s": 0.66}]
+    return saved("resume", {"kernel": "6.1.0-1-amd64", "runs": 3, "memory_mib": 512, "runs_raw": runs})
+
+
+def luks_results(boot):
+    host = [{"root": "LUKS + keymap", "build_s": [0.2, 0.187, 0.18], "image_bytes": 5896 * 1024, "entries": 107,
+             "cryptsetup": True, "keymap": True},
+            {"root": "plain root", "build_s": [0.039, 0.04, 0.038], "image_bytes": 756 * 1024, "entries": 46,
+             "cryptsetup": False, "keymap": False}]
+    mb = 2 ** 20
+    uni = [{"generator": "leanrd --universal", "build_s": [0.44, 0.45, 0.43], "image_bytes": int(21.9 * mb)},
+           {"generator": "initramfs-tools most", "build_s": [18.88, 19.0, 18.0], "image_bytes": int(33.1 * mb)},
+           {"generator": "dracut generic +crypt", "build_s": [15.41, 15.0, 16.0], "image_bytes": int(32.8 * mb)}]
+    timings = {"universal_ps2_de": {"prompt": [1.06, 1.07, 1.09], "unlocked": [3.1, 3.0, 3.2]},
+               "host_keyfile": {"unlocked": [2.55, 2.5, 2.6]}} if boot else {}
+    return saved("luks", {"kernel": "6.1.0-1-amd64", "runs": 3, "host_only": host, "universal": uni,
+                          "boot_after_run_init_s": timings})
+
+
+def uki_results():
+    return saved("uki", {
+        "kernel": "6.1.0-1-amd64", "runs": 3,
+        "ukis": {"leanrd --uki": {"build_s": [0.33, 0.32, 0.34], "bytes": 31_300_000},
+                 "dracut --uefi": {"build_s": [18.68, 18.0, 19.0], "bytes": 42_700_000}},
+        "on_xfs": {"zstd": {"bytes": 21_000_000, "exclusive_bytes": 12_790_000, "build_s": 0.21},
+                   "reflinked": {"bytes": 60_700_000, "exclusive_bytes": 1_590_000, "build_s": 0.32}},
+        "boots": {"leanrd zstd": [{"to_root_s": 11.54, "uptime_s": 4.15}] * 3,
+                  "dracut": [{"to_root_s": 24.14, "uptime_s": 16.07}, {"to_root_s": None, "uptime_s": None},
+                             {"to_root_s": 24.14, "uptime_s": 16.07}]}}, {"dracut": "059-4", "qemu": "QEMU 7.2"})
+
+
+def seeds_results():
+    cases = []
+    for fs, figures in (("btrfs", ((1.705, 2.3999), (0.095, None), (0.076, 2.0322))),
+                        ("xfs", ((1.457, 3.3449), (0.072, 2.0929), (0.040, 2.3875)))):
+        for mode, (build, boot), fiemap in zip(("xz", "zstd", "reflink"), figures, (
+                {"total": 548864, "shared": 0, "exclusive": 548864},
+                {"total": 753664, "shared": 0, "exclusive": 753664},
+                {"total": 2990080, "shared": 2924544, "exclusive": 65536})):
+            cases.append({"fs": fs, "image": "host-only", "mode": mode, "build_s": [build, build + 0.01, build - 0.001],
+                          "kernel_to_init_s": boot, "fiemap": dict(fiemap, extents=12)})
+    return saved("seeds_table", {"kernel": "6.1.0-1-amd64", "runs": 3, "cases": cases})
+
+
+def timeline_results():
+    def run(kernel, initramfs, root, total, modules=None, nmod=None):
+        r = {"kernel": kernel, "initramfs": initramfs, "root": root, "total": total}
+        return dict(r, modules=modules, nmod=nmod) if modules is not None else r
+    return saved("timeline", {"kernel": "6.1.0-1-amd64", "runs": 3, "phases": {
+        "leanrd-host-only": [run(1.64, 0.49, 14.31, 16.43, 0.40, 11)] * 3,
+        "leanrd-universal": [run(2.54, 1.02, 14.65, 18.25, 0.78, 17)] * 3,
+        "initramfs-tools-dep": [run(2.37, 5.27, 15.37, 22.84)] * 2}})
+
+
 class Tables(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory(prefix="leanrd-tables-")
@@ -37,7 +104,8 @@ class Tables(unittest.TestCase):
         self.dir.cleanup()
 
     def put(self, name, data):
-        date, commit = name[len("proof-"):len("proof-") + 10], name[len("proof-") + 11:-len(".json")]
+        m = tables.NAME.match(name)
+        date, commit = m.group("date"), m.group("commit")
         data = dict(data, date=date, commit=commit if commit != "unknown" else "")
         with open(os.path.join(self.results, name), "w") as f:
             json.dump(data, f)
@@ -81,21 +149,141 @@ class Tables(unittest.TestCase):
         self.assertTrue(text.startswith("# x\n\n<!-- bench:proof -->\n_`python3 bench/proof.py --runs 1`"))
         self.assertTrue(text.endswith("<!-- /bench:proof -->\n\ntext after\n"))
 
-    def test_markers_without_results_and_results_without_markers_are_problems(self):
+    def test_results_without_markers_are_a_problem(self):
         self.put("proof-2026-01-02-abc1234.json", proof_results(10.0))
         self.readme("<!-- bench:boot -->\n<!-- /bench:boot -->\n")
-        rc, _, err = self.run_main("--check")
+        rc, out, err = self.run_main("--check")
         self.assertEqual(rc, 1)
-        self.assertIn("boot: marked in README.md but there are no raw results", err)
         self.assertIn("proof: raw results in bench/results but README.md has no", err)
+        self.assertNotIn("boot", err)
+        self.assertIn("boot: not generated (no raw results)", out)
+
+    def test_a_marked_table_without_results_stays_as_written_until_they_appear(self):
+        hand = ("<!-- bench:resume -->\n_written by hand_\n\n| boot | s |\n|---|---:|\n| cold boot | 6.50 s |\n"
+                "<!-- /bench:resume -->\n")
+        self.readme("# x\n\n" + hand + "\nafter\n")
+        rc, out, err = self.run_main("--check")
+        self.assertEqual((rc, err), (0, ""))
+        self.assertIn("resume: not generated (no raw results)", out)
+        self.assertEqual(self.run_main()[0], 0)
+        with open(tables.README) as f:
+            self.assertEqual(f.read(), "# x\n\n" + hand + "\nafter\n")
+        self.put("resume-2026-01-02-abc1234.json", resume_results())
+        rc, out, _ = self.run_main("--check")
+        self.assertEqual(rc, 1)
+        self.assertIn("-| cold boot | 6.50 s |", out)
+        self.assertEqual(self.run_main()[0], 0)
+        self.assertEqual(self.run_main("--check")[0], 0)
+        with open(tables.README) as f:
+            text = f.read()
+        self.assertIn("<!-- bench:resume -->\n_`python3 bench/resume.py --runs 3`, 2026-01-02", text)
+        self.assertNotIn("written by hand", text)
 
     def test_results_no_renderer_takes_are_a_problem(self):
-        with open(os.path.join(self.results, "uki-2026-01-02-abc1234.json"), "w") as f:
-            json.dump({"date": "2026-01-02"}, f)
-        self.readme("")
-        rc, _, err = self.run_main("--check")
+        saved = tables.TABLES
+        tables.TABLES = dict(saved, uki=None)
+        try:
+            with open(os.path.join(self.results, "uki-2026-01-02-abc1234.json"), "w") as f:
+                json.dump({"date": "2026-01-02"}, f)
+            self.readme("")
+            rc, _, err = self.run_main("--check")
+        finally:
+            tables.TABLES = saved
         self.assertEqual(rc, 1)
         self.assertIn("uki: raw results in bench/results but tables.py cannot render them yet", err)
+
+    def test_every_table_has_a_renderer(self):
+        self.assertEqual([n for n, r in tables.TABLES.items() if r is None], [])
+
+    # The renderers of the benches that had none, each on results shaped as its script saves them.
+
+    def provenance(self, bench, name, what):
+        return (f"_`python3 bench/{bench}.py --runs 3`, {name[len(bench) + 1:len(bench) + 11]}, commit abc1234, "
+                f"2 cores{what}; raw results: [results/{name}](results/{name})._")
+
+    def test_resume(self):
+        name = "resume-2026-01-02-abc1234.json"
+        self.put(name, resume_results())
+        got = tables.render_resume()
+        self.assertTrue(got.startswith(self.provenance(
+            "resume", name, ", kernel 6.1.0-1-amd64, QEMU TCG -m 512, medians of 3") + "\n"), got)
+        self.assertIn("| cold boot | 6.50 s | 2.60 s | – |", got)
+        self.assertIn("| resume | 7.17 s | 2.61 s | 87,540 KiB in 0.66 s |", got)
+        self.assertIn("Not reached (left out of the medians): resumes 1 of 3.", got)
+
+    def test_luks(self):
+        name = "luks-2026-01-02-abc1234.json"
+        self.put(name, luks_results(boot=True))
+        got = tables.render_luks()
+        self.assertTrue(got.startswith(self.provenance("luks", name, ", kernel 6.1.0-1-amd64, medians of 3") + "\n"))
+        self.assertIn("| root on LUKS, crypttab, KEYMAP=de | 0.187 s | 5,896 KB | 107 |", got)
+        self.assertIn("LUKS + keymap against the plain root: 5,140 KB more (7.8× the size), build 4.8× the time.", got)
+        self.assertIn("| the same machine, root not encrypted | 0.039 s | 756 KB | 46 |", got)
+        self.assertIn("| initramfs-tools, MODULES=most, cryptsetup-initramfs | 18.88 s | 33.1 MB | 1.51× |", got)
+        self.assertIn("| leanrd --universal (+ KEYMAP=de) | 0.44 s | 21.9 MB | 1.00× |", got)
+        self.assertIn("| `host_keyfile` | – | 2.55 s |", got)
+        self.assertIn("| `universal_ps2_de` | 1.07 s | 3.10 s |", got)
+        self.put("luks-2026-01-03-abc1234.json", luks_results(boot=False))
+        self.assertIn("Boot not measured in this run (`--no-boot`).", tables.render_luks())
+
+    def test_uki(self):
+        name = "uki-2026-01-02-abc1234.json"
+        self.put(name, uki_results())
+        got = tables.render_uki()
+        self.assertTrue(got.startswith(self.provenance(
+            "uki", name, ", kernel 6.1.0-1-amd64, medians of 3, alternating") + "\n"))
+        self.assertIn("| `leanrd build --universal --uki` | 0.33 s | 31.3 MB | 11.54 s | 4.15 s |", got)
+        self.assertIn("| `dracut --no-hostonly --uefi --zstd` | 18.68 s | 42.7 MB | 24.14 s | 16.07 s |", got)
+        self.assertIn("Boots that did not reach the root's init (left out of the medians): "
+                      "`dracut --no-hostonly --uefi --zstd` 1 of 3.", got)
+        self.assertIn("leanrd is 57× faster to build its UKI.", got)
+        self.assertIn("On loop XFS (sysroot on the same file system): the zstd UKI is 21.0 MB of which 12.79 MB "
+                      "exclusive, built in 0.21 s; the reflinked one (`--compress none`) is 60.7 MB of which "
+                      "1.59 MB exclusive, built in 0.32 s.", got)
+
+    def test_seeds_table(self):
+        name = "seeds_table-2026-01-02-abc1234.json"
+        self.put(name, seeds_results())
+        got = tables.render_seeds_table()
+        self.assertTrue(got.startswith(self.provenance(
+            "seeds_table", name, ", kernel 6.1.0-1-amd64, build runtime median of 3") + "\n"))
+        # The README's hand-written XFS host-only table, from its rounded figures (so the
+        # runtimes' percentages and ratio differ a little).
+        self.assertIn("""XFS host-only | leanrd xz | leanrd zstd | leanrd reflink
+---|---:|---:|---:
+leanrd runtime | 1.457s (ref) | 0.072s (-95.06%) | 0.040s (-97.25%)
+QEMU boot time: kernel to /init | 3344.9ms (ref) | 2092.9ms (-37.43%) | 2387.5ms (-28.62%)
+total bytes | 548864 (ref) | 753664 (+37.31%) | 2990080 (+444.78%)
+shared (deduplicated) | 0 (ref) | 0 | 2924544
+exclusive | 548864 (ref) | 753664 (+37.31%) | 65536 (-88.06%)
+
+reflink exclusive / xz image: 11.9 %; reflink build / zstd build: 0.56""", got)
+        self.assertIn("QEMU boot time: kernel to /init | 2399.9ms (ref) | – | 2032.2ms (-15.32%)", got)
+        self.assertTrue(got.endswith("Targets: reflink build faster than zstd: met (0.56–0.80×). Reflink exclusive "
+                                     "bytes ≤ 10 % of the xz image: not met (11.9 % host-only)."), got)
+
+    def test_timeline(self):
+        name = "timeline-2026-01-02-abc1234.json"
+        self.put(name, timeline_results())
+        got = tables.render_timeline()
+        self.assertTrue(got.startswith(self.provenance(
+            "timeline", name, ", kernel 6.1.0-1-amd64, `leanrd analyze` of each boot, median of 3") + "\n"))
+        self.assertIn("| leanrd host-only | 1.64 s | 0.49 s | 11 (0.40 s) | 14.31 s | 16.43 s |", got)
+        self.assertIn("| initramfs-tools MODULES=dep | 2.37 s | 5.27 s | not logged | 15.37 s | 22.84 s |", got)
+        self.assertIn("Boots analysed (the others did not reach running or were not analysed): "
+                      "initramfs-tools MODULES=dep 2 of 3.", got)
+
+    def test_debian_bookworm_is_its_suite_s_newest(self):
+        def debian(suite, multi_user):
+            boots = [{"running": True, "multi_user_s": multi_user, "initramfs_s": 0.9}]
+            return {"bench": "debian", "command": f"python3 bench/debian.py --suite {suite} --runs 1",
+                    "host": {"cores": 2}, "suite": suite, "kernel": "6.1.0-1-amd64", "runs": 1,
+                    "variants": {"leanrd host-only": {"build_s": [0.5], "image_bytes": 761754, "boots": boots}}}
+        self.put("debian-2026-01-02-abc1234.json", debian("bookworm", 14.5))
+        self.put("debian-2026-01-03-abc1234.json", debian("trixie", 19.8))
+        got = tables.render_debian("bookworm")
+        self.assertIn("2026-01-02, commit abc1234", got)
+        self.assertIn("| leanrd host-only (in the VM) | 0.50 | – | 761,754 | 14.50 | 0.90 | 1/1 |", got)
 
 
 if __name__ == "__main__":
