@@ -41,7 +41,6 @@ fn build(tree: &Path, kver: &str, init: &Path, out: &Path, extra: &[&str]) -> St
     err
 }
 
-#[test]
 fn debian13_layouts_build_and_verify() {
     let Some((_kernel, init, kver, t)) = setup_trixie("trixie-layouts", &["zstd", "xz", "depmod"]) else { return };
     let Some(tree) = prepare_trixie(&t, &init, "") else { return };
@@ -117,7 +116,6 @@ fn debian13_layouts_build_and_verify() {
     assert!(o.status.success(), "verify: {}", String::from_utf8_lossy(&o.stdout));
 }
 
-#[test]
 fn decompressed_modules_are_cached_by_their_files_identity() {
     let Some((_kernel, init, kver, t)) = setup_trixie("trixie-cache", &["xz"]) else { return };
     let Some(tree) = prepare_trixie(&t, &init, "") else { return };
@@ -232,7 +230,6 @@ fn decompressed_modules_are_cached_by_their_files_identity() {
 /// directory (`add-all`: every /usr/lib/modules/KVER/vmlinuz) and hands it to leanrd's plugin:
 /// with layout=bls, the entry gets leanrd's initrd; with layout=uki, leanrd's UKI holds that
 /// very kernel. Both images pass `verify` against the tree.
-#[test]
 fn kernel_install_takes_the_kernel_from_the_module_directory() {
     let Some((_kernel, init, kver, t)) = setup_trixie("trixie-ki", &["zstd", "xz", "depmod", "chroot"]) else {
         return;
@@ -304,4 +301,30 @@ fn kernel_install_takes_the_kernel_from_the_module_directory() {
     assert!(bytes.windows(15).any(|w| w == b"leanrd-ki-word\n" || w == b"leanrd-ki-word\0"), "/etc/kernel/cmdline");
     let v: serde_json::Value = serde_json::from_slice(&ok(leanrd().args(["inspect", "--json"]).arg(&efi))).unwrap();
     assert!(v["uki"]["initrd_length"].as_u64().unwrap() > 0, "{v}");
+}
+
+/// Its own main (libtest-mimic): the Arch tree the tests share lives in the scenarios' scratch
+/// directory, which `run_tests` removes when the tests are done (a static is never dropped).
+fn main() -> std::process::ExitCode {
+    let tests: [(&str, fn()); 3] = [
+        ("debian13_layouts_build_and_verify", debian13_layouts_build_and_verify),
+        (
+            "decompressed_modules_are_cached_by_their_files_identity",
+            decompressed_modules_are_cached_by_their_files_identity,
+        ),
+        (
+            "kernel_install_takes_the_kernel_from_the_module_directory",
+            kernel_install_takes_the_kernel_from_the_module_directory,
+        ),
+    ];
+    let trials = tests
+        .into_iter()
+        .map(|(name, f)| {
+            test(name, move || {
+                f();
+                Ok(())
+            })
+        })
+        .collect();
+    run_tests(trials, cores())
 }
