@@ -31,51 +31,92 @@ pub struct Inputs {
     /// identity (path, size, mtime, inode) or, for generated and transformed files (under
     /// `tmp`), the content itself.
     pub digest: String,
+    /// Each segment's own digest, as `inputs` would give for that segment alone (a kept
+    /// compressed segment is named by it).
+    pub segments: Vec<String>,
     /// The first regular file that others may not read (by its mode in the image or its
     /// source's on disk): the image must then be private too.
     pub secret: Option<String>,
 }
 
 pub fn inputs(segments: &[SegmentInputs], tmp: &Path) -> Result<Inputs> {
+    let hex = |h: Sha256| h.finalize().iter().map(|b| format!("{b:02x}")).collect::<String>();
     let mut h = Sha256::new();
+    let mut each = Vec::new();
     let mut secret = None;
     let mut note_secret = |mode: u32, e: &Entry| {
         if is_secret(mode) && secret.is_none() {
             secret = Some(String::from_utf8_lossy(&e.name).into_owned());
         }
     };
-    h.update(format!("leanrd {}\n", env!("CARGO_PKG_VERSION")));
+    let version = format!("leanrd {}\n", env!("CARGO_PKG_VERSION"));
+    h.update(&version);
     for s in segments {
-        h.update(format!("segment {} {:?}\n", s.compress, s.data_align));
+        // The whole image's digest and this segment's own, fed the same bytes.
+        let mut g = Sha256::new();
+        g.update(&version);
+        let mut both = |b: &[u8]| {
+            h.update(b);
+            g.update(b);
+        };
+        both(format!("segment {} {:?}\n", s.compress, s.data_align).as_bytes());
         for e in s.entries {
             if e.is_regular() {
                 note_secret(e.mode, e);
             }
-            h.update(&e.name);
-            h.update(format!(" {:o} {} {} {} {} {}\n", e.mode, e.uid, e.gid, e.mtime, e.rdev_major, e.rdev_minor));
+            both(&e.name);
+            both(
+                format!(" {:o} {} {} {} {} {}\n", e.mode, e.uid, e.gid, e.mtime, e.rdev_major, e.rdev_minor).as_bytes(),
+            );
             match &e.data {
                 Data::None => {}
-                Data::Inline(v) => h.update(v),
+                Data::Inline(v) => both(v),
                 Data::File { path, .. } if path.starts_with(tmp) => {
-                    h.update(fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?)
+                    both(&fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?)
                 }
                 Data::File { .. } | Data::Tree { .. } => {
                     let path = e.source().expect("a file entry has a source");
                     let path = path.as_ref();
                     let md = fs::metadata(path).with_context(|| format!("{}: cannot stat", path.display()))?;
                     note_secret(md.mode(), e);
-                    h.update(format!(
-                        "{} {} {} {} {} {}\n",
-                        path.display(),
-                        md.len(),
-                        md.mtime(),
-                        md.mtime_nsec(),
-                        md.ino(),
-                        md.dev()
-                    ));
+                    both(
+                        format!(
+                            "{} {} {} {} {} {}\n",
+                            path.display(),
+                            md.len(),
+                            md.mtime(),
+                            md.mtime_nsec(),
+                            md.ino(),
+                            md.dev()
+                        )
+                        .as_bytes(),
+                    );
                 }
             }
         }
+        each.push(hex(g));
     }
-    Ok(Inputs { digest: h.finalize().iter().map(|b| format!("{b:02x}")).collect(), secret })
+    Ok(Inputs { digest: hex(h), segments: each, secret })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use leanrd_compress::Format;
+
+    #[test]
+    fn each_segments_digest_is_that_segment_alone() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("m.ko");
+        fs::write(&f, b"module").unwrap();
+        let entry =
+            |name: &str| Entry::new(name.as_bytes(), leanrd_newc::FileKind::Regular, 0o644, Data::file(&f, 6).unwrap());
+        let (a, b) = ([entry("a.ko")], [entry("b.ko")]);
+        let seg = |e| SegmentInputs { entries: e, compress: Spec::new(Format::Zstd), data_align: None };
+        let tmp = t.path().join("tmp");
+        let both = inputs(&[seg(&a), seg(&b)], &tmp).unwrap();
+        assert_eq!(both.segments, [inputs(&[seg(&a)], &tmp).unwrap().digest, inputs(&[seg(&b)], &tmp).unwrap().digest]);
+        assert_ne!(both.segments[0], both.segments[1]);
+        assert_ne!(both.digest, both.segments[1]);
+    }
 }

@@ -207,9 +207,10 @@ fn print_manifest(mut s: Segments, r: &Request, g: &Generated) -> Result<()> {
     Ok(())
 }
 
-/// The digest of the image's inputs with its mode (a change of mode rebuilds), and the mode.
-fn digest_and_mode(s: &Segments, r: &Request) -> Result<(String, u32)> {
-    let Inputs { digest, secret } = inputs(
+/// The digest of the image's inputs with its mode (a change of mode rebuilds), the mode, and
+/// the modules' segment's own digest (its name in the cache).
+fn digest_and_mode(s: &Segments, r: &Request) -> Result<(String, u32, String)> {
+    let Inputs { digest, segments, secret } = inputs(
         &[
             SegmentInputs { entries: &s.early, compress: Spec::new(Format::None), data_align: None },
             SegmentInputs { entries: &s.main, compress: r.compress, data_align: r.data_align },
@@ -223,7 +224,8 @@ fn digest_and_mode(s: &Segments, r: &Request) -> Result<(String, u32)> {
     {
         eprintln!("leanrd: warning: image mode {m:04o} lowered to {mode:04o}: /{name} is not readable by others");
     }
-    Ok((format!("{digest} mode {mode:o}"), mode))
+    let modules = segments.last().expect("three segments").clone();
+    Ok((format!("{digest} mode {mode:o}"), mode, modules))
 }
 
 /// Write the image and then its digest, atomically each, the old digest removed first: a
@@ -249,7 +251,7 @@ fn write(specs: Vec<SegmentSpec>, r: &Request, digest: &str, mode: u32) -> Resul
 
 /// The image's segments: the early (microcode) one first, uncompressed, then the main one,
 /// then the modules' (kept in the cache by the digest of its inputs, when compressed).
-fn specs(s: Segments, r: &Request, cache: Option<&ModuleCache>) -> Result<Vec<SegmentSpec>> {
+fn specs(s: Segments, r: &Request, cache: Option<&ModuleCache>, modules_digest: &str) -> Vec<SegmentSpec> {
     let mut segs = Vec::new();
     if !s.early.is_empty() {
         segs.push(SegmentSpec {
@@ -268,13 +270,7 @@ fn specs(s: Segments, r: &Request, cache: Option<&ModuleCache>) -> Result<Vec<Se
         kept: None,
     });
     if !s.modules.is_empty() {
-        let kept = match cache {
-            Some(c) if r.compress.format != Format::None => {
-                let i = [SegmentInputs { entries: &s.modules, compress: r.compress, data_align: None }];
-                Some(c.segment(&inputs(&i, &r.tmp)?.digest))
-            }
-            _ => None,
-        };
+        let kept = cache.filter(|_| r.compress.format != Format::None).map(|c| c.segment(modules_digest));
         segs.push(SegmentSpec {
             entries: s.modules,
             compress: r.compress,
@@ -283,7 +279,7 @@ fn specs(s: Segments, r: &Request, cache: Option<&ModuleCache>) -> Result<Vec<Se
             kept,
         });
     }
-    Ok(segs)
+    segs
 }
 
 /// The static /init built with leanrd (build.rs); empty when built without one.
@@ -351,12 +347,12 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         print_manifest(segs, &r, &g)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let (digest, mode) = digest_and_mode(&segs, &r)?;
+    let (digest, mode, modules_digest) = digest_and_mode(&segs, &r)?;
     if a.uki.uki {
         // A UKI depends on more than the initramfs (kernel, stub, command line): always made.
         let _lock = output::lock_dir(&r.output)?;
         progress(start, &format!("writing the UKI {} ({})", r.output.display(), r.compress));
-        let l = crate::build_uki::write(&a.uki, &r, specs(segs, &r, g.module_cache.as_ref())?, mode)?;
+        let l = crate::build_uki::write(&a.uki, &r, specs(segs, &r, g.module_cache.as_ref(), &modules_digest), mode)?;
         let size = fs::metadata(&r.output)?.len();
         eprintln!(
             "leanrd: {} in {:.3} s: UKI, {size} bytes; sections {}; kernel {} B cloned, {} B copied",
@@ -377,7 +373,7 @@ pub fn run(a: BuildArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     progress(start, &format!("writing {} ({})", r.output.display(), r.compress));
-    let stats = write(specs(segs, &r, g.module_cache.as_ref())?, &r, &digest, mode)?;
+    let stats = write(specs(segs, &r, g.module_cache.as_ref(), &modules_digest), &r, &digest, mode)?;
     let size = fs::metadata(&r.output)?.len();
     let entries: usize = stats.iter().map(|s| s.archive.entries).sum();
     let cloned: u64 = stats.iter().map(|s| s.archive.cloned).sum();

@@ -78,21 +78,6 @@ pub fn sh(cmd: &str) {
     assert!(o.status.success(), "{cmd}: {}", String::from_utf8_lossy(&o.stderr));
 }
 
-/// Boot, reading the serial console as it comes: `answer` is typed (with Enter) at the first
-/// "Enter passphrase", and the VM is killed as soon as the console shows one of `stop` (a
-/// boot that has failed: no need to wait for its timeout). Returns the console output.
-pub fn boot_console(
-    kernel: &Path,
-    initrd: &Path,
-    append: &str,
-    extra: &[String],
-    answer: Option<&str>,
-    stop: &[String],
-    secs: u64,
-) -> String {
-    boot_console_timed(kernel, initrd, append, extra, answer, stop, secs).console
-}
-
 /// What a VM's console showed: the console, how long the VM ran, how long it waited for a
 /// slot, and when each asked-for mark first showed (seconds from QEMU's start).
 pub struct Console {
@@ -102,7 +87,10 @@ pub struct Console {
     pub marks: std::collections::BTreeMap<String, f64>,
 }
 
-/// [`boot_console`], with the VM's own time apart from the wait for its slot.
+/// Boot, reading the serial console as it comes: `answer` is typed (with Enter) at the first
+/// "Enter passphrase", and the VM is killed as soon as the console shows one of `stop` (a
+/// boot that has failed: no need to wait for its timeout). The console, with the VM's own
+/// time apart from its wait for a slot.
 pub fn boot_console_timed(
     kernel: &Path,
     initrd: &Path,

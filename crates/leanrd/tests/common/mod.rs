@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// `leanrd()` is the harness's: the executable cargo built beside the test.
-pub use leanrd_testkit::boot::{boot_console, init_binary, kver_of, leanrd, sh};
+pub use leanrd_testkit::boot::{boot_console_timed, init_binary, kver_of, leanrd, sh};
 pub use leanrd_testkit::*;
 
 /// Boot, answering the passphrase prompt on the serial console; returns the console output.
@@ -25,7 +25,7 @@ pub fn boot_typing(
     answer: &str,
     secs: u64,
 ) -> String {
-    boot_console(kernel, initrd, append, extra, Some(answer), &[], secs)
+    boot_console_timed(kernel, initrd, append, extra, Some(answer), &[], secs).console
 }
 
 /// A root tree at `t/rootfs` with static busybox as /bin/busybox and /bin/sh, and these
