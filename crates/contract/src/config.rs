@@ -8,6 +8,7 @@ use alloc::{format, vec};
 use crate::crypttab::{CryptEntry, CryptKey, CryptOptions};
 use crate::device::DeviceRef;
 use crate::escape::{unword, word};
+use crate::root::Root;
 
 /// The first line; a config written by an incompatible generator is refused, not guessed at.
 const MAGIC: &str = "leanrd-init-config 1";
@@ -60,7 +61,8 @@ pub struct Layer {
 /// ones the image was built for (used when the command line says nothing).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Mounts {
-    pub root: Option<DeviceRef>,
+    /// The root, of any kind (a block device, an NFS export).
+    pub root: Option<Root>,
     pub rootfstype: Option<String>,
     pub rootflags: Option<String>,
     pub usr: Option<DeviceRef>,
@@ -142,7 +144,10 @@ impl InitConfig {
             line("kver", &[k]);
         }
         let m = &self.mounts;
-        for (key, d) in [("root", &m.root), ("usr", &m.usr), ("resume", &self.resume)] {
+        if let Some(r) = &m.root {
+            line("root", &[&r.to_string()]);
+        }
+        for (key, d) in [("usr", &m.usr), ("resume", &self.resume)] {
             if let Some(d) = d {
                 line(key, &[&d.to_string()]);
             }
@@ -211,7 +216,7 @@ impl InitConfig {
             };
             match key {
                 "kver" => c.kver = Some(single()?),
-                "root" => c.mounts.root = Some(DeviceRef::parse(&single()?).map_err(|e| err(e.to_string()))?),
+                "root" => c.mounts.root = Some(Root::parse(&single()?, None).map_err(|e| err(e.to_string()))?),
                 "rootfstype" => c.mounts.rootfstype = Some(single()?),
                 "rootflags" => c.mounts.rootflags = Some(single()?),
                 "usr" => c.mounts.usr = Some(DeviceRef::parse(&single()?).map_err(|e| err(e.to_string()))?),
@@ -281,7 +286,7 @@ mod tests {
         InitConfig {
             kver: Some("6.1.0-28-amd64".into()),
             mounts: Mounts {
-                root: Some(DeviceRef::Label("my root %1".into())),
+                root: Some(Root::Block(DeviceRef::Label("my root %1".into()))),
                 rootfstype: Some("ext4".into()),
                 rootflags: Some("subvol=@,compress=zstd".into()),
                 usr: Some(DeviceRef::PartUuid { uuid: "aa-2".into(), offset: 0 }),
@@ -362,7 +367,15 @@ mod tests {
             c.options = (0..(n >> 3) % 3).map(|_| (r.text(), r.text())).collect();
             c.fsck = (0..(n >> 5) % 3).map(|_| (r.text(), r.text())).collect();
             if n & 4 != 0 {
-                c.mounts.root = Some(DeviceRef::Uuid(format!("u{}", r.text())));
+                c.mounts.root = Some(Root::Block(DeviceRef::Uuid(format!("u{}", r.text()))));
+            }
+            if n & 32 != 0 {
+                c.mounts.root = Some(Root::Nfs(crate::root::NfsRoot {
+                    server: Some(format!("s{}", n % 1000)),
+                    path: Some(format!("/{}", r.text().replace([':', '\0'], ""))),
+                    options: Some(format!("o{}", r.text().replace('\0', ""))),
+                    version: crate::root::NfsVersion::V4,
+                }));
             }
             if n & 8 != 0 {
                 c.mounts.usr = Some(DeviceRef::Label(format!("l{}", r.text())));
@@ -388,6 +401,9 @@ mod tests {
         assert_eq!(e("leanrd-init-config 1\nbogus 1\n"), "line 2: unknown key \"bogus\"");
         assert_eq!(e("leanrd-init-config 1\nlayer nfs\n"), "line 2: unknown capability \"nfs\"");
         assert!(e("leanrd-init-config 1\nroot UUID=\n").starts_with("line 2: \"UUID=\" is not a device"));
+        assert!(
+            e("leanrd-init-config 1\nroot nfs:srv:rel\n").starts_with("line 2: \"nfs:srv:rel\" is not an NFS root")
+        );
         assert!(e("leanrd-init-config 1\nload a%2\n").starts_with("line 2: bad escape"));
         assert_eq!(e("leanrd-init-config 1\nresume_offset x\n"), "line 2: resume_offset \"x\" is not a number");
     }

@@ -5,11 +5,11 @@
 //! `no_std` with `alloc`: /init links no libc and no std.
 //!
 //! ```
-//! use leanrd_contract::{Capability, DeviceRef, InitConfig, Layer};
+//! use leanrd_contract::{Capability, DeviceRef, InitConfig, Layer, Root};
 //!
 //! let mut c = InitConfig::default();
 //! c.kver = Some("6.1.0-28-amd64".into());
-//! c.mounts.root = Some(DeviceRef::parse("UUID=0a1b-2c3d").unwrap());
+//! c.mounts.root = Some(Root::Block(DeviceRef::parse("UUID=0a1b-2c3d").unwrap()));
 //! c.load = vec!["virtio_blk".into(), "fs-ext4".into()];
 //! c.layers.push(Layer { capability: Capability::Luks, modules: vec!["dm_crypt".into()] });
 //! let text = c.encode();
@@ -25,12 +25,14 @@ mod crypttab;
 mod device;
 mod escape;
 mod fstab;
+mod root;
 pub mod steplog;
 
 pub use config::{Capability, Crypt, DecodeError, InitConfig, KEYMAP_DIR, Layer, Mounts};
 pub use crypttab::{CryptEntry, CryptKey, CryptOptions, CrypttabProblem, crypttab_entries};
 pub use device::{DeviceRef, DeviceRefError, unescape_udev};
 pub use fstab::{FstabEntry, NOT_BLOCK_FSTYPES, fstab_entries, fstab_entry, unescape_octal};
+pub use root::{NfsRoot, NfsVersion, Root, RootError, RootKind};
 
 /// Where helper programs are: the generator looks for a feature's binaries here (under the
 /// system root), /init runs them with this `PATH`.

@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use leanrd_archive::error::{Context, Result, bail};
-use leanrd_contract::{CONFIG_PATH, DeviceRef, InitConfig, Layer};
+use leanrd_contract::{CONFIG_PATH, DeviceRef, InitConfig, Layer, Root};
 use leanrd_kmod::Resolved;
 
 use crate::crypt::CryptSelection;
@@ -170,8 +170,13 @@ pub fn init_config(
 ) -> InitConfig {
     let mut c = InitConfig { kver: Some(r.kver.clone()), load: m.load.clone(), ..InitConfig::default() };
     if let Some(x) = facts {
-        c.mounts.root = device_ref(&r.host_root, &x.root);
-        c.mounts.rootfstype = Some(x.root.fstype.clone());
+        c.mounts.root = match &x.nfs {
+            Some(n) => Some(Root::Nfs(n.clone())),
+            None => device_ref(&r.host_root, &x.root).map(Root::Block),
+        };
+        if x.nfs.is_none() {
+            c.mounts.rootfstype = Some(x.root.fstype.clone());
+        }
         // A btrfs root in a subvolume (Debian's and Fedora's `@`, `root`): mounted as it is now
         // unless the command line says otherwise.
         if x.root.fstype == "btrfs" && x.root.fsroot != "/" {

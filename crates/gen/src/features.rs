@@ -23,6 +23,10 @@ pub enum When {
     Universal,
     /// Only with --include.
     Requested,
+    /// When host detection finds its condition, or with --include; never by --universal
+    /// alone: a software configuration (a network root) that a universal image would carry
+    /// for nothing on the machines that do not use it.
+    Needed,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]

@@ -7,7 +7,9 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use leanrd_contract::{DeviceRef, NOT_BLOCK_FSTYPES, fstab_entries, unescape_octal};
+use leanrd_contract::{
+    DeviceRef, NOT_BLOCK_FSTYPES, NfsRoot, NfsVersion, Root, RootKind, fstab_entries, unescape_octal,
+};
 
 use leanrd_archive::error::{Context, Result, bail};
 
@@ -21,6 +23,8 @@ pub struct Mount {
     pub options: String,
     /// The directory of the file system mounted there (a btrfs subvolume: `/@`).
     pub fsroot: String,
+    /// The file system's own options (mountinfo's last field: NFS's `vers=`, `addr=`).
+    pub super_options: String,
 }
 
 /// What the image needs, as found on the host.
@@ -53,6 +57,69 @@ pub struct Facts {
     pub links: Vec<Link>,
     /// What the walk in progress is for ("root", "/usr", "resume").
     pub role: String,
+    /// The root's NFS export, when the root is on NFS (its network interfaces' devices are
+    /// in `links`, role "root").
+    pub nfs: Option<NfsRoot>,
+}
+
+impl Facts {
+    /// The kind of root this machine has.
+    pub fn root_kind(&self) -> RootKind {
+        if self.nfs.is_some() { RootKind::Nfs } else { RootKind::Block }
+    }
+}
+
+/// The root as the image records it: an NFS mount's `SERVER:PATH` and the version it
+/// mounted with (mountinfo's `vers=`); the server as its address, since a name needs DNS.
+pub fn nfs_root(m: &Mount) -> Result<NfsRoot> {
+    let spec = format!("nfs:{}", m.source);
+    let mut n = match Root::parse(&spec, None) {
+        Ok(Root::Nfs(n)) => n,
+        _ => bail!("{}: the NFS root \"{}\" is not SERVER:PATH", m.mountpoint, m.source),
+    };
+    let opt = |k: &str| m.super_options.split(',').find_map(|o| o.strip_prefix(k)).map(str::to_string);
+    if let Some(a) = opt("addr=") {
+        n.server = Some(if a.contains(':') { format!("[{a}]") } else { a });
+    }
+    let vers = opt("vers=").unwrap_or_else(|| if m.fstype == "nfs4" { "4".into() } else { "3".into() });
+    if vers.starts_with('4') {
+        n.version = NfsVersion::V4;
+    }
+    // Mounted read-write now: so again (the bootloader's `ro` is for a root the system
+    // remounts from its fstab, which an NFS root's need not name).
+    let rw = m.options.split(',').any(|o| o == "rw");
+    n.options = Some(format!("vers={vers}{}", if rw { ",rw" } else { "" }));
+    Ok(n)
+}
+
+/// The network interfaces a network root may go over: those up with a device behind them
+/// (loopback, bridges and other virtual interfaces have none), their devices walked to the
+/// hardware like a disk's.
+fn walk_network(root: &Path, f: &mut Facts) -> Result<()> {
+    let dir = root.join("sys/class/net");
+    let mut names: Vec<String> = fs::read_dir(&dir)
+        .with_context(|| format!("{}: cannot read", dir.display()))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    for n in names {
+        let up = read_trim(&dir.join(&n).join("operstate")).is_some_and(|s| s == "up" || s == "unknown");
+        let Ok(dev) = fs::canonicalize(dir.join(&n).join("device")) else { continue };
+        if !up {
+            continue;
+        }
+        f.devices.push(n.clone());
+        for l in ancestors(root, &dev, "root", &n) {
+            f.modaliases.extend(l.modalias.clone());
+            f.drivers.extend(l.driver.clone());
+            f.links.push(l);
+        }
+    }
+    if !f.links.iter().any(|l| l.role == "root") {
+        bail!("the root is on NFS ({}), but no network interface with a device is up", f.root.source);
+    }
+    Ok(())
 }
 
 /// One device the boot needs a driver for.
@@ -127,6 +194,7 @@ pub fn mounts(text: &str) -> Result<Vec<Mount>> {
             ),
             options: f[5].to_string(),
             fsroot: unescape_octal(f[3]),
+            super_options: f.get(sep + 3).map(|o| o.to_string()).unwrap_or_default(),
         });
     }
     Ok(out)
@@ -144,6 +212,22 @@ pub fn detect(root: &Path) -> Result<Facts> {
     targets.extend(f.usr.clone());
     for m in targets {
         f.role = if m.mountpoint == "/" { "root".into() } else { m.mountpoint.clone() };
+        // The kind of root: a network root brings its interfaces' drivers, a kind leanrd
+        // cannot boot is an error here (the image would not find its root).
+        if m.mountpoint == "/" && NOT_BLOCK_FSTYPES.contains(&m.fstype.as_str()) {
+            match m.fstype.as_str() {
+                "nfs" | "nfs4" => {
+                    f.nfs = Some(nfs_root(&m)?);
+                    walk_network(root, &mut f)?;
+                    continue;
+                }
+                t => bail!(
+                    "the root is {t} ({}): leanrd boots roots of these kinds only: {}",
+                    m.source,
+                    RootKind::ALL.map(|k| k.name()).join(", ")
+                ),
+            }
+        }
         if m.dev.0 == 0 {
             // No block device number: btrfs (its members are listed in sysfs), or a network
             // or virtual file system (nothing to walk). Anything else cannot be resolved here,
@@ -587,9 +671,22 @@ mod tests {
                 dev: (254, 1),
                 options: "rw,relatime".into(),
                 fsroot: "/".into(),
+                super_options: "rw".into(),
             }
         );
         assert_eq!(m[2].source, "/dev/mapper/vg-usr x");
         assert!(mounts("garbage\n").is_err());
+    }
+
+    #[test]
+    fn an_nfs_root_is_recorded_by_address_and_version() {
+        let t = "22 1 0:40 / / ro,relatime shared:1 - nfs4 srv.test:/srv/root \
+                 ro,vers=4.2,rsize=131072,proto=tcp,addr=10.77.0.1,clientaddr=10.77.0.50\n\
+                 23 1 0:41 / /mnt rw - nfs [fd00::1]:/x rw,vers=3,addr=fd00::1\n";
+        let m = mounts(t).unwrap();
+        let n = nfs_root(&m[0]).unwrap();
+        assert_eq!(Root::Nfs(n).to_string(), "nfs4:10.77.0.1:/srv/root:vers=4.2");
+        let n = nfs_root(&m[1]).unwrap();
+        assert_eq!(Root::Nfs(n).to_string(), "nfs:[fd00::1]:/x:vers=3,rw");
     }
 }

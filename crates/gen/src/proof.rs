@@ -14,7 +14,7 @@ use std::fs;
 use std::path::Path;
 use std::rc::Rc;
 
-use leanrd_contract::{CONFIG_PATH, Capability, InitConfig, NOT_BLOCK_FSTYPES, SEARCH_PATH};
+use leanrd_contract::{CONFIG_PATH, Capability, InitConfig, NOT_BLOCK_FSTYPES, RootKind, SEARCH_PATH};
 use leanrd_kmod::{ModuleDb, Resolved, Tables};
 
 use crate::elf::{Info, LdCache};
@@ -511,9 +511,24 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
             missing.push(if l.role == "keyboard" { format!("the passphrase prompt has no keyboard: {e}") } else { e });
         }
     }
+    // The root by its kind: each kind names what /init needs for it, and a kind the proof
+    // does not know is a failure, never a pass.
+    match facts.root_kind() {
+        RootKind::Block => {}
+        RootKind::Nfs => missing.extend(nfs_root(&mut c, facts)),
+    }
     let mounts = [Some(("root", &facts.root)), facts.usr.as_ref().map(|u| ("/usr", u))];
     for (role, m) in mounts.into_iter().flatten() {
+        if role == "root" && facts.root_kind() != RootKind::Block {
+            continue;
+        }
         if NOT_BLOCK_FSTYPES.contains(&m.fstype.as_str()) {
+            if role == "root" {
+                missing.push(format!(
+                    "the root {} is {}: leanrd's /init cannot mount a root of that kind",
+                    m.source, m.fstype
+                ));
+            }
             continue;
         }
         let alias = format!("fs-{}", m.fstype);
@@ -556,6 +571,38 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
         }
     }
     if missing.is_empty() { Ok(Proven { kver: kver.to_string(), checks: c.checks }) } else { Err(missing) }
+}
+
+/// What an NFS root needs: the NFS client for the version it was mounted with, the packet
+/// socket /init's DHCP client uses, a driver for a network interface (the interfaces' links
+/// are proven with the other devices), and /init told where the root is.
+fn nfs_root(c: &mut Check, facts: &Facts) -> Vec<String> {
+    let mut missing = Vec::new();
+    let Some(n) = &facts.nfs else { return missing };
+    let v4 = n.version == leanrd_contract::NfsVersion::V4;
+    let need = ["fs-nfs", if v4 { "nfsv4" } else { "nfsv3" }, "af_packet"];
+    for m in need {
+        let r = match c.kernel.map(|k| k.db.resolve(m)) {
+            Some(Resolved::Builtin) => Ok(()),
+            Some(Resolved::Missing) => Err("the kernel has neither the module nor the driver".to_string()),
+            _ => c.loadable(m),
+        };
+        if let Err(e) = r {
+            missing.push(format!("the NFS root {} needs {m}: {e}", facts.root.source));
+        }
+    }
+    if !facts.links.iter().any(|l| l.role == "root") {
+        missing.push(format!("the NFS root {}: no network interface to reach it", facts.root.source));
+    }
+    match c.conf.as_ref().and_then(|conf| conf.mounts.root.as_ref()) {
+        Some(leanrd_contract::Root::Nfs(_)) => {}
+        other => missing.push(format!(
+            "the NFS root {}: /init's configuration names {} as the root",
+            facts.root.source,
+            other.map(|r| r.to_string()).unwrap_or_else(|| "nothing".into())
+        )),
+    }
+    missing
 }
 
 /// What a universal image promises, by class: every module its features name (globs over the

@@ -106,11 +106,12 @@ pub fn modules(
     let mut wanted: Vec<String> = Vec::new();
     let mut load: Vec<String> = Vec::new();
     for s in selected {
-        let names = feature_modules(kernel, s, r.universal);
+        // A required feature's own modules load up front; the drivers a universal build adds
+        // (globs over the module tree) are for coldplug to pick from, not to load all at once.
         if s.required {
-            load.extend(names.iter().cloned());
+            load.extend(feature_modules(kernel, s, false));
         }
-        wanted.extend(names);
+        wanted.extend(feature_modules(kernel, s, r.universal));
     }
     if let Some(x) = facts {
         host_modules(kernel, x, &mut wanted, &mut load)?;

@@ -58,7 +58,7 @@ pub fn select(all: &BTreeMap<String, Feature>, r: &Request, facts: Option<&Facts
             }
             let required = match f.when {
                 When::Always => Some(true),
-                When::Detected if facts.is_some_and(|x| detected(f, x, &r.sysroot)) => Some(true),
+                When::Detected | When::Needed if facts.is_some_and(|x| detected(f, x, &r.sysroot)) => Some(true),
                 When::Detected | When::Universal if r.universal => Some(false),
                 _ => None,
             };

@@ -67,6 +67,7 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     init.mods.load_many(&load, &mut init.log);
     init.log.step("listed modules loaded");
     let mut root = root::source(init)?;
+    let network_root = init.mods.net && !init.cmd.neednet;
     let mut usr = usr::given(init).map(|u| (usr::waiter(&u), u));
     let mut resume =
         resume::given(init).map(|r| (resume::ResumeWaiter::new(&r, init.cmd.noresume, init.cmd.resumewait), r));
@@ -110,8 +111,26 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
         usr::mount(init, u, w)?;
         init.log.step("/usr mounted");
     }
+    // rd.neednet=1 with a local root: the network comes up now, for the root to use.
+    if init.cmd.neednet && !network_root {
+        need_network(init);
+    }
     if init.cmd.shell {
         init.shell();
     }
     switch_root::switch_root(init)
+}
+
+/// `rd.neednet=1`: bring the network up and hand it over, though the root is local. Its
+/// drivers were loaded by coldplug with the storage's; a failure is logged, not fatal.
+fn need_network(init: &mut Init) {
+    let want = init.cmd.net_wanted();
+    let end = sys::now_ms() + 10_000;
+    while want.pick(&crate::net::interfaces()).is_empty() && sys::now_ms() < end {
+        sys::sleep_ms(100);
+    }
+    match crate::net::bring_up(&want, sys::now_ms() + init.cmd.timeout.saturating_mul(1000), &mut init.log) {
+        Ok(c) => crate::net::hand_over(&c),
+        Err(e) => init.log.error(&format!("rd.neednet=1: {e}")),
+    }
 }

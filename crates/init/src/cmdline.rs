@@ -4,7 +4,9 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use leanrd_contract::{CryptKey, CryptOptions, DeviceRef, Mounts};
+use leanrd_contract::{CryptKey, CryptOptions, DeviceRef, Mounts, Root};
+
+use crate::netconf::{self, IpParam};
 
 /// Settings from the kernel command line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -62,6 +64,14 @@ pub struct Cmdline {
     pub fsck_mode: FsckMode,
     /// `fsck.repair=`: preen (the default), yes or no.
     pub fsck_repair: FsckRepair,
+    /// `ip=` (repeatable): how to configure the network for a network root.
+    pub ip: Vec<IpParam>,
+    /// `BOOTIF=`: the interface to use, by MAC (PXE).
+    pub bootif: Option<[u8; 6]>,
+    /// `ifname=NAME:MAC` (repeatable): interface names, for `ip=` to use.
+    pub ifnames: Vec<(String, [u8; 6])>,
+    /// `rd.neednet=1`: bring the network up (and hand it to the root) even for a local root.
+    pub neednet: bool,
     /// Values that could not be used, for the diagnosis.
     pub problems: Vec<String>,
 }
@@ -137,18 +147,38 @@ pub fn words(s: &str) -> Vec<String> {
 }
 
 impl Cmdline {
+    /// What the network settings ask for.
+    pub fn net_wanted(&self) -> crate::net::Wanted {
+        crate::net::Wanted { ip: self.ip.clone(), bootif: self.bootif, names: self.ifnames.clone() }
+    }
+
     pub fn parse(s: &str) -> Cmdline {
         let mut c = Cmdline { timeout: 30, ..Cmdline::default() };
+        let (mut root, mut nfsroot) = (None, None);
         for w in words(s) {
             let (k, v) = match w.split_once('=') {
                 Some((k, v)) => (k, Some(v.to_string())),
                 None => (w.as_str(), None),
             };
             match (k, v) {
-                ("root", Some(v)) => match DeviceRef::parse(&v) {
-                    Ok(d) => c.mounts.root = Some(d),
-                    Err(e) => c.problems.push(format!("root={v} ignored: {e}")),
+                // Read once every word is seen: `nfsroot=` may come after it.
+                ("root", Some(v)) => root = Some(v),
+                ("nfsroot", Some(v)) => nfsroot = Some(v),
+                ("ip", Some(v)) => match IpParam::parse(&v) {
+                    Ok(p) => c.ip.push(p),
+                    Err(e) => c.problems.push(format!("{e} (ignored)")),
                 },
+                ("BOOTIF", Some(v)) => match netconf::bootif(&v) {
+                    Some(m) => c.bootif = Some(m),
+                    None => c.problems.push(format!("BOOTIF={v} ignored: not 01-XX-XX-XX-XX-XX-XX or a MAC")),
+                },
+                ("ifname", Some(v)) => match v.split_once(':').and_then(|(n, m)| Some((n, netconf::bootif(m)?))) {
+                    Some((n, m)) if !n.is_empty() && n.len() < 16 && !n.contains(['/', ' ']) => {
+                        c.ifnames.push((n.into(), m))
+                    }
+                    _ => c.problems.push(format!("ifname={v} ignored: not NAME:MAC")),
+                },
+                ("rd.neednet", Some(v)) => c.neednet = matches!(v.as_str(), "1" | "yes" | "true"),
                 ("rootfstype", Some(v)) => c.mounts.rootfstype = Some(v),
                 ("mount.usr", Some(v)) => match DeviceRef::parse(&v) {
                     Ok(d) => c.mounts.usr = Some(d),
@@ -238,6 +268,12 @@ impl Cmdline {
                 }
             }
         }
+        if let Some(v) = root {
+            match Root::parse(&v, nfsroot.as_deref()) {
+                Ok(r) => c.mounts.root = Some(r),
+                Err(e) => c.problems.push(format!("root={v} ignored: {e}")),
+            }
+        }
         c
     }
 }
@@ -252,7 +288,7 @@ mod tests {
             "BOOT_IMAGE=/vmlinuz root=UUID=1234-5678 rootflags=\"subvol=@,compress=zstd\" rw quiet panic=-1 \
              rd.luks.uuid=luks-abcd rd.luks.name=luks-ef01=cryptroot leanrd.debug rootwait init=/bin/sh",
         );
-        assert_eq!(c.mounts.root, Some(DeviceRef::Uuid("1234-5678".into())));
+        assert_eq!(c.mounts.root, Some(Root::Block(DeviceRef::Uuid("1234-5678".into()))));
         assert_eq!(c.mounts.rootflags.as_deref(), Some("subvol=@,compress=zstd"));
         assert!(c.rw && c.quiet && c.debug && c.rootwait);
         assert_eq!(c.panic, Some(-1));
@@ -321,6 +357,24 @@ mod tests {
         assert_eq!(c.problems, ["rd.luks.bogus=1: not known to leanrd's /init"]);
         assert!(c.module_options.is_empty());
         assert!(Cmdline::parse("rd.luks=no").no_luks);
+    }
+
+    #[test]
+    fn network_roots_and_their_settings() {
+        let c = Cmdline::parse(
+            "nfsroot=10.0.0.1:/srv/r,vers=3 root=/dev/nfs ip=dhcp BOOTIF=01-52-54-00-00-00-02 rd.neednet=1",
+        );
+        let Some(Root::Nfs(n)) = &c.mounts.root else { panic!("{:?}", c.mounts.root) };
+        assert_eq!(
+            (n.server.as_deref(), n.path.as_deref(), n.options.as_deref()),
+            (Some("10.0.0.1"), Some("/srv/r"), Some("vers=3"))
+        );
+        assert_eq!(c.ip.len(), 1);
+        assert_eq!(c.bootif, Some([0x52, 0x54, 0, 0, 0, 2]));
+        assert!(c.neednet && c.problems.is_empty(), "{:?}", c.problems);
+        let c = Cmdline::parse("root=nfs:srv:rel ip=1.2.3.x BOOTIF=zz ifname=x");
+        assert_eq!(c.mounts.root, None);
+        assert_eq!(c.problems.len(), 4, "{:?}", c.problems);
     }
 
     #[test]

@@ -24,12 +24,16 @@ pub mod boot;
 pub mod btrfs;
 pub mod cmdline;
 pub mod devices;
+pub mod dhcp;
 pub mod diagnose;
 pub mod fsck;
 pub mod keymap;
 pub mod log;
 pub mod luks;
 pub mod modules;
+pub mod net;
+pub mod netconf;
+pub mod nfs;
 pub mod probe;
 pub mod process;
 pub mod prompt;
@@ -182,6 +186,9 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
     let (options, blacklist) = module_settings(&conf, &cmd);
     let mut mods = Modules::open(&kver, options, blacklist);
     mods.coldplug_all = cmd.coldplug_all;
+    // Network drivers by coldplug only when the boot needs the network (a network root is
+    // known once the root is chosen: root::source turns this on too).
+    mods.net = cmd.neednet;
     log.step(&format!("module tables read: {} modules, {} loaded", mods.db.paths.len(), mods.loaded.len()));
     let mut init = Init { log, mods, cmd, conf, cmdline_text, notes, args, env, luks: luks::State::default() };
     loop {

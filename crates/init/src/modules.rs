@@ -27,6 +27,8 @@ pub struct Modules {
     pub seen_aliases: BTreeSet<String>,
     /// Load drivers for every device (`rd.leanrd.coldplug=all`), not only [`boot_device`]s.
     pub coldplug_all: bool,
+    /// Load network drivers too: the root (or `rd.neednet=1`) needs the network.
+    pub net: bool,
     /// Why the image's module tables could not be read, if they could not.
     pub table_error: Option<String>,
 }
@@ -52,7 +54,18 @@ impl Modules {
             }
         }
         let (failed, seen_aliases) = (BTreeMap::new(), BTreeSet::new());
-        Modules { dir, db, options, blacklist, loaded, failed, seen_aliases, coldplug_all: false, table_error }
+        Modules {
+            dir,
+            db,
+            options,
+            blacklist,
+            loaded,
+            failed,
+            seen_aliases,
+            coldplug_all: false,
+            net: false,
+            table_error,
+        }
     }
 
     /// Load a name, alias or modalias with everything it needs. Returns how many modules
@@ -177,7 +190,7 @@ impl Modules {
             if a.is_empty() || !self.seen_aliases.insert(a.clone()) {
                 continue;
             }
-            if self.coldplug_all || boot_device(&a) {
+            if self.coldplug_all || boot_device(&a) || self.net && network_device(&a) {
                 new.push(a);
             } else if matches!(self.db.resolve(&a), Resolved::Modules(_)) {
                 log.step(&format!("left to the system: {a}"));
@@ -219,6 +232,20 @@ pub fn boot_device(alias: &str) -> bool {
     !["sound:", "snd:", "hdaudio:", "ac97:", "video4linux:", "ieee80211:", "bluetooth:", "net:"]
         .iter()
         .any(|p| alias.starts_with(p))
+}
+
+/// Whether a device, by its modalias, is a network interface: PCI class 02, and USB CDC
+/// (communication and data) and RNDIS (wireless controller) interfaces; virtio network
+/// devices and vendor-specific USB adapters pass [`boot_device`] already.
+pub fn network_device(alias: &str) -> bool {
+    let class = |key: &str| alias.find(key).and_then(|i| alias.get(i + key.len()..i + key.len() + 2));
+    if alias.starts_with("pci:") {
+        return class("bc").is_some_and(|c| c == "02");
+    }
+    if alias.starts_with("usb:") {
+        return class("ic").is_some_and(|c| matches!(c, "02" | "0A" | "0a" | "E0" | "e0"));
+    }
+    alias.starts_with("net:")
 }
 
 /// Wait for one of the `running` children; the module it loaded and how it went. Another

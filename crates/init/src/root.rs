@@ -6,6 +6,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+use leanrd_contract::Root;
 use rustix::mount::MountFlags;
 
 use crate::Init;
@@ -39,14 +40,23 @@ impl RootSource for BlockRoot {
 }
 
 /// The root this boot uses: `root=` from the command line, else the one the image was built
-/// for.
-pub fn source(init: &Init) -> Result<Box<dyn RootSource>, String> {
+/// for. One [`RootSource`] per kind of [`Root`].
+pub fn source(init: &mut Init) -> Result<Box<dyn RootSource>, String> {
     let want = init.cmd.mounts.root.clone().or(init.conf.mounts.root.clone());
     let want = want.ok_or("no root= on the command line and none in the image")?;
-    let mut w = DeviceWaiter::new("root", want);
-    let flags = init.cmd.mounts.rootflags.as_ref().or(init.conf.mounts.rootflags.as_ref());
-    w.degraded = flags.is_some_and(|f| f.split(',').any(|o| o == "degraded"));
-    Ok(Box::new(BlockRoot(w)))
+    init.mods.net |= want.kind().needs_network();
+    match want {
+        Root::Block(d) => {
+            let mut w = DeviceWaiter::new("root", d);
+            let flags = init.cmd.mounts.rootflags.as_ref().or(init.conf.mounts.rootflags.as_ref());
+            w.degraded = flags.is_some_and(|f| f.split(',').any(|o| o == "degraded"));
+            Ok(Box::new(BlockRoot(w)))
+        }
+        Root::Nfs(n) => {
+            let want = init.cmd.net_wanted();
+            Ok(Box::new(crate::nfs::NfsSource { want: n, waiter: crate::nfs::NetWaiter(want, Vec::new()) }))
+        }
+    }
 }
 
 /// The types to try, in order: `rootfstype=` may list several, as for the kernel.

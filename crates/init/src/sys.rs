@@ -181,7 +181,8 @@ pub fn strerror(e: Errno) -> String {
     }
 }
 
-/// The C library's message for the errnos /init can meet (module loading, mounting, exec);
+/// The C library's message for the errnos /init can meet (module loading, mounting, exec,
+/// the network);
 /// "" for others.
 pub fn errstr(e: Errno) -> &'static str {
     match e {
@@ -217,6 +218,12 @@ pub fn errstr(e: Errno) -> &'static str {
         Errno::BADMSG => "Bad message",
         Errno::OVERFLOW => "Value too large for defined data type",
         Errno::TIMEDOUT => "Connection timed out",
+        Errno::CONNREFUSED => "Connection refused",
+        Errno::HOSTUNREACH => "No route to host",
+        Errno::NETUNREACH => "Network is unreachable",
+        Errno::NETDOWN => "Network is down",
+        Errno::PROTONOSUPPORT => "Protocol not supported",
+        Errno::ADDRNOTAVAIL => "Cannot assign requested address",
         Errno::STALE => "Stale file handle",
         Errno::MEDIUMTYPE => "Wrong medium type",
         _ => "",

@@ -93,6 +93,8 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         ("btrfs raid1 on two virtio disks", btrfs_two_disks(&t), "virtio_blk"),
         ("md RAID1 on SATA", md_raid1_sata(&t), "raid1"),
         ("LVM on virtio", lvm(&t), "dm_mod"),
+        ("NFS root over virtio-net", nfs_virtio(&t, "nfs"), "virtio_net"),
+        ("NFS root (its client)", nfs_virtio(&t, "nfs-client"), "nfsv4"),
         ("LUKS with a USB keyboard", keyboard_host(&luks, Some("0c0c0c0c-1111-4222-8333-444444444444")), "usbhid"),
         (
             "LUKS on NVMe with a USB keyboard",
@@ -129,6 +131,33 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         assert!(!ok && out.contains("would NOT boot") && out.contains(needed), "{name}: verify: {out}");
         eprintln!("{name}: without {needed}: {}", out.lines().next().unwrap_or(""));
     }
+}
+
+/// A root of a kind /init cannot mount is refused at build time, by name, with the kinds it
+/// can; an NFS root is recorded by address and version, with its NIC's driver.
+#[test]
+fn root_kinds_are_matched_and_an_unknown_kind_is_refused() {
+    let Some(k) = kver() else { return };
+    let t = TempDir::new("proof-kinds");
+    let f = Fixture::new(&t, "cifs", "22 1 0:40 / / rw - cifs //srv/root rw\n");
+    let o = build(&k, &f, &t.join("cifs.img"), &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("the root is cifs (//srv/root): leanrd boots roots of these kinds only: block, nfs"), "{err}");
+    assert!(!t.join("cifs.img").exists());
+    let f = nfs_virtio(&t, "nfs");
+    let img = t.join("nfs.img");
+    let o = build(&k, &f, &img, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = t.join("x");
+    ok(leanrd().arg("extract").arg(&img).arg("-C").arg(&dir).arg("etc/leanrd/init.conf"));
+    let conf = fs::read_to_string(dir.join("etc/leanrd/init.conf")).unwrap();
+    assert!(conf.lines().any(|l| l == "root nfs4:10.0.2.2:/srv/root:vers=4.2,rw"), "{conf}");
+    let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&img))).unwrap();
+    for m in ["virtio_net.ko", "nfsv4.ko", "sunrpc.ko"] {
+        assert!(ls.lines().any(|l| l.ends_with(m)), "{m} not in the NFS image");
+    }
+    assert!(!ls.lines().any(|l| l.ends_with("ext4.ko") || l.ends_with("e1000.ko")), "more than the NFS root needs");
 }
 
 /// A universal image proves the classes its features promise: every storage driver, every

@@ -469,6 +469,8 @@ pub struct Boot {
     pub stop: Vec<String>,
     /// Seconds before the VM is killed.
     pub secs: u64,
+    /// The network namespace QEMU runs in (a [`crate::netlab::NetLab`]'s), for network roots.
+    pub netns: Option<String>,
 }
 
 impl Boot {
@@ -484,6 +486,7 @@ impl Boot {
             reject: vec!["A start job is running".into()],
             stop: Vec::new(),
             secs: 420,
+            netns: None,
         }
     }
     pub fn expect(mut self, s: &str) -> Boot {
@@ -527,8 +530,12 @@ pub fn run_all(kernel: &Path, boots: &[Boot]) -> Vec<Outcome> {
                         *n - 1
                     };
                     let Some(b) = boots.get(i) else { break };
-                    let Console { console: log, ran, waited, .. } =
-                        boot_console_timed(kernel, &b.image, &b.append, &b.qemu, b.answer, &b.stop, b.secs);
+                    let extra: Vec<&str> = b.qemu.iter().map(String::as_str).collect();
+                    let mut cmd = crate::qemu_command(kernel, &b.image, &b.append, &extra, b.secs);
+                    if let Some(ns) = &b.netns {
+                        cmd = crate::netlab::in_netns(ns, &cmd);
+                    }
+                    let Console { console: log, ran, waited, .. } = run_console(cmd, b.answer, &b.stop, &[]);
                     let report: Vec<&str> = log
                         .lines()
                         .filter(|l| {

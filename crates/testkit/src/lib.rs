@@ -11,6 +11,7 @@ use std::process::{Command, Output, Stdio};
 
 pub mod boot;
 pub mod cli;
+pub mod netlab;
 pub mod prep;
 pub mod scenario;
 
@@ -592,6 +593,18 @@ impl Fixture {
         symlink(format!("../../devices/virtual/block/{name}"), link).unwrap();
         self
     }
+    /// A network interface NAME whose device is `path` under sys/devices (made with
+    /// [`Fixture::dev`]), up, as sys/class/net lists it.
+    pub fn net(&self, name: &str, path: &str) -> &Self {
+        let d = self.root.join("sys/devices").join(path).join("net").join(name);
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("operstate"), "up\n").unwrap();
+        symlink("../..", d.join("device")).unwrap();
+        let class = self.root.join("sys/class/net");
+        fs::create_dir_all(&class).unwrap();
+        symlink(format!("../../devices/{path}/net/{name}"), class.join(name)).unwrap();
+        self
+    }
     /// An input device at `path` under sys/devices (its parent devices made with
     /// [`Fixture::dev`]), with this `capabilities/key` bitmap, listed in sys/class/input.
     pub fn input(&self, path: &str, keys: &str) -> &Self {
@@ -625,6 +638,25 @@ pub fn virtio_ext4(t: &TempDir) -> Fixture {
         .dev("pci0000:00/0000:00:04.0/virtio1", Some("virtio:d00000002v00001AF4"), Some("virtio_blk"))
         .block("pci0000:00/0000:00:04.0/virtio1/block/vda", "254:0", false)
         .block("pci0000:00/0000:00:04.0/virtio1/block/vda/vda1", "254:1", true);
+    f
+}
+
+/// A diskless machine: its root NFSv4 from 10.0.2.2 over a virtio NIC (and a loopback, which
+/// has no device).
+pub fn nfs_virtio(t: &TempDir, name: &str) -> Fixture {
+    let f = Fixture::new(
+        t,
+        name,
+        "22 1 0:40 / / rw,relatime shared:1 - nfs4 10.0.2.2:/srv/root \
+         rw,vers=4.2,rsize=131072,proto=tcp,addr=10.0.2.2,clientaddr=10.0.2.15\n23 22 0:5 / /proc rw - proc proc rw\n",
+    );
+    f.dev("pci0000:00/0000:00:03.0", Some("pci:v00001AF4d00001000sv00001AF4sd00000001bc02sc00i00"), Some("virtio-pci"))
+        .dev("pci0000:00/0000:00:03.0/virtio0", Some("virtio:d00000001v00001AF4"), Some("virtio_net"))
+        .net("eth0", "pci0000:00/0000:00:03.0/virtio0")
+        .dev("virtual", None, None)
+        .net("lo", "virtual");
+    // Loopback is virtual: no device link.
+    let _ = fs::remove_file(f.root.join("sys/devices/virtual/net/lo/device"));
     f
 }
 

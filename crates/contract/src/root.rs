@@ -1,0 +1,222 @@
+//! The kind of root: what `root=` names and what the image was built for. One type for the
+//! generator (host detection, feature selection, the proof) and /init (one source per kind).
+//!
+//! Adding a kind is one variant here (with its spelling in [`Root::parse`] and
+//! [`fmt::Display`]), one `RootSource` file in /init and one feature that brings what it needs.
+
+use alloc::string::{String, ToString};
+use core::fmt;
+
+use crate::device::{DeviceRef, DeviceRefError};
+
+/// Where the root file system comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Root {
+    /// A block device, through whatever stack the image assembles (LUKS, LVM, md). Block
+    /// devices that a network transport brings in (NVMe over TCP, iSCSI) are this kind too:
+    /// the transport is a layer that makes the device appear.
+    Block(DeviceRef),
+    /// An NFS export, mounted over a network /init brings up.
+    Nfs(NfsRoot),
+}
+
+/// The kinds, by name (for messages, the proof and the docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RootKind {
+    Block,
+    Nfs,
+}
+
+impl RootKind {
+    pub const ALL: [RootKind; 2] = [RootKind::Block, RootKind::Nfs];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RootKind::Block => "block",
+            RootKind::Nfs => "nfs",
+        }
+    }
+
+    /// Whether /init must bring the network up before it can find this root.
+    pub fn needs_network(self) -> bool {
+        matches!(self, RootKind::Nfs)
+    }
+}
+
+/// Which NFS protocol versions to try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NfsVersion {
+    /// `nfs:` and `root=/dev/nfs`: version 4 first, then 3 (as mount.nfs does), unless the
+    /// options give `vers=`/`nfsvers=`.
+    #[default]
+    Any,
+    /// `nfs4:`: version 4 only.
+    V4,
+}
+
+/// An NFS root: `nfs:SERVER:PATH[:OPTIONS]`, `nfs4:...`, or the kernel's `root=/dev/nfs`
+/// with `nfsroot=[SERVER:]PATH[,OPTIONS]`. A server or path left empty comes from DHCP
+/// (the server's address, and option 17, the root path).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NfsRoot {
+    /// A host name, an IPv4 address, or an IPv6 address (written in brackets).
+    pub server: Option<String>,
+    pub path: Option<String>,
+    /// mount(8)-style options (`vers=3,proto=tcp,ro`), as given.
+    pub options: Option<String>,
+    pub version: NfsVersion,
+}
+
+/// Why `root=` (or `nfsroot=`) could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RootError {
+    #[error(transparent)]
+    Device(#[from] DeviceRefError),
+    #[error("\"{spec}\" is not an NFS root: {why}")]
+    Nfs { spec: String, why: &'static str },
+}
+
+/// Split `[SERVER]:PATH[:OPTIONS]`; the server may be `[IPv6]`.
+fn server_path_options(spec: &str, rest: &str, sep: char) -> Result<NfsRoot, RootError> {
+    let err = |why| RootError::Nfs { spec: spec.to_string(), why };
+    let (server, after) = if let Some(r) = rest.strip_prefix('[') {
+        let (v6, after) = r.split_once(']').ok_or(err("an IPv6 server without its closing ]"))?;
+        if v6.is_empty() || !v6.bytes().all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.') {
+            return Err(err("the bracketed server is not an IPv6 address"));
+        }
+        let after = after.strip_prefix(':').ok_or(err("no ':' after the server"))?;
+        (Some(alloc::format!("[{v6}]")), after)
+    } else {
+        match rest.split_once(':') {
+            Some((s, after)) if !s.contains('/') => ((!s.is_empty()).then(|| s.to_string()), after),
+            // The kernel's nfsroot= may be a bare path.
+            _ if sep == ',' => (None, rest),
+            _ => return Err(err("not SERVER:PATH")),
+        }
+    };
+    let (path, options) = match after.split_once(sep) {
+        Some((p, o)) => (p, (!o.is_empty()).then(|| o.to_string())),
+        None => (after, None),
+    };
+    if !path.is_empty() && !path.starts_with('/') {
+        return Err(err("the path is not absolute"));
+    }
+    if path.contains('\0') || options.as_deref().is_some_and(|o| o.contains('\0')) {
+        return Err(err("a NUL character"));
+    }
+    Ok(NfsRoot { server, path: (!path.is_empty()).then(|| path.to_string()), options, version: NfsVersion::Any })
+}
+
+impl Root {
+    /// `root=` as the command line gives it, with `nfsroot=` when there is one: dracut's
+    /// `nfs:`/`nfs4:` forms and `root=dhcp` (server and path from the DHCP lease), the
+    /// kernel's `/dev/nfs`, else a block device reference.
+    pub fn parse(spec: &str, nfsroot: Option<&str>) -> Result<Root, RootError> {
+        if let Some(rest) = spec.strip_prefix("nfs4:") {
+            let mut n = server_path_options(spec, rest, ':')?;
+            n.version = NfsVersion::V4;
+            return Ok(Root::Nfs(n));
+        }
+        if let Some(rest) = spec.strip_prefix("nfs:") {
+            return Ok(Root::Nfs(server_path_options(spec, rest, ':')?));
+        }
+        if spec == "/dev/nfs" || spec == "dhcp" {
+            return match nfsroot {
+                Some(v) => Ok(Root::Nfs(server_path_options(v, v, ',')?)),
+                None => Ok(Root::Nfs(NfsRoot::default())),
+            };
+        }
+        Ok(Root::Block(DeviceRef::parse(spec)?))
+    }
+
+    pub fn kind(&self) -> RootKind {
+        match self {
+            Root::Block(_) => RootKind::Block,
+            Root::Nfs(_) => RootKind::Nfs,
+        }
+    }
+
+    /// The block device, for a block root.
+    pub fn device(&self) -> Option<&DeviceRef> {
+        match self {
+            Root::Block(d) => Some(d),
+            Root::Nfs(_) => None,
+        }
+    }
+}
+
+/// The spelling [`Root::parse`] reads back as the same value (without `nfsroot=`).
+impl fmt::Display for Root {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Root::Block(d) => d.fmt(f),
+            Root::Nfs(n) => {
+                let scheme = if n.version == NfsVersion::V4 { "nfs4" } else { "nfs" };
+                write!(f, "{scheme}:{}:{}", n.server.as_deref().unwrap_or(""), n.path.as_deref().unwrap_or(""))?;
+                match &n.options {
+                    Some(o) => write!(f, ":{o}"),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nfs(server: Option<&str>, path: Option<&str>, options: Option<&str>, version: NfsVersion) -> Root {
+        Root::Nfs(NfsRoot {
+            server: server.map(Into::into),
+            path: path.map(Into::into),
+            options: options.map(Into::into),
+            version,
+        })
+    }
+
+    #[test]
+    fn every_spelling_of_an_nfs_root() {
+        use NfsVersion::*;
+        let p = |s, n| Root::parse(s, n).unwrap();
+        assert_eq!(p("nfs:10.0.0.1:/srv/root", None), nfs(Some("10.0.0.1"), Some("/srv/root"), None, Any));
+        assert_eq!(
+            p("nfs4:srv.example:/r:vers=4.2,rw", None),
+            nfs(Some("srv.example"), Some("/r"), Some("vers=4.2,rw"), V4)
+        );
+        assert_eq!(p("nfs:[fd00::1]:/r", None), nfs(Some("[fd00::1]"), Some("/r"), None, Any));
+        assert_eq!(p("nfs::/r", None), nfs(None, Some("/r"), None, Any));
+        assert_eq!(
+            p("/dev/nfs", Some("10.0.0.1:/r,vers=3,tcp")),
+            nfs(Some("10.0.0.1"), Some("/r"), Some("vers=3,tcp"), Any)
+        );
+        assert_eq!(p("/dev/nfs", Some("/tftpboot/x")), nfs(None, Some("/tftpboot/x"), None, Any));
+        assert_eq!(p("/dev/nfs", None), nfs(None, None, None, Any));
+        assert_eq!(p("dhcp", None), nfs(None, None, None, Any));
+        assert_eq!(p("UUID=ab", None), Root::Block(DeviceRef::Uuid("ab".into())));
+        assert_eq!(p("/dev/nfs0", None), Root::Block(DeviceRef::Kernel("nfs0".into())));
+    }
+
+    #[test]
+    fn the_spelling_reads_back() {
+        for s in
+            ["nfs:10.0.0.1:/srv/root", "nfs4:h:/r:vers=4.1,rw", "nfs:[fd00::1]:/r", "nfs::", "UUID=ab", "/dev/sda2"]
+        {
+            let r = Root::parse(s, None).unwrap();
+            assert_eq!(r.to_string(), s);
+            assert_eq!(Root::parse(&r.to_string(), None).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn bad_nfs_roots_say_why() {
+        let e = |s: &str| Root::parse(s, None).unwrap_err().to_string();
+        assert_eq!(e("nfs:srv:rel/path"), "\"nfs:srv:rel/path\" is not an NFS root: the path is not absolute");
+        assert_eq!(
+            e("nfs:[fd00::1:/r"),
+            "\"nfs:[fd00::1:/r\" is not an NFS root: an IPv6 server without its closing ]"
+        );
+        assert_eq!(e("nfs:/r"), "\"nfs:/r\" is not an NFS root: not SERVER:PATH");
+        assert!(e("UUID=").contains("is not a device"));
+    }
+}

@@ -1,0 +1,304 @@
+//! Network roots under QEMU TCG: NFS exports served by nfs-ganesha, DHCP and DNS by dnsmasq,
+//! in a network namespace of the test's own (crates/testkit: netlab), QEMU inside it on taps.
+//! Nothing leaves the namespace.
+//!
+//! - CASES: a busybox root over NFS with the host's kernel and a universal image with the
+//!   nfs feature, one test each: the ways `root=` and `ip=` are written, two NICs, DNS, and
+//!   the diagnoses (no DHCP server, no such export, no link).
+//! - The real Debian roots over NFS, each to `systemctl is-system-running` = running: Debian
+//!   12 over NFSv4 by DHCP, whose root then builds its own image with no options, which boots
+//!   again; Debian 13 (its own 6.12 kernel, `.ko.xz` modules) over NFSv3 with a static `ip=`.
+//!
+//! `cargo test --release -p leanrd --test boot_net -- nfs4_root_path_from_dhcp`.
+//! Needs root, qemu, busybox-static, nfs-ganesha(-vfs), rpcbind, dnsmasq and iproute2.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use common::*;
+use leanrd_testkit::boot::{self as debian, Boot};
+use leanrd_testkit::netlab::{self, LabSpec, NetLab, SERVER};
+
+const MARK: &str = "LEANRD-ROOT-OK";
+
+/// The busybox root: prints the marker, how / is mounted, each NIC with its address, the
+/// hand-over file and /init's step log.
+fn root_tree(t: &TempDir) -> PathBuf {
+    let r = busybox_root(t, &["dev", "proc", "sys", "run", "tmp"]);
+    fs::write(
+        r.join("sbin/init"),
+        format!(
+            "#!/bin/sh\nb=/bin/busybox\n$b echo {MARK} $($b cat /proc/uptime)\n\
+             $b echo ROOT-MOUNT $($b grep ' / ' /proc/mounts)\n\
+             for i in /sys/class/net/*; do n=${{i##*/}}; \
+               $b echo NIC $n $($b cat $i/address) $($b ip -4 addr show dev $n | $b grep -o 'inet [0-9./]*'); done\n\
+             $b sed 's/^/HANDOVER /' /run/net-*.conf\n\
+             $b sed 's/^/STEP /' /run/initramfs/leanrd.log\n\
+             $b poweroff -f\n"
+        ),
+    )
+    .unwrap();
+    sh(&format!("chmod 755 {}", r.join("sbin/init").display()));
+    r
+}
+
+/// How a case's NICs are attached.
+#[derive(Clone, Copy)]
+enum Nics {
+    /// One virtio NIC on the bridge.
+    One,
+    /// virtio (…:01) and e1000 (…:02), both on the bridge.
+    Two,
+    /// One virtio NIC on a tap that is on no bridge: nobody answers.
+    Unwired,
+}
+
+/// One boot: ten lines of data. In `append`, `expect` and `reject`: `{export}` is the busybox
+/// export's path, `{mac1}`/`{mac2}` the NICs' MACs and `{bootif2}` the second's in PXE's form
+/// (each boot has MACs of its own: two VMs on one bridge with one MAC would take each other's
+/// packets).
+struct Case {
+    name: &'static str,
+    append: &'static str,
+    nics: Nics,
+    expect: &'static [&'static str],
+    reject: &'static [&'static str],
+}
+
+const CASES: &[Case] = &[
+    // The kernel's form with nothing but DHCP: the server and path come from option 17.
+    Case {
+        name: "nfs4_root_path_from_dhcp",
+        append: "root=/dev/nfs ip=dhcp",
+        nics: Nics::One,
+        expect: &[
+            MARK,
+            " / nfs4 ro,",
+            "HANDOVER PROTO='dhcp'",
+            "HANDOVER ROOTPATH='10.77.0.1:",
+            "] net: lease eth0: dhcp 10.77.0.",
+        ],
+        reject: &[],
+    },
+    // dracut's form, NFSv3, a static address on the NIC named by ifname= (the second one).
+    Case {
+        name: "nfs3_static_ip_on_a_named_nic",
+        append: "root=nfs:10.77.0.1:{export}:vers=3 ifname=boot0:{mac2} \
+                 ip=10.77.0.9:10.77.0.1::255.255.255.0:box:boot0:off",
+        nics: Nics::Two,
+        expect: &[MARK, " / nfs ro,", "vers=3", "NIC boot0 {mac2} inet 10.77.0.9/24", "HANDOVER PROTO='none'"],
+        reject: &["{mac1} inet"],
+    },
+    // PXE's BOOTIF= picks the second NIC for DHCP; the first stays unconfigured.
+    Case {
+        name: "bootif_chooses_one_of_two_nics",
+        append: "root=nfs:10.77.0.1:{export} rw ip=dhcp BOOTIF={bootif2}",
+        nics: Nics::Two,
+        expect: &[MARK, " / nfs4 rw,", "{mac2} inet 10.77.0."],
+        reject: &["{mac1} inet"],
+    },
+    // A server by name: looked up with the DNS server DHCP gave.
+    Case {
+        name: "nfs4_server_by_name",
+        append: "root=nfs4:nfs.leanrd.test:{export} ip=dhcp",
+        nics: Nics::One,
+        expect: &[MARK, " / nfs4 ro,", "] dns: nfs.leanrd.test is 10.77.0.1"],
+        reject: &[],
+    },
+    Case {
+        name: "no_dhcp_server_diagnosed",
+        append: "root=nfs:10.77.0.1:{export} ip=dhcp leanrd.timeout=6",
+        nics: Nics::Unwired,
+        expect: &["leanrd: cannot boot: no DHCP lease on eth0 after", "(no DHCP server answered)"],
+        reject: &[MARK],
+    },
+    Case {
+        name: "wrong_export_diagnosed",
+        append: "root=nfs:10.77.0.1:/no/such/export ip=dhcp",
+        nics: Nics::One,
+        expect: &[
+            "leanrd: cannot boot: mount refused: 10.77.0.1:/no/such/export (server 10.77.0.1) on eth0: vers=4.2:",
+        ],
+        reject: &[MARK],
+    },
+    Case {
+        name: "no_link_diagnosed",
+        append: "root=nfs:10.77.0.1:{export} ip=eth7:dhcp leanrd.timeout=5",
+        nics: Nics::One,
+        expect: &["leanrd: cannot boot: waited 5 s for network interface eth7 (no link"],
+        reject: &[MARK],
+    },
+];
+
+/// What the cases share: the lab (its servers export the busybox root and the Debian
+/// trees), the kernel and the universal image with the nfs feature.
+struct World {
+    t: TempDir,
+    lab: NetLab,
+    kernel: PathBuf,
+    kver: String,
+    init: PathBuf,
+    image: PathBuf,
+    export: PathBuf,
+    /// The Debian trees exported: 12 (with the host's kernel) and 13 (its own).
+    bookworm: PathBuf,
+    trixie: PathBuf,
+}
+
+static WORLD: OnceLock<Result<Option<World>, String>> = OnceLock::new();
+
+fn world() -> Result<Option<&'static World>, String> {
+    Ok(once(&WORLD, make_world).as_ref())
+}
+
+fn make_world() -> Option<World> {
+    let need: Vec<&str> = netlab::TOOLS.to_vec();
+    if !is_root() || !Path::new("/bin/busybox").exists() || need.iter().any(|t| !have(t)) {
+        return skip(&format!("needs root, /bin/busybox and {need:?}"));
+    }
+    let kernel = kernel()?;
+    let init = init_binary()?;
+    let kver = kver_of(&kernel);
+    let t = TempDir::new("bootnet");
+    let export = root_tree(&t);
+    let bookworm = debian::prepare(&t, &kver, &init, "")?;
+    let trixie = debian::prepare_trixie(&t, &init, "")?;
+    // No fstab: the root is what /init mounted.
+    for tree in [&bookworm, &trixie] {
+        fs::write(tree.join("etc/fstab"), "").unwrap();
+    }
+    let root_path = format!("{SERVER}:{}", export.display());
+    let spec = LabSpec { exports: &[&export, &bookworm, &trixie], dhcp: true, root_path: Some(&root_path) };
+    let lab = NetLab::start("nfs", &spec).unwrap_or_else(|e| panic!("the network lab: {e}"));
+    let image = t.join("universal-nfs.img");
+    ok(leanrd()
+        .args(["build", "-k", &kver, "--universal", "--include", "nfs", "--init"])
+        .arg(&init)
+        .arg("-o")
+        .arg(&image));
+    Some(World { t, lab, kernel, kver, init, image, export, bookworm, trixie })
+}
+
+/// A boot's NICs: the QEMU arguments and the two MACs (the second unused with one NIC).
+fn nics(w: &World, n: Nics) -> Result<(Vec<String>, [String; 2]), String> {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+    let k = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let macs = [format!("52:54:00:{k:02x}:00:01"), format!("52:54:00:{k:02x}:00:02")];
+    let a = match n {
+        Nics::One => w.lab.nics(&[&macs[0]], "virtio-net-pci", true)?,
+        Nics::Unwired => w.lab.nics(&[&macs[0]], "virtio-net-pci", false)?,
+        Nics::Two => {
+            let mut a = w.lab.nics(&[&macs[0]], "virtio-net-pci", true)?;
+            a.extend(w.lab.nics(&[&macs[1]], "e1000", true)?);
+            a
+        }
+    };
+    Ok((a, macs))
+}
+
+fn boot_case(c: &Case) -> Result<(), String> {
+    let Some(w) = world()? else { return Ok(()) };
+    let (qemu, macs) = nics(w, c.nics)?;
+    let fill = |s: &str| {
+        s.replace("{export}", &w.export.display().to_string())
+            .replace("{mac1}", &macs[0])
+            .replace("{mac2}", &macs[1])
+            .replace("{bootif2}", &format!("01-{}", macs[1].replace(':', "-")))
+    };
+    let mut b = Boot::new(c.name, &w.image, &format!("quiet {}", fill(c.append)), qemu);
+    b.netns = Some(w.lab.ns.clone());
+    b.secs = 180;
+    b.expect = c.expect.iter().map(|s| fill(s)).collect();
+    b.reject = c.reject.iter().map(|s| fill(s)).collect();
+    // A failed boot ends at the diagnosis (there is no shell in the image to wait in); a
+    // good one powers off.
+    b.stop = vec!["no rescue shell in this image".into()];
+    let failed = debian::run(&w.kernel, &[b]);
+    if failed.is_empty() { Ok(()) } else { Err(format!("{}: see the console above\n{}", c.name, w.lab.log("dnsmasq"))) }
+}
+
+/// Debian 12 over NFSv4 by DHCP (the universal image), running; its root builds its own
+/// image with no options (host-only: the NFS root from the mount table, the NIC's driver),
+/// which boots the same root again with nothing on the command line.
+fn debian12_nfs_and_self_built() -> Result<(), String> {
+    let Some(w) = world()? else { return Ok(()) };
+    let tree = &w.bookworm;
+    let image = w.t.join("bookworm-universal-nfs.img");
+    ok(leanrd()
+        .args(["build", "-k", &w.kver, "--universal", "--include", "nfs", "--sysroot"])
+        .arg(tree)
+        .arg("--init")
+        .arg(&w.init)
+        .arg("-o")
+        .arg(&image));
+    let append = format!("root=nfs:{SERVER}:{} rw ip=dhcp leanrd.test=selfbuild", tree.display());
+    // The same MAC for both boots: one machine, rebooted.
+    let (qemu, _) = nics(w, Nics::One)?;
+    let mut b = Boot::new("debian12_nfs4_dhcp", &image, &append, qemu.clone())
+        .expect("LEANRD-ROOT 10.77.0.1:")
+        .expect("LEANRD-SELFBUILD ok");
+    b.netns = Some(w.lab.ns.clone());
+    if !debian::run(&w.kernel, &[b]).is_empty() {
+        return Err("Debian 12 over NFSv4 did not reach running, or its own build failed".into());
+    }
+    let own = tree.join(format!("boot/initrd.img-{}", w.kver));
+    let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&own))).unwrap();
+    for m in ["virtio_net.ko", "nfsv4.ko"] {
+        if !ls.lines().any(|l| l.ends_with(m)) {
+            return Err(format!("the self-built image lacks {m}"));
+        }
+    }
+    for m in ["ext4.ko", "virtio_blk.ko", "e1000.ko"] {
+        if ls.lines().any(|l| l.ends_with(m)) {
+            return Err(format!("the self-built image holds {m}, which an NFS root over virtio-net does not need"));
+        }
+    }
+    // The same NIC on the same tap (the first VM has ended).
+    let mut b = Boot::new("debian12_nfs_self_built", &own, "", qemu).expect("LEANRD-ROOT 10.77.0.1:");
+    b.netns = Some(w.lab.ns.clone());
+    if debian::run(&w.kernel, &[b]).is_empty() { Ok(()) } else { Err("the self-built NFS image did not boot".into()) }
+}
+
+/// Debian 13 with its own kernel over NFSv3, a static address.
+fn debian13_nfs3_static() -> Result<(), String> {
+    let Some(w) = world()? else { return Ok(()) };
+    let tree = &w.trixie;
+    let kernel = root_kernel(tree);
+    let kver = kver_of(&kernel);
+    let image = w.t.join("trixie-universal-nfs.img");
+    ok(leanrd()
+        .args(["build", "-k", &kver, "--universal", "--include", "nfs", "--sysroot"])
+        .arg(tree)
+        .arg("--init")
+        .arg(&w.init)
+        .arg("-o")
+        .arg(&image));
+    let append = format!(
+        "root=nfs:{SERVER}:{}:vers=3 rw ip=10.77.0.20:{SERVER}:{SERVER}:255.255.255.0:trixie:eth0:off",
+        tree.display()
+    );
+    let (qemu, _) = nics(w, Nics::One)?;
+    let mut b =
+        Boot::new("debian13_nfs3_static", &image, &append, qemu).expect("LEANRD-ROOT 10.77.0.1:").expect("vers=3");
+    b.netns = Some(w.lab.ns.clone());
+    if debian::run(&kernel, &[b]).is_empty() {
+        Ok(())
+    } else {
+        Err("Debian 13 over NFSv3 did not reach running".into())
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let mut trials: Vec<Trial> = CASES.iter().map(|c| test(c.name, move || boot_case(c))).collect();
+    trials.push(test("debian12_nfs4_dhcp_and_self_built", debian12_nfs_and_self_built));
+    trials.push(test("debian13_nfs3_static", debian13_nfs3_static));
+    let code = run_tests(trials, cores());
+    // The lab's servers and namespace end with the binary (a static is never dropped).
+    if let Some(Ok(Some(w))) = WORLD.get() {
+        w.lab.stop();
+    }
+    code
+}
