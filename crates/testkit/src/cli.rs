@@ -69,6 +69,8 @@ pub struct VmBoot {
     pub stop: Vec<String>,
     pub marks: Vec<String>,
     pub secs: u64,
+    /// The network namespace QEMU runs in (a [`crate::netlab::NetLab`]'s).
+    pub netns: Option<String>,
 }
 
 impl VmBoot {
@@ -97,7 +99,11 @@ impl VmBoot {
                         return Err(format!("{}: no such file", f.display()));
                     }
                 }
-                Ok(qemu_command(kernel, initrd, append, &extra, self.secs))
+                let q = qemu_command(kernel, initrd, append, &extra, self.secs);
+                Ok(match &self.netns {
+                    Some(ns) => crate::netlab::in_netns(ns, &q),
+                    None => q,
+                })
             }
             Start::Firmware => {
                 if !Path::new(OVMF_CODE).exists() {
@@ -119,7 +125,7 @@ impl VmBoot {
         let line = line.collect();
         let answer = self.answer.as_deref();
         let run = match &self.start {
-            Start::Kernel { kernel, initrd, append } if self.marks.is_empty() => {
+            Start::Kernel { kernel, initrd, append } if self.marks.is_empty() && self.netns.is_none() => {
                 boot_console_timed(kernel, initrd, append, &self.qemu_extra(), answer, &self.stop, self.secs).into()
             }
             _ => run_console(cmd, answer, &self.stop, &self.marks).into(),

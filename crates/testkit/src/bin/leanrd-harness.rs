@@ -8,6 +8,7 @@
 //! leanrd-harness boot --kernel K --initrd I --append A [--disk FILE[,bus=BUS]]... [--snapshot]
 //!     [--memory MIB] [--qemu ARG]... [--stop TEXT]... [--mark TEXT]... [--passphrase P] [--timeout SECS]
 //! leanrd-harness boot --uefi --disk ESP --disk ROOT ...
+//! leanrd-harness boot --kernel K --initrd I --append A --nfs-export DIR... [--nic MAC]...
 //! leanrd-harness finish-tree TREE --leanrd LEANRD --init INIT
 //! ```
 
@@ -17,6 +18,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use leanrd_testkit::boot::{Bus, Disk, add_tools, finish_base, use_leanrd};
 use leanrd_testkit::cli::{Start, VmBoot, suite_kernel};
+use leanrd_testkit::netlab::{LabSpec, NetLab};
 use serde::Deserialize;
 
 #[derive(Parser)]
@@ -85,6 +87,14 @@ struct BootArgs {
     /// Seconds before the VM is killed.
     #[arg(long, default_value_t = 300)]
     timeout: u64,
+    /// A directory exported over NFS (v3 and v4, read-write) by nfs-ganesha in a network
+    /// namespace made for this boot, with DHCP and DNS from dnsmasq there (testkit's netlab:
+    /// the server is 10.77.0.1); QEMU runs in it with a NIC on its bridge.
+    #[arg(long = "nfs-export", value_name = "DIR")]
+    nfs_exports: Vec<PathBuf>,
+    /// The MAC of a virtio NIC on the lab's bridge (default: one NIC, 52:54:00:12:34:56).
+    #[arg(long = "nic", value_name = "MAC", requires = "nfs_exports")]
+    nics: Vec<String>,
 }
 
 /// FILE[,bus=BUS] as a disk.
@@ -107,18 +117,32 @@ fn boot(a: BootArgs) -> Result<String, String> {
     } else {
         Start::Kernel { kernel: a.kernel.unwrap_or_default(), initrd: a.initrd.unwrap_or_default(), append: a.append }
     };
+    let mut extra = a.qemu;
+    // The lab lives until the boot is over.
+    let lab = if a.nfs_exports.is_empty() {
+        None
+    } else {
+        let exports: Vec<&Path> = a.nfs_exports.iter().map(PathBuf::as_path).collect();
+        let lab = NetLab::start("bench", &LabSpec { exports: &exports, dhcp: true, root_path: None })?;
+        let macs: Vec<&str> =
+            if a.nics.is_empty() { vec!["52:54:00:12:34:56"] } else { a.nics.iter().map(String::as_str).collect() };
+        extra.extend(lab.nics(&macs, "virtio-net-pci", true)?);
+        Some(lab)
+    };
     let b = VmBoot {
+        netns: lab.as_ref().map(|l| l.ns.clone()),
         start,
         disks: a.disks.iter().map(|d| disk(d)).collect::<Result<_, _>>()?,
         snapshot: a.snapshot,
         memory_mib: a.memory,
-        extra: a.qemu,
+        extra,
         answer: a.passphrase,
         stop: a.stop,
         marks: a.marks,
         secs: a.timeout,
     };
     let (run, qemu) = b.run()?;
+    drop(lab);
     let mut v = serde_json::to_value(&run).map_err(|e| e.to_string())?;
     v["qemu"] = qemu.into();
     Ok(v.to_string())
