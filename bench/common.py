@@ -229,3 +229,35 @@ def debian_tree(work, flavour, kver, suite="bookworm"):
     sh(f"cp -a /lib/modules/{kver} {tree}/usr/lib/modules/")
     shutil.copy(f"/boot/config-{kver}", f"{tree}/boot/")
     return tree
+
+
+def report(images, builds, runs, measure, med):
+    """Print the Debian boot benches' table (build s, image bytes, kernel → multi-user s,
+    initramfs phase s, running) for `images`, with the console of a boot that did not reach
+    running; `runs` is [(variant, harness JSON)]. Returns (raw results by variant, medians by
+    variant as (multi-user, initramfs phase) texts)."""
+    print("| variant | build s | image bytes | kernel → multi-user s | initramfs phase s | running |")
+    print("|---|---:|---:|---:|---:|---:|")
+    raw, res = {}, {}
+    for name in images:
+        ms = [measure(r["console"]) for n, r in runs if n == name]
+        raw[name] = {"build_s": builds.get(name, []), "image_bytes": os.path.getsize(images[name]),
+                     "boots": [dict(zip(("running", "multi_user_s", "initramfs_s"), measure(r["console"])),
+                                    vm_seconds=r["vm_seconds"]) for n, r in runs if n == name]}
+        ok = sum(1 for r, _, _ in ms if r)
+        res[name] = (med([t for _, t, _ in ms]), med([p for _, _, p in ms]))
+        print(f"| {name} | {med(builds.get(name, []))} | {os.path.getsize(images[name])} | {res[name][0]} | "
+              f"{res[name][1]} | {ok}/{len(ms)} |")
+        if ok < len(ms):
+            bad = next(r["console"] for n, r in runs if n == name and "LEANRD-STATE running" not in r["console"])
+            print(f"\n<details><summary>{name}: a boot that did not reach running</summary>\n\n```\n"
+                  f"{bad[-3000:]}\n```\n</details>\n")
+    return raw, res
+
+
+def ratio(res, a, b, i):
+    """res[a][i] / res[b][i] as text ("–" when either is missing)."""
+    try:
+        return f"{float(res[a][i]) / float(res[b][i]):.2f}"
+    except (KeyError, ValueError, ZeroDivisionError):
+        return "–"

@@ -38,7 +38,7 @@ import subprocess
 import tempfile
 import time
 
-from common import boot, boot_setup, chroot_build, debian_tree, harness, save, sh, tool_version
+from common import boot, boot_setup, chroot_build, debian_tree, harness, ratio, report, save, sh, tool_version
 
 UUID = "11111111-2222-3333-4444-0000000000be"
 DISK_MIB = 3072
@@ -214,32 +214,9 @@ def main():
         # Two at a time: the harness's VM slots hold it to the machine's cores in any case.
         with concurrent.futures.ThreadPoolExecutor(2) as ex:
             runs = list(ex.map(lambda j: (j[0], boot_root(kernel, images[j[0]], root_of(j[0]), "")), jobs))
-        logs = [(n, r["console"]) for n, r in runs]
-
         print(f"## Debian {a.suite} root (systemd), {time.strftime('%Y-%m-%d')}, kernel {kver}, QEMU TCG -m 1024, "
               f"virtio-blk ext4 GPT, two VMs at a time; medians of {a.runs}\n")
-        print("| variant | build s | image bytes | kernel → multi-user s | initramfs phase s | running |")
-        print("|---|---:|---:|---:|---:|---:|")
-        res, raw = {}, {}
-        for name in images:
-            raw[name] = {"build_s": builds.get(name, []), "image_bytes": os.path.getsize(images[name]),
-                         "boots": [dict(zip(("running", "multi_user_s", "initramfs_s"), measure(r["console"])),
-                                        vm_seconds=r["vm_seconds"]) for n, r in runs if n == name]}
-            ms = [measure(log) for n, log in logs if n == name]
-            ok = sum(1 for r, _, _ in ms if r)
-            res[name] = (med([t for _, t, _ in ms]), med([p for _, _, p in ms]))
-            print(f"| {name} | {med(builds.get(name, []))} | {os.path.getsize(images[name])} | {res[name][0]} | "
-                  f"{res[name][1]} | {ok}/{len(ms)} |")
-            if ok < len(ms):
-                bad = next(log for n, log in logs if n == name and "LEANRD-STATE running" not in log)
-                print(f"\n<details><summary>{name}: a boot that did not reach running</summary>\n\n```\n"
-                      f"{bad[-3000:]}\n```\n</details>\n")
-
-        def ratio(a_, b_, i):
-            try:
-                return f"{float(res[a_][i]) / float(res[b_][i]):.2f}"
-            except (KeyError, ValueError, ZeroDivisionError):
-                return "–"
+        raw, res = report(images, builds, runs, measure, med)
         print()
         pairs = [("leanrd host-only", "initramfs-tools dep"), ("leanrd universal", "initramfs-tools most"),
                  ("leanrd host-only", "dracut host-only"), ("leanrd universal", "dracut generic")]
@@ -247,7 +224,8 @@ def main():
             pairs += [("leanrd host-only", "leanrd host-only keep"), ("leanrd universal", "leanrd universal keep"),
                       ("leanrd host-only keep", "initramfs-tools dep")]
         for lean, peer in pairs:
-            print(f"- {lean} / {peer}: initramfs phase {ratio(lean, peer, 1)}, whole boot {ratio(lean, peer, 0)}")
+            print(f"- {lean} / {peer}: initramfs phase {ratio(res, lean, peer, 1)}, "
+                  f"whole boot {ratio(res, lean, peer, 0)}")
         save("debian", {"suite": a.suite, "kernel": kver, "runs": a.runs, "variants": raw}, peers, tag=a.suite)
         print("\nBuild seconds of host-only variants are inside the VM (TCG); universal ones on the host.")
     finally:

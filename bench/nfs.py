@@ -11,7 +11,7 @@ NIC, the host's kernel. Variants, each booting the same exported tree one after 
   initramfs-tools nfs      `mkinitramfs` with BOOT=nfs (MODULES=netboot) in a chroot of the
                            root; `root=/dev/nfs nfsroot=SERVER:PATH ip=dhcp rw` (klibc's
                            nfsmount: NFSv3)
-  dracut nfs               `dracut --no-hostonly -a nfs` in a chroot of the dracut root with
+  dracut nfs               `dracut --no-hostonly -a "network-legacy nfs"` in a chroot of the dracut root with
                            dracut-network and nfs-common; `root=nfs:SERVER:PATH rw ip=dhcp`
                            (its own root tree, exported the same way)
 
@@ -31,7 +31,7 @@ import subprocess
 import tempfile
 import time
 
-from common import boot_setup, chroot_build, debian_tree, harness, save, sh, tool_version
+from common import boot_setup, chroot_build, debian_tree, harness, ratio, report, save, sh, tool_version
 from debian import measure, med
 
 SERVER = "10.77.0.1"
@@ -56,11 +56,12 @@ def main():
         for t in (tree, dtree):
             with open(f"{t}/etc/fstab", "w") as f:
                 f.write("")
-        # dracut's NFS support is in dracut-network, its mount.nfs in nfs-common.
+        # dracut's NFS support is in dracut-network, its mount.nfs in nfs-common; its network-legacy
+        # module wants dhclient and pgrep.
         shutil.copy("/etc/resolv.conf", f"{dtree}/etc/resolv.conf")
         chroot_build(dtree, "sh -c 'apt-get -o APT::Sandbox::User=root update -qq && "
                             "DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root install -y -qq "
-                            "--no-install-recommends dracut-network nfs-common isc-dhcp-client'", quiet=True)
+                            "--no-install-recommends dracut-network nfs-common isc-dhcp-client procps'", quiet=True)
         peers = {"initramfs-tools": tool_version(f"dpkg-query --admindir {tree}/var/lib/dpkg -W -f '${{Version}}' "
                                                  "initramfs-tools"),
                  "dracut": tool_version(f"dpkg-query --admindir {dtree}/var/lib/dpkg -W -f '${{Version}}' dracut"),
@@ -88,7 +89,7 @@ def main():
         appends[name] = f"root=/dev/nfs nfsroot={SERVER}:{tree} ip=dhcp rw"
 
         name = "dracut nfs"
-        builds[name] = [chroot_build(dtree, f"dracut --no-hostonly -a nfs --force /tmp/peer.img {kver}")
+        builds[name] = [chroot_build(dtree, f"dracut --no-hostonly -a 'network-legacy nfs' --force /tmp/peer.img {kver}")
                         for _ in range(a.runs)]
         images[name], roots[name] = os.path.join(work, "dracut-nfs.img"), dtree
         shutil.move(f"{dtree}/tmp/peer.img", images[name])
@@ -115,33 +116,14 @@ def main():
 
         print(f"## Debian 12 root over NFS, {time.strftime('%Y-%m-%d')}, kernel {kver}, QEMU TCG -m 1024, one virtio "
               f"NIC, nfs-ganesha {peers['nfs-ganesha']} and dnsmasq in a network namespace; medians of {a.runs}\n")
-        print("| variant | build s | image bytes | kernel → multi-user s | initramfs phase s | running |")
-        print("|---|---:|---:|---:|---:|---:|")
-        raw, res = {}, {}
-        for name in images:
-            ms = [measure(r["console"]) for n, r in runs if n == name]
-            raw[name] = {"build_s": builds.get(name, []), "image_bytes": os.path.getsize(images[name]),
-                         "append": appends[name],
-                         "boots": [dict(zip(("running", "multi_user_s", "initramfs_s"), measure(r["console"])),
-                                        vm_seconds=r["vm_seconds"]) for n, r in runs if n == name]}
-            ok = sum(1 for r, _, _ in ms if r)
-            res[name] = (med([t for _, t, _ in ms]), med([p for _, _, p in ms]))
-            print(f"| {name} | {med(builds.get(name, []))} | {os.path.getsize(images[name])} | {res[name][0]} | "
-                  f"{res[name][1]} | {ok}/{len(ms)} |")
-            if ok < len(ms):
-                bad = next(r["console"] for n, r in runs if n == name and "LEANRD-STATE running" not in r["console"])
-                print(f"\n<details><summary>{name}: a boot that did not reach running</summary>\n\n```\n"
-                      f"{bad[-3000:]}\n```\n</details>\n")
-
-        def ratio(a_, b_, i):
-            try:
-                return f"{float(res[a_][i]) / float(res[b_][i]):.2f}"
-            except (KeyError, ValueError, ZeroDivisionError):
-                return "–"
+        raw, res = report(images, builds, runs, measure, med)
+        for name in raw:
+            raw[name]["append"] = appends[name]
         print()
         for lean in ("leanrd universal", "leanrd host-only"):
             for peer in ("initramfs-tools nfs", "dracut nfs"):
-                print(f"- {lean} / {peer}: initramfs phase {ratio(lean, peer, 1)}, whole boot {ratio(lean, peer, 0)}")
+                print(f"- {lean} / {peer}: initramfs phase {ratio(res, lean, peer, 1)}, "
+                      f"whole boot {ratio(res, lean, peer, 0)}")
         save("nfs", {"kernel": kver, "runs": a.runs, "variants": raw}, peers)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -260,6 +260,37 @@ def render_debian(suite):
                             ["---", "---:", "---:", "---:", "---:", "---:", "---:"], rows), ""] + ratios)
 
 
+NFS_ROWS = ["leanrd universal", "leanrd host-only", "initramfs-tools nfs", "dracut nfs"]
+
+
+def render_nfs():
+    path, d = results("nfs")
+    v = d["variants"]
+    unknown = sorted(set(v) - set(NFS_ROWS))
+    if unknown:
+        raise SystemExit(f"{os.path.relpath(path, ROOT)}: variants tables.py does not know: {unknown}")
+    rows = []
+    for key in [k for k in NFS_ROWS if k in v]:
+        boots = v[key]["boots"]
+        rows.append([key, num(med(v[key]["build_s"])), thousands(v[key]["image_bytes"]),
+                     num(med(b["multi_user_s"] for b in boots)), num(med(b["initramfs_s"] for b in boots)),
+                     f"{sum(1 for b in boots if b['running'])}/{len(boots)}"])
+
+    def phase(key):
+        return med(b["initramfs_s"] for b in v[key]["boots"]) if key in v else None
+
+    ratios = []
+    for lean in ("leanrd universal", "leanrd host-only"):
+        for peer in ("initramfs-tools nfs", "dracut nfs"):
+            a, b = phase(lean), phase(peer)
+            if a is not None and b:
+                ratios.append(f"- initramfs phase, {lean} / {peer}: {a / b:.2f}")
+    what = f", kernel {d['kernel']}, medians of {d['runs']} boots"
+    return "\n".join([provenance(path, d, what), "",
+                      table(["variant", "build s", "image bytes", "kernel → multi-user s", "initramfs phase s",
+                             "running"], ["---", "---:", "---:", "---:", "---:", "---:"], rows), ""] + ratios)
+
+
 def render_resume():
     path, d = results("resume")
     raw = d["runs_raw"]
@@ -458,6 +489,7 @@ TABLES = {
     "debian-bookworm": lambda: render_debian("bookworm"),
     "debian-trixie": lambda: render_debian("trixie"),
     "resume": render_resume,
+    "nfs": render_nfs,
     "luks": render_luks,
     "proof": render_proof,
     "uki": render_uki,

@@ -76,7 +76,8 @@ pub enum RootError {
     Nfs { spec: String, why: &'static str },
 }
 
-/// Split `[SERVER]:PATH[:OPTIONS]`; the server may be `[IPv6]`.
+/// Split `[SERVER:]PATH[SEP OPTIONS]` (SEP is ':' for dracut's forms, ',' for `nfsroot=`); the
+/// server may be `[IPv6]`.
 fn server_path_options(spec: &str, rest: &str, sep: char) -> Result<NfsRoot, RootError> {
     let err = |why| RootError::Nfs { spec: spec.to_string(), why };
     let (server, after) = if let Some(r) = rest.strip_prefix('[') {
@@ -86,12 +87,13 @@ fn server_path_options(spec: &str, rest: &str, sep: char) -> Result<NfsRoot, Roo
         }
         let after = after.strip_prefix(':').ok_or(err("no ':' after the server"))?;
         (Some(alloc::format!("[{v6}]")), after)
+    } else if rest.starts_with('/') {
+        // No server (dracut's `nfs:/PATH`, the kernel's bare `nfsroot=/PATH`): DHCP's.
+        (None, rest)
     } else {
         match rest.split_once(':') {
             Some((s, after)) if !s.contains('/') => ((!s.is_empty()).then(|| s.to_string()), after),
-            // The kernel's nfsroot= may be a bare path.
-            _ if sep == ',' => (None, rest),
-            _ => return Err(err("not SERVER:PATH")),
+            _ => return Err(err("not [SERVER:]PATH")),
         }
     };
     let (path, options) = match after.split_once(sep) {
@@ -100,6 +102,10 @@ fn server_path_options(spec: &str, rest: &str, sep: char) -> Result<NfsRoot, Roo
     };
     if !path.is_empty() && !path.starts_with('/') {
         return Err(err("the path is not absolute"));
+    }
+    // `root=nfs:` ends the path at a ':', so a path with one could not be written back.
+    if path.contains(':') {
+        return Err(err("a ':' in the path"));
     }
     if path.contains('\0') || options.as_deref().is_some_and(|o| o.contains('\0')) {
         return Err(err("a NUL character"));
@@ -186,6 +192,7 @@ mod tests {
         );
         assert_eq!(p("nfs:[fd00::1]:/r", None), nfs(Some("[fd00::1]"), Some("/r"), None, Any));
         assert_eq!(p("nfs::/r", None), nfs(None, Some("/r"), None, Any));
+        assert_eq!(p("nfs:/r:ro", None), nfs(None, Some("/r"), Some("ro"), Any));
         assert_eq!(
             p("/dev/nfs", Some("10.0.0.1:/r,vers=3,tcp")),
             nfs(Some("10.0.0.1"), Some("/r"), Some("vers=3,tcp"), Any)
@@ -216,7 +223,9 @@ mod tests {
             e("nfs:[fd00::1:/r"),
             "\"nfs:[fd00::1:/r\" is not an NFS root: an IPv6 server without its closing ]"
         );
-        assert_eq!(e("nfs:/r"), "\"nfs:/r\" is not an NFS root: not SERVER:PATH");
+        assert_eq!(e("nfs:srv"), "\"nfs:srv\" is not an NFS root: not [SERVER:]PATH");
+        let e2 = Root::parse("/dev/nfs", Some("10.0.0.1:/srv/a:b")).unwrap_err().to_string();
+        assert_eq!(e2, "\"10.0.0.1:/srv/a:b\" is not an NFS root: a ':' in the path");
         assert!(e("UUID=").contains("is not a device"));
     }
 }

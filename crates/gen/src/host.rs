@@ -75,7 +75,8 @@ pub fn nfs_root(m: &Mount) -> Result<NfsRoot> {
     let spec = format!("nfs:{}", m.source);
     let mut n = match Root::parse(&spec, None) {
         Ok(Root::Nfs(n)) => n,
-        _ => bail!("{}: the NFS root \"{}\" is not SERVER:PATH", m.mountpoint, m.source),
+        Ok(_) => bail!("{}: the NFS root \"{}\" is not SERVER:PATH", m.mountpoint, m.source),
+        Err(e) => bail!("{}: the NFS root cannot be recorded: {e}", m.mountpoint),
     };
     let opt = |k: &str| m.super_options.split(',').find_map(|o| o.strip_prefix(k)).map(str::to_string);
     if let Some(a) = opt("addr=") {
@@ -88,7 +89,20 @@ pub fn nfs_root(m: &Mount) -> Result<NfsRoot> {
     // Mounted read-write now: so again (the bootloader's `ro` is for a root the system
     // remounts from its fstab, which an NFS root's need not name).
     let rw = m.options.split(',').any(|o| o == "rw");
-    n.options = Some(format!("vers={vers}{}", if rw { ",rw" } else { "" }));
+    // What the mount needs to be made again: the version, the transport, the ports (not
+    // the defaults), the security flavour.
+    let mut o = vec![format!("vers={vers}")];
+    for key in ["proto=", "port=", "mountproto=", "mountport=", "sec="] {
+        if let Some(v) =
+            opt(key).filter(|v| !(key == "port=" && (v == "2049" || v == "0")) && !(key == "sec=" && v == "sys"))
+        {
+            o.push(format!("{key}{v}"));
+        }
+    }
+    if rw {
+        o.push("rw".into());
+    }
+    n.options = Some(o.join(","));
     Ok(n)
 }
 
@@ -685,7 +699,7 @@ mod tests {
                  23 1 0:41 / /mnt rw - nfs [fd00::1]:/x rw,vers=3,addr=fd00::1\n";
         let m = mounts(t).unwrap();
         let n = nfs_root(&m[0]).unwrap();
-        assert_eq!(Root::Nfs(n).to_string(), "nfs4:10.77.0.1:/srv/root:vers=4.2");
+        assert_eq!(Root::Nfs(n).to_string(), "nfs4:10.77.0.1:/srv/root:vers=4.2,proto=tcp");
         let n = nfs_root(&m[1]).unwrap();
         assert_eq!(Root::Nfs(n).to_string(), "nfs:[fd00::1]:/x:vers=3,rw");
     }

@@ -67,7 +67,7 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     init.mods.load_many(&load, &mut init.log);
     init.log.step("listed modules loaded");
     let mut root = root::source(init)?;
-    let network_root = init.mods.net && !init.cmd.neednet;
+    let network_root = root.kind().needs_network();
     let mut usr = usr::given(init).map(|u| (usr::waiter(&u), u));
     let mut resume =
         resume::given(init).map(|r| (resume::ResumeWaiter::new(&r, init.cmd.noresume, init.cmd.resumewait), r));
@@ -125,11 +125,12 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
 /// drivers were loaded by coldplug with the storage's; a failure is logged, not fatal.
 fn need_network(init: &mut Init) {
     let want = init.cmd.net_wanted();
-    let end = sys::now_ms() + 10_000;
+    let end = sys::now_ms().saturating_add(10_000);
     while want.pick(&crate::net::interfaces()).is_empty() && sys::now_ms() < end {
         sys::sleep_ms(100);
     }
-    match crate::net::bring_up(&want, sys::now_ms() + init.cmd.timeout.saturating_mul(1000), &mut init.log) {
+    let deadline = sys::now_ms().saturating_add(init.cmd.timeout.saturating_mul(1000));
+    match crate::net::bring_up(&want, deadline, &mut init.log) {
         Ok(c) => crate::net::hand_over(&c),
         Err(e) => init.log.error(&format!("rd.neednet=1: {e}")),
     }

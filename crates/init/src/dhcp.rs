@@ -249,6 +249,9 @@ pub fn udp_payload(p: &[u8], port: u16) -> Option<&[u8]> {
         return None;
     }
     let total = usize::from(u16::from_be_bytes([*p.get(2)?, *p.get(3)?]));
+    if total < ihl {
+        return None;
+    }
     let p = p.get(..total)?;
     // A fragment (more fragments, or an offset) is not a whole datagram.
     if u16::from_be_bytes([p[6], p[7]]) & 0x3fff != 0 {
@@ -335,6 +338,40 @@ mod tests {
         assert_eq!((r.mask, r.routers.len(), r.mtu), (None, 1, None));
     }
 
+    /// Random replies (xorshift, fixed seed) with a valid header, so the options parser sees
+    /// every shape of garbage: nothing panics, and what parses reads back its own fields.
+    #[test]
+    fn random_replies_never_panic() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let base = reply(ACK, 42, &[]);
+        for _ in 0..20_000 {
+            let len = 240 + (next() % 300) as usize;
+            let mut m: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            m[..240].copy_from_slice(&base[..240]);
+            // Small option codes and lengths more often than not: deeper walks.
+            for b in m[240..].iter_mut() {
+                if next().is_multiple_of(3) {
+                    *b %= 20;
+                }
+            }
+            if let Ok(r) = Reply::parse(&m) {
+                assert_eq!(r.xid, 42);
+            }
+            let p = udp_packet(([10, 0, 0, 1], 67), ([255; 4], 68), &m);
+            let mut q = p.clone();
+            let i = (next() as usize) % q.len();
+            q[i] = next() as u8;
+            let _ = udp_payload(&q, 68);
+            let _ = udp_payload(&m, 68);
+        }
+    }
+
     #[test]
     fn a_query_asks_for_broadcast_replies() {
         let q = Query {
@@ -369,6 +406,13 @@ mod tests {
         assert_eq!(udp_payload(&p, 68), None);
         for n in 0..p.len() {
             assert_eq!(udp_payload(&p[..n], 67), None, "{n} bytes");
+        }
+        // A total length the header cannot hold (a frame off the wire, unchecked by the IP
+        // layer: the packet socket sees it first).
+        for total in 0..28u16 {
+            let mut q = p.clone();
+            q[2..4].copy_from_slice(&total.to_be_bytes());
+            assert_eq!(udp_payload(&q, 67), None, "total length {total}");
         }
     }
 }

@@ -70,7 +70,8 @@ impl Wanted {
                 })
                 .collect();
         }
-        let general = self.ip.first().map(|p| p.method.clone()).unwrap_or(Method::Dhcp);
+        // Several without a device: the last wins, as for the kernel.
+        let general = self.ip.last().map(|p| p.method.clone()).unwrap_or(Method::Dhcp);
         ifaces.iter().filter(|i| self.bootif.is_none_or(|m| i.mac == m)).map(|i| (i.clone(), general.clone())).collect()
     }
 
@@ -242,14 +243,18 @@ impl Rtnl {
             let (n, _) = rustix::net::recv(&self.fd, &mut buf[..], RecvFlags::empty())?;
             let mut m = &buf[..n];
             while m.len() >= 16 {
-                let len = (u32::from_ne_bytes([m[0], m[1], m[2], m[3]]) as usize).clamp(16, m.len());
+                let len = u32::from_ne_bytes([m[0], m[1], m[2], m[3]]) as usize;
+                if len < 16 {
+                    break;
+                }
+                let len = len.min(m.len());
                 let kind = u16::from_ne_bytes([m[4], m[5]]);
                 let rseq = u32::from_ne_bytes([m[8], m[9], m[10], m[11]]);
                 if kind == NLMSG_ERROR && rseq == seq && len >= 20 {
                     let e = i32::from_ne_bytes([m[16], m[17], m[18], m[19]]);
-                    return if e == 0 { Ok(()) } else { Err(Errno::from_raw_os_error(-e)) };
+                    return if e == 0 { Ok(()) } else { Err(Errno::from_raw_os_error(e.saturating_neg())) };
                 }
-                m = &m[(len + 3) & !3..];
+                m = m.get((len + 3) & !3..).unwrap_or(&[]);
             }
         }
         Err(Errno::TIMEDOUT)
@@ -286,10 +291,15 @@ impl Rtnl {
         self.call(m)
     }
 
-    fn default_route(&mut self, index: u32, gw: Ipv4) -> Result<(), Errno> {
+    /// The default route via `gw`; `onlink` when the gateway is outside the interface's
+    /// subnet (a /32 lease): the kernel then takes it as reachable on the link.
+    fn default_route(&mut self, index: u32, gw: Ipv4, onlink: bool) -> Result<(), Errno> {
         // rtmsg: AF_INET, dst_len 0, src_len 0, tos 0, RT_TABLE_MAIN, RTPROT_BOOT,
-        // RT_SCOPE_UNIVERSE, RTN_UNICAST; flags 0.
-        let body = [AF_INET, 0, 0, 0, 254, 3, 0, 1, 0, 0, 0, 0];
+        // RT_SCOPE_UNIVERSE, RTN_UNICAST; flags: RTNH_F_ONLINK (4) or none.
+        let mut body = [AF_INET, 0, 0, 0, 254, 3, 0, 1, 0, 0, 0, 0];
+        if onlink {
+            body[8..12].copy_from_slice(&4u32.to_ne_bytes());
+        }
         let seq = self.seq;
         self.call(
             Msg::new(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE, seq, &body).attr(5, &gw).attr(4, &index.to_ne_bytes()),
@@ -376,7 +386,9 @@ impl Exchange {
     fn replies(&self) -> Vec<Reply> {
         let mut out = Vec::new();
         let mut buf = vec![0u8; 2048];
-        while let Ok((n, _)) = rustix::net::recv(&self.fd, &mut buf[..], RecvFlags::empty()) {
+        // At most 64 packets a pass: a broadcast storm cannot hold the loop here.
+        for _ in 0..64 {
+            let Ok((n, _)) = rustix::net::recv(&self.fd, &mut buf[..], RecvFlags::empty()) else { break };
             if let Some(r) = dhcp::udp_payload(&buf[..n], dhcp::CLIENT_PORT).and_then(|p| Reply::parse(p).ok())
                 && r.xid == self.xid
                 && r.chaddr == self.iface.mac
@@ -447,7 +459,7 @@ fn dhcp_any(
                             let _ = e.send(secs, hostname);
                         }
                         (dhcp::ACK, Some(o)) if r.address == o.address => return Ok((e.iface.clone(), r)),
-                        (dhcp::NAK, Some(_)) => {
+                        (dhcp::NAK, Some(o)) if r.server_id.is_none() || r.server_id == o.server_id => {
                             naks.push(format!("{}: refused (DHCPNAK)", e.iface.name));
                             e.offer = None;
                         }
@@ -522,8 +534,13 @@ pub fn bring_up(want: &Wanted, deadline_ms: u64, log: &mut Log) -> Result<Config
         log.step("net: no carrier after 5 s; trying anyway");
     }
     // A static configuration for a named interface first; else DHCP on the rest.
+    // What ip= says besides the method: the host name and the NFS server (which win over
+    // DHCP's).
+    let hostname = want.ip.iter().rev().find_map(|p| p.hostname.clone());
+    let server = want.ip.iter().rev().find_map(|p| p.server);
     if let Some((i, Method::Static(s))) = picked.iter().find(|(_, m)| matches!(m, Method::Static(_))) {
-        let c = apply_static(&mut rt, i, s)?;
+        let mut c = apply_static(&mut rt, i, s)?;
+        (c.hostname, c.server) = (hostname, server);
         log.step(&format!("net: {}", c.summary()));
         return Ok(c);
     }
@@ -540,10 +557,6 @@ pub fn bring_up(want: &Wanted, deadline_ms: u64, log: &mut Log) -> Result<Config
             ..Default::default()
         });
     }
-    let hostname = want.ip.iter().find_map(|p| match &p.method {
-        Method::Static(s) => s.hostname.clone(),
-        _ => None,
-    });
     let (iface, r) = dhcp_any(&dhcp_on, hostname.as_deref(), deadline_ms, log)?;
     let mask = r.mask.unwrap_or_else(|| netconf::default_mask(r.address));
     let prefix = netconf::prefix_len(mask).unwrap_or(24);
@@ -551,17 +564,17 @@ pub fn bring_up(want: &Wanted, deadline_ms: u64, log: &mut Log) -> Result<Config
         .map_err(|e| format!("{}: cannot set address {}: {}", iface.name, show(r.address), strerror(e)))?;
     let gateway = r.routers.first().copied();
     if let Some(g) = gateway {
-        rt.default_route(iface.index, g)
+        rt.default_route(iface.index, g, !same_subnet(r.address, g, prefix))
             .map_err(|e| format!("{}: cannot route via {}: {}", iface.name, show(g), strerror(e)))?;
     }
     // The interfaces that did not win go down again.
     for i in ifaces.iter().filter(|i| i.index != iface.index) {
         let _ = rt.link(i.index, false);
     }
-    let server = match r.next_server {
+    let server = server.or(match r.next_server {
         [0, 0, 0, 0] => r.server_id,
         s => Some(s),
-    };
+    });
     let c = Configured {
         iface: iface.name,
         index: iface.index,
@@ -573,18 +586,24 @@ pub fn bring_up(want: &Wanted, deadline_ms: u64, log: &mut Log) -> Result<Config
         dns: r.dns,
         server,
         root_path: r.root_path,
-        hostname: r.hostname,
+        hostname: r.hostname.or(hostname),
         domain: r.domain,
     };
     log.step(&format!("net: lease {}{}", c.summary(), r.lease_secs.map(|s| format!(" for {s} s")).unwrap_or_default()));
     Ok(c)
 }
 
+/// Whether `b` is in `a`'s subnet of `prefix` bits.
+fn same_subnet(a: Ipv4, b: Ipv4, prefix: u8) -> bool {
+    let mask = u32::MAX.checked_shl(32 - u32::from(prefix.min(32))).unwrap_or(0);
+    u32::from_be_bytes(a) & mask == u32::from_be_bytes(b) & mask
+}
+
 fn apply_static(rt: &mut Rtnl, i: &Iface, s: &Static) -> Result<Configured, String> {
     rt.address(true, i.index, s.address, s.prefix)
         .map_err(|e| format!("{}: cannot set address {}: {}", i.name, show(s.address), strerror(e)))?;
     if let Some(g) = s.gateway {
-        rt.default_route(i.index, g)
+        rt.default_route(i.index, g, !same_subnet(s.address, g, s.prefix))
             .map_err(|e| format!("{}: cannot route via {}: {}", i.name, show(g), strerror(e)))?;
     }
     Ok(Configured {
@@ -596,9 +615,9 @@ fn apply_static(rt: &mut Rtnl, i: &Iface, s: &Static) -> Result<Configured, Stri
         prefix: s.prefix,
         gateway: s.gateway,
         dns: s.dns.clone(),
-        server: s.server,
+        server: None,
         root_path: None,
-        hostname: s.hostname.clone(),
+        hostname: None,
         domain: None,
     })
 }
@@ -795,5 +814,19 @@ mod tests {
             let _ = dns_answer(0x1234, &r[..n]);
         }
         assert!(dns_query(1, "a..b").is_none());
+        // Random answers behind a valid header: no panic, no endless walk.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            let mut a = r[..12].to_vec();
+            let n = (x % 200) as usize;
+            for _ in 0..n {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                a.push(if x.is_multiple_of(4) { 0xc0 | (x >> 8) as u8 } else { (x >> 16) as u8 % 70 });
+            }
+            a[4..8].copy_from_slice(&[0, (x % 3) as u8, 0, (x >> 3) as u8 % 5]);
+            let _ = dns_answer(0x1234, &a);
+        }
     }
 }

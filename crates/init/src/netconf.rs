@@ -62,8 +62,6 @@ pub struct Static {
     pub address: Ipv4,
     pub prefix: u8,
     pub gateway: Option<Ipv4>,
-    pub server: Option<Ipv4>,
-    pub hostname: Option<String>,
     pub dns: Vec<Ipv4>,
 }
 
@@ -73,6 +71,10 @@ pub struct IpParam {
     /// The interface it is for, when it names one.
     pub device: Option<String>,
     pub method: Method,
+    /// The host name to use (and to send with DHCP).
+    pub hostname: Option<String>,
+    /// The NFS server (server-ip): it wins over the one DHCP names, as for the kernel.
+    pub server: Option<Ipv4>,
 }
 
 fn method_word(w: &str) -> Option<Method> {
@@ -91,15 +93,16 @@ impl IpParam {
     /// - the kernel's `client-ip:server-ip:gw-ip:netmask:hostname:device:autoconf:dns0:dns1:ntp0`,
     ///   where an empty client-ip means `autoconf` (DHCP unless it says off).
     pub fn parse(v: &str) -> Result<IpParam, String> {
+        let only = |device: Option<String>, method| IpParam { device, method, hostname: None, server: None };
         if let Some(m) = method_word(v) {
-            return Ok(IpParam { device: None, method: m });
+            return Ok(only(None, m));
         }
         let f: Vec<&str> = v.split(':').collect();
         if f.len() == 2
             && let Some(m) = method_word(f[1])
             && ipv4(f[0]).is_none()
         {
-            return Ok(IpParam { device: Some(f[0].to_string()), method: m });
+            return Ok(only(Some(f[0].to_string()), m));
         }
         let at = |i: usize| f.get(i).copied().unwrap_or("");
         let addr = |i: usize, what: &str| -> Result<Option<Ipv4>, String> {
@@ -112,30 +115,27 @@ impl IpParam {
             return Err(format!("ip={v}: more than 10 fields"));
         }
         let device = (!at(5).is_empty()).then(|| at(5).to_string());
+        let hostname = (!at(4).is_empty()).then(|| at(4).to_string());
+        let server = addr(1, "server-ip")?;
         let client = addr(0, "client-ip")?;
         let auto = at(6);
-        let Some(address) = client else {
-            let method =
-                method_word(auto).ok_or_else(|| format!("ip={v}: autoconf \"{auto}\" is not dhcp, on, off or none"))?;
-            return Ok(IpParam { device, method });
+        let auto_method =
+            method_word(auto).ok_or_else(|| format!("ip={v}: autoconf \"{auto}\" is not dhcp, on, off or none"))?;
+        addr(9, "ntp0-ip")?;
+        let dns: Vec<Ipv4> = [addr(7, "dns0-ip")?, addr(8, "dns1-ip")?].into_iter().flatten().collect();
+        // No client address, or autoconf asked for besides one (DHCP then; an address alone
+        // is static):
+        // the autoconf method, with the host name and server given.
+        let Some(address) = client.filter(|_| matches!(auto, "" | "off" | "none")) else {
+            return Ok(IpParam { device, method: auto_method, hostname, server });
         };
-        if !matches!(auto, "" | "off" | "none") {
-            return Err(format!("ip={v}: a client address with autoconf \"{auto}\" (it must be off or none)"));
-        }
         let mask = addr(3, "netmask")?.unwrap_or_else(|| default_mask(address));
         let prefix = prefix_len(mask).ok_or_else(|| format!("ip={v}: netmask {} is not contiguous", show(mask)))?;
-        let dns = [addr(7, "dns0-ip")?, addr(8, "dns1-ip")?].into_iter().flatten().collect();
-        addr(9, "ntp0-ip")?;
         Ok(IpParam {
             device,
-            method: Method::Static(Static {
-                address,
-                prefix,
-                gateway: addr(2, "gw-ip")?,
-                server: addr(1, "server-ip")?,
-                hostname: (!at(4).is_empty()).then(|| at(4).to_string()),
-                dns,
-            }),
+            method: Method::Static(Static { address, prefix, gateway: addr(2, "gw-ip")?, dns }),
+            hostname,
+            server,
         })
     }
 }
@@ -183,21 +183,25 @@ mod tests {
     #[test]
     fn every_form_of_ip() {
         let p = |s| IpParam::parse(s).unwrap();
-        assert_eq!(p("dhcp"), IpParam { device: None, method: Method::Dhcp });
+        assert_eq!(p("dhcp"), IpParam { device: None, method: Method::Dhcp, hostname: None, server: None });
         assert_eq!(p("off").method, Method::Off);
-        assert_eq!(p("eth1:dhcp"), IpParam { device: Some("eth1".into()), method: Method::Dhcp });
-        assert_eq!(p(":::::ens3:dhcp"), IpParam { device: Some("ens3".into()), method: Method::Dhcp });
+        assert_eq!(p("eth1:dhcp").device.as_deref(), Some("eth1"));
+        assert_eq!(p(":::::ens3:dhcp").device.as_deref(), Some("ens3"));
+        // DHCP with the server and host name given: kept (the server wins over DHCP's).
+        let d = p(":10.0.0.1:::box:eth0:dhcp");
+        assert_eq!((d.method, d.server, d.hostname.as_deref()), (Method::Dhcp, Some([10, 0, 0, 1]), Some("box")));
+        // A client address with autoconf on: DHCP (as the kernel does).
+        assert_eq!(p("10.0.2.5::::::dhcp").method, Method::Dhcp);
         assert_eq!(p("::::::off").method, Method::Off);
         let s = p("10.0.2.15:10.0.2.2:10.0.2.1:255.255.255.0:box:eth0:off:10.0.2.3:10.0.2.4:10.0.2.5");
         assert_eq!(s.device.as_deref(), Some("eth0"));
+        assert_eq!((s.hostname.as_deref(), s.server), (Some("box"), Some([10, 0, 2, 2])));
         assert_eq!(
             s.method,
             Method::Static(Static {
                 address: [10, 0, 2, 15],
                 prefix: 24,
                 gateway: Some([10, 0, 2, 1]),
-                server: Some([10, 0, 2, 2]),
-                hostname: Some("box".into()),
                 dns: vec![[10, 0, 2, 3], [10, 0, 2, 4]],
             })
         );
@@ -211,10 +215,6 @@ mod tests {
         let e = |s| IpParam::parse(s).unwrap_err();
         assert_eq!(e("10.0.2.x::::::off"), "ip=10.0.2.x::::::off: client-ip \"10.0.2.x\" is not an IPv4 address");
         assert_eq!(e("10.0.2.5:::255.0.255.0"), "ip=10.0.2.5:::255.0.255.0: netmask 255.0.255.0 is not contiguous");
-        assert_eq!(
-            e("10.0.2.5::::::dhcp"),
-            "ip=10.0.2.5::::::dhcp: a client address with autoconf \"dhcp\" (it must be off or none)"
-        );
         assert_eq!(
             e(":::::eth0:carrier-pigeon"),
             "ip=:::::eth0:carrier-pigeon: autoconf \"carrier-pigeon\" is not dhcp, on, off or none"

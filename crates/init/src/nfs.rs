@@ -34,8 +34,11 @@ impl Waiter for NetWaiter {
         None
     }
     fn offer(&mut self, _: &[Dev], _: &dyn Fn(&str) -> Option<(u32, u32)>) -> bool {
-        let named = self.0.rename();
-        self.1.extend(named);
+        for m in self.0.rename() {
+            if !self.1.contains(&m) {
+                self.1.push(m);
+            }
+        }
         !self.0.pick(&net::interfaces()).is_empty()
     }
 }
@@ -89,17 +92,24 @@ pub fn attempts(t: &Target, addr: &str, client: Option<&str>, rw: bool) -> (Moun
     let mut rw = rw;
     let mut keep: Vec<&str> = Vec::new();
     let mut given_vers = None;
+    let mut minor = None;
     for o in t.options.iter().flat_map(|o| o.split(',')).filter(|o| !o.is_empty()) {
         match o {
             "rw" => rw = true,
             "ro" => rw = false,
             _ if o.starts_with("addr=") || o.starts_with("clientaddr=") => {}
             _ if o.starts_with("vers=") || o.starts_with("nfsvers=") => given_vers = o.split_once('=').map(|(_, v)| v),
-            "v3" => given_vers = Some("3"),
-            "v4" => given_vers = Some("4"),
+            // The kernel's version flags; minorversion= with v4 (4.N).
+            "v2" | "v3" | "v4" | "v4.0" | "v4.1" | "v4.2" => given_vers = Some(&o[1..]),
+            _ if o.starts_with("minorversion=") => minor = o.split_once('=').map(|(_, v)| v),
             _ => keep.push(o),
         }
     }
+    let with_minor = minor.map(|m| format!("4.{m}"));
+    let given_vers = match (given_vers, &with_minor) {
+        (None | Some("4"), Some(v)) => Some(v.as_str()),
+        (v, _) => v,
+    };
     let versions: Vec<&str> = match (given_vers, t.version) {
         (Some(v), _) => Vec::from([v]),
         (None, NfsVersion::V4) => Vec::from(["4.2", "4.1", "4.0"]),
@@ -160,6 +170,10 @@ fn identify(net: &Configured, log: &mut crate::log::Log) {
 }
 
 impl RootSource for NfsSource {
+    fn kind(&self) -> leanrd_contract::RootKind {
+        leanrd_contract::RootKind::Nfs
+    }
+
     fn waiter(&mut self) -> &mut dyn Waiter {
         &mut self.waiter
     }
@@ -168,7 +182,7 @@ impl RootSource for NfsSource {
         for m in self.waiter.1.drain(..) {
             init.log.step(&m);
         }
-        let deadline = sys::now_ms() + init.cmd.timeout.max(5).saturating_mul(1000);
+        let deadline = sys::now_ms().saturating_add(init.cmd.timeout.max(5).saturating_mul(1000));
         let net = net::bring_up(&self.waiter.0, deadline, &mut init.log)?;
         let t = target(&self.want, &net)?;
         // The server's address: a literal, or looked up in DNS.
@@ -272,6 +286,10 @@ mod tests {
         let (f, a) = attempts(&t(Some("rw,nfsvers=3,tcp,lock,addr=evil"), NfsVersion::Any), "10.0.0.1", None, false);
         assert!(!f.contains(MountFlags::RDONLY));
         assert_eq!(a, [("3".to_string(), "tcp,lock,vers=3,addr=10.0.0.1".to_string())]);
+        let (_, a) = attempts(&t(Some("v4.1,soft"), NfsVersion::Any), "10.0.0.1", None, false);
+        assert_eq!(a, [("4.1".to_string(), "soft,vers=4.1,addr=10.0.0.1".to_string())]);
+        let (_, a) = attempts(&t(Some("vers=4,minorversion=1"), NfsVersion::Any), "10.0.0.1", None, false);
+        assert_eq!(a[0].0, "4.1");
         let (_, a) = attempts(&t(None, NfsVersion::V4), "fd00::1", None, true);
         assert_eq!(a[0], ("4.2".to_string(), "vers=4.2,addr=fd00::1".to_string()));
         assert_eq!(a.len(), 3);

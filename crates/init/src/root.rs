@@ -20,6 +20,8 @@ pub const NEWROOT: &str = "/newroot";
 /// device is [`BlockRoot`]; another kind (a network root) is another implementation, chosen
 /// in [`source`].
 pub trait RootSource {
+    /// The kind of root it mounts.
+    fn kind(&self) -> leanrd_contract::RootKind;
     /// What must appear before the root can be mounted.
     fn waiter(&mut self) -> &mut dyn Waiter;
     fn mount(&mut self, init: &mut Init) -> Result<(), String>;
@@ -29,6 +31,9 @@ pub trait RootSource {
 pub struct BlockRoot(pub DeviceWaiter);
 
 impl RootSource for BlockRoot {
+    fn kind(&self) -> leanrd_contract::RootKind {
+        leanrd_contract::RootKind::Block
+    }
     fn waiter(&mut self) -> &mut dyn Waiter {
         &mut self.0
     }

@@ -152,7 +152,7 @@ fn root_kinds_are_matched_and_an_unknown_kind_is_refused() {
     let dir = t.join("x");
     ok(leanrd().arg("extract").arg(&img).arg("-C").arg(&dir).arg("etc/leanrd/init.conf"));
     let conf = fs::read_to_string(dir.join("etc/leanrd/init.conf")).unwrap();
-    assert!(conf.lines().any(|l| l == "root nfs4:10.0.2.2:/srv/root:vers=4.2,rw"), "{conf}");
+    assert!(conf.lines().any(|l| l == "root nfs4:10.0.2.2:/srv/root:vers=4.2,proto=tcp,rw"), "{conf}");
     let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&img))).unwrap();
     for m in ["virtio_net.ko", "nfsv4.ko", "sunrpc.ko"] {
         assert!(ls.lines().any(|l| l.ends_with(m)), "{m} not in the NFS image");

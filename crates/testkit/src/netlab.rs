@@ -4,7 +4,8 @@
 //! else: there is no route out of it. Everything is ended and the namespace deleted on drop.
 //!
 //! The host kernel here has no nfsd, so the NFS server is ganesha (userspace); rpcbind runs
-//! beside it in a mount namespace with a /run of its own (its socket is there).
+//! beside it in a mount namespace with a /run of its own (its socket is there). A test killed
+//! before it could stop its lab leaves the namespace; the next lab started removes it.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -55,6 +56,7 @@ impl NetLab {
         static N: AtomicUsize = AtomicUsize::new(0);
         let ns = format!("lr{}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst), name);
         let ns: String = ns.chars().take(30).collect();
+        sweep();
         let dir = TempDir::new(&format!("netlab-{name}"));
         ip(&["netns", "add", &ns])?;
         let mut lab = NetLab { ns: ns.clone(), dir, children: Mutex::new(Vec::new()), taps: AtomicUsize::new(0) };
@@ -84,10 +86,12 @@ impl NetLab {
     /// NFSv4 owners as numbers (as Linux's nfsd sends them to sec=sys clients): the
     /// initramfs runs no idmapd, and names it cannot map would read as nobody.
     fn nfs(&mut self, exports: &[&Path]) -> Result<(), String> {
+        let d = self.dir.0.display();
         let mut conf = format!(
             "NFS_CORE_PARAM {{ Protocols = 3, 4; NFS_Port = 2049; MNT_Port = 20048; Enable_NLM = false; \
              Enable_RQUOTA = false; Bind_addr = {SERVER}; }}\n\
-             NFSV4 {{ Graceless = true; Lease_Lifetime = 10; Allow_Numeric_Owners = true; Only_Numeric_Owners = true; }}\n\
+             NFSV4 {{ Graceless = true; Lease_Lifetime = 10; Allow_Numeric_Owners = true; Only_Numeric_Owners = true; \
+             RecoveryBackend = fs; RecoveryRoot = {d}/recovery; }}\n\
              NFS_KRB5 {{ Active_krb5 = false; }}\n\
              LOG {{ Default_Log_Level = WARN; }}\n"
         );
@@ -101,7 +105,6 @@ impl NetLab {
         }
         let cf = self.dir.join("ganesha.conf");
         fs::write(&cf, conf).map_err(|e| e.to_string())?;
-        let d = self.dir.0.display();
         let script = format!(
             "mount -t tmpfs none /run && mkdir -p /run/ganesha && rpcbind -w -h {SERVER} && \
              exec ganesha.nfsd -F -L {d}/ganesha-server.log -f {} -p /run/ganesha.pid",
@@ -172,6 +175,33 @@ impl NetLab {
     }
 }
 
+/// Namespaces a killed test left (`lrPID-...` whose process is gone): their servers are
+/// ended and the namespaces deleted.
+fn sweep() {
+    let Ok(o) = Command::new("ip").args(["netns", "list"]).output() else { return };
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        let Some(pid) = name.strip_prefix("lr").and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        kill_all(name);
+        let _ = Command::new("ip").args(["netns", "del", name]).stderr(Stdio::null()).status();
+    }
+}
+
+/// Kill every process in a namespace.
+fn kill_all(ns: &str) {
+    if let Ok(o) = Command::new("ip").args(["netns", "pids", ns]).output() {
+        for pid in String::from_utf8_lossy(&o.stdout).split_whitespace() {
+            let _ = Command::new("kill").args(["-KILL", pid]).status();
+        }
+    }
+}
+
 /// A command (a QEMU command line) run inside network namespace `ns`.
 pub fn in_netns(ns: &str, q: &Command) -> Command {
     let mut c = Command::new("ip");
@@ -188,11 +218,7 @@ impl NetLab {
             let _ = c.wait();
         }
         // Whatever is left in the namespace (rpcbind forks itself away).
-        if let Ok(o) = Command::new("ip").args(["netns", "pids", &self.ns]).output() {
-            for pid in String::from_utf8_lossy(&o.stdout).split_whitespace() {
-                let _ = Command::new("kill").args(["-KILL", pid]).status();
-            }
-        }
+        kill_all(&self.ns);
         let _ = Command::new("ip").args(["netns", "del", &self.ns]).stderr(Stdio::null()).status();
     }
 }
