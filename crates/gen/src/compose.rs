@@ -170,11 +170,8 @@ pub fn init_config(
 ) -> InitConfig {
     let mut c = InitConfig { kver: Some(r.kver.clone()), load: m.load.clone(), ..InitConfig::default() };
     if let Some(x) = facts {
-        c.mounts.root = match &x.nfs {
-            Some(n) => Some(Root::Nfs(n.clone())),
-            None => device_ref(&r.host_root, &x.root).map(Root::Block),
-        };
-        if x.nfs.is_none() {
+        c.mounts.root = x.root_source.clone().or_else(|| device_ref(&r.host_root, &x.root).map(Root::Block));
+        if x.root_source.is_none() {
             c.mounts.rootfstype = Some(x.root.fstype.clone());
         }
         // A btrfs root in a subvolume (Debian's and Fedora's `@`, `root`): mounted as it is now

@@ -57,15 +57,16 @@ pub struct Facts {
     pub links: Vec<Link>,
     /// What the walk in progress is for ("root", "/usr", "resume").
     pub role: String,
-    /// The root's NFS export, when the root is on NFS (its network interfaces' devices are
-    /// in `links`, role "root").
-    pub nfs: Option<NfsRoot>,
+    /// The root as the image records it, when detection settles it: a root of a kind other
+    /// than a block device (NFS: its network interfaces' devices are in `links`, role "root").
+    /// None for a block root, named from its device when the configuration is composed.
+    pub root_source: Option<Root>,
 }
 
 impl Facts {
     /// The kind of root this machine has.
     pub fn root_kind(&self) -> RootKind {
-        if self.nfs.is_some() { RootKind::Nfs } else { RootKind::Block }
+        self.root_source.as_ref().map_or(RootKind::Block, Root::kind)
     }
 }
 
@@ -231,7 +232,7 @@ pub fn detect(root: &Path) -> Result<Facts> {
         if m.mountpoint == "/" && NOT_BLOCK_FSTYPES.contains(&m.fstype.as_str()) {
             match m.fstype.as_str() {
                 "nfs" | "nfs4" => {
-                    f.nfs = Some(nfs_root(&m)?);
+                    f.root_source = Some(Root::Nfs(nfs_root(&m)?));
                     walk_network(root, &mut f)?;
                     continue;
                 }

@@ -14,7 +14,7 @@ use std::fs;
 use std::path::Path;
 use std::rc::Rc;
 
-use leanrd_contract::{CONFIG_PATH, Capability, InitConfig, NOT_BLOCK_FSTYPES, RootKind, SEARCH_PATH};
+use leanrd_contract::{CONFIG_PATH, Capability, InitConfig, NOT_BLOCK_FSTYPES, Root, RootKind, SEARCH_PATH};
 use leanrd_kmod::{ModuleDb, Resolved, Tables};
 
 use crate::elf::{Info, LdCache};
@@ -513,9 +513,9 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
     }
     // The root by its kind: each kind names what /init needs for it, and a kind the proof
     // does not know is a failure, never a pass.
-    match facts.root_kind() {
-        RootKind::Block => {}
-        RootKind::Nfs => missing.extend(nfs_root(&mut c, facts)),
+    match &facts.root_source {
+        None | Some(Root::Block(_)) => {}
+        Some(Root::Nfs(n)) => missing.extend(nfs_root(&mut c, facts, n)),
     }
     let mounts = [Some(("root", &facts.root)), facts.usr.as_ref().map(|u| ("/usr", u))];
     for (role, m) in mounts.into_iter().flatten() {
@@ -576,9 +576,8 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
 /// What an NFS root needs: the NFS client for the version it was mounted with, the packet
 /// socket /init's DHCP client uses, a driver for a network interface (the interfaces' links
 /// are proven with the other devices), and /init told where the root is.
-fn nfs_root(c: &mut Check, facts: &Facts) -> Vec<String> {
+fn nfs_root(c: &mut Check, facts: &Facts, n: &leanrd_contract::NfsRoot) -> Vec<String> {
     let mut missing = Vec::new();
-    let Some(n) = &facts.nfs else { return missing };
     let v4 = n.version == leanrd_contract::NfsVersion::V4;
     let need = ["fs-nfs", if v4 { "nfsv4" } else { "nfsv3" }, "af_packet"];
     for m in need {

@@ -184,9 +184,15 @@ fn btrfs_roots_are_resolved_to_every_member() {
     let lone = Fixture::new(&t, "btrfs-nosysfs", BTRFS_MOUNTINFO);
     let e = host::detect(&lone.root).unwrap_err().to_string();
     assert!(e.contains("cannot find its block devices in /sys/fs/btrfs"), "{e}");
-    // A network root has no devices and needs none.
+    // A network root needs an interface to reach it: none up is an error, and the NIC's
+    // driver is walked like a disk's.
     let nfs = Fixture::new(&t, "nfs", "22 1 0:40 / / rw - nfs4 10.0.0.1:/srv/root rw\n");
-    assert!(host::detect(&nfs.root).unwrap().devices.is_empty());
+    fs::create_dir_all(nfs.root.join("sys/class/net")).unwrap();
+    let e = host::detect(&nfs.root).unwrap_err().to_string();
+    assert!(e.contains("no network interface with a device is up"), "{e}");
+    let x = host::detect(&nfs_virtio(&t, "nfs-virtio").root).unwrap();
+    assert_eq!(x.devices, ["eth0"]);
+    assert!(x.drivers.contains("virtio_net") && x.root_kind() == leanrd_contract::RootKind::Nfs, "{x:?}");
     // The image mounts the subvolume the host runs from.
     let Some(k) = kver() else { return };
     let init = t.join("init");
