@@ -108,10 +108,11 @@ pub fn modules(
     for s in selected {
         // A required feature's own modules load up front; the drivers a universal build adds
         // (globs over the module tree) are for coldplug to pick from, not to load all at once.
+        let own = feature_modules(kernel, s, false);
         if s.required {
-            load.extend(feature_modules(kernel, s, false));
+            load.extend(own.iter().cloned());
         }
-        wanted.extend(feature_modules(kernel, s, r.universal));
+        wanted.extend(if r.universal { feature_modules(kernel, s, true) } else { own });
     }
     if let Some(x) = facts {
         host_modules(kernel, x, &mut wanted, &mut load)?;

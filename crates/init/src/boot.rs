@@ -124,11 +124,14 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
 /// `rd.neednet=1`: bring the network up and hand it over, though the root is local. Its
 /// drivers were loaded by coldplug with the storage's; a failure is logged, not fatal.
 fn need_network(init: &mut Init) {
-    let want = init.cmd.net_wanted();
+    // The interface (named by ifname= as it appears), as a network root waits for it.
+    let mut w = crate::net::NetWaiter::new(init.cmd.net_wanted());
     let end = sys::now_ms().saturating_add(10_000);
-    while want.pick(&crate::net::interfaces()).is_empty() && sys::now_ms() < end {
+    while !w.offer(&[], &|_| None) && sys::now_ms() < end {
         sys::sleep_ms(100);
     }
+    w.log_renames(&mut init.log);
+    let want = w.0;
     let deadline = sys::now_ms().saturating_add(init.cmd.timeout.saturating_mul(1000));
     match crate::net::bring_up(&want, deadline, &mut init.log) {
         Ok(c) => crate::net::hand_over(&c),

@@ -200,6 +200,12 @@ impl Modules {
     }
 }
 
+/// The value of `key` (two hex digits) in a modalias such as `pci:v..d..bc01sc08i02`.
+fn field<'a>(alias: &'a str, key: &str) -> Option<&'a str> {
+    let i = alias.find(key)? + key.len();
+    alias.get(i..i + 2)
+}
+
 /// Whether a device, by its modalias, is one the boot may need: storage (with the buses and
 /// controllers it sits on) or input (a keyboard for a passphrase). Optical drives, tapes,
 /// enclosures, network, display, sound, cameras are left to the real root's udev, which
@@ -207,11 +213,6 @@ impl Modules {
 /// A deny list, not an allow list: a device of a class not named here is loaded, so an
 /// unusual storage path is never left out.
 pub fn boot_device(alias: &str) -> bool {
-    /// The value of `key` (two hex digits) in a modalias such as `pci:v..d..bc01sc08i02`.
-    fn field<'a>(alias: &'a str, key: &str) -> Option<&'a str> {
-        let i = alias.find(key)? + key.len();
-        alias.get(i..i + 2)
-    }
     if let Some(rest) = alias.strip_prefix("scsi:t-0x") {
         // Disks, optical memory (MO), reduced-command-set disks, zoned disks.
         return matches!(rest.get(..2), Some("00" | "07" | "0e" | "14"));
@@ -238,12 +239,14 @@ pub fn boot_device(alias: &str) -> bool {
 /// (communication and data) and RNDIS (wireless controller) interfaces; virtio network
 /// devices and vendor-specific USB adapters pass [`boot_device`] already.
 pub fn network_device(alias: &str) -> bool {
-    let class = |key: &str| alias.find(key).and_then(|i| alias.get(i + key.len()..i + key.len() + 2));
+    let is = |key: &str, classes: &[&str]| {
+        field(alias, key).is_some_and(|c| classes.iter().any(|n| c.eq_ignore_ascii_case(n)))
+    };
     if alias.starts_with("pci:") {
-        return class("bc").is_some_and(|c| c == "02");
+        return is("bc", &["02"]);
     }
     if alias.starts_with("usb:") {
-        return class("ic").is_some_and(|c| matches!(c, "02" | "0A" | "0a" | "E0" | "e0"));
+        return is("ic", &["02", "0a", "e0"]);
     }
     alias.starts_with("net:")
 }

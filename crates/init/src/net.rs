@@ -14,10 +14,13 @@ use alloc::vec::Vec;
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 
+use crate::devices::Dev;
 use crate::dhcp::{self, Query, Reply};
 use crate::log::Log;
 use crate::netconf::{self, IpParam, Ipv4, Method, Static, show, show_mac};
 use crate::sys::{self, Errno, strerror};
+use crate::wait::Waiter;
+use leanrd_contract::DeviceRef;
 
 /// A network interface, from /sys/class/net.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,6 +171,40 @@ impl Configured {
             q(&self.root_path)
         );
         s
+    }
+}
+
+/// Satisfied once an interface the configuration can use is there (named by `ifname=` as
+/// soon as it appears; what was named is kept for the step log).
+pub struct NetWaiter(pub Wanted, pub Vec<String>);
+
+impl Waiter for NetWaiter {
+    fn describe(&self) -> String {
+        format!("{} (no link: no driver bound to a network device)", self.0.describe())
+    }
+    fn wants(&self) -> Option<&DeviceRef> {
+        None
+    }
+    fn offer(&mut self, _: &[Dev], _: &dyn Fn(&str) -> Option<(u32, u32)>) -> bool {
+        for m in self.0.rename() {
+            if !self.1.contains(&m) {
+                self.1.push(m);
+            }
+        }
+        !self.0.pick(&interfaces()).is_empty()
+    }
+}
+
+impl NetWaiter {
+    pub fn new(want: Wanted) -> NetWaiter {
+        NetWaiter(want, Vec::new())
+    }
+
+    /// The renames done while waiting, into the step log.
+    pub fn log_renames(&mut self, log: &mut Log) {
+        for m in self.1.drain(..) {
+            log.step(&m);
+        }
     }
 }
 

@@ -11,37 +11,15 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use leanrd_contract::{DeviceRef, NfsRoot, NfsVersion, Root};
+use leanrd_contract::{NfsRoot, NfsVersion, Root};
 use rustix::mount::MountFlags;
 
 use crate::Init;
-use crate::devices::Dev;
-use crate::net::{self, Configured, Wanted};
+use crate::net::{self, Configured, NetWaiter};
 use crate::netconf::{self, show};
 use crate::root::{NEWROOT, RootSource};
 use crate::sys::{self, Errno, strerror};
 use crate::wait::Waiter;
-
-/// Satisfied once an interface the configuration can use is there (named by `ifname=` as
-/// soon as it appears; what was named is kept for the step log).
-pub struct NetWaiter(pub Wanted, pub Vec<String>);
-
-impl Waiter for NetWaiter {
-    fn describe(&self) -> String {
-        format!("{} (no link: no driver bound to a network device)", self.0.describe())
-    }
-    fn wants(&self) -> Option<&DeviceRef> {
-        None
-    }
-    fn offer(&mut self, _: &[Dev], _: &dyn Fn(&str) -> Option<(u32, u32)>) -> bool {
-        for m in self.0.rename() {
-            if !self.1.contains(&m) {
-                self.1.push(m);
-            }
-        }
-        !self.0.pick(&net::interfaces()).is_empty()
-    }
-}
 
 pub struct NfsSource {
     pub want: NfsRoot,
@@ -179,9 +157,7 @@ impl RootSource for NfsSource {
     }
 
     fn mount(&mut self, init: &mut Init) -> Result<(), String> {
-        for m in self.waiter.1.drain(..) {
-            init.log.step(&m);
-        }
+        self.waiter.log_renames(&mut init.log);
         let deadline = sys::now_ms().saturating_add(init.cmd.timeout.max(5).saturating_mul(1000));
         let net = net::bring_up(&self.waiter.0, deadline, &mut init.log)?;
         let t = target(&self.want, &net)?;

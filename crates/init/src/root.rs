@@ -59,7 +59,7 @@ pub fn source(init: &mut Init) -> Result<Box<dyn RootSource>, String> {
         }
         Root::Nfs(n) => {
             let want = init.cmd.net_wanted();
-            Ok(Box::new(crate::nfs::NfsSource { want: n, waiter: crate::nfs::NetWaiter(want, Vec::new()) }))
+            Ok(Box::new(crate::nfs::NfsSource { want: n, waiter: crate::net::NetWaiter::new(want) }))
         }
     }
 }
