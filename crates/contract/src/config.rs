@@ -8,6 +8,7 @@ use alloc::{format, vec};
 use crate::crypttab::{CryptEntry, CryptKey, CryptOptions};
 use crate::device::DeviceRef;
 use crate::escape::{unword, word};
+use crate::iscsi::IscsiTarget;
 use crate::root::Root;
 
 /// The first line; a config written by an incompatible generator is refused, not guessed at.
@@ -28,11 +29,13 @@ pub enum Capability {
     /// Unlock LUKS2 containers with their enrolled tokens (TPM2, FIDO2, PKCS#11) first:
     /// cryptsetup's token plugins are in the image.
     Token,
+    /// Log in to iSCSI targets (iscsistart) over the network /init brings up.
+    Iscsi,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 5] =
-        [Capability::Luks, Capability::Lvm, Capability::Md, Capability::Rescue, Capability::Token];
+    pub const ALL: [Capability; 6] =
+        [Capability::Luks, Capability::Lvm, Capability::Md, Capability::Rescue, Capability::Token, Capability::Iscsi];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -41,6 +44,7 @@ impl Capability {
             Capability::Md => "md",
             Capability::Rescue => "rescue",
             Capability::Token => "token",
+            Capability::Iscsi => "iscsi",
         }
     }
 
@@ -101,6 +105,11 @@ pub struct InitConfig {
     /// The keymap (a name under [`KEYMAP_DIR`]) applied before a passphrase is asked for;
     /// `rd.vconsole.keymap=` picks another one the image holds.
     pub keymap: Option<String>,
+    /// The iSCSI targets the root's devices come from (host-only: the sessions under the
+    /// root), logged in to when the command line names none. Never with credentials.
+    pub iscsi: Vec<IscsiTarget>,
+    /// This machine's iSCSI initiator name (host-only: /etc/iscsi/initiatorname.iscsi).
+    pub iscsi_initiator: Option<String>,
 }
 
 /// Where the image keeps its compiled keymaps (`NAME.bmap`, the binary form `loadkeys -b`
@@ -186,6 +195,13 @@ impl InitConfig {
         if let Some(k) = &self.keymap {
             line("keymap", &[k]);
         }
+        for t in &self.iscsi {
+            let t = IscsiTarget { chap: None, ..t.clone() };
+            line("iscsi", &[&t.to_string(), &t.group.map(|g| format!("{g}")).unwrap_or_default()]);
+        }
+        if let Some(i) = &self.iscsi_initiator {
+            line("iscsi_initiator", &[i]);
+        }
         for l in &self.layers {
             let mut v = vec![l.capability.name()];
             v.extend(l.modules.iter().map(String::as_str));
@@ -263,6 +279,18 @@ impl InitConfig {
                     c.crypt.push(Crypt { entry: CryptEntry { name, device, key, options }, needed });
                 }
                 "keymap" => c.keymap = Some(single()?),
+                "iscsi" => {
+                    let [spec, group] = <[String; 2]>::try_from(values)
+                        .map_err(|v| err(format!("iscsi takes a target and its group, not {} values", v.len())))?;
+                    let mut t = IscsiTarget::parse(&spec).map_err(|e| err(e.to_string()))?;
+                    if !group.is_empty() {
+                        t.group =
+                            Some(group.parse().map_err(|_| err(format!("iscsi group \"{group}\" is not a number")))?);
+                    }
+                    t.chap = None;
+                    c.iscsi.push(t);
+                }
+                "iscsi_initiator" => c.iscsi_initiator = Some(single()?),
                 "layer" => {
                     let mut v = values.into_iter();
                     let name = v.next().unwrap_or_default();
@@ -323,8 +351,23 @@ mod tests {
             layers: vec![
                 Layer { capability: Capability::Luks, modules: vec!["dm_crypt".into(), "crypto-xts(aes)".into()] },
                 Layer { capability: Capability::Rescue, modules: vec![] },
+                Layer { capability: Capability::Iscsi, modules: vec!["iscsi_tcp".into()] },
             ],
+            iscsi: vec![
+                IscsiTarget::parse("iscsi:10.0.0.1::3261::eth0:1:iqn.2026-11.test:root").unwrap(),
+                IscsiTarget { group: Some(2), ..IscsiTarget::parse("iscsi:[fd00::1]::::eui.0123").unwrap() },
+            ],
+            iscsi_initiator: Some("iqn.2026-11.test:client".into()),
         }
+    }
+
+    #[test]
+    fn credentials_are_never_written() {
+        let mut c = InitConfig::default();
+        c.iscsi.push(IscsiTarget::parse("iscsi:user:secret@h::::iqn.x").unwrap());
+        let text = c.encode();
+        assert!(!text.contains("secret"), "{text}");
+        assert_eq!(InitConfig::decode(&text).unwrap().iscsi[0].chap, None);
     }
 
     #[test]
@@ -386,7 +429,10 @@ mod tests {
                 c.resume_offset = Some(n);
             }
             c.layers = (0..(n >> 5) % 3)
-                .map(|i| Layer { capability: Capability::ALL[i as usize % 5], modules: vec![r.text()] })
+                .map(|i| Layer {
+                    capability: Capability::ALL[i as usize % Capability::ALL.len()],
+                    modules: vec![r.text()],
+                })
                 .collect();
             assert_eq!(InitConfig::decode(&c.encode()).unwrap(), c);
         }

@@ -25,6 +25,7 @@ mod crypttab;
 mod device;
 mod escape;
 mod fstab;
+mod iscsi;
 mod root;
 pub mod steplog;
 
@@ -32,6 +33,7 @@ pub use config::{Capability, Crypt, DecodeError, InitConfig, KEYMAP_DIR, Layer, 
 pub use crypttab::{CryptEntry, CryptKey, CryptOptions, CrypttabProblem, crypttab_entries};
 pub use device::{DeviceRef, DeviceRefError, unescape_udev};
 pub use fstab::{FstabEntry, NOT_BLOCK_FSTYPES, fstab_entries, fstab_entry, unescape_octal};
+pub use iscsi::{Chap, ISCSI_PORT, IscsiError, IscsiTarget};
 pub use root::{NfsRoot, NfsVersion, Root, RootError, RootKind};
 
 /// Where helper programs are: the generator looks for a feature's binaries here (under the

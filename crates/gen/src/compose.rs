@@ -179,6 +179,8 @@ pub fn init_config(
         if x.root.fstype == "btrfs" && x.root.fsroot != "/" {
             c.mounts.rootflags = Some(format!("subvol={}", x.root.fsroot.trim_start_matches('/')));
         }
+        c.iscsi = x.iscsi.clone();
+        c.iscsi_initiator = x.iscsi_initiator.clone();
         if let Some(resume) = &x.resume {
             c.resume = Some(resume.device.clone());
             c.resume_offset = resume.offset;

@@ -41,6 +41,8 @@ pub struct Feature {
     pub fstypes: Vec<String>,
     /// Detected when the root's block stack has one of these: crypt, lvm, md, dm.
     pub stack: Vec<String>,
+    /// Other features (by name) in the image whenever this one is, as required as it is.
+    pub requires: Vec<String>,
     /// Module names, aliases (`fs-ext4`), or globs over the module tree (contain a `/`).
     pub modules: Vec<String>,
     /// Modules added only in --universal builds.
@@ -119,6 +121,11 @@ pub fn load(dir: Option<&Path>) -> Result<BTreeMap<String, Feature>> {
             let name = p.file_stem().expect("has stem").to_string_lossy().into_owned();
             let text = fs::read_to_string(&p).with_context(|| format!("{}: cannot read", p.display()))?;
             all.insert(name.clone(), parse(&name, &text, &p.display().to_string())?);
+        }
+    }
+    for f in all.values() {
+        if let Some(r) = f.requires.iter().find(|r| !all.contains_key(r.as_str())) {
+            bail!("feature {}: requires = [\"{r}\"], and there is no feature {r}", f.name);
         }
     }
     Ok(all)
@@ -202,7 +209,7 @@ mod tests {
         let e = parse("x", "when = \"detected\"\nmodules = [1\n", "x.toml").unwrap_err().to_string();
         assert!(e.starts_with("x.toml:") && e.contains("line 2"), "{e}");
         let e = parse("x", "init = \"nfs\"\n", "x.toml").unwrap_err().to_string();
-        assert_eq!(e, "x.toml: init = \"nfs\" is not an /init capability (luks, lvm, md, rescue, token)");
+        assert_eq!(e, "x.toml: init = \"nfs\" is not an /init capability (luks, lvm, md, rescue, token, iscsi)");
         let e = parse("x", "bogus = 1\n", "x.toml").unwrap_err().to_string();
         assert!(e.contains("bogus"), "{e}");
         let e = parse("x", "when = \"always\"\nfiles = [\"/etc/a\\u0000b\"]\n", "x.toml").unwrap_err().to_string();
@@ -216,5 +223,8 @@ mod tests {
         assert_eq!(all["fs-ext4"].when, When::Always);
         assert_eq!(all["mine"].binaries, ["sh"]);
         assert!(check_names(&all, &["nope".into()]).is_err());
+        fs::write(d.join("mine.toml"), "when = \"requested\"\nrequires = [\"nowhere\"]\n").unwrap();
+        let e = load(Some(&d)).unwrap_err().to_string();
+        assert_eq!(e, "feature mine: requires = [\"nowhere\"], and there is no feature nowhere");
     }
 }

@@ -8,7 +8,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use leanrd_contract::{
-    DeviceRef, NOT_BLOCK_FSTYPES, NfsRoot, NfsVersion, Root, RootKind, fstab_entries, unescape_octal,
+    DeviceRef, ISCSI_PORT, IscsiTarget, NOT_BLOCK_FSTYPES, NfsRoot, NfsVersion, Root, RootKind, fstab_entries,
+    unescape_octal,
 };
 
 use leanrd_archive::error::{Context, Result, bail};
@@ -61,6 +62,12 @@ pub struct Facts {
     /// than a block device (NFS: its network interfaces' devices are in `links`, role "root").
     /// None for a block root, named from its device when the configuration is composed.
     pub root_source: Option<Root>,
+    /// The network interfaces walked for a root on the network.
+    pub interfaces: Vec<String>,
+    /// The iSCSI targets the walked disks come from (their sessions), to log in to again.
+    pub iscsi: Vec<IscsiTarget>,
+    /// The initiator name those sessions logged in as.
+    pub iscsi_initiator: Option<String>,
 }
 
 impl Facts {
@@ -110,7 +117,7 @@ pub fn nfs_root(m: &Mount) -> Result<NfsRoot> {
 /// The network interfaces a network root may go over: those up with a device behind them
 /// (loopback, bridges and other virtual interfaces have none), their devices walked to the
 /// hardware like a disk's.
-fn walk_network(root: &Path, f: &mut Facts) -> Result<()> {
+fn walk_network(root: &Path, f: &mut Facts, what: &str) -> Result<()> {
     let dir = root.join("sys/class/net");
     let mut names: Vec<String> = fs::read_dir(&dir)
         .with_context(|| format!("{}: cannot read", dir.display()))?
@@ -118,6 +125,7 @@ fn walk_network(root: &Path, f: &mut Facts) -> Result<()> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
+    let mut found = false;
     for n in names {
         let up = read_trim(&dir.join(&n).join("operstate")).is_some_and(|s| s == "up" || s == "unknown");
         let Ok(dev) = fs::canonicalize(dir.join(&n).join("device")) else { continue };
@@ -125,14 +133,17 @@ fn walk_network(root: &Path, f: &mut Facts) -> Result<()> {
             continue;
         }
         f.devices.push(n.clone());
-        for l in ancestors(root, &dev, "root", &n) {
+        f.interfaces.push(n.clone());
+        let links = ancestors(root, &dev, "root", &n);
+        found |= !links.is_empty();
+        for l in links {
             f.modaliases.extend(l.modalias.clone());
             f.drivers.extend(l.driver.clone());
             f.links.push(l);
         }
     }
-    if !f.links.iter().any(|l| l.role == "root") {
-        bail!("the root is on NFS ({}), but no network interface with a device is up", f.root.source);
+    if !found {
+        bail!("the root is on {what}, but no network interface with a device is up");
     }
     Ok(())
 }
@@ -233,7 +244,7 @@ pub fn detect(root: &Path) -> Result<Facts> {
             match m.fstype.as_str() {
                 "nfs" | "nfs4" => {
                     f.root_source = Some(Root::Nfs(nfs_root(&m)?));
-                    walk_network(root, &mut f)?;
+                    walk_network(root, &mut f, &format!("NFS ({})", m.source))?;
                     continue;
                 }
                 t => bail!(
@@ -574,11 +585,63 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
     // A partition's disk is its parent directory.
     let disk =
         if dev.join("partition").exists() { dev.parent().unwrap_or(dev).to_path_buf() } else { dev.to_path_buf() };
+    iscsi_session(root, &disk, f)?;
     let serves = dev.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     for l in ancestors(root, &disk, &f.role, &serves) {
         f.modaliases.extend(l.modalias.clone());
         f.drivers.extend(l.driver.clone());
         f.links.push(l);
+    }
+    Ok(())
+}
+
+/// An iSCSI disk (a `sessionN` directory on its sysfs path): the session's target, portal,
+/// portal group and LUN, to log in to again, with the initiator name it used; the network
+/// interfaces that are up are walked to their drivers (once).
+fn iscsi_session(root: &Path, disk: &Path, f: &mut Facts) -> Result<()> {
+    let number = |a: &Path| a.file_name()?.to_str()?.strip_prefix("session")?.parse::<u32>().ok();
+    let Some(n) = disk.ancestors().find_map(number) else { return Ok(()) };
+    let class = root.join(format!("sys/class/iscsi_session/session{n}"));
+    let conn = root.join(format!("sys/class/iscsi_connection/connection{n}:0"));
+    let need = |dir: &Path, names: &[&str]| {
+        names
+            .iter()
+            .find_map(|a| read_trim(&dir.join(a)).filter(|v| !v.is_empty() && v != "<NULL>"))
+            .with_context(|| format!("{}: the root's iSCSI session has no {}", dir.display(), names.join(" or ")))
+    };
+    let name = need(&class, &["targetname"])?;
+    let address = need(&conn, &["persistent_address", "address"])?;
+    let port: u16 = need(&conn, &["persistent_port", "port"])?
+        .parse()
+        .with_context(|| format!("{}: the port is not a number", conn.display()))?;
+    // The SCSI device's H:C:T:L on the way up.
+    let lun = disk.ancestors().find_map(|a| {
+        let parts: Vec<&str> = a.file_name()?.to_str()?.split(':').collect();
+        if parts.len() == 4 { parts[3].parse::<u32>().ok() } else { None }
+    });
+    let t = IscsiTarget {
+        server: if address.contains(':') { format!("[{address}]") } else { address },
+        port: (port != ISCSI_PORT).then_some(port),
+        name,
+        lun,
+        group: read_trim(&class.join("tpgt")).and_then(|g| g.parse().ok()).filter(|g| *g != 1),
+        netdev: None,
+        chap: None,
+    };
+    if !f.iscsi.contains(&t) {
+        f.iscsi.push(t.clone());
+    }
+    if f.iscsi_initiator.is_none() {
+        f.iscsi_initiator =
+            read_trim(&class.join("initiatorname")).filter(|v| !v.is_empty() && v != "<NULL>").or_else(|| {
+                let text = fs::read_to_string(root.join("etc/iscsi/initiatorname.iscsi")).ok()?;
+                text.lines().find_map(|l| l.trim().strip_prefix("InitiatorName=")).map(str::to_string)
+            });
+    }
+    if f.stack.insert("iscsi".into()) {
+        f.modules.insert("iscsi_tcp".into());
+        let what = format!("iSCSI ({} at {}:{port})", t.name, t.server);
+        walk_network(root, f, &what)?;
     }
     Ok(())
 }

@@ -547,7 +547,10 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
             missing.push(format!("the block stack under the root needs {m}: {e}"));
         }
     }
-    let stack = [("crypt", "cryptsetup"), ("lvm", "lvm"), ("md", "mdadm")];
+    if facts.stack.contains("iscsi") {
+        missing.extend(iscsi_root(&mut c, facts));
+    }
+    let stack = [("crypt", "cryptsetup"), ("lvm", "lvm"), ("md", "mdadm"), ("iscsi", "iscsistart")];
     for (layer, prog) in stack {
         if !facts.stack.contains(layer) {
             continue;
@@ -559,6 +562,7 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
         let cap = match layer {
             "crypt" => Capability::Luks,
             "lvm" => Capability::Lvm,
+            "iscsi" => Capability::Iscsi,
             _ => Capability::Md,
         };
         if let Some(conf) = &c.conf
@@ -577,22 +581,9 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
 /// socket /init's DHCP client uses, a driver for a network interface (the interfaces' links
 /// are proven with the other devices), and /init told where the root is.
 fn nfs_root(c: &mut Check, facts: &Facts, n: &leanrd_contract::NfsRoot) -> Vec<String> {
-    let mut missing = Vec::new();
     let v4 = n.version == leanrd_contract::NfsVersion::V4;
-    let need = ["fs-nfs", if v4 { "nfsv4" } else { "nfsv3" }, "af_packet"];
-    for m in need {
-        let r = match c.kernel.map(|k| k.db.resolve(m)) {
-            Some(Resolved::Builtin) => Ok(()),
-            Some(Resolved::Missing) => Err("the kernel has neither the module nor the driver".to_string()),
-            _ => c.loadable(m),
-        };
-        if let Err(e) = r {
-            missing.push(format!("the NFS root {} needs {m}: {e}", facts.root.source));
-        }
-    }
-    if !facts.links.iter().any(|l| l.role == "root") {
-        missing.push(format!("the NFS root {}: no network interface to reach it", facts.root.source));
-    }
+    let what = format!("the NFS root {}", facts.root.source);
+    let mut missing = network_root(c, facts, &what, &["fs-nfs", if v4 { "nfsv4" } else { "nfsv3" }]);
     match c.conf.as_ref().and_then(|conf| conf.mounts.root.as_ref()) {
         Some(leanrd_contract::Root::Nfs(_)) => {}
         other => missing.push(format!(
@@ -600,6 +591,42 @@ fn nfs_root(c: &mut Check, facts: &Facts, n: &leanrd_contract::NfsRoot) -> Vec<S
             facts.root.source,
             other.map(|r| r.to_string()).unwrap_or_else(|| "nothing".into())
         )),
+    }
+    missing
+}
+
+/// What any root over the network needs: these modules (or the kernel's own drivers), the
+/// packet socket /init's DHCP client sends on, and an interface to reach it (the interfaces'
+/// links are proven with the other devices).
+fn network_root(c: &mut Check, facts: &Facts, what: &str, modules: &[&str]) -> Vec<String> {
+    let mut missing = Vec::new();
+    for m in modules.iter().chain(&["af_packet"]) {
+        let r = match c.kernel.map(|k| k.db.resolve(m)) {
+            Some(Resolved::Builtin) => Ok(()),
+            Some(Resolved::Missing) => Err("the kernel has neither the module nor the driver".to_string()),
+            _ => c.loadable(m),
+        };
+        if let Err(e) = r {
+            missing.push(format!("{what} needs {m}: {e}"));
+        }
+    }
+    if !facts.links.iter().any(|l| l.role == "root" && facts.interfaces.contains(&l.serves)) {
+        missing.push(format!("{what}: no network interface to reach it"));
+    }
+    missing
+}
+
+/// What a root on iSCSI needs besides its layer (iscsistart, turned on in /init's
+/// configuration, checked with the other layers): the network, and the targets to log in to.
+fn iscsi_root(c: &mut Check, facts: &Facts) -> Vec<String> {
+    let names: Vec<&str> = facts.iscsi.iter().map(|t| t.name.as_str()).collect();
+    let what = format!("the root's iSCSI target {}", names.join(", "));
+    let mut missing = network_root(c, facts, &what, &["iscsi_tcp"]);
+    let told = c.conf.as_ref().map(|conf| conf.iscsi.iter().map(|t| t.name.as_str()).collect::<Vec<_>>());
+    if let Some(told) = told
+        && let Some(n) = names.iter().find(|n| !told.contains(n))
+    {
+        missing.push(format!("the root's iSCSI target {n}: /init's configuration does not name it"));
     }
     missing
 }

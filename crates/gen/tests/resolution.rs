@@ -206,6 +206,43 @@ fn btrfs_roots_are_resolved_to_every_member() {
     assert!(g.modules.contains("virtio_blk") && g.modules.contains("btrfs"), "{:?}", g.modules);
 }
 
+/// A root on an iSCSI LUN: the session's target (portal, port, LUN) and initiator name are
+/// recorded, the NIC's driver is walked, and the image logs in to it: the iscsi feature comes
+/// with the network's, and /init's configuration names the target.
+#[test]
+fn iscsi_roots_record_their_target() {
+    let t = TempDir::new("hostiscsi");
+    let f = iscsi_virtio(&t, "iscsi");
+    let x = host::detect(&f.root).unwrap();
+    assert_eq!(x.iscsi.len(), 1);
+    assert_eq!(x.iscsi[0].to_string(), "iscsi:10.77.0.1::3261:1:iqn.2026-11.test.leanrd:root");
+    assert_eq!(x.iscsi_initiator.as_deref(), Some("iqn.2026-11.test:client"));
+    assert!(x.stack.contains("iscsi") && x.drivers.contains("virtio_net") && x.drivers.contains("sd_mod"), "{x:?}");
+    assert_eq!(x.interfaces, ["eth0"]);
+    // No interface up: the root cannot be reached, and detection says so.
+    fs::write(f.root.join("sys/class/net/eth0/operstate"), "down\n").unwrap();
+    let e = host::detect(&f.root).unwrap_err().to_string();
+    assert!(e.contains("the root is on iSCSI (iqn.2026-11.test.leanrd:root at 10.77.0.1:3261), but no network"), "{e}");
+    fs::write(f.root.join("sys/class/net/eth0/operstate"), "up\n").unwrap();
+    let Some(k) = kver() else { return };
+    if !Path::new("/usr/sbin/iscsistart").exists() {
+        eprintln!("skipped the image half: no iscsistart (open-iscsi)");
+        return;
+    }
+    let init = t.join("init");
+    fs::write(&init, b"#!/bin/sh\n").unwrap();
+    let s =
+        leanrd_gen::Settings { kver: Some(k), host_root: Some(f.root.clone()), init: Some(init), ..Default::default() };
+    let g = leanrd_gen::generate(&leanrd_gen::Request::new(s, t.path()).unwrap()).unwrap();
+    let Some(Item::Inline { data, .. }) = g.main.items.get("/etc/leanrd/init.conf") else { panic!("no config") };
+    let conf = leanrd_contract::InitConfig::decode(std::str::from_utf8(data).unwrap()).unwrap();
+    assert_eq!(conf.iscsi, x.iscsi);
+    assert_eq!(conf.iscsi_initiator.as_deref(), Some("iqn.2026-11.test:client"));
+    assert!(conf.layer(leanrd_contract::Capability::Iscsi).is_some(), "{conf:?}");
+    assert!(g.main.items.contains_key("/usr/sbin/iscsistart"), "no iscsistart in the image");
+    assert!(g.modules.contains("iscsi_tcp") && g.modules.contains("virtio_net"), "{:?}", g.modules);
+}
+
 /// The resume device: the kernel's setting first, then the largest active swap, then the
 /// system's configuration; its drivers come in even when the root does not need them.
 #[test]

@@ -67,7 +67,7 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     init.mods.load_many(&load, &mut init.log);
     init.log.step("listed modules loaded");
     let mut root = root::source(init)?;
-    let network_root = root.kind().needs_network();
+    let network_root = root.brings_network();
     let mut usr = usr::given(init).map(|u| (usr::waiter(&u), u));
     let mut resume =
         resume::given(init).map(|r| (resume::ResumeWaiter::new(&r, init.cmd.noresume, init.cmd.resumewait), r));
@@ -78,7 +78,15 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     let timing = Timing { forever: init.cmd.rootwait, timeout_ms: init.cmd.timeout.saturating_mul(1000) };
     // Everything the boot waits for, together: the root's device, /usr's when it is known
     // before the root is mounted, the resume device (briefly: the boot goes on without it).
-    let mut live = Live { init, sock: uevent::socket() };
+    let mut sock = uevent::socket();
+    // A network transport's interface first, then its devices (logged in to).
+    if let Some(w) = root.first() {
+        let mut live = Live { init, sock };
+        wait::run(&mut live, &mut [w], timing).map_err(|e| format!("{e}"))?;
+        sock = live.sock.take();
+        root.connect(init)?;
+    }
+    let mut live = Live { init, sock };
     let mut waiters: Vec<&mut dyn Waiter> = vec![root.waiter()];
     if let Some((w, _)) = &mut usr {
         waiters.push(w);

@@ -4,7 +4,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use leanrd_contract::{CryptKey, CryptOptions, DeviceRef, Mounts, Root};
+use leanrd_contract::{Chap, CryptKey, CryptOptions, DeviceRef, IscsiTarget, Mounts, Root};
 
 use crate::netconf::{self, IpParam};
 
@@ -72,8 +72,83 @@ pub struct Cmdline {
     pub ifnames: Vec<(String, [u8; 6])>,
     /// `rd.neednet=1`: bring the network up (and hand it to the root) even for a local root.
     pub neednet: bool,
+    /// iSCSI targets and settings (dracut's `netroot=iscsi:`, `root=iscsi:`, `rd.iscsi.*`).
+    pub iscsi: IscsiCmd,
     /// Values that could not be used, for the diagnosis.
     pub problems: Vec<String>,
+}
+
+/// What the command line says of iSCSI.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IscsiCmd {
+    /// `netroot=iscsi:...` (repeatable), `root=iscsi:...`, or the `rd.iscsi.target.*` set.
+    pub targets: Vec<IscsiTarget>,
+    /// `root=iscsi:...`: the root is the LUN itself (its target is the first one).
+    pub lun_root: bool,
+    /// `rd.iscsi.initiator=`.
+    pub initiator: Option<String>,
+    /// `rd.iscsi.param=NAME=VALUE` (repeatable): node settings for iscsistart.
+    pub params: Vec<String>,
+}
+
+/// The `rd.iscsi.*` words that name one target between them.
+#[derive(Default)]
+struct IscsiWords {
+    name: Option<String>,
+    ip: Option<String>,
+    port: Option<String>,
+    group: Option<String>,
+    lun: Option<String>,
+    user: Option<String>,
+    password: Option<String>,
+    in_user: Option<String>,
+    in_password: Option<String>,
+}
+
+impl IscsiWords {
+    /// The target they name, and the credentials for every target given without its own.
+    fn finish(self, c: &mut Cmdline) {
+        let chap = match (self.user, self.password) {
+            (Some(user), Some(password)) => Some(Chap {
+                user,
+                password,
+                in_user: self.in_user.clone(),
+                in_password: self.in_password.clone().filter(|_| self.in_user.is_some()),
+            }),
+            (None, None) => None,
+            _ => {
+                c.problems.push("rd.iscsi.username= and rd.iscsi.password= go together (ignored)".into());
+                None
+            }
+        };
+        let spec = match (self.name, self.ip) {
+            (Some(n), Some(ip)) => {
+                let ip = if ip.contains(':') && !ip.starts_with('[') { format!("[{ip}]") } else { ip };
+                format!("iscsi:{ip}::{}:{}:{n}", self.port.unwrap_or_default(), self.lun.unwrap_or_default())
+            }
+            (None, None) => String::new(),
+            _ => {
+                c.problems.push("rd.iscsi.target.name= and rd.iscsi.target.ip= go together (ignored)".into());
+                String::new()
+            }
+        };
+        if !spec.is_empty() {
+            match IscsiTarget::parse(&spec) {
+                Ok(mut t) => {
+                    match self.group.as_deref().map(str::parse) {
+                        Some(Ok(g)) => t.group = Some(g),
+                        Some(Err(_)) => c.problems.push("rd.iscsi.target.group= is not a number (1 used)".into()),
+                        None => {}
+                    }
+                    c.iscsi.targets.push(t);
+                }
+                Err(e) => c.problems.push(format!("rd.iscsi.target.*: {e} (ignored)")),
+            }
+        }
+        for t in c.iscsi.targets.iter_mut().filter(|t| t.chap.is_none()) {
+            t.chap = chap.clone();
+        }
+    }
 }
 
 /// Whether to check a file system the initramfs mounts read-write (systemd's `fsck.mode=`).
@@ -155,6 +230,7 @@ impl Cmdline {
     pub fn parse(s: &str) -> Cmdline {
         let mut c = Cmdline { timeout: 30, ..Cmdline::default() };
         let (mut root, mut nfsroot) = (None, None);
+        let mut iscsi = IscsiWords::default();
         for w in words(s) {
             let (k, v) = match w.split_once('=') {
                 Some((k, v)) => (k, Some(v.to_string())),
@@ -178,6 +254,31 @@ impl Cmdline {
                     }
                     _ => c.problems.push(format!("ifname={v} ignored: not NAME:MAC")),
                 },
+                ("netroot", Some(v)) if v.starts_with("iscsi:") => match IscsiTarget::parse(&v) {
+                    Ok(t) => c.iscsi.targets.push(t),
+                    Err(e) => c.problems.push(format!("netroot= ignored: {e}")),
+                },
+                ("netroot", Some(v)) => {
+                    let kind = v.split(':').next().unwrap_or("");
+                    c.problems.push(format!("netroot={kind}:... ignored: leanrd's /init knows netroot=iscsi: only"))
+                }
+                ("rd.iscsi.initiator", Some(v)) => c.iscsi.initiator = Some(v),
+                ("rd.iscsi.target.name", Some(v)) => iscsi.name = Some(v),
+                ("rd.iscsi.target.ip", Some(v)) => iscsi.ip = Some(v),
+                ("rd.iscsi.target.port", Some(v)) => iscsi.port = Some(v),
+                ("rd.iscsi.target.group", Some(v)) => iscsi.group = Some(v),
+                ("rd.iscsi.lun" | "rd.iscsi.target.lun", Some(v)) => iscsi.lun = Some(v),
+                ("rd.iscsi.username", Some(v)) => iscsi.user = Some(v),
+                ("rd.iscsi.password", Some(v)) => iscsi.password = Some(v),
+                ("rd.iscsi.in.username", Some(v)) => iscsi.in_user = Some(v),
+                ("rd.iscsi.in.password", Some(v)) => iscsi.in_password = Some(v),
+                ("rd.iscsi.param", Some(v)) if v.contains('=') => c.iscsi.params.push(v),
+                (k, _) if k.starts_with("rd.iscsi.") => {
+                    let k = k.to_string();
+                    c.problems.push(format!(
+                        "{k}: not known to leanrd's /init (the iBFT is not read: name the target with netroot=iscsi:)"
+                    ))
+                }
                 ("rd.neednet", Some(v)) => c.neednet = matches!(v.as_str(), "1" | "yes" | "true"),
                 ("rootfstype", Some(v)) => c.mounts.rootfstype = Some(v),
                 ("mount.usr", Some(v)) => match DeviceRef::parse(&v) {
@@ -268,6 +369,17 @@ impl Cmdline {
                 }
             }
         }
+        if let Some(v) = root.as_deref().filter(|v| v.starts_with("iscsi:")) {
+            match IscsiTarget::parse(v) {
+                Ok(t) => {
+                    c.iscsi.targets.insert(0, t);
+                    c.iscsi.lun_root = true;
+                }
+                Err(e) => c.problems.push(format!("root= ignored: {e}")),
+            }
+            root = None;
+        }
+        iscsi.finish(&mut c);
         if let Some(v) = root {
             match Root::parse(&v, nfsroot.as_deref()) {
                 Ok(r) => c.mounts.root = Some(r),
@@ -382,5 +494,35 @@ mod tests {
         let c = Cmdline::parse("root=UUID= quiet");
         assert_eq!(c.mounts.root, None);
         assert_eq!(c.problems.len(), 1, "{:?}", c.problems);
+    }
+
+    #[test]
+    fn iscsi_targets_every_way() {
+        let c = Cmdline::parse("root=UUID=ab netroot=iscsi:10.0.0.1::::iqn.2026-11.x:root rd.iscsi.initiator=iqn.me");
+        assert_eq!(c.iscsi.targets.len(), 1);
+        assert_eq!(
+            (c.iscsi.targets[0].server.as_str(), c.iscsi.targets[0].name.as_str()),
+            ("10.0.0.1", "iqn.2026-11.x:root")
+        );
+        assert_eq!(c.iscsi.initiator.as_deref(), Some("iqn.me"));
+        assert!(!c.iscsi.lun_root && c.mounts.root.is_some(), "{:?}", c.problems);
+        let c = Cmdline::parse("root=iscsi:10.0.0.1:::1:iqn.2026-11.x:root rd.iscsi.username=u rd.iscsi.password=p");
+        assert!(c.iscsi.lun_root && c.mounts.root.is_none());
+        assert_eq!(c.iscsi.targets[0].lun, Some(1));
+        assert_eq!(c.iscsi.targets[0].chap.as_ref().map(|a| a.user.as_str()), Some("u"));
+        let c = Cmdline::parse(
+            "root=LABEL=r rd.iscsi.target.name=iqn.t:x rd.iscsi.target.ip=fd00::1 rd.iscsi.target.port=3261 \
+             rd.iscsi.target.group=2 rd.iscsi.param=node.session.timeo.replacement_timeout=-1",
+        );
+        let t = &c.iscsi.targets[0];
+        assert_eq!((t.server.as_str(), t.port, t.group), ("[fd00::1]", Some(3261), Some(2)));
+        assert_eq!(c.iscsi.params, ["node.session.timeo.replacement_timeout=-1"]);
+        assert!(c.problems.is_empty(), "{:?}", c.problems);
+        let c = Cmdline::parse(
+            "netroot=iscsi:u:secret@h:x::iqn.a rd.iscsi.target.name=iqn.b rd.iscsi.firmware=1 netroot=nbd:h:1",
+        );
+        assert!(c.iscsi.targets.is_empty());
+        assert_eq!(c.problems.len(), 4, "{:?}", c.problems);
+        assert!(c.problems.iter().all(|p| !p.contains("secret")), "{:?}", c.problems);
     }
 }

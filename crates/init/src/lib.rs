@@ -27,6 +27,7 @@ pub mod devices;
 pub mod dhcp;
 pub mod diagnose;
 pub mod fsck;
+pub mod iscsi;
 pub mod keymap;
 pub mod log;
 pub mod luks;

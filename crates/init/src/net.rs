@@ -765,6 +765,55 @@ pub fn resolve(name: &str, servers: &[Ipv4], log: &mut Log) -> Result<Ipv4, Stri
     Err(format!("{name}: cannot be resolved ({last})"))
 }
 
+/// A server named on the command line or by DHCP, as an address a mount or a login takes:
+/// an IPv4 literal as it is, `[IPv6]` without its brackets, a name looked up in DNS.
+pub fn server_address(server: &str, net: &Configured, log: &mut Log) -> Result<String, String> {
+    if let Some(v6) = server.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+        Ok(v6.to_string())
+    } else if netconf::ipv4(server).is_some() {
+        Ok(server.to_string())
+    } else {
+        Ok(show(resolve(server, &net.dns, log)?))
+    }
+}
+
+/// Whether a TCP server answers on `addr` (an IPv4 or IPv6 literal) and `port` within `ms`:
+/// a connection made and closed, so that "unreachable" is told apart from a refused login.
+pub fn tcp_reachable(addr: &str, port: u16, ms: u64) -> Result<(), Errno> {
+    use rustix::net::{SocketAddrV4, SocketAddrV6};
+    let flags = SocketFlags::CLOEXEC | SocketFlags::NONBLOCK;
+    let started = if let Some(a) = netconf::ipv4(addr) {
+        let fd = rustix::net::socket_with(AddressFamily::INET, SocketType::STREAM, flags, None)?;
+        (rustix::net::connect(&fd, &SocketAddrV4::new(a.into(), port)), fd)
+    } else if let Ok(a) = addr.parse::<core::net::Ipv6Addr>() {
+        let fd = rustix::net::socket_with(AddressFamily::INET6, SocketType::STREAM, flags, None)?;
+        (rustix::net::connect(&fd, &SocketAddrV6::new(a, port, 0, 0)), fd)
+    } else {
+        return Err(Errno::INVAL);
+    };
+    match started {
+        (Ok(()), _) => Ok(()),
+        (Err(e), fd) if e == Errno::INPROGRESS => {
+            let end = sys::now_ms().saturating_add(ms);
+            loop {
+                let left = end.saturating_sub(sys::now_ms());
+                let mut p = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::OUT)];
+                match rustix::event::poll(&mut p, Some(&sys::timespec_ms(left))) {
+                    Ok(0) => return Err(Errno::TIMEDOUT),
+                    Ok(_) => break,
+                    Err(Errno::INTR) if left > 0 => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            match rustix::net::sockopt::socket_error(&fd)? {
+                Ok(()) => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        (Err(e), _) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

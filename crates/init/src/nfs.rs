@@ -162,13 +162,7 @@ impl RootSource for NfsSource {
         let net = net::bring_up(&self.waiter.0, deadline, &mut init.log)?;
         let t = target(&self.want, &net)?;
         // The server's address: a literal, or looked up in DNS.
-        let addr = if let Some(v6) = t.server.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
-            v6.to_string()
-        } else if netconf::ipv4(&t.server).is_some() {
-            t.server.clone()
-        } else {
-            show(net::resolve(&t.server, &net.dns, &mut init.log)?)
-        };
+        let addr = net::server_address(&t.server, &net, &mut init.log)?;
         let client = (net.address != [0; 4]).then(|| show(net.address));
         let (flags, tries) = attempts(&t, &addr, client.as_deref(), init.cmd.rw);
         init.mods.load("nfs", &mut init.log);

@@ -22,6 +22,20 @@ pub const NEWROOT: &str = "/newroot";
 pub trait RootSource {
     /// The kind of root it mounts.
     fn kind(&self) -> leanrd_contract::RootKind;
+    /// What must appear before [`RootSource::connect`] (a network transport's interface);
+    /// None: nothing, the root's device comes by itself.
+    fn first(&mut self) -> Option<&mut dyn Waiter> {
+        None
+    }
+    /// Make the root's device appear once [`RootSource::first`] is there (log in to the
+    /// iSCSI targets over the network brought up).
+    fn connect(&mut self, _init: &mut Init) -> Result<(), String> {
+        Ok(())
+    }
+    /// Whether it brings the network up itself (`rd.neednet=1` then does nothing more).
+    fn brings_network(&self) -> bool {
+        self.kind().needs_network()
+    }
     /// What must appear before the root can be mounted.
     fn waiter(&mut self) -> &mut dyn Waiter;
     fn mount(&mut self, init: &mut Init) -> Result<(), String>;
@@ -47,6 +61,10 @@ impl RootSource for BlockRoot {
 /// The root this boot uses: `root=` from the command line, else the one the image was built
 /// for. One [`RootSource`] per kind of [`Root`].
 pub fn source(init: &mut Init) -> Result<Box<dyn RootSource>, String> {
+    if init.cmd.iscsi.lun_root {
+        init.mods.net = true;
+        return crate::iscsi::IscsiSource::new(init, None).map(|s| Box::new(s) as Box<dyn RootSource>);
+    }
     let want = init.cmd.mounts.root.clone().or(init.conf.mounts.root.clone());
     let want = want.ok_or("no root= on the command line and none in the image")?;
     init.mods.net |= want.kind().needs_network();
@@ -55,6 +73,11 @@ pub fn source(init: &mut Init) -> Result<Box<dyn RootSource>, String> {
             let mut w = DeviceWaiter::new("root", d);
             let flags = init.cmd.mounts.rootflags.as_ref().or(init.conf.mounts.rootflags.as_ref());
             w.degraded = flags.is_some_and(|f| f.split(',').any(|o| o == "degraded"));
+            // A block device that an iSCSI session brings in.
+            if !init.cmd.iscsi.targets.is_empty() || !init.conf.iscsi.is_empty() {
+                init.mods.net = true;
+                return crate::iscsi::IscsiSource::new(init, Some(w)).map(|s| Box::new(s) as Box<dyn RootSource>);
+            }
             Ok(Box::new(BlockRoot(w)))
         }
         Root::Nfs(n) => {

@@ -1,4 +1,5 @@
-//! Network roots under QEMU TCG: NFS exports served by nfs-ganesha, DHCP and DNS by dnsmasq,
+//! Network roots under QEMU TCG: NFS exports served by nfs-ganesha, iSCSI targets by tgt,
+//! DHCP and DNS by dnsmasq,
 //! in a network namespace of the test's own (crates/testkit: netlab), QEMU inside it on taps.
 //! Nothing leaves the namespace.
 //!
@@ -10,7 +11,12 @@
 //!   again; Debian 13 (its own 6.12 kernel, `.ko.xz` modules) over NFSv3 with a static `ip=`.
 //!
 //! `cargo test --release -p leanrd --test boot_net -- nfs4_root_path_from_dhcp`.
-//! Needs root, qemu, busybox-static, nfs-ganesha(-vfs), rpcbind, dnsmasq and iproute2.
+//! - iSCSI: the busybox root on a LUN (netroot=iscsi: by DHCP; root=iscsi:, the LUN itself,
+//!   its portal by name with a static ip=), the diagnoses (a target nobody answers, a login
+//!   refused), and Debian 12 on a LUN named by rd.iscsi.* to running.
+//!
+//! Needs root, qemu, busybox-static, nfs-ganesha(-vfs), rpcbind, dnsmasq, iproute2, tgt,
+//! open-iscsi (iscsistart) and e2fsprogs.
 
 mod common;
 
@@ -131,7 +137,60 @@ const CASES: &[Case] = &[
         expect: &["leanrd: cannot boot: waited 5 s for network interface eth7 (no link"],
         reject: &[MARK],
     },
+    // iSCSI (tgt in the lab): the root by its UUID on the target netroot= names, by DHCP.
+    Case {
+        name: "iscsi_netroot_dhcp",
+        append: "root=UUID={bbuuid} netroot=iscsi:10.77.0.1::::{bbiqn} ip=dhcp",
+        nics: Nics::One,
+        expect: &[
+            MARK,
+            "ROOT-MOUNT /dev/sda / ext4 ro,",
+            "] iscsi: logged in to {bbiqn} at 10.77.0.1:3260",
+            "HANDOVER PROTO='dhcp'",
+        ],
+        reject: &[],
+    },
+    // dracut's root=iscsi: (the LUN itself is the root), the portal by name through the DNS
+    // server a static ip= gives, an initiator name of the command line's.
+    Case {
+        name: "iscsi_lun_is_the_root_static_ip",
+        append: "root=iscsi:nfs.leanrd.test:::1:{bbiqn} rd.iscsi.initiator=iqn.2026-11.test:box \
+                 ip=10.77.0.9::10.77.0.1:255.255.255.0:box:eth0:off:10.77.0.1",
+        nics: Nics::One,
+        expect: &[
+            MARK,
+            "ROOT-MOUNT /dev/sda / ext4 ro,",
+            "] dns: nfs.leanrd.test is 10.77.0.1",
+            "as iqn.2026-11.test:box",
+            "HANDOVER PROTO='none'",
+        ],
+        reject: &[],
+    },
+    Case {
+        name: "iscsi_unreachable_target_diagnosed",
+        append: "root=UUID={bbuuid} netroot=iscsi:10.77.0.1::3261::{bbiqn} ip=dhcp",
+        nics: Nics::One,
+        expect: &[
+            "leanrd: cannot boot: iSCSI target {bbiqn} at 10.77.0.1:3261 is unreachable from eth0: Connection refused",
+        ],
+        reject: &[MARK],
+    },
+    Case {
+        name: "iscsi_login_refused_diagnosed",
+        append: "root=UUID={bbuuid} netroot=iscsi:10.77.0.1::::iqn.2026-11.test.leanrd:nosuch ip=dhcp",
+        nics: Nics::One,
+        expect: &[
+            "leanrd: cannot boot: iSCSI login to iqn.2026-11.test.leanrd:nosuch at 10.77.0.1:3260 failed (iscsistart:",
+        ],
+        reject: &[MARK],
+    },
 ];
+
+/// The busybox root's file system on its LUN, and the targets' names.
+const BB_UUID: &str = "1e5c5100-b0b0-4b0b-8b0b-000000000001";
+const BB_IQN: &str = "iqn.2026-11.test.leanrd:busybox";
+const DEB_UUID: &str = "1e5c5100-deb1-4b0b-8b0b-000000000012";
+const DEB_IQN: &str = "iqn.2026-11.test.leanrd:bookworm";
 
 /// What the cases share: the lab (its servers export the busybox root and the Debian
 /// trees), the kernel and the universal image with the nfs feature.
@@ -155,7 +214,9 @@ fn world() -> Result<Option<&'static World>, String> {
 }
 
 fn make_world() -> Option<World> {
-    let need: Vec<&str> = netlab::TOOLS.to_vec();
+    let mut need: Vec<&str> = netlab::TOOLS.to_vec();
+    need.extend(netlab::ISCSI_TOOLS);
+    need.extend(["iscsistart", "mkfs.ext4"]);
     if !is_root() || !Path::new("/bin/busybox").exists() || need.iter().any(|t| !have(t)) {
         return skip(&format!("needs root, /bin/busybox and {need:?}"));
     }
@@ -171,11 +232,17 @@ fn make_world() -> Option<World> {
         fs::write(tree.join("etc/fstab"), "").unwrap();
     }
     let root_path = format!("{SERVER}:{}", export.display());
-    let spec = LabSpec { exports: &[&export, &bookworm, &trixie], dhcp: true, root_path: Some(&root_path) };
+    // The LUNs: the busybox root (read-only by every boot that uses it) and the Debian 12
+    // tree (its boot's own).
+    let bb_lun = debian::ext4_image_with(&t, "busybox-lun", 64, BB_UUID, &export, &[]);
+    let deb_lun = debian::ext4_image_with(&t, "bookworm-lun", 1536, DEB_UUID, &bookworm, &[]);
+    let luns: [(&str, &Path); 2] = [(BB_IQN, &bb_lun), (DEB_IQN, &deb_lun)];
+    let spec =
+        LabSpec { exports: &[&export, &bookworm, &trixie], dhcp: true, root_path: Some(&root_path), luns: &luns };
     let lab = NetLab::start("nfs", &spec).unwrap_or_else(|e| panic!("the network lab: {e}"));
-    let image = t.join("universal-nfs.img");
+    let image = t.join("universal-net.img");
     ok(leanrd()
-        .args(["build", "-k", &kver, "--universal", "--include", "nfs", "--init"])
+        .args(["build", "-k", &kver, "--universal", "--include", "nfs", "--include", "iscsi", "--init"])
         .arg(&init)
         .arg("-o")
         .arg(&image));
@@ -207,6 +274,8 @@ fn boot_case(c: &Case) -> Result<(), String> {
             .replace("{mac1}", &macs[0])
             .replace("{mac2}", &macs[1])
             .replace("{bootif2}", &format!("01-{}", macs[1].replace(':', "-")))
+            .replace("{bbuuid}", BB_UUID)
+            .replace("{bbiqn}", BB_IQN)
     };
     let mut b = Boot::new(c.name, &w.image, &format!("quiet {}", fill(c.append)), qemu);
     b.netns = Some(w.lab.ns.clone());
@@ -291,10 +360,31 @@ fn debian13_nfs3_static() -> Result<(), String> {
     }
 }
 
+/// Debian 12 on an iSCSI LUN (the universal image), named by dracut's rd.iscsi.* words, by
+/// DHCP: running, its root the LUN's disk.
+fn debian12_iscsi() -> Result<(), String> {
+    let Some(w) = world()? else { return Ok(()) };
+    let append = format!(
+        "root=UUID={DEB_UUID} rw rd.iscsi.target.name={DEB_IQN} rd.iscsi.target.ip={SERVER} \
+         rd.iscsi.initiator=iqn.2026-11.test:bookworm ip=dhcp"
+    );
+    let (qemu, _) = nics(w, Nics::One)?;
+    let mut b = Boot::new("debian12_iscsi", &w.image, &append, qemu)
+        .expect("LEANRD-ROOT /dev/sda ext4")
+        .expect("] iscsi: logged in to iqn.2026-11.test.leanrd:bookworm at 10.77.0.1:3260");
+    b.netns = Some(w.lab.ns.clone());
+    if debian::run(&w.kernel, &[b]).is_empty() {
+        Ok(())
+    } else {
+        Err(format!("Debian 12 on iSCSI did not reach running\n{}", w.lab.log("tgt")))
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let mut trials: Vec<Trial> = CASES.iter().map(|c| test(c.name, move || boot_case(c))).collect();
     trials.push(test("debian12_nfs4_dhcp_and_self_built", debian12_nfs_and_self_built));
     trials.push(test("debian13_nfs3_static", debian13_nfs3_static));
+    trials.push(test("debian12_iscsi", debian12_iscsi));
     let code = run_tests(trials, cores());
     // The lab's servers and namespace end with the binary (a static is never dropped).
     if let Some(Ok(Some(w))) = WORLD.get() {

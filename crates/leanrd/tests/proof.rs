@@ -75,7 +75,7 @@ fn ahci(t: &TempDir) -> Fixture {
 #[test]
 fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
     let Some(k) = kver() else { return };
-    let need = ["cryptsetup", "lvm", "mdadm"];
+    let need = ["cryptsetup", "lvm", "mdadm", "iscsistart"];
     if need.iter().any(|t| !have(t)) {
         skip::<()>(&format!("needs {need:?} (the stacks' programs go into the images)"));
         return;
@@ -95,6 +95,9 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         ("LVM on virtio", lvm(&t), "dm_mod"),
         ("NFS root over virtio-net", nfs_virtio(&t, "nfs"), "virtio_net"),
         ("NFS root (its client)", nfs_virtio(&t, "nfs-client"), "nfsv4"),
+        ("root on an iSCSI LUN over virtio-net", iscsi_virtio(&t, "iscsi"), "virtio_net"),
+        ("root on an iSCSI LUN (the initiator's transport)", iscsi_virtio(&t, "iscsi-tcp"), "iscsi_tcp"),
+        ("root on an iSCSI LUN (its disk)", iscsi_virtio(&t, "iscsi-sd"), "sd_mod"),
         ("LUKS with a USB keyboard", keyboard_host(&luks, Some("0c0c0c0c-1111-4222-8333-444444444444")), "usbhid"),
         (
             "LUKS on NVMe with a USB keyboard",
@@ -158,6 +161,28 @@ fn root_kinds_are_matched_and_an_unknown_kind_is_refused() {
         assert!(ls.lines().any(|l| l.ends_with(m)), "{m} not in the NFS image");
     }
     assert!(!ls.lines().any(|l| l.ends_with("ext4.ko") || l.ends_with("e1000.ko")), "more than the NFS root needs");
+    // A root on iSCSI: its target and initiator recorded; without the iscsi feature the
+    // proof names each piece the boot would lack.
+    if !have("iscsistart") {
+        return;
+    }
+    let f = iscsi_virtio(&t, "iscsi");
+    let img = t.join("iscsi.img");
+    let o = build(&k, &f, &img, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = t.join("y");
+    ok(leanrd().arg("extract").arg(&img).arg("-C").arg(&dir).arg("etc/leanrd/init.conf"));
+    let conf = fs::read_to_string(dir.join("etc/leanrd/init.conf")).unwrap();
+    for want in
+        ["iscsi iscsi:10.77.0.1::3261:1:iqn.2026-11.test.leanrd:root ", "iscsi_initiator iqn.2026-11.test:client"]
+    {
+        assert!(conf.lines().any(|l| l.starts_with(want)), "{want}: {conf}");
+    }
+    let o = build(&k, &f, &t.join("iscsi-without.img"), &["--exclude", "iscsi"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("the iscsi layer under the root: iscsistart"), "{err}");
+    assert!(err.contains("/init's configuration does not turn on iscsi"), "{err}");
 }
 
 /// A universal image proves the classes its features promise: every storage driver, every

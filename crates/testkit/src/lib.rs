@@ -641,6 +641,39 @@ pub fn virtio_ext4(t: &TempDir) -> Fixture {
     f
 }
 
+/// A machine whose root (ext4 on sda1) is LUN 1 of an iSCSI target reached over a virtio
+/// NIC: the session as the kernel shows it in sysfs (port 3261, portal group 1).
+pub fn iscsi_virtio(t: &TempDir, name: &str) -> Fixture {
+    let f = Fixture::new(t, name, "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n");
+    let disk = "platform/host2/session1/target2:0:0/2:0:0:1/block/sda";
+    f.dev("platform/host2/session1/target2:0:0/2:0:0:1", Some("scsi:t-0x00"), Some("sd_mod"))
+        .block(disk, "8:0", false)
+        .block(&format!("{disk}/sda1"), "8:1", true)
+        .dev(
+            "pci0000:00/0000:00:03.0",
+            Some("pci:v00001AF4d00001000sv00001AF4sd00000001bc02sc00i00"),
+            Some("virtio-pci"),
+        )
+        .dev("pci0000:00/0000:00:03.0/virtio0", Some("virtio:d00000001v00001AF4"), Some("virtio_net"))
+        .net("eth0", "pci0000:00/0000:00:03.0/virtio0");
+    let class = |dir: &str, files: &[(&str, &str)]| {
+        let d = f.root.join(dir);
+        fs::create_dir_all(&d).unwrap();
+        for (k, v) in files {
+            fs::write(d.join(k), format!("{v}\n")).unwrap();
+        }
+    };
+    class(
+        "sys/class/iscsi_session/session1",
+        &[("targetname", "iqn.2026-11.test.leanrd:root"), ("tpgt", "1"), ("initiatorname", "iqn.2026-11.test:client")],
+    );
+    class(
+        "sys/class/iscsi_connection/connection1:0",
+        &[("persistent_address", "10.77.0.1"), ("persistent_port", "3261")],
+    );
+    f
+}
+
 /// A diskless machine: its root NFSv4 from 10.0.2.2 over a virtio NIC (and a loopback, which
 /// has no device).
 pub fn nfs_virtio(t: &TempDir, name: &str) -> Fixture {

@@ -1,7 +1,9 @@
 //! A network for network-root boots: a network namespace of the test's own with a bridge,
-//! real servers on it (NFS by nfs-ganesha with rpcbind, DHCP and DNS by dnsmasq), and a tap
+//! real servers on it (NFS by nfs-ganesha with rpcbind, iSCSI by tgt, DHCP and DNS by dnsmasq), and a tap
 //! per guest NIC. QEMU runs inside the namespace, so the guests reach the servers and nothing
 //! else: there is no route out of it. Everything is ended and the namespace deleted on drop.
+//!
+//! iSCSI targets are tgt's (userspace too), when the lab is asked for LUNs.
 //!
 //! The host kernel here has no nfsd, so the NFS server is ganesha (userspace); rpcbind runs
 //! beside it in a mount namespace with a /run of its own (its socket is there). A test killed
@@ -28,10 +30,14 @@ pub struct LabSpec<'a> {
     pub dhcp: bool,
     /// DHCP's root path (option 17), if any.
     pub root_path: Option<&'a str>,
+    /// iSCSI targets (served by tgt on port 3260): each name with the file that is its LUN 1.
+    pub luns: &'a [(&'a str, &'a Path)],
 }
 
 /// The tools a lab needs.
 pub const TOOLS: [&str; 5] = ["ip", "ganesha.nfsd", "rpcbind", "dnsmasq", "qemu-system-x86_64"];
+/// And for iSCSI targets.
+pub const ISCSI_TOOLS: [&str; 2] = ["tgtd", "tgtadm"];
 
 pub struct NetLab {
     pub ns: String,
@@ -66,6 +72,9 @@ impl NetLab {
         ip(&["-n", &ns, "link", "set", "br0", "up"])?;
         lab.nfs(spec.exports)?;
         lab.dnsmasq(spec)?;
+        if !spec.luns.is_empty() {
+            lab.iscsi(spec.luns)?;
+        }
         Ok(lab)
     }
 
@@ -120,6 +129,35 @@ impl NetLab {
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         Err(format!("ganesha did not listen on 2049: {}", self.log("ganesha")))
+    }
+
+    /// tgt (a userspace iSCSI target) on the bridge's address: one target per LUN file, open
+    /// to every initiator. tgtadm reaches tgtd by a socket under /run, so both run in one
+    /// mount namespace with a /run of its own. Waits (bounded) until the targets are set up.
+    fn iscsi(&mut self, luns: &[(&str, &Path)]) -> Result<(), String> {
+        let mut script = format!(
+            "mount -t tmpfs none /run && mkdir -p /run/lock && {{ tgtd -f --iscsi portal={SERVER}:3260 & }} && \
+             for i in $(seq 100); do [ -S /run/tgtd/socket.0 ] && break; sleep 0.1; done && "
+        );
+        for (i, (name, file)) in luns.iter().enumerate() {
+            let tid = i + 1;
+            script += &format!(
+                "tgtadm --lld iscsi --op new --mode target --tid {tid} -T {name} && \
+                 tgtadm --lld iscsi --op new --mode logicalunit --tid {tid} --lun 1 -b {} && \
+                 tgtadm --lld iscsi --op bind --mode target --tid {tid} -I ALL && ",
+                file.display()
+            );
+        }
+        script += "echo LEANRD-TGT-READY && wait";
+        self.spawn("tgt", &script)?;
+        for _ in 0..300 {
+            let log = self.log("tgt");
+            if log.contains("LEANRD-TGT-READY") {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Err(format!("tgt did not set its targets up: {}", self.log("tgt")))
     }
 
     fn dnsmasq(&mut self, spec: &LabSpec) -> Result<(), String> {
