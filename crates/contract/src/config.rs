@@ -9,6 +9,7 @@ use crate::crypttab::{CryptEntry, CryptKey, CryptOptions};
 use crate::device::DeviceRef;
 use crate::escape::{unword, word};
 use crate::iscsi::IscsiTarget;
+use crate::nvmf::NvmfTarget;
 use crate::root::Root;
 
 /// The first line; a config written by an incompatible generator is refused, not guessed at.
@@ -31,11 +32,20 @@ pub enum Capability {
     Token,
     /// Log in to iSCSI targets (iscsistart) over the network /init brings up.
     Iscsi,
+    /// Connect to NVMe over TCP subsystems (the kernel's nvme-tcp, through /dev/nvme-fabrics).
+    Nvmf,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 6] =
-        [Capability::Luks, Capability::Lvm, Capability::Md, Capability::Rescue, Capability::Token, Capability::Iscsi];
+    pub const ALL: [Capability; 7] = [
+        Capability::Luks,
+        Capability::Lvm,
+        Capability::Md,
+        Capability::Rescue,
+        Capability::Token,
+        Capability::Iscsi,
+        Capability::Nvmf,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -45,6 +55,7 @@ impl Capability {
             Capability::Rescue => "rescue",
             Capability::Token => "token",
             Capability::Iscsi => "iscsi",
+            Capability::Nvmf => "nvmf",
         }
     }
 
@@ -110,6 +121,12 @@ pub struct InitConfig {
     pub iscsi: Vec<IscsiTarget>,
     /// This machine's iSCSI initiator name (host-only: /etc/iscsi/initiatorname.iscsi).
     pub iscsi_initiator: Option<String>,
+    /// The NVMe over TCP subsystems (or discovery controllers) the root's devices come from,
+    /// connected to when the command line names none.
+    pub nvmf: Vec<NvmfTarget>,
+    /// This host's NVMe NQN and ID (host-only: the ones its controllers connected with).
+    pub nvmf_hostnqn: Option<String>,
+    pub nvmf_hostid: Option<String>,
 }
 
 /// Where the image keeps its compiled keymaps (`NAME.bmap`, the binary form `loadkeys -b`
@@ -202,6 +219,14 @@ impl InitConfig {
         if let Some(i) = &self.iscsi_initiator {
             line("iscsi_initiator", &[i]);
         }
+        for t in &self.nvmf {
+            line("nvmf", &[&t.to_string()]);
+        }
+        for (key, v) in [("nvmf_hostnqn", &self.nvmf_hostnqn), ("nvmf_hostid", &self.nvmf_hostid)] {
+            if let Some(v) = v {
+                line(key, &[v]);
+            }
+        }
         for l in &self.layers {
             let mut v = vec![l.capability.name()];
             v.extend(l.modules.iter().map(String::as_str));
@@ -291,6 +316,9 @@ impl InitConfig {
                     c.iscsi.push(t);
                 }
                 "iscsi_initiator" => c.iscsi_initiator = Some(single()?),
+                "nvmf" => c.nvmf.push(NvmfTarget::parse(&single()?).map_err(|e| err(e.to_string()))?),
+                "nvmf_hostnqn" => c.nvmf_hostnqn = Some(single()?),
+                "nvmf_hostid" => c.nvmf_hostid = Some(single()?),
                 "layer" => {
                     let mut v = values.into_iter();
                     let name = v.next().unwrap_or_default();
@@ -352,12 +380,19 @@ mod tests {
                 Layer { capability: Capability::Luks, modules: vec!["dm_crypt".into(), "crypto-xts(aes)".into()] },
                 Layer { capability: Capability::Rescue, modules: vec![] },
                 Layer { capability: Capability::Iscsi, modules: vec!["iscsi_tcp".into()] },
+                Layer { capability: Capability::Nvmf, modules: vec!["nvme_tcp".into()] },
             ],
             iscsi: vec![
                 IscsiTarget::parse("iscsi:10.0.0.1::3261::eth0:1:iqn.2026-11.test:root").unwrap(),
                 IscsiTarget { group: Some(2), ..IscsiTarget::parse("iscsi:[fd00::1]::::eui.0123").unwrap() },
             ],
             iscsi_initiator: Some("iqn.2026-11.test:client".into()),
+            nvmf: vec![
+                NvmfTarget::parse("tcp,10.0.0.2,,4420").unwrap(),
+                NvmfTarget::parse("tcp,[fd00::2],,,nqn.2026-11.test:root").unwrap(),
+            ],
+            nvmf_hostnqn: Some("nqn.2014-08.org.nvmexpress:uuid:0123".into()),
+            nvmf_hostid: Some("0123".into()),
         }
     }
 

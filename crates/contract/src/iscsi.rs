@@ -75,6 +75,8 @@ impl IscsiTarget {
         // The credentials end at the last '@' (a target name has none); an error quotes
         // what follows them.
         let (auth, rest) = match spec.strip_prefix("iscsi:").map(|r| (r.rfind('@'), r)) {
+            // `iscsi:@...`: no credentials (dracut's examples write it so).
+            Some((Some(0), r)) => (None, &r[1..]),
             Some((Some(at), r)) => (Some(&r[..at]), &r[at + 1..]),
             Some((None, r)) => (None, r),
             None => return Err(IscsiError { spec: spec.to_string(), why: "it does not start with iscsi:" }),
@@ -111,15 +113,18 @@ impl IscsiTarget {
         };
         // The target name: from its type's prefix (it holds ':' itself), else the fields
         // after PROTOCOL:PORT:LUN.
-        let named = ["iqn.", "eui.", "naa."].iter().filter_map(|p| rest.rfind(&alloc::format!(":{p}"))).max();
+        // In dracut's order: an `iqn.` name first (an IQN may hold ":naa." itself).
+        let named = ["iqn.", "eui.", "naa."].iter().find_map(|p| rest.rfind(&alloc::format!(":{p}")));
         let (fields, name): (Vec<&str>, String) = match named {
             Some(i) => (rest[..i].split(':').collect(), rest[i + 1..].to_string()),
             None => {
-                let f: Vec<&str> = rest.splitn(4, ':').collect();
-                match f.as_slice() {
-                    [p, port, lun, name] => (Vec::from([*p, *port, *lun]), name.to_string()),
-                    _ => return Err(err("not SERVER:PROTOCOL:PORT:LUN:TARGETNAME")),
+                // PROTOCOL:PORT[:IFACE:NETDEV]:LUN:NAME, the name the rest (it may hold ':').
+                let f: Vec<&str> = rest.split(':').collect();
+                let n = if f.len() >= 6 { 5 } else { 3 };
+                if f.len() < 4 {
+                    return Err(err("not SERVER:PROTOCOL:PORT:LUN:TARGETNAME"));
                 }
+                (f[..n].to_vec(), f[n..].join(":"))
             }
         };
         let (port, netdev, lun) = match fields.as_slice() {
@@ -176,6 +181,34 @@ impl fmt::Display for IscsiTarget {
     }
 }
 
+/// The kernel command line with its iSCSI secrets replaced by `***` (`rd.iscsi.password=`,
+/// `rd.iscsi.in.password=`, the credentials of `root=`/`netroot=iscsi:USER:PASS@...`): what the
+/// step log and a diagnosis show of it.
+pub fn redact_secrets(cmdline: &str) -> String {
+    let mut out = String::with_capacity(cmdline.len());
+    for (i, w) in cmdline.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let key = w.split_once('=').map(|(k, _)| k.trim_start_matches('"'));
+        match key {
+            Some("rd.iscsi.password" | "rd.iscsi.in.password") => {
+                out += w.split_once('=').map_or(w, |(k, _)| k);
+                out += "=***";
+            }
+            Some("root" | "netroot") if w.contains("iscsi:") && w.contains('@') => {
+                let (head, rest) = w.split_once("iscsi:").unwrap_or((w, ""));
+                let after = rest.rfind('@').map_or("", |at| &rest[at..]);
+                out += head;
+                out += "iscsi:***";
+                out += after;
+            }
+            _ => out += w,
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,7 +260,17 @@ mod tests {
         assert!(e("iscsi:::::iqn.a").ends_with("no server"));
         assert!(e("iscsi:h").ends_with("no ':' after the server"));
         assert!(e("iscsi:h:1:2").ends_with("not SERVER:PROTOCOL:PORT:LUN:TARGETNAME"));
+        assert_eq!(IscsiTarget::parse("iscsi:@h::::iqn.x").unwrap().chap, None);
+        let x = IscsiTarget::parse("iscsi:h::::eth0:0:plain:name").unwrap();
+        assert_eq!((x.netdev.as_deref(), x.lun, x.name.as_str()), (Some("eth0"), Some(0), "plain:name"));
+        assert_eq!(IscsiTarget::parse("iscsi:h::::iqn.x:naa.y").unwrap().name, "iqn.x:naa.y");
         assert!(e("iscsi:h:a:b:c:d:e:f:iqn.x").ends_with("not SERVER:PROTOCOL:PORT[:IFACE:NETDEV]:LUN:TARGETNAME"));
+        assert_eq!(
+            redact_secrets(
+                "quiet netroot=iscsi:u:p@ss@h::::iqn.x rd.iscsi.password=pw rd.iscsi.in.password=x root=/dev/sda"
+            ),
+            "quiet netroot=iscsi:***@h::::iqn.x rd.iscsi.password=*** rd.iscsi.in.password=*** root=/dev/sda"
+        );
         assert!(e("iscsi:h::::iqn.a b").ends_with("a space or control character"));
         assert!(e("nfs:h:/x").ends_with("it does not start with iscsi:"));
         assert!(e("iscsi:[zz]::::iqn.a").ends_with("the bracketed server is not an IPv6 address"));

@@ -26,6 +26,7 @@ mod device;
 mod escape;
 mod fstab;
 mod iscsi;
+mod nvmf;
 mod root;
 pub mod steplog;
 
@@ -33,7 +34,8 @@ pub use config::{Capability, Crypt, DecodeError, InitConfig, KEYMAP_DIR, Layer, 
 pub use crypttab::{CryptEntry, CryptKey, CryptOptions, CrypttabProblem, crypttab_entries};
 pub use device::{DeviceRef, DeviceRefError, unescape_udev};
 pub use fstab::{FstabEntry, NOT_BLOCK_FSTYPES, fstab_entries, fstab_entry, unescape_octal};
-pub use iscsi::{Chap, ISCSI_PORT, IscsiError, IscsiTarget};
+pub use iscsi::{Chap, ISCSI_PORT, IscsiError, IscsiTarget, redact_secrets};
+pub use nvmf::{DISCOVERY_NQN, NVMF_DISCOVERY_PORT, NVMF_PORT, NvmfError, NvmfTarget};
 pub use root::{NfsRoot, NfsVersion, Root, RootError, RootKind};
 
 /// Where helper programs are: the generator looks for a feature's binaries here (under the

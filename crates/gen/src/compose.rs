@@ -181,6 +181,9 @@ pub fn init_config(
         }
         c.iscsi = x.iscsi.clone();
         c.iscsi_initiator = x.iscsi_initiator.clone();
+        c.nvmf = x.nvmf.clone();
+        c.nvmf_hostnqn = x.nvmf_hostnqn.clone();
+        c.nvmf_hostid = x.nvmf_hostid.clone();
         if let Some(resume) = &x.resume {
             c.resume = Some(resume.device.clone());
             c.resume_offset = resume.offset;

@@ -8,8 +8,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use leanrd_contract::{
-    DeviceRef, ISCSI_PORT, IscsiTarget, NOT_BLOCK_FSTYPES, NfsRoot, NfsVersion, Root, RootKind, fstab_entries,
-    unescape_octal,
+    DeviceRef, ISCSI_PORT, IscsiTarget, NOT_BLOCK_FSTYPES, NfsRoot, NfsVersion, NvmfTarget, Root, RootKind,
+    fstab_entries, unescape_octal,
 };
 
 use leanrd_archive::error::{Context, Result, bail};
@@ -68,6 +68,11 @@ pub struct Facts {
     pub iscsi: Vec<IscsiTarget>,
     /// The initiator name those sessions logged in as.
     pub iscsi_initiator: Option<String>,
+    /// The NVMe over TCP subsystems the walked disks come from, and the host NQN and ID their
+    /// controllers connected with.
+    pub nvmf: Vec<NvmfTarget>,
+    pub nvmf_hostnqn: Option<String>,
+    pub nvmf_hostid: Option<String>,
 }
 
 impl Facts {
@@ -586,6 +591,7 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
     let disk =
         if dev.join("partition").exists() { dev.parent().unwrap_or(dev).to_path_buf() } else { dev.to_path_buf() };
     iscsi_session(root, &disk, f)?;
+    nvmf_controllers(root, &disk, f)?;
     let serves = dev.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     for l in ancestors(root, &disk, &f.role, &serves) {
         f.modaliases.extend(l.modalias.clone());
@@ -595,8 +601,8 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
     Ok(())
 }
 
-/// An iSCSI disk (a `sessionN` directory on its sysfs path): the session's target, portal,
-/// portal group and LUN, to log in to again, with the initiator name it used; the network
+/// An iSCSI disk (a `sessionN` directory on its sysfs path): the session's target, portal
+/// and portal group, to log in to again, with the initiator name it used; the network
 /// interfaces that are up are walked to their drivers (once).
 fn iscsi_session(root: &Path, disk: &Path, f: &mut Facts) -> Result<()> {
     let number = |a: &Path| a.file_name()?.to_str()?.strip_prefix("session")?.parse::<u32>().ok();
@@ -614,16 +620,23 @@ fn iscsi_session(root: &Path, disk: &Path, f: &mut Facts) -> Result<()> {
     let port: u16 = need(&conn, &["persistent_port", "port"])?
         .parse()
         .with_context(|| format!("{}: the port is not a number", conn.display()))?;
-    // The SCSI device's H:C:T:L on the way up.
-    let lun = disk.ancestors().find_map(|a| {
-        let parts: Vec<&str> = a.file_name()?.to_str()?.split(':').collect();
-        if parts.len() == 4 { parts[3].parse::<u32>().ok() } else { None }
-    });
+    // Offloading adapters (qla4xxx, bnx2i, be2iscsi) log in in firmware: /init's iscsistart
+    // over iscsi_tcp cannot make their sessions.
+    let host = disk.ancestors().find_map(|a| a.file_name()?.to_str()?.strip_prefix("host").map(str::to_string));
+    if let Some(driver) = host.and_then(|h| read_trim(&root.join(format!("sys/class/scsi_host/host{h}/proc_name"))))
+        && driver != "iscsi_tcp"
+    {
+        bail!(
+            "the root is on iSCSI through {driver} (an offloading adapter): leanrd's /init logs in over iscsi_tcp only"
+        );
+    }
+    // The LUN is left out: /init finds the root by root=, and several LUNs of one target
+    // (a volume group across them) are one login.
     let t = IscsiTarget {
         server: if address.contains(':') { format!("[{address}]") } else { address },
         port: (port != ISCSI_PORT).then_some(port),
         name,
-        lun,
+        lun: None,
         group: read_trim(&class.join("tpgt")).and_then(|g| g.parse().ok()).filter(|g| *g != 1),
         netdev: None,
         chap: None,
@@ -642,6 +655,73 @@ fn iscsi_session(root: &Path, disk: &Path, f: &mut Facts) -> Result<()> {
         f.modules.insert("iscsi_tcp".into());
         let what = format!("iSCSI ({} at {}:{port})", t.name, t.server);
         walk_network(root, f, &what)?;
+    }
+    Ok(())
+}
+
+/// An NVMe over Fabrics namespace (its disk under /sys/devices/virtual/nvme-subsystem/
+/// nvme-subsysN, or nvme-fabrics/ctl/nvmeM without multipath): each controller of the
+/// subsystem on TCP is recorded (address, port, local address, subsystem NQN) with the host
+/// NQN and ID it connected with; another transport is an error (/init connects over TCP
+/// only). The network interfaces that are up are walked to their drivers (once).
+fn nvmf_controllers(root: &Path, disk: &Path, f: &mut Facts) -> Result<()> {
+    let name = |a: &Path| a.file_name().and_then(|n| n.to_str()).map(str::to_string);
+    let mut ctrls: Vec<String> = Vec::new();
+    for a in disk.ancestors() {
+        let (Some(n), Some(parent)) = (name(a), a.parent().and_then(name)) else { continue };
+        if parent == "nvme-subsystem" && n.starts_with("nvme-subsys") {
+            let dir = root.join("sys/class/nvme-subsystem").join(&n);
+            let mut v: Vec<String> = fs::read_dir(&dir)
+                .map(|rd| rd.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
+                .unwrap_or_default();
+            v.retain(|c| {
+                c.strip_prefix("nvme").is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+            });
+            v.sort();
+            ctrls = v;
+            break;
+        }
+        if parent == "ctl" && a.parent().and_then(Path::parent).and_then(name).as_deref() == Some("nvme-fabrics") {
+            ctrls = vec![n];
+            break;
+        }
+    }
+    for c in ctrls {
+        let dir = root.join("sys/class/nvme").join(&c);
+        let transport = read_trim(&dir.join("transport")).unwrap_or_default();
+        if transport == "pcie" || transport.is_empty() {
+            continue;
+        }
+        if transport != "tcp" {
+            bail!("the root is on NVMe over {transport} ({c}): leanrd's /init connects to NVMe over TCP only");
+        }
+        let address = read_trim(&dir.join("address")).unwrap_or_default();
+        let field = |k: &str| address.split(',').find_map(|kv| kv.strip_prefix(k)).map(str::to_string);
+        let nqn = read_trim(&dir.join("subsysnqn"))
+            .with_context(|| format!("{}: the root's NVMe/TCP controller has no subsysnqn", dir.display()))?;
+        let traddr = field("traddr=").with_context(|| format!("{}: no traddr in \"{address}\"", dir.display()))?;
+        let spec = format!(
+            "tcp,{traddr},{},{},{nqn}",
+            field("host_traddr=").unwrap_or_default(),
+            field("trsvcid=").unwrap_or_default()
+        );
+        let t = match NvmfTarget::parse(&spec) {
+            Ok(t) => t,
+            Err(e) => bail!("{}: {e}", dir.display()),
+        };
+        if !f.nvmf.contains(&t) {
+            f.nvmf.push(t.clone());
+        }
+        f.nvmf_hostnqn = f.nvmf_hostnqn.take().or_else(|| read_trim(&dir.join("hostnqn")));
+        f.nvmf_hostid = f.nvmf_hostid.take().or_else(|| read_trim(&dir.join("hostid")));
+        if f.stack.insert("nvmf".into()) {
+            f.modules.insert("nvme_tcp".into());
+            walk_network(
+                root,
+                f,
+                &format!("NVMe over TCP ({} at {}:{})", t.nqn.as_deref().unwrap_or(""), t.address, t.port()),
+            )?;
+        }
     }
     Ok(())
 }

@@ -550,6 +550,9 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
     if facts.stack.contains("iscsi") {
         missing.extend(iscsi_root(&mut c, facts));
     }
+    if facts.stack.contains("nvmf") {
+        missing.extend(nvmf_root(&mut c, facts));
+    }
     let stack = [("crypt", "cryptsetup"), ("lvm", "lvm"), ("md", "mdadm"), ("iscsi", "iscsistart")];
     for (layer, prog) in stack {
         if !facts.stack.contains(layer) {
@@ -627,6 +630,23 @@ fn iscsi_root(c: &mut Check, facts: &Facts) -> Vec<String> {
         && let Some(n) = names.iter().find(|n| !told.contains(n))
     {
         missing.push(format!("the root's iSCSI target {n}: /init's configuration does not name it"));
+    }
+    missing
+}
+
+/// What a root on NVMe over TCP needs: the network, nvme-tcp, /init able to connect (no
+/// program: /dev/nvme-fabrics) and told the subsystems.
+fn nvmf_root(c: &mut Check, facts: &Facts) -> Vec<String> {
+    let names: Vec<&str> = facts.nvmf.iter().filter_map(|t| t.nqn.as_deref()).collect();
+    let what = format!("the root's NVMe/TCP subsystem {}", names.join(", "));
+    let mut missing = network_root(c, facts, &what, &["nvme_tcp"]);
+    if let Some(conf) = &c.conf {
+        if conf.layer(Capability::Nvmf).is_none() {
+            missing.push(format!("{what}: /init's configuration does not turn on nvmf"));
+        }
+        if let Some(n) = names.iter().find(|n| !conf.nvmf.iter().any(|t| t.nqn.as_deref() == Some(**n))) {
+            missing.push(format!("the root's NVMe/TCP subsystem {n}: /init's configuration does not name it"));
+        }
     }
     missing
 }

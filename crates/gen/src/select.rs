@@ -49,21 +49,31 @@ pub fn available(selected: Vec<Selected>, sysroot: &Path, warnings: &mut Vec<Str
 
 pub fn select(all: &BTreeMap<String, Feature>, r: &Request, facts: Option<&Facts>) -> Vec<Selected> {
     let mut out = chosen(all, r, facts);
-    // What the chosen need, as required as what needs it (load() checked the names).
-    let mut i = 0;
-    while i < out.len() {
-        let (needs, required) = (out[i].feature.requires.clone(), out[i].required);
-        for n in needs {
-            match out.iter_mut().find(|s| s.feature.name == n) {
-                Some(s) => s.required |= required,
-                None => {
-                    if let Some(f) = all.get(&n).filter(|_| !r.exclude.contains(&n)) {
-                        out.push(Selected { feature: f.clone(), required });
+    // What the chosen need, as required as what needs it (load() checked the names), until
+    // nothing changes: a requirement made required passes that on.
+    loop {
+        let mut changed = false;
+        for i in 0..out.len() {
+            let (needs, required) = (out[i].feature.requires.clone(), out[i].required);
+            for n in needs {
+                match out.iter_mut().find(|s| s.feature.name == n) {
+                    Some(s) if required && !s.required => {
+                        s.required = true;
+                        changed = true;
+                    }
+                    Some(_) => {}
+                    None => {
+                        if let Some(f) = all.get(&n).filter(|_| !r.exclude.contains(&n)) {
+                            out.push(Selected { feature: f.clone(), required });
+                            changed = true;
+                        }
                     }
                 }
             }
         }
-        i += 1;
+        if !changed {
+            break;
+        }
     }
     out.sort_by(|a, b| a.feature.name.cmp(&b.feature.name));
     out

@@ -215,7 +215,7 @@ fn iscsi_roots_record_their_target() {
     let f = iscsi_virtio(&t, "iscsi");
     let x = host::detect(&f.root).unwrap();
     assert_eq!(x.iscsi.len(), 1);
-    assert_eq!(x.iscsi[0].to_string(), "iscsi:10.77.0.1::3261:1:iqn.2026-11.test.leanrd:root");
+    assert_eq!(x.iscsi[0].to_string(), "iscsi:10.77.0.1::3261::iqn.2026-11.test.leanrd:root");
     assert_eq!(x.iscsi_initiator.as_deref(), Some("iqn.2026-11.test:client"));
     assert!(x.stack.contains("iscsi") && x.drivers.contains("virtio_net") && x.drivers.contains("sd_mod"), "{x:?}");
     assert_eq!(x.interfaces, ["eth0"]);
@@ -224,6 +224,12 @@ fn iscsi_roots_record_their_target() {
     let e = host::detect(&f.root).unwrap_err().to_string();
     assert!(e.contains("the root is on iSCSI (iqn.2026-11.test.leanrd:root at 10.77.0.1:3261), but no network"), "{e}");
     fs::write(f.root.join("sys/class/net/eth0/operstate"), "up\n").unwrap();
+    // An offloading adapter's session is refused by name.
+    fs::create_dir_all(f.root.join("sys/class/scsi_host/host2")).unwrap();
+    fs::write(f.root.join("sys/class/scsi_host/host2/proc_name"), "qla4xxx\n").unwrap();
+    let e = host::detect(&f.root).unwrap_err().to_string();
+    assert!(e.contains("the root is on iSCSI through qla4xxx"), "{e}");
+    fs::write(f.root.join("sys/class/scsi_host/host2/proc_name"), "iscsi_tcp\n").unwrap();
     let Some(k) = kver() else { return };
     if !Path::new("/usr/sbin/iscsistart").exists() {
         eprintln!("skipped the image half: no iscsistart (open-iscsi)");
@@ -241,6 +247,38 @@ fn iscsi_roots_record_their_target() {
     assert!(conf.layer(leanrd_contract::Capability::Iscsi).is_some(), "{conf:?}");
     assert!(g.main.items.contains_key("/usr/sbin/iscsistart"), "no iscsistart in the image");
     assert!(g.modules.contains("iscsi_tcp") && g.modules.contains("virtio_net"), "{:?}", g.modules);
+}
+
+/// A root on NVMe over TCP: the subsystem (address, port, NQN) and the host NQN and ID are
+/// recorded, the NIC's driver walked, and /init is told to connect; another transport is an
+/// error naming it.
+#[test]
+fn nvmf_roots_record_their_subsystem() {
+    let t = TempDir::new("hostnvmf");
+    let f = nvmf_virtio(&t, "nvmf");
+    let x = host::detect(&f.root).unwrap();
+    assert_eq!(x.nvmf.len(), 1);
+    assert_eq!(x.nvmf[0].to_string(), "tcp,10.77.0.2,,4420,nqn.2026-11.test.leanrd:root");
+    assert_eq!(x.nvmf_hostid.as_deref(), Some("6c65616e-7264-0000-0000-000000000001"));
+    assert!(x.stack.contains("nvmf") && x.drivers.contains("virtio_net"), "{x:?}");
+    let Some(k) = kver() else { return };
+    let init = t.join("init");
+    fs::write(&init, b"#!/bin/sh\n").unwrap();
+    let s = leanrd_gen::Settings {
+        kver: Some(k),
+        host_root: Some(f.root.clone()),
+        init: Some(init.clone()),
+        ..Default::default()
+    };
+    let g = leanrd_gen::generate(&leanrd_gen::Request::new(s, t.path()).unwrap()).unwrap();
+    let Some(Item::Inline { data, .. }) = g.main.items.get("/etc/leanrd/init.conf") else { panic!("no config") };
+    let conf = leanrd_contract::InitConfig::decode(std::str::from_utf8(data).unwrap()).unwrap();
+    assert_eq!(conf.nvmf, x.nvmf);
+    assert!(conf.layer(leanrd_contract::Capability::Nvmf).is_some(), "{conf:?}");
+    assert!(g.modules.contains("nvme_tcp") && g.modules.contains("virtio_net"), "{:?}", g.modules);
+    fs::write(f.root.join("sys/class/nvme/nvme0/transport"), "rdma\n").unwrap();
+    let e = host::detect(&f.root).unwrap_err().to_string();
+    assert!(e.contains("the root is on NVMe over rdma (nvme0): leanrd's /init connects to NVMe over TCP only"), "{e}");
 }
 
 /// The resume device: the kernel's setting first, then the largest active swap, then the

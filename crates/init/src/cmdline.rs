@@ -4,7 +4,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use leanrd_contract::{Chap, CryptKey, CryptOptions, DeviceRef, IscsiTarget, Mounts, Root};
+use leanrd_contract::{Chap, CryptKey, CryptOptions, DeviceRef, IscsiTarget, Mounts, NvmfTarget, Root};
 
 use crate::netconf::{self, IpParam};
 
@@ -74,6 +74,8 @@ pub struct Cmdline {
     pub neednet: bool,
     /// iSCSI targets and settings (dracut's `netroot=iscsi:`, `root=iscsi:`, `rd.iscsi.*`).
     pub iscsi: IscsiCmd,
+    /// NVMe over TCP (dracut's `rd.nvmf.*`).
+    pub nvmf: NvmfCmd,
     /// Values that could not be used, for the diagnosis.
     pub problems: Vec<String>,
 }
@@ -89,6 +91,18 @@ pub struct IscsiCmd {
     pub initiator: Option<String>,
     /// `rd.iscsi.param=NAME=VALUE` (repeatable): node settings for iscsistart.
     pub params: Vec<String>,
+}
+
+/// What the command line says of NVMe over TCP.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NvmfCmd {
+    /// `rd.nvmf.discover=tcp,TRADDR,[HOST_TRADDR],[TRSVCID]` (repeatable).
+    pub targets: Vec<NvmfTarget>,
+    /// `rd.nvmf.hostnqn=`, `rd.nvmf.hostid=`.
+    pub hostnqn: Option<String>,
+    pub hostid: Option<String>,
+    /// `rd.nvmf.nostatic`: not the subsystems the image recorded.
+    pub nostatic: bool,
 }
 
 /// The `rd.iscsi.*` words that name one target between them.
@@ -261,6 +275,19 @@ impl Cmdline {
                 ("netroot", Some(v)) => {
                     let kind = v.split(':').next().unwrap_or("");
                     c.problems.push(format!("netroot={kind}:... ignored: leanrd's /init knows netroot=iscsi: only"))
+                }
+                ("rd.nvmf.discover", Some(v)) => match NvmfTarget::parse(&v) {
+                    Ok(t) => c.nvmf.targets.push(t),
+                    Err(e) => c.problems.push(format!("rd.nvmf.discover= ignored: {e}")),
+                },
+                ("rd.nvmf.hostnqn", Some(v)) if !v.contains([',', '=']) => c.nvmf.hostnqn = Some(v),
+                ("rd.nvmf.hostid", Some(v)) if !v.contains([',', '=']) => c.nvmf.hostid = Some(v),
+                ("rd.nvmf.nostatic", None) => c.nvmf.nostatic = true,
+                // The NBFT is not read: nothing to turn off.
+                ("rd.nvmf.nonbft", None) => {}
+                (k, _) if k.starts_with("rd.nvmf.") => {
+                    let k = k.to_string();
+                    c.problems.push(format!("{k}: not known to leanrd's /init (the NBFT is not read: name the discovery controller with rd.nvmf.discover=)"))
                 }
                 ("rd.iscsi.initiator", Some(v)) => c.iscsi.initiator = Some(v),
                 ("rd.iscsi.target.name", Some(v)) => iscsi.name = Some(v),
@@ -524,5 +551,19 @@ mod tests {
         assert!(c.iscsi.targets.is_empty());
         assert_eq!(c.problems.len(), 4, "{:?}", c.problems);
         assert!(c.problems.iter().all(|p| !p.contains("secret")), "{:?}", c.problems);
+    }
+
+    #[test]
+    fn nvmf_targets() {
+        let c = Cmdline::parse(
+            "root=UUID=ab rd.nvmf.discover=tcp,10.0.0.2,,4420 rd.nvmf.hostnqn=nqn.2014-08.org.nvmexpress:uuid:1 \
+             rd.nvmf.hostid=1 rd.nvmf.nonbft rd.nvmf.discover=rdma,10.0.0.3 rd.nvmf.bogus=1",
+        );
+        assert_eq!(c.nvmf.targets, [NvmfTarget::parse("tcp,10.0.0.2,,4420").unwrap()]);
+        assert_eq!(
+            (c.nvmf.hostnqn.as_deref(), c.nvmf.hostid.as_deref()),
+            (Some("nqn.2014-08.org.nvmexpress:uuid:1"), Some("1"))
+        );
+        assert_eq!(c.problems.len(), 2, "{:?}", c.problems);
     }
 }

@@ -1,63 +1,34 @@
-//! A root on iSCSI: wait for a network interface, bring the network up ([`crate::net`]), log
-//! in to each target with iscsistart (open-iscsi's boot-time initiator: the kernel's
-//! iscsi_tcp does the I/O, iscsistart the login), then find the root's block device like any
-//! other — by `root=` (`netroot=iscsi:...` names the target), or the LUN itself for
-//! `root=iscsi:...`.
-//!
-//! Each failure says which step failed: no link, no lease, a name DNS could not resolve, a
-//! target nobody answers on (a TCP connection tried first), a login the target refused.
-//! The session outlives the initramfs; the root's iscsid (if installed) takes it over.
+//! iSCSI, a transport under a block root ([`crate::netblock`]): log in to each target with
+//! iscsistart (open-iscsi's boot-time initiator: the kernel's iscsi_tcp does the I/O,
+//! iscsistart the login), after a TCP connection to its portal shows it answers. The session
+//! outlives the initramfs; the root's iscsid (if installed) takes it over. For `root=iscsi:`
+//! the root is the LUN itself, found under the session in sysfs.
 
+use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use leanrd_contract::{Capability, DeviceRef, IscsiTarget, RootKind};
+use leanrd_contract::{Capability, IscsiTarget};
 
 use crate::Init;
-use crate::devices::Dev;
-use crate::net::{self, Configured, NetWaiter};
+use crate::net::{self, Configured};
+use crate::netblock::{CONNECT_MS, Locate, Transport};
 use crate::netconf::show_mac;
-use crate::root::{self, RootSource};
 use crate::sys::{self, strerror};
-use crate::wait::{DeviceWaiter, Waiter};
 
-/// How long a target has to accept a TCP connection.
-const CONNECT_MS: u64 = 5_000;
-
-pub struct IscsiSource {
-    targets: Vec<IscsiTarget>,
-    net: NetWaiter,
-    dev: LunWaiter,
-    up: Option<Configured>,
+/// The targets, with what the command line (else the image) says of logging in.
+pub struct Iscsi {
+    pub targets: Vec<IscsiTarget>,
+    /// `root=iscsi:`: the root is the first target's LUN.
+    pub lun_root: bool,
 }
 
-/// The root's device: the one `root=` names, or (no `root=`, `root=iscsi:`) the disk of
-/// the first target's LUN, found in sysfs once the session is there.
-pub struct LunWaiter {
-    lun: Option<(String, u32)>,
-    inner: DeviceWaiter,
-}
-
-impl IscsiSource {
-    /// `root` None: the root is the LUN of the command line's first target.
-    pub fn new(init: &Init, root: Option<DeviceWaiter>) -> Result<IscsiSource, String> {
+impl Iscsi {
+    /// The command line's targets, else the image's; None when there are none.
+    pub fn wanted(init: &Init) -> Option<Iscsi> {
         let targets = if init.cmd.iscsi.targets.is_empty() { &init.conf.iscsi } else { &init.cmd.iscsi.targets };
-        let lun = match &root {
-            Some(_) => None,
-            None => {
-                let t = targets.first().ok_or("root=iscsi: without a target")?;
-                Some((t.name.clone(), t.lun.unwrap_or(0)))
-            }
-        };
-        // A name no device has, until the LUN's disk is known.
-        let inner = root.unwrap_or_else(|| DeviceWaiter::new("root", DeviceRef::Kernel(String::new())));
-        Ok(IscsiSource {
-            targets: targets.clone(),
-            net: NetWaiter::new(init.cmd.net_wanted()),
-            dev: LunWaiter { lun, inner },
-            up: None,
-        })
+        (!targets.is_empty()).then(|| Iscsi { targets: targets.clone(), lun_root: init.cmd.iscsi.lun_root })
     }
 }
 
@@ -90,6 +61,10 @@ pub fn arguments(t: &IscsiTarget, addr: &str, initiator: &str, params: &[String]
             a.extend(["-U".into(), u.clone(), "-W".into(), p.clone()]);
         }
     }
+    // iscsistart tries a boot login 30 times over; /init tries again itself until its
+    // deadline, so one attempt is enough here (a parameter given on the command line, after
+    // this one, wins).
+    a.extend(["-P".into(), "node.session.initial_login_retry_max=1".into()]);
     for p in params {
         a.extend(["-P".into(), p.clone()]);
     }
@@ -100,7 +75,7 @@ pub fn arguments(t: &IscsiTarget, addr: &str, initiator: &str, params: &[String]
 /// holds targetH:C:T/H:C:T:LUN/block/NAME.
 fn lun_disk(target: &str, lun: u32) -> Option<String> {
     let sessions = "/sys/class/iscsi_session";
-    for (s, _) in sys::list_dir(sessions).ok()? {
+    for (s, _) in sys::list_dir(sessions).unwrap_or_default() {
         let dir = format!("{sessions}/{s}");
         if sys::read_string(&format!("{dir}/targetname")).is_none_or(|n| n.trim() != target) {
             continue;
@@ -108,10 +83,11 @@ fn lun_disk(target: &str, lun: u32) -> Option<String> {
         let dev = format!("{dir}/device");
         for (t, _) in sys::list_dir(&dev).unwrap_or_default().into_iter().filter(|(t, _)| t.starts_with("target")) {
             for (addr, _) in sys::list_dir(&format!("{dev}/{t}")).unwrap_or_default() {
-                if addr.rsplit(':').next().and_then(|l| l.parse::<u32>().ok()) != Some(lun) || !addr.contains(':') {
+                if !addr.contains(':') || addr.rsplit(':').next().and_then(|l| l.parse::<u32>().ok()) != Some(lun) {
                     continue;
                 }
-                if let Some((name, _)) = sys::list_dir(&format!("{dev}/{t}/{addr}/block")).ok()?.into_iter().next() {
+                let block = sys::list_dir(&format!("{dev}/{t}/{addr}/block")).unwrap_or_default();
+                if let Some((name, _)) = block.into_iter().next() {
                     return Some(name);
                 }
             }
@@ -120,61 +96,34 @@ fn lun_disk(target: &str, lun: u32) -> Option<String> {
     None
 }
 
-impl Waiter for LunWaiter {
-    fn describe(&self) -> String {
-        match &self.lun {
-            Some((t, l)) if matches!(&self.inner.want, DeviceRef::Kernel(n) if n.is_empty()) => {
-                format!("LUN {l} of iSCSI target {t} (logged in, no disk appeared)")
-            }
-            _ => self.inner.describe(),
-        }
-    }
-    fn wants(&self) -> Option<&DeviceRef> {
-        self.inner.wants()
-    }
-    fn offer(&mut self, devs: &[Dev], devno_of: &dyn Fn(&str) -> Option<(u32, u32)>) -> bool {
-        if let Some((t, l)) = &self.lun
-            && matches!(&self.inner.want, DeviceRef::Kernel(n) if n.is_empty())
-        {
-            match lun_disk(t, *l) {
-                Some(name) => self.inner.want = DeviceRef::Kernel(name),
-                None => return false,
-            }
-        }
-        self.inner.offer(devs, devno_of)
-    }
-}
-
-impl RootSource for IscsiSource {
-    fn kind(&self) -> RootKind {
-        RootKind::Block
+impl Transport for Iscsi {
+    fn name(&self) -> &'static str {
+        "iSCSI"
     }
 
-    fn first(&mut self) -> Option<&mut dyn Waiter> {
-        Some(&mut self.net)
+    fn capability(&self) -> Capability {
+        Capability::Iscsi
     }
 
-    fn brings_network(&self) -> bool {
-        true
+    fn root_disk(&self) -> Option<(String, Locate)> {
+        let t = self.targets.first().filter(|_| self.lun_root)?;
+        let (name, lun) = (t.name.clone(), t.lun.unwrap_or(0));
+        Some((format!("LUN {lun} of iSCSI target {name}"), Box::new(move || lun_disk(&name, lun))))
     }
 
-    fn connect(&mut self, init: &mut Init) -> Result<(), String> {
-        self.net.log_renames(&mut init.log);
-        let Some(layer) = init.conf.layer(Capability::Iscsi) else {
-            return Err("the root is on iSCSI, and this image cannot log in: it was built without the iscsi \
-                        feature (leanrd build --include iscsi)"
-                .into());
-        };
-        let modules = layer.modules.clone();
-        init.mods.load_many(&modules, &mut init.log);
-        let deadline = sys::now_ms().saturating_add(init.cmd.timeout.max(5).saturating_mul(1000));
-        let up = net::bring_up(&self.net.0, deadline, &mut init.log)?;
+    fn connect(&mut self, init: &mut Init, up: &Configured) -> Result<Vec<String>, String> {
         let given = init.cmd.iscsi.initiator.clone().or(init.conf.iscsi_initiator.clone());
         let me = initiator(given.as_deref(), &up.mac);
         let params = init.cmd.iscsi.params.clone();
         let mut failed = Vec::new();
+        let mut done: Vec<(String, u16, &str)> = Vec::new();
         for t in &self.targets {
-            let addr = match net::server_address(&t.server, &up, &mut init.log) {
+            // One login per portal and name (several LUNs of one target are one session).
+            if done.iter().any(|(s, p, n)| *s == t.server && *p == t.port() && *n == t.name) {
+                continue;
+            }
+            done.push((t.server.clone(), t.port(), &t.name));
+            let addr = match net::server_address(&t.server, up, &mut init.log) {
                 Ok(a) => a,
                 Err(e) => {
                     failed.push(format!("iSCSI target {}: {e}", t.name));
@@ -206,31 +155,7 @@ impl RootSource for IscsiSource {
                 Err(e) => failed.push(format!("iSCSI target {}: {e}", t.name)),
             }
         }
-        self.up = Some(up);
-        if failed.len() == self.targets.len() {
-            return Err(if failed.is_empty() {
-                "the root is on iSCSI, and no target is named".into()
-            } else {
-                failed.join("; ")
-            });
-        }
-        init.notes.extend(failed);
-        Ok(())
-    }
-
-    fn waiter(&mut self) -> &mut dyn Waiter {
-        &mut self.dev
-    }
-
-    fn mount(&mut self, init: &mut Init) -> Result<(), String> {
-        let dev = self.dev.inner.found.clone().ok_or("the root device was not found")?;
-        init.log.step(&format!("{}{}", leanrd_contract::steplog::ROOT_FOUND, dev.path()));
-        root::mount(init, &dev)?;
-        if let Some(up) = &self.up {
-            // The root's own network setup finds the interface up, as the session needs it.
-            net::hand_over(up);
-        }
-        Ok(())
+        if failed.len() == done.len() { Err(failed.join("; ")) } else { Ok(failed) }
     }
 }
 
@@ -245,10 +170,13 @@ mod tests {
         assert_eq!(
             a.join(" "),
             "-i iqn.me -t iqn.x:y -g 1 -a 10.0.0.1 -p 3261 -u u -w pw -U iu -W ipw \
-             -P node.session.timeo.replacement_timeout=-1"
+             -P node.session.initial_login_retry_max=1 -P node.session.timeo.replacement_timeout=-1"
         );
         let t = IscsiTarget { group: Some(3), ..IscsiTarget::parse("iscsi:[fd00::1]::::iqn.z").unwrap() };
-        assert_eq!(arguments(&t, "fd00::1", "i", &[]).join(" "), "-i i -t iqn.z -g 3 -a fd00::1 -p 3260");
+        assert_eq!(
+            arguments(&t, "fd00::1", "i", &[]).join(" "),
+            "-i i -t iqn.z -g 3 -a fd00::1 -p 3260 -P node.session.initial_login_retry_max=1"
+        );
     }
 
     #[test]

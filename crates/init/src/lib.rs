@@ -33,8 +33,10 @@ pub mod log;
 pub mod luks;
 pub mod modules;
 pub mod net;
+pub mod netblock;
 pub mod netconf;
 pub mod nfs;
+pub mod nvmf;
 pub mod probe;
 pub mod process;
 pub mod prompt;
@@ -65,6 +67,7 @@ pub struct Init {
     pub cmd: Cmdline,
     pub conf: InitConfig,
     pub mods: Modules,
+    /// The kernel command line as shown (its secrets redacted).
     pub cmdline_text: String,
     /// What went wrong on the way, for the diagnosis.
     pub notes: Vec<String>,
@@ -169,6 +172,8 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
     mount_api_filesystems();
     let cmdline_text = sys::read_string("/proc/cmdline").unwrap_or_default();
     let cmd = Cmdline::parse(&cmdline_text);
+    // What the log and a diagnosis show of it: without its secrets (iSCSI passwords).
+    let cmdline_text = leanrd_contract::redact_secrets(cmdline_text.trim());
     let mut notes = cmd.problems.clone();
     let conf = read_config(&mut notes);
     let kver = conf

@@ -60,7 +60,7 @@ impl Log {
     }
 
     /// Write the record to /run/initramfs/leanrd.log (readable by root only: it holds the
-    /// command line and device names, nothing secret, but nobody else needs it).
+    /// command line, its secrets redacted, and device names: nobody else needs it).
     pub fn save(&self) {
         let _ = rustix::fs::mkdir("/run/initramfs", rustix::fs::Mode::from_raw_mode(0o755));
         let _ = sys::write_file_mode(SAVED, &self.record, 0o600);

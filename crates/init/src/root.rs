@@ -62,8 +62,7 @@ impl RootSource for BlockRoot {
 /// for. One [`RootSource`] per kind of [`Root`].
 pub fn source(init: &mut Init) -> Result<Box<dyn RootSource>, String> {
     if init.cmd.iscsi.lun_root {
-        init.mods.net = true;
-        return crate::iscsi::IscsiSource::new(init, None).map(|s| Box::new(s) as Box<dyn RootSource>);
+        return Ok(crate::netblock::source(init, None));
     }
     let want = init.cmd.mounts.root.clone().or(init.conf.mounts.root.clone());
     let want = want.ok_or("no root= on the command line and none in the image")?;
@@ -73,10 +72,9 @@ pub fn source(init: &mut Init) -> Result<Box<dyn RootSource>, String> {
             let mut w = DeviceWaiter::new("root", d);
             let flags = init.cmd.mounts.rootflags.as_ref().or(init.conf.mounts.rootflags.as_ref());
             w.degraded = flags.is_some_and(|f| f.split(',').any(|o| o == "degraded"));
-            // A block device that an iSCSI session brings in.
-            if !init.cmd.iscsi.targets.is_empty() || !init.conf.iscsi.is_empty() {
-                init.mods.net = true;
-                return crate::iscsi::IscsiSource::new(init, Some(w)).map(|s| Box::new(s) as Box<dyn RootSource>);
+            // A block device that a network transport (iSCSI, NVMe/TCP) brings in.
+            if crate::netblock::wanted(init) {
+                return Ok(crate::netblock::source(init, Some(w)));
             }
             Ok(Box::new(BlockRoot(w)))
         }

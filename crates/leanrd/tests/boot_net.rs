@@ -26,7 +26,7 @@ use std::sync::OnceLock;
 
 use common::*;
 use leanrd_testkit::boot::{self as debian, Boot};
-use leanrd_testkit::netlab::{self, LabSpec, NetLab, SERVER};
+use leanrd_testkit::netlab::{self, LabSpec, NetLab, NvmfSpec, SERVER};
 
 const MARK: &str = "LEANRD-ROOT-OK";
 
@@ -168,19 +168,43 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "iscsi_unreachable_target_diagnosed",
-        append: "root=UUID={bbuuid} netroot=iscsi:10.77.0.1::3261::{bbiqn} ip=dhcp",
+        append: "root=UUID={bbuuid} netroot=iscsi:10.77.0.1::3261::{bbiqn} ip=dhcp leanrd.timeout=6",
         nics: Nics::One,
         expect: &[
             "leanrd: cannot boot: iSCSI target {bbiqn} at 10.77.0.1:3261 is unreachable from eth0: Connection refused",
+            "Connection refused (tried ",
         ],
         reject: &[MARK],
     },
     Case {
         name: "iscsi_login_refused_diagnosed",
-        append: "root=UUID={bbuuid} netroot=iscsi:10.77.0.1::::iqn.2026-11.test.leanrd:nosuch ip=dhcp",
+        append: "root=UUID={bbuuid} netroot=iscsi:10.77.0.1::::iqn.2026-11.test.leanrd:nosuch ip=dhcp leanrd.timeout=6",
         nics: Nics::One,
         expect: &[
             "leanrd: cannot boot: iSCSI login to iqn.2026-11.test.leanrd:nosuch at 10.77.0.1:3260 failed (iscsistart:",
+        ],
+        reject: &[MARK],
+    },
+    // NVMe over TCP (a target VM in the lab): the subsystems from the discovery controller.
+    Case {
+        name: "nvmf_discovered_by_dhcp",
+        append: "root=UUID={bbuuid} rd.nvmf.discover=tcp,10.77.0.2,,4420 ip=dhcp",
+        nics: Nics::One,
+        expect: &[
+            MARK,
+            "ROOT-MOUNT /dev/nvme",
+            "] nvmf: discovery at 10.77.0.2:4420: ",
+            "] nvmf: connected to {bbnqn} at 10.77.0.2:4420 as nvme",
+        ],
+        reject: &[],
+    },
+    Case {
+        name: "nvmf_unreachable_target_diagnosed",
+        append: "root=UUID={bbuuid} rd.nvmf.discover=tcp,10.77.0.2,,4421 ip=dhcp leanrd.timeout=6",
+        nics: Nics::One,
+        expect: &[
+            "leanrd: cannot boot: NVMe/TCP the discovery controller at 10.77.0.2:4421 is unreachable from eth0: \
+             Connection refused",
         ],
         reject: &[MARK],
     },
@@ -191,6 +215,8 @@ const BB_UUID: &str = "1e5c5100-b0b0-4b0b-8b0b-000000000001";
 const BB_IQN: &str = "iqn.2026-11.test.leanrd:busybox";
 const DEB_UUID: &str = "1e5c5100-deb1-4b0b-8b0b-000000000012";
 const DEB_IQN: &str = "iqn.2026-11.test.leanrd:bookworm";
+const BB_NQN: &str = "nqn.2026-11.test.leanrd:busybox";
+const DEB_NQN: &str = "nqn.2026-11.test.leanrd:bookworm";
 
 /// What the cases share: the lab (its servers export the busybox root and the Debian
 /// trees), the kernel and the universal image with the nfs feature.
@@ -205,6 +231,8 @@ struct World {
     /// The Debian trees exported: 12 (with the host's kernel) and 13 (its own).
     bookworm: PathBuf,
     trixie: PathBuf,
+    /// Debian 12's NVMe/TCP namespace (the target VM's disk).
+    deb_ns: PathBuf,
 }
 
 static WORLD: OnceLock<Result<Option<World>, String>> = OnceLock::new();
@@ -216,7 +244,7 @@ fn world() -> Result<Option<&'static World>, String> {
 fn make_world() -> Option<World> {
     let mut need: Vec<&str> = netlab::TOOLS.to_vec();
     need.extend(netlab::ISCSI_TOOLS);
-    need.extend(["iscsistart", "mkfs.ext4"]);
+    need.extend(["iscsistart", "mkfs.ext4", "debugfs", "cpio", "modprobe"]);
     if !is_root() || !Path::new("/bin/busybox").exists() || need.iter().any(|t| !have(t)) {
         return skip(&format!("needs root, /bin/busybox and {need:?}"));
     }
@@ -237,16 +265,27 @@ fn make_world() -> Option<World> {
     let bb_lun = debian::ext4_image_with(&t, "busybox-lun", 64, BB_UUID, &export, &[]);
     let deb_lun = debian::ext4_image_with(&t, "bookworm-lun", 1536, DEB_UUID, &bookworm, &[]);
     let luns: [(&str, &Path); 2] = [(BB_IQN, &bb_lun), (DEB_IQN, &deb_lun)];
-    let spec =
-        LabSpec { exports: &[&export, &bookworm, &trixie], dhcp: true, root_path: Some(&root_path), luns: &luns };
+    // NVMe/TCP's namespaces: the busybox root (read by both servers) and a Debian 12 disk of
+    // its own (sparse copy).
+    let deb_ns = t.join("bookworm-nvme.ext4");
+    sh(&format!("cp --sparse=always {} {}", deb_lun.display(), deb_ns.display()));
+    let subsystems: [(&str, &Path); 2] = [(BB_NQN, &bb_lun), (DEB_NQN, &deb_ns)];
+    let spec = LabSpec {
+        exports: &[&export, &bookworm, &trixie],
+        dhcp: true,
+        root_path: Some(&root_path),
+        luns: &luns,
+        nvmf: Some(NvmfSpec { kernel: &kernel, subsystems: &subsystems }),
+    };
     let lab = NetLab::start("nfs", &spec).unwrap_or_else(|e| panic!("the network lab: {e}"));
     let image = t.join("universal-net.img");
     ok(leanrd()
-        .args(["build", "-k", &kver, "--universal", "--include", "nfs", "--include", "iscsi", "--init"])
+        .args(["build", "-k", &kver, "--universal", "--include", "nfs", "--include", "iscsi", "--include", "nvmf"])
+        .arg("--init")
         .arg(&init)
         .arg("-o")
         .arg(&image));
-    Some(World { t, lab, kernel, kver, init, image, export, bookworm, trixie })
+    Some(World { t, lab, kernel, kver, init, image, export, bookworm, trixie, deb_ns })
 }
 
 /// A boot's NICs: the QEMU arguments and the two MACs (the second unused with one NIC).
@@ -276,6 +315,7 @@ fn boot_case(c: &Case) -> Result<(), String> {
             .replace("{bootif2}", &format!("01-{}", macs[1].replace(':', "-")))
             .replace("{bbuuid}", BB_UUID)
             .replace("{bbiqn}", BB_IQN)
+            .replace("{bbnqn}", BB_NQN)
     };
     let mut b = Boot::new(c.name, &w.image, &format!("quiet {}", fill(c.append)), qemu);
     b.netns = Some(w.lab.ns.clone());
@@ -380,11 +420,58 @@ fn debian12_iscsi() -> Result<(), String> {
     }
 }
 
+/// Debian 12 on NVMe over TCP (the universal image, the subsystems discovered), running; its
+/// root builds its own image with no options (host-only: the subsystem from sysfs, the NIC's
+/// driver), which boots the same root again with nothing on the command line.
+fn debian12_nvmf_and_self_built() -> Result<(), String> {
+    let Some(w) = world()? else { return Ok(()) };
+    let append = format!(
+        "root=UUID={DEB_UUID} rw rd.nvmf.discover=tcp,10.77.0.2,,4420 \
+         rd.nvmf.hostnqn=nqn.2014-08.org.nvmexpress:uuid:6c65616e-7264-0000-0000-000000000012 ip=dhcp \
+         leanrd.test=selfbuild"
+    );
+    let (qemu, _) = nics(w, Nics::One)?;
+    let mut b = Boot::new("debian12_nvmf", &w.image, &append, qemu.clone())
+        .expect("LEANRD-ROOT /dev/nvme")
+        .expect(&format!("] nvmf: connected to {DEB_NQN} at 10.77.0.2:4420"))
+        .expect("LEANRD-SELFBUILD ok");
+    b.netns = Some(w.lab.ns.clone());
+    if !debian::run(&w.kernel, &[b]).is_empty() {
+        return Err(format!(
+            "Debian 12 on NVMe/TCP did not reach running, or its own build failed\n{}",
+            w.lab.log("nvmet")
+        ));
+    }
+    // The image it wrote, from its disk (the target VM's, flushed by the root's sync).
+    let own = w.t.join("nvmf-self-built.img");
+    let dump = format!("dump /boot/initrd.img-{} {}", w.kver, own.display());
+    ok(std::process::Command::new("debugfs").args(["-R", &dump]).arg(&w.deb_ns));
+    let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&own))).unwrap();
+    for m in ["virtio_net.ko", "nvme-tcp.ko"] {
+        if !ls.lines().any(|l| l.ends_with(m)) {
+            return Err(format!("the self-built image lacks {m}"));
+        }
+    }
+    if ls.lines().any(|l| l.ends_with("virtio_blk.ko") || l.ends_with("iscsi_tcp.ko") || l.ends_with("nfsv4.ko")) {
+        return Err("the self-built image holds drivers an NVMe/TCP root over virtio-net does not need".into());
+    }
+    let mut b = Boot::new("debian12_nvmf_self_built", &own, "", qemu)
+        .expect("LEANRD-ROOT /dev/nvme")
+        .expect(&format!("] nvmf: connected to {DEB_NQN} at 10.77.0.2:4420"));
+    b.netns = Some(w.lab.ns.clone());
+    if debian::run(&w.kernel, &[b]).is_empty() {
+        Ok(())
+    } else {
+        Err("the self-built NVMe/TCP image did not boot".into())
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let mut trials: Vec<Trial> = CASES.iter().map(|c| test(c.name, move || boot_case(c))).collect();
     trials.push(test("debian12_nfs4_dhcp_and_self_built", debian12_nfs_and_self_built));
     trials.push(test("debian13_nfs3_static", debian13_nfs3_static));
     trials.push(test("debian12_iscsi", debian12_iscsi));
+    trials.push(test("debian12_nvmf_and_self_built", debian12_nvmf_and_self_built));
     let code = run_tests(trials, cores());
     // The lab's servers and namespace end with the binary (a static is never dropped).
     if let Some(Ok(Some(w))) = WORLD.get() {

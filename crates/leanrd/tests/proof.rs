@@ -98,6 +98,8 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         ("root on an iSCSI LUN over virtio-net", iscsi_virtio(&t, "iscsi"), "virtio_net"),
         ("root on an iSCSI LUN (the initiator's transport)", iscsi_virtio(&t, "iscsi-tcp"), "iscsi_tcp"),
         ("root on an iSCSI LUN (its disk)", iscsi_virtio(&t, "iscsi-sd"), "sd_mod"),
+        ("root on NVMe over TCP via virtio-net", nvmf_virtio(&t, "nvmf"), "virtio_net"),
+        ("root on NVMe over TCP (its transport)", nvmf_virtio(&t, "nvmf-tcp"), "nvme_tcp"),
         ("LUKS with a USB keyboard", keyboard_host(&luks, Some("0c0c0c0c-1111-4222-8333-444444444444")), "usbhid"),
         (
             "LUKS on NVMe with a USB keyboard",
@@ -174,7 +176,7 @@ fn root_kinds_are_matched_and_an_unknown_kind_is_refused() {
     ok(leanrd().arg("extract").arg(&img).arg("-C").arg(&dir).arg("etc/leanrd/init.conf"));
     let conf = fs::read_to_string(dir.join("etc/leanrd/init.conf")).unwrap();
     for want in
-        ["iscsi iscsi:10.77.0.1::3261:1:iqn.2026-11.test.leanrd:root ", "iscsi_initiator iqn.2026-11.test:client"]
+        ["iscsi iscsi:10.77.0.1::3261::iqn.2026-11.test.leanrd:root ", "iscsi_initiator iqn.2026-11.test:client"]
     {
         assert!(conf.lines().any(|l| l.starts_with(want)), "{want}: {conf}");
     }
@@ -183,6 +185,22 @@ fn root_kinds_are_matched_and_an_unknown_kind_is_refused() {
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("the iscsi layer under the root: iscsistart"), "{err}");
     assert!(err.contains("/init's configuration does not turn on iscsi"), "{err}");
+    // A root on NVMe over TCP: the subsystem recorded; without the nvmf feature, refused.
+    let f = nvmf_virtio(&t, "nvmf");
+    let img = t.join("nvmf.img");
+    let o = build(&k, &f, &img, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = t.join("z");
+    ok(leanrd().arg("extract").arg(&img).arg("-C").arg(&dir).arg("etc/leanrd/init.conf"));
+    let conf = fs::read_to_string(dir.join("etc/leanrd/init.conf")).unwrap();
+    assert!(conf.lines().any(|l| l == "nvmf tcp,10.77.0.2,,4420,nqn.2026-11.test.leanrd:root"), "{conf}");
+    let o = build(&k, &f, &t.join("nvmf-without.img"), &["--exclude", "nvmf"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("NVMe/TCP subsystem nqn.2026-11.test.leanrd:root: /init's configuration does not turn on nvmf"),
+        "{err}"
+    );
 }
 
 /// A universal image proves the classes its features promise: every storage driver, every

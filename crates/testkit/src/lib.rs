@@ -674,6 +674,35 @@ pub fn iscsi_virtio(t: &TempDir, name: &str) -> Fixture {
     f
 }
 
+/// A machine whose root (ext4 on the whole namespace) is on NVMe over TCP, through a virtio
+/// NIC: the namespace's head under the virtual nvme-subsystem device (native multipath, as
+/// Debian's kernels have it), its controller nvme0 on TCP.
+pub fn nvmf_virtio(t: &TempDir, name: &str) -> Fixture {
+    let f = Fixture::new(t, name, "22 1 259:0 / / rw,relatime shared:1 - ext4 /dev/nvme0n1 rw\n");
+    f.dev("virtual/nvme-subsystem/nvme-subsys0", None, None)
+        .block("virtual/nvme-subsystem/nvme-subsys0/nvme0n1", "259:0", false)
+        .dev(
+            "pci0000:00/0000:00:03.0",
+            Some("pci:v00001AF4d00001000sv00001AF4sd00000001bc02sc00i00"),
+            Some("virtio-pci"),
+        )
+        .dev("pci0000:00/0000:00:03.0/virtio0", Some("virtio:d00000001v00001AF4"), Some("virtio_net"))
+        .net("eth0", "pci0000:00/0000:00:03.0/virtio0");
+    let ctrl = f.root.join("sys/class/nvme/nvme0");
+    fs::create_dir_all(&ctrl).unwrap();
+    for (k, v) in [
+        ("transport", "tcp"),
+        ("address", "traddr=10.77.0.2,trsvcid=4420,src_addr=10.77.0.50"),
+        ("subsysnqn", "nqn.2026-11.test.leanrd:root"),
+        ("hostnqn", "nqn.2014-08.org.nvmexpress:uuid:6c65616e-7264-0000-0000-000000000001"),
+        ("hostid", "6c65616e-7264-0000-0000-000000000001"),
+    ] {
+        fs::write(ctrl.join(k), format!("{v}\n")).unwrap();
+    }
+    fs::create_dir_all(f.root.join("sys/class/nvme-subsystem/nvme-subsys0/nvme0")).unwrap();
+    f
+}
+
 /// A diskless machine: its root NFSv4 from 10.0.2.2 over a virtio NIC (and a loopback, which
 /// has no device).
 pub fn nfs_virtio(t: &TempDir, name: &str) -> Fixture {

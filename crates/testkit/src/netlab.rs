@@ -3,7 +3,8 @@
 //! per guest NIC. QEMU runs inside the namespace, so the guests reach the servers and nothing
 //! else: there is no route out of it. Everything is ended and the namespace deleted on drop.
 //!
-//! iSCSI targets are tgt's (userspace too), when the lab is asked for LUNs.
+//! iSCSI targets are tgt's (userspace too), when the lab is asked for LUNs. NVMe/TCP needs
+//! the kernel's nvmet, which the host kernel lacks: its target is a VM on the bridge.
 //!
 //! The host kernel here has no nfsd, so the NFS server is ganesha (userspace); rpcbind runs
 //! beside it in a mount namespace with a /run of its own (its socket is there). A test killed
@@ -32,7 +33,20 @@ pub struct LabSpec<'a> {
     pub root_path: Option<&'a str>,
     /// iSCSI targets (served by tgt on port 3260): each name with the file that is its LUN 1.
     pub luns: &'a [(&'a str, &'a Path)],
+    /// NVMe over TCP subsystems, served by a target VM (the host kernel has no nvmet).
+    pub nvmf: Option<NvmfSpec<'a>>,
 }
+
+/// The NVMe/TCP target VM: this kernel (with nvmet-tcp among its modules) serves each
+/// subsystem's file as its namespace 1, at [`NVMF_SERVER`]:4420 (with the discovery
+/// subsystem on the same port).
+pub struct NvmfSpec<'a> {
+    pub kernel: &'a Path,
+    pub subsystems: &'a [(&'a str, &'a Path)],
+}
+
+/// The NVMe/TCP target VM's address on the bridge.
+pub const NVMF_SERVER: &str = "10.77.0.2";
 
 /// The tools a lab needs.
 pub const TOOLS: [&str; 5] = ["ip", "ganesha.nfsd", "rpcbind", "dnsmasq", "qemu-system-x86_64"];
@@ -74,6 +88,9 @@ impl NetLab {
         lab.dnsmasq(spec)?;
         if !spec.luns.is_empty() {
             lab.iscsi(spec.luns)?;
+        }
+        if let Some(n) = &spec.nvmf {
+            lab.nvmet(n)?;
         }
         Ok(lab)
     }
@@ -158,6 +175,100 @@ impl NetLab {
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         Err(format!("tgt did not set its targets up: {}", self.log("tgt")))
+    }
+
+    /// The NVMe/TCP target: a VM on the bridge (TCG, one CPU, idle between requests) booting
+    /// the kernel with a busybox initramfs that loads nvmet-tcp and the virtio drivers and
+    /// sets the subsystems up in configfs. Waits (bounded) until it says it is serving.
+    fn nvmet(&mut self, spec: &NvmfSpec) -> Result<(), String> {
+        let dir = self.dir.join("nvmet");
+        let tree = dir.join("tree");
+        for d in ["bin", "proc", "sys", "dev"] {
+            fs::create_dir_all(tree.join(d)).map_err(|e| e.to_string())?;
+        }
+        fs::copy("/bin/busybox", tree.join("bin/busybox")).map_err(|e| format!("/bin/busybox: {e}"))?;
+        let kver = crate::boot::kver_of(spec.kernel);
+        let mut depends = String::new();
+        // One module a call: modprobe takes the words after the first as its parameters.
+        for m in ["virtio_pci", "virtio_net", "virtio_blk", "nvmet_tcp"] {
+            let o = Command::new("modprobe")
+                .args(["-S", &kver, "--show-depends", m])
+                .output()
+                .map_err(|e| format!("modprobe: {e}"))?;
+            if !o.status.success() {
+                return Err(format!("modprobe --show-depends {m}: {}", String::from_utf8_lossy(&o.stderr)));
+            }
+            depends += &String::from_utf8_lossy(&o.stdout);
+        }
+        let mut insmod = Vec::new();
+        for l in depends.lines() {
+            let Some(path) = l.strip_prefix("insmod ").and_then(|r| r.split_whitespace().next()) else { continue };
+            if insmod.iter().any(|p| p == path) {
+                continue;
+            }
+            let to = tree.join(path.trim_start_matches('/'));
+            fs::create_dir_all(to.parent().expect("a module's directory")).map_err(|e| e.to_string())?;
+            fs::copy(path, &to).map_err(|e| format!("{path}: {e}"))?;
+            insmod.push(path.to_string());
+        }
+        let cfg = "/sys/kernel/config/nvmet";
+        let mut init = format!(
+            "#!/bin/busybox sh\n/bin/busybox --install -s /bin\nmount -t proc proc /proc\nmount -t sysfs sys /sys\n\
+             mount -t devtmpfs dev /dev\nfor m in {}; do insmod $m; done\nmount -t configfs none /sys/kernel/config\n\
+             for i in $(seq 100); do [ -b /dev/vd{last} ] && [ -e /sys/class/net/eth0 ] && break; sleep 0.1; done\n\
+             ip link set eth0 up && ip addr add {NVMF_SERVER}/24 dev eth0\np={cfg}/ports/1\nmkdir $p\n\
+             echo tcp > $p/addr_trtype; echo ipv4 > $p/addr_adrfam; echo {NVMF_SERVER} > $p/addr_traddr; \
+             echo 4420 > $p/addr_trsvcid\n",
+            insmod.join(" "),
+            last = (b'a' + spec.subsystems.len().saturating_sub(1) as u8) as char
+        );
+        let mut drives = Vec::new();
+        for (i, (nqn, file)) in spec.subsystems.iter().enumerate() {
+            let disk = format!("/dev/vd{}", (b'a' + i as u8) as char);
+            init += &format!(
+                "d={cfg}/subsystems/{nqn}\nmkdir $d && echo 1 > $d/attr_allow_any_host && mkdir $d/namespaces/1 && \
+                 echo -n {disk} > $d/namespaces/1/device_path && echo 1 > $d/namespaces/1/enable && \
+                 ln -s $d $p/subsystems/{nqn} || echo LEANRD-NVMET-FAILED {nqn}\n"
+            );
+            drives.extend(["-drive".to_string(), format!("file={},if=virtio,format=raw", file.display())]);
+        }
+        init += "echo LEANRD-NVMET-READY\nwhile true; do sleep 3600; done\n";
+        fs::write(tree.join("init"), init).map_err(|e| e.to_string())?;
+        let img = dir.join("nvmet.cpio");
+        let pack = format!(
+            "chmod 755 {t}/init && cd {t} && find . | cpio -o -H newc --quiet > {}",
+            img.display(),
+            t = tree.display()
+        );
+        let st = Command::new("sh").args(["-c", &pack]).status().map_err(|e| e.to_string())?;
+        if !st.success() {
+            return Err("the target VM's initramfs could not be packed".into());
+        }
+        let mut extra = drives;
+        extra.extend(self.nics(&["52:54:00:ff:00:02"], "virtio-net-pci", true)?);
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let q = crate::qemu_command(spec.kernel, &img, "quiet", &extra, 6 * 3600);
+        let log = self.dir.join("nvmet.log");
+        let out = fs::File::create(&log).map_err(|e| e.to_string())?;
+        let child = in_netns(&self.ns, &q)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().map_err(|e| e.to_string())?)
+            .stderr(out)
+            .spawn()
+            .map_err(|e| format!("the NVMe/TCP target VM: {e}"))?;
+        self.children.lock().unwrap().push(child);
+        // TCG boots it in about 10 s.
+        for _ in 0..1200 {
+            let log = self.log("nvmet");
+            if log.contains("LEANRD-NVMET-FAILED") {
+                return Err(format!("the NVMe/TCP target VM could not set a subsystem up:\n{log}"));
+            }
+            if log.contains("LEANRD-NVMET-READY") {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Err(format!("the NVMe/TCP target VM did not come up in 120 s:\n{}", self.log("nvmet")))
     }
 
     fn dnsmasq(&mut self, spec: &LabSpec) -> Result<(), String> {
