@@ -18,6 +18,17 @@ pub enum Root {
     Block(DeviceRef),
     /// An NFS export, mounted over a network /init brings up.
     Nfs(NfsRoot),
+    /// Live media: a squashfs (or erofs) image on a medium (a CD, a USB stick, a partition),
+    /// mounted read-only through a loop device with a writable overlay on top.
+    Live(LiveRoot),
+}
+
+/// A live root: `root=live:CDLABEL=...`, `live:LABEL=`, `live:UUID=`, `live:/dev/...`
+/// (dracut's forms), or Debian's `boot=live` (the medium found by what it holds).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LiveRoot {
+    /// The medium; None: the first one that holds a live image.
+    pub medium: Option<DeviceRef>,
 }
 
 /// The kinds, by name (for messages, the proof and the docs).
@@ -25,15 +36,17 @@ pub enum Root {
 pub enum RootKind {
     Block,
     Nfs,
+    Live,
 }
 
 impl RootKind {
-    pub const ALL: [RootKind; 2] = [RootKind::Block, RootKind::Nfs];
+    pub const ALL: [RootKind; 3] = [RootKind::Block, RootKind::Nfs, RootKind::Live];
 
     pub fn name(self) -> &'static str {
         match self {
             RootKind::Block => "block",
             RootKind::Nfs => "nfs",
+            RootKind::Live => "live",
         }
     }
 
@@ -126,6 +139,15 @@ impl Root {
         if let Some(rest) = spec.strip_prefix("nfs:") {
             return Ok(Root::Nfs(server_path_options(spec, rest, ':')?));
         }
+        if let Some(rest) = spec.strip_prefix("live:") {
+            if rest.is_empty() {
+                return Ok(Root::Live(LiveRoot::default()));
+            }
+            // dracut's CDLABEL= is a label like any other.
+            let rest = rest.strip_prefix("CDLABEL=").map(|l| alloc::format!("LABEL={l}"));
+            let dev = DeviceRef::parse(rest.as_deref().unwrap_or(&spec[5..]))?;
+            return Ok(Root::Live(LiveRoot { medium: Some(dev) }));
+        }
         if spec == "/dev/nfs" || spec == "dhcp" {
             return match nfsroot {
                 Some(v) => Ok(Root::Nfs(server_path_options(v, v, ',')?)),
@@ -139,6 +161,7 @@ impl Root {
         match self {
             Root::Block(_) => RootKind::Block,
             Root::Nfs(_) => RootKind::Nfs,
+            Root::Live(_) => RootKind::Live,
         }
     }
 
@@ -146,7 +169,7 @@ impl Root {
     pub fn device(&self) -> Option<&DeviceRef> {
         match self {
             Root::Block(d) => Some(d),
-            Root::Nfs(_) => None,
+            Root::Nfs(_) | Root::Live(_) => None,
         }
     }
 }
@@ -156,6 +179,10 @@ impl fmt::Display for Root {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Root::Block(d) => d.fmt(f),
+            Root::Live(l) => match &l.medium {
+                Some(d) => write!(f, "live:{d}"),
+                None => f.write_str("live:"),
+            },
             Root::Nfs(n) => {
                 let scheme = if n.version == NfsVersion::V4 { "nfs4" } else { "nfs" };
                 write!(f, "{scheme}:{}:{}", n.server.as_deref().unwrap_or(""), n.path.as_deref().unwrap_or(""))?;
@@ -213,6 +240,21 @@ mod tests {
             assert_eq!(r.to_string(), s);
             assert_eq!(Root::parse(&r.to_string(), None).unwrap(), r);
         }
+    }
+
+    #[test]
+    fn live_roots() {
+        let p = |s| Root::parse(s, None).unwrap();
+        let live = |d: Option<DeviceRef>| Root::Live(LiveRoot { medium: d });
+        assert_eq!(p("live:CDLABEL=Debian_Live"), live(Some(DeviceRef::Label("Debian_Live".into()))));
+        assert_eq!(p("live:UUID=2026-11-25-10-00-00-00"), live(Some(DeviceRef::Uuid("2026-11-25-10-00-00-00".into()))));
+        assert_eq!(p("live:/dev/sr0"), live(Some(DeviceRef::Kernel("sr0".into()))));
+        assert_eq!(p("live:"), live(None));
+        for s in ["live:LABEL=x", "live:/dev/sr0", "live:"] {
+            let again = p(s).to_string();
+            assert_eq!(Root::parse(&again, None).unwrap(), p(s), "{s}");
+        }
+        assert!(Root::parse("live:LABEL=", None).is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use leanrd_contract::{
-    DeviceRef, ISCSI_PORT, IscsiTarget, NOT_BLOCK_FSTYPES, NfsRoot, NfsVersion, NvmfTarget, Root, RootKind,
+    DeviceRef, ISCSI_PORT, IscsiTarget, LiveRoot, NOT_BLOCK_FSTYPES, NfsRoot, NfsVersion, NvmfTarget, Root, RootKind,
     fstab_entries, unescape_octal,
 };
 
@@ -250,6 +250,28 @@ pub fn detect(root: &Path) -> Result<Facts> {
                 "nfs" | "nfs4" => {
                     f.root_source = Some(Root::Nfs(nfs_root(&m)?));
                     walk_network(root, &mut f, &format!("NFS ({})", m.source))?;
+                    continue;
+                }
+                // A live system: its overlay's medium, where leanrd's and dracut's /init mount
+                // it (/run/initramfs/live) or Debian's live-boot does (/run/live/medium).
+                "overlay"
+                    if let Some(med) = ["/run/initramfs/live", "/run/live/medium"].iter().find_map(|p| find(p)) =>
+                {
+                    let link = root.join(format!("sys/dev/block/{}:{}", med.dev.0, med.dev.1));
+                    let dev = fs::canonicalize(&link).with_context(|| {
+                        format!("the live medium {} ({}:{}) is not in sysfs", med.source, med.dev.0, med.dev.1)
+                    })?;
+                    let name = Path::new(&med.source)
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    let medium =
+                        by_uuid(root, &name).map(DeviceRef::Uuid).or_else(|| DeviceRef::parse(&med.source).ok());
+                    f.root_source = Some(Root::Live(LiveRoot { medium }));
+                    for m in ["loop", "squashfs", "overlay", &format!("fs-{}", med.fstype)] {
+                        f.modules.insert(m.to_string());
+                    }
+                    walk_block(root, &dev, &mut f, 0)?;
                     continue;
                 }
                 t => bail!(

@@ -516,6 +516,13 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
     match &facts.root_source {
         None | Some(Root::Block(_)) => {}
         Some(Root::Nfs(n)) => missing.extend(nfs_root(&mut c, facts, n)),
+        Some(Root::Live(_)) => {
+            // The medium's drivers are among the links; its file system and the loop device,
+            // the image's squashfs and the overlay are in the stack's modules (proven below).
+            if !matches!(c.conf.as_ref().and_then(|conf| conf.mounts.root.as_ref()), Some(Root::Live(_))) {
+                missing.push(format!("the live root on {}: /init's configuration does not name it", facts.root.source));
+            }
+        }
     }
     let mounts = [Some(("root", &facts.root)), facts.usr.as_ref().map(|u| ("/usr", u))];
     for (role, m) in mounts.into_iter().flatten() {

@@ -281,6 +281,39 @@ fn nvmf_roots_record_their_subsystem() {
     assert!(e.contains("the root is on NVMe over rdma (nvme0): leanrd's /init connects to NVMe over TCP only"), "{e}");
 }
 
+/// A system booted live: its root an overlay, its medium on /run/initramfs/live. The medium
+/// is recorded by UUID (not the overlay), its CD drive's drivers walked, and the image gets
+/// the loop device, squashfs, the overlay and the medium's file system.
+#[test]
+fn live_systems_record_their_medium() {
+    let t = TempDir::new("hostlive");
+    let f = Fixture::new(
+        &t,
+        "live",
+        "22 1 0:31 / / rw,relatime - overlay overlay rw,lowerdir=/run/initramfs/rootfs,upperdir=/u,workdir=/w\n\
+         30 22 11:0 / /run/initramfs/live ro,relatime - iso9660 /dev/sr0 ro\n",
+    );
+    let cd = "pci0000:00/0000:00:01.1/ata2/host1/target1:0:0/1:0:0:0";
+    f.dev("pci0000:00/0000:00:01.1", Some("pci:v00008086d00007010sv00001AF4sd00001100bc01sc01i80"), Some("ata_piix"))
+        .dev(cd, Some("scsi:t-0x05"), Some("sr_mod"))
+        .block(&format!("{cd}/block/sr0"), "11:0", false)
+        .uuid("2026-11-25-10-00-00-00", "sr0");
+    let x = host::detect(&f.root).unwrap();
+    let want = leanrd_contract::Root::parse("live:UUID=2026-11-25-10-00-00-00", None).unwrap();
+    assert_eq!(x.root_source, Some(want));
+    assert!(x.drivers.contains("sr_mod") && x.drivers.contains("ata_piix"), "{x:?}");
+    for m in ["loop", "squashfs", "overlay", "fs-iso9660"] {
+        assert!(x.modules.contains(m), "{m}: {:?}", x.modules);
+    }
+    // An overlay root that is not a live system's is refused by name.
+    let o = Fixture::new(&t, "overlay", "22 1 0:31 / / rw - overlay overlay rw,lowerdir=/a,upperdir=/b,workdir=/c\n");
+    let e = host::detect(&o.root).unwrap_err().to_string();
+    assert!(
+        e.contains("the root is overlay (overlay): leanrd boots roots of these kinds only: block, nfs, live"),
+        "{e}"
+    );
+}
+
 /// The resume device: the kernel's setting first, then the largest active swap, then the
 /// system's configuration; its drivers come in even when the root does not need them.
 #[test]

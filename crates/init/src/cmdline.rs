@@ -76,6 +76,8 @@ pub struct Cmdline {
     pub iscsi: IscsiCmd,
     /// NVMe over TCP (dracut's `rd.nvmf.*`).
     pub nvmf: NvmfCmd,
+    /// Live media (dracut's `rd.live.*`, Debian's `boot=live`, `toram`, `live-media-path=`).
+    pub live: LiveCmd,
     /// Values that could not be used, for the diagnosis.
     pub problems: Vec<String>,
 }
@@ -91,6 +93,20 @@ pub struct IscsiCmd {
     pub initiator: Option<String>,
     /// `rd.iscsi.param=NAME=VALUE` (repeatable): node settings for iscsistart.
     pub params: Vec<String>,
+}
+
+/// What the command line says of a live root.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiveCmd {
+    /// `rd.live.ram` (Debian's `toram`): copy the image into RAM first; the medium can go.
+    pub ram: bool,
+    /// `rd.live.overlay=DEVICE`: a persistent upper layer on that file system.
+    pub overlay: Option<DeviceRef>,
+    /// `rd.live.overlay.size=`: the tmpfs upper layer's size (MiB, or tmpfs's `size=` form).
+    pub overlay_size: Option<String>,
+    /// `rd.live.dir=` and `rd.live.squashimg=` (dracut's), `live-media-path=` (Debian's).
+    pub dir: Option<String>,
+    pub squashimg: Option<String>,
 }
 
 /// What the command line says of NVMe over TCP.
@@ -245,6 +261,7 @@ impl Cmdline {
         let mut c = Cmdline { timeout: 30, ..Cmdline::default() };
         let (mut root, mut nfsroot) = (None, None);
         let mut iscsi = IscsiWords::default();
+        let mut boot_live = false;
         for w in words(s) {
             let (k, v) = match w.split_once('=') {
                 Some((k, v)) => (k, Some(v.to_string())),
@@ -288,6 +305,26 @@ impl Cmdline {
                 (k, _) if k.starts_with("rd.nvmf.") => {
                     let k = k.to_string();
                     c.problems.push(format!("{k}: not known to leanrd's /init (the NBFT is not read: name the discovery controller with rd.nvmf.discover=)"))
+                }
+                ("boot", Some(v)) if v == "live" => boot_live = true,
+                ("rd.live.ram" | "toram", None) => c.live.ram = true,
+                ("rd.live.ram", Some(v)) => c.live.ram = v == "1",
+                ("rd.live.overlay", Some(v)) => match DeviceRef::parse(v.split(':').next().unwrap_or("")) {
+                    Ok(d) => c.live.overlay = Some(d),
+                    Err(e) => c.problems.push(format!("rd.live.overlay={v} ignored: {e}")),
+                },
+                ("rd.live.overlay.size", Some(v)) if v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'%') => {
+                    c.live.overlay_size = Some(v)
+                }
+                ("rd.live.dir" | "live-media-path", Some(v)) if !v.contains("..") => {
+                    c.live.dir = Some(v.trim_matches('/').to_string())
+                }
+                ("rd.live.squashimg", Some(v)) if !v.contains(['/', '\0']) => c.live.squashimg = Some(v),
+                // dracut's marker for a live image: the root= says it already.
+                ("rd.live.image", _) => {}
+                (k, _) if k.starts_with("rd.live.") => {
+                    let k = k.to_string();
+                    c.problems.push(format!("{k}: not known to leanrd's /init"))
                 }
                 ("rd.iscsi.initiator", Some(v)) => c.iscsi.initiator = Some(v),
                 ("rd.iscsi.target.name", Some(v)) => iscsi.name = Some(v),
@@ -407,6 +444,10 @@ impl Cmdline {
             root = None;
         }
         iscsi.finish(&mut c);
+        // Debian's live-boot: no root=, the medium found by what it holds.
+        if boot_live && root.as_deref().is_none_or(|r| !r.starts_with("live:")) {
+            root = Some("live:".into());
+        }
         if let Some(v) = root {
             match Root::parse(&v, nfsroot.as_deref()) {
                 Ok(r) => c.mounts.root = Some(r),
@@ -565,5 +606,22 @@ mod tests {
             (Some("nqn.2014-08.org.nvmexpress:uuid:1"), Some("1"))
         );
         assert_eq!(c.problems.len(), 2, "{:?}", c.problems);
+    }
+
+    #[test]
+    fn live_roots_and_options() {
+        let c = Cmdline::parse(
+            "root=live:CDLABEL=LEANRD rd.live.ram rd.live.overlay.size=512 rd.live.overlay=LABEL=persist",
+        );
+        let Some(Root::Live(l)) = &c.mounts.root else { panic!("{:?}", c.mounts.root) };
+        assert_eq!(l.medium, Some(DeviceRef::Label("LEANRD".into())));
+        assert!(c.live.ram);
+        assert_eq!(c.live.overlay_size.as_deref(), Some("512"));
+        assert_eq!(c.live.overlay, Some(DeviceRef::Label("persist".into())));
+        let c = Cmdline::parse("boot=live toram live-media-path=/live/ rd.live.bogus=1");
+        assert_eq!(c.mounts.root, Some(Root::Live(leanrd_contract::LiveRoot { medium: None })));
+        assert!(c.live.ram);
+        assert_eq!(c.live.dir.as_deref(), Some("live"));
+        assert_eq!(c.problems.len(), 1, "{:?}", c.problems);
     }
 }

@@ -29,6 +29,7 @@ pub mod diagnose;
 pub mod fsck;
 pub mod iscsi;
 pub mod keymap;
+pub mod live;
 pub mod log;
 pub mod luks;
 pub mod modules;

@@ -29,6 +29,8 @@ pub struct Modules {
     pub coldplug_all: bool,
     /// Load network drivers too: the root (or `rd.neednet=1`) needs the network.
     pub net: bool,
+    /// Load optical drives' drivers too (a live root on a CD).
+    pub optical: bool,
     /// Why the image's module tables could not be read, if they could not.
     pub table_error: Option<String>,
 }
@@ -64,6 +66,7 @@ impl Modules {
             seen_aliases,
             coldplug_all: false,
             net: false,
+            optical: false,
             table_error,
         }
     }
@@ -190,7 +193,11 @@ impl Modules {
             if a.is_empty() || !self.seen_aliases.insert(a.clone()) {
                 continue;
             }
-            if self.coldplug_all || boot_device(&a) || self.net && network_device(&a) {
+            if self.coldplug_all
+                || boot_device(&a)
+                || self.net && network_device(&a)
+                || self.optical && optical_device(&a)
+            {
                 new.push(a);
             } else if matches!(self.db.resolve(&a), Resolved::Modules(_)) {
                 log.step(&format!("left to the system: {a}"));
@@ -249,6 +256,12 @@ pub fn network_device(alias: &str) -> bool {
         return is("ic", &["02", "0a", "e0"]);
     }
     alias.starts_with("net:")
+}
+
+/// Whether a device, by its modalias, is an optical drive (SCSI type 05: sr_mod), which a
+/// live root on a CD needs.
+pub fn optical_device(alias: &str) -> bool {
+    alias.strip_prefix("scsi:t-0x").is_some_and(|r| r.get(..2) == Some("05"))
 }
 
 /// Wait for one of the `running` children; the module it loaded and how it went. Another

@@ -139,6 +139,31 @@ pub fn probe_fs<Fd: AsFd>(fd: Fd) -> Probe {
         p.label = cstr(&b[299..299 + 256]);
         return p;
     }
+    // ISO 9660: the primary volume descriptor at 32 KiB, its volume identifier (space-padded)
+    // the label; blkid's UUID is its creation time (YYYYMMDDHHMMSScc at 813) written
+    // YYYY-MM-DD-HH-MM-SS-cc. Before the MBR check: a hybrid ISO has an MBR too.
+    if let Some(b) = read_at(f, 32768, 2048)
+        && b[0] == 1
+        && &b[1..6] == b"CD001"
+    {
+        p.fstype = Some(ISO9660.into());
+        p.label = cstr(&b[40..72]);
+        let t = &b[813..829];
+        if t.iter().all(u8::is_ascii_digit) && t.iter().any(|&d| d != b'0') {
+            let d = |r: core::ops::Range<usize>| core::str::from_utf8(&t[r]).unwrap_or("");
+            p.uuid = Some(format!(
+                "{}-{}-{}-{}-{}-{}-{}",
+                d(0..4),
+                d(4..6),
+                d(6..8),
+                d(8..10),
+                d(10..12),
+                d(12..14),
+                d(14..16)
+            ));
+        }
+        return p;
+    }
     if let Some(b) = read_at(f, 0, 512)
         && b[510..512] == [0x55, 0xAA]
     {
@@ -171,6 +196,9 @@ pub fn probe_fs<Fd: AsFd>(fd: Fd) -> Probe {
     }
     p
 }
+
+/// The type blkid gives an ISO 9660 file system (a CD, or a live image written to a stick).
+pub const ISO9660: &str = "iso9660";
 
 /// The types blkid gives a swap area, and one holding a hibernation image.
 pub const SWAP: &str = "swap";
@@ -268,6 +296,26 @@ mod tests {
         std::fs::write(&p, std::vec![0u8; size as usize]).unwrap();
         let f = crate::sys::open(p.to_str().unwrap()).unwrap();
         assert_eq!(probe_fs(&f).fstype, None);
+    }
+
+    /// An ISO 9660 image (xorriso's) gives its type, volume label and blkid's UUID, though it
+    /// carries an MBR too (a hybrid image).
+    #[test]
+    fn finds_an_iso9660_label_and_uuid() {
+        let mut img = std::vec![0u8; 64 * 1024];
+        img[510..512].copy_from_slice(&[0x55, 0xAA]);
+        let pvd = &mut img[32768..32768 + 2048];
+        pvd[0] = 1;
+        pvd[1..6].copy_from_slice(b"CD001");
+        pvd[40..72].copy_from_slice(format!("{:<32}", "LEANRD_LIVE").as_bytes());
+        pvd[813..830].copy_from_slice(b"2026112522300000\0");
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("iso");
+        std::fs::write(&path, &img).unwrap();
+        let p = probe_fs(crate::sys::open(path.to_str().unwrap()).unwrap());
+        assert_eq!(p.fstype.as_deref(), Some(ISO9660));
+        assert_eq!(p.label.as_deref(), Some("LEANRD_LIVE"));
+        assert_eq!(p.uuid.as_deref(), Some("2026-11-25-22-30-00-00"));
     }
 
     /// A swap area with the kernel's hibernation signature in place of its own: a hibernation

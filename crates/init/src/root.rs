@@ -78,6 +78,10 @@ pub fn source(init: &mut Init) -> Result<Box<dyn RootSource>, String> {
             }
             Ok(Box::new(BlockRoot(w)))
         }
+        Root::Live(l) => {
+            init.mods.optical = true;
+            Ok(Box::new(crate::live::LiveSource::new(init, l)))
+        }
         Root::Nfs(n) => {
             let want = init.cmd.net_wanted();
             Ok(Box::new(crate::nfs::NfsSource { want: n, waiter: crate::net::NetWaiter::new(want) }))

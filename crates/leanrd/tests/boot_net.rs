@@ -8,7 +8,8 @@
 //!   the diagnoses (no DHCP server, no such export, no link).
 //! - The real Debian roots over NFS, each to `systemctl is-system-running` = running: Debian
 //!   12 over NFSv4 by DHCP, whose root then builds its own image with no options, which boots
-//!   again; Debian 13 (its own 6.12 kernel, `.ko.xz` modules) over NFSv3 with a static `ip=`.
+//!   again; Debian 13 (its own 6.12 kernel, `.ko.xz` modules) over NFSv3 with a static `ip=` on
+//!   the second of two NICs, chosen by `BOOTIF=`.
 //!
 //! `cargo test --release -p leanrd --test boot_net -- nfs4_root_path_from_dhcp`.
 //! - iSCSI: the busybox root on a LUN (netroot=iscsi: by DHCP; root=iscsi:, the LUN itself,
@@ -60,6 +61,8 @@ enum Nics {
     Two,
     /// One virtio NIC on a tap that is on no bridge: nobody answers.
     Unwired,
+    /// virtio (…:01) on no bridge, e1000 (…:02) on the bridge.
+    SecondWired,
 }
 
 /// One boot: ten lines of data. In `append`, `expect` and `reject`: `{export}` is the busybox
@@ -296,8 +299,8 @@ fn nics(w: &World, n: Nics) -> Result<(Vec<String>, [String; 2]), String> {
     let a = match n {
         Nics::One => w.lab.nics(&[&macs[0]], "virtio-net-pci", true)?,
         Nics::Unwired => w.lab.nics(&[&macs[0]], "virtio-net-pci", false)?,
-        Nics::Two => {
-            let mut a = w.lab.nics(&[&macs[0]], "virtio-net-pci", true)?;
+        Nics::Two | Nics::SecondWired => {
+            let mut a = w.lab.nics(&[&macs[0]], "virtio-net-pci", matches!(n, Nics::Two))?;
             a.extend(w.lab.nics(&[&macs[1]], "e1000", true)?);
             a
         }
@@ -371,7 +374,8 @@ fn debian12_nfs_and_self_built() -> Result<(), String> {
     if debian::run(&w.kernel, &[b]).is_empty() { Ok(()) } else { Err("the self-built NFS image did not boot".into()) }
 }
 
-/// Debian 13 with its own kernel over NFSv3, a static address.
+/// Debian 13 with its own kernel over NFSv3, a static address on the NIC BOOTIF= names (the
+/// second of two).
 fn debian13_nfs3_static() -> Result<(), String> {
     let Some(w) = world()? else { return Ok(()) };
     let tree = &w.trixie;
@@ -385,13 +389,18 @@ fn debian13_nfs3_static() -> Result<(), String> {
         .arg(&w.init)
         .arg("-o")
         .arg(&image));
+    // Two NICs, PXE's BOOTIF= naming the second (e1000, the only one wired to the server):
+    // the static address goes there, or the root is not reached.
+    let (qemu, macs) = nics(w, Nics::SecondWired)?;
     let append = format!(
-        "root=nfs:{SERVER}:{}:vers=3 rw ip=10.77.0.20:{SERVER}:{SERVER}:255.255.255.0:trixie:eth0:off",
-        tree.display()
+        "root=nfs:{SERVER}:{}:vers=3 rw ip=10.77.0.20:{SERVER}:{SERVER}:255.255.255.0:trixie::off BOOTIF=01-{}",
+        tree.display(),
+        macs[1].replace(':', "-")
     );
-    let (qemu, _) = nics(w, Nics::One)?;
-    let mut b =
-        Boot::new("debian13_nfs3_static", &image, &append, qemu).expect("LEANRD-ROOT 10.77.0.1:").expect("vers=3");
+    let mut b = Boot::new("debian13_nfs3_static", &image, &append, qemu)
+        .expect("LEANRD-ROOT 10.77.0.1:")
+        .expect("vers=3")
+        .expect(": none 10.77.0.20/24 gateway 10.77.0.1");
     b.netns = Some(w.lab.ns.clone());
     if debian::run(&kernel, &[b]).is_empty() {
         Ok(())

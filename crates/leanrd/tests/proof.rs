@@ -148,7 +148,10 @@ fn root_kinds_are_matched_and_an_unknown_kind_is_refused() {
     let o = build(&k, &f, &t.join("cifs.img"), &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{err}");
-    assert!(err.contains("the root is cifs (//srv/root): leanrd boots roots of these kinds only: block, nfs"), "{err}");
+    assert!(
+        err.contains("the root is cifs (//srv/root): leanrd boots roots of these kinds only: block, nfs, live"),
+        "{err}"
+    );
     assert!(!t.join("cifs.img").exists());
     let f = nfs_virtio(&t, "nfs");
     let img = t.join("nfs.img");
