@@ -195,15 +195,26 @@ fn btrfs_roots_are_resolved_to_every_member() {
     assert!(x.drivers.contains("virtio_net") && x.root_kind() == leanrd_contract::RootKind::Nfs, "{x:?}");
     // The image mounts the subvolume the host runs from.
     let Some(k) = kver() else { return };
+    let (g, conf) = host_only(&t, &f, k);
+    assert_eq!(conf.mounts.rootflags.as_deref(), Some("subvol=@"));
+    assert!(g.modules.contains("virtio_blk") && g.modules.contains("btrfs"), "{:?}", g.modules);
+}
+
+/// The host-only image for a fixture machine (a stand-in /init), and the configuration it
+/// gives /init.
+fn host_only(t: &TempDir, f: &Fixture, kver: String) -> (leanrd_gen::Generated, leanrd_contract::InitConfig) {
     let init = t.join("init");
     fs::write(&init, b"#!/bin/sh\n").unwrap();
-    let s =
-        leanrd_gen::Settings { kver: Some(k), host_root: Some(f.root.clone()), init: Some(init), ..Default::default() };
+    let s = leanrd_gen::Settings {
+        kver: Some(kver),
+        host_root: Some(f.root.clone()),
+        init: Some(init),
+        ..Default::default()
+    };
     let g = leanrd_gen::generate(&leanrd_gen::Request::new(s, t.path()).unwrap()).unwrap();
     let Some(Item::Inline { data, .. }) = g.main.items.get("/etc/leanrd/init.conf") else { panic!("no config") };
     let conf = leanrd_contract::InitConfig::decode(std::str::from_utf8(data).unwrap()).unwrap();
-    assert_eq!(conf.mounts.rootflags.as_deref(), Some("subvol=@"));
-    assert!(g.modules.contains("virtio_blk") && g.modules.contains("btrfs"), "{:?}", g.modules);
+    (g, conf)
 }
 
 /// A root on an iSCSI LUN: the session's target (portal, port, LUN) and initiator name are
@@ -235,13 +246,7 @@ fn iscsi_roots_record_their_target() {
         eprintln!("skipped the image half: no iscsistart (open-iscsi)");
         return;
     }
-    let init = t.join("init");
-    fs::write(&init, b"#!/bin/sh\n").unwrap();
-    let s =
-        leanrd_gen::Settings { kver: Some(k), host_root: Some(f.root.clone()), init: Some(init), ..Default::default() };
-    let g = leanrd_gen::generate(&leanrd_gen::Request::new(s, t.path()).unwrap()).unwrap();
-    let Some(Item::Inline { data, .. }) = g.main.items.get("/etc/leanrd/init.conf") else { panic!("no config") };
-    let conf = leanrd_contract::InitConfig::decode(std::str::from_utf8(data).unwrap()).unwrap();
+    let (g, conf) = host_only(&t, &f, k);
     assert_eq!(conf.iscsi, x.iscsi);
     assert_eq!(conf.iscsi_initiator.as_deref(), Some("iqn.2026-11.test:client"));
     assert!(conf.layer(leanrd_contract::Capability::Iscsi).is_some(), "{conf:?}");
@@ -262,17 +267,7 @@ fn nvmf_roots_record_their_subsystem() {
     assert_eq!(x.nvmf_hostid.as_deref(), Some("6c65616e-7264-0000-0000-000000000001"));
     assert!(x.stack.contains("nvmf") && x.drivers.contains("virtio_net"), "{x:?}");
     let Some(k) = kver() else { return };
-    let init = t.join("init");
-    fs::write(&init, b"#!/bin/sh\n").unwrap();
-    let s = leanrd_gen::Settings {
-        kver: Some(k),
-        host_root: Some(f.root.clone()),
-        init: Some(init.clone()),
-        ..Default::default()
-    };
-    let g = leanrd_gen::generate(&leanrd_gen::Request::new(s, t.path()).unwrap()).unwrap();
-    let Some(Item::Inline { data, .. }) = g.main.items.get("/etc/leanrd/init.conf") else { panic!("no config") };
-    let conf = leanrd_contract::InitConfig::decode(std::str::from_utf8(data).unwrap()).unwrap();
+    let (g, conf) = host_only(&t, &f, k);
     assert_eq!(conf.nvmf, x.nvmf);
     assert!(conf.layer(leanrd_contract::Capability::Nvmf).is_some(), "{conf:?}");
     assert!(g.modules.contains("nvme_tcp") && g.modules.contains("virtio_net"), "{:?}", g.modules);

@@ -605,6 +605,16 @@ impl Fixture {
         symlink(format!("../../devices/{path}/net/{name}"), class.join(name)).unwrap();
         self
     }
+    /// A virtio network interface eth0 (at PCI 00:03.0), up.
+    pub fn virtio_nic(&self) -> &Self {
+        self.dev(
+            "pci0000:00/0000:00:03.0",
+            Some("pci:v00001AF4d00001000sv00001AF4sd00000001bc02sc00i00"),
+            Some("virtio-pci"),
+        )
+        .dev("pci0000:00/0000:00:03.0/virtio0", Some("virtio:d00000001v00001AF4"), Some("virtio_net"))
+        .net("eth0", "pci0000:00/0000:00:03.0/virtio0")
+    }
     /// An input device at `path` under sys/devices (its parent devices made with
     /// [`Fixture::dev`]), with this `capabilities/key` bitmap, listed in sys/class/input.
     pub fn input(&self, path: &str, keys: &str) -> &Self {
@@ -649,13 +659,7 @@ pub fn iscsi_virtio(t: &TempDir, name: &str) -> Fixture {
     f.dev("platform/host2/session1/target2:0:0/2:0:0:1", Some("scsi:t-0x00"), Some("sd_mod"))
         .block(disk, "8:0", false)
         .block(&format!("{disk}/sda1"), "8:1", true)
-        .dev(
-            "pci0000:00/0000:00:03.0",
-            Some("pci:v00001AF4d00001000sv00001AF4sd00000001bc02sc00i00"),
-            Some("virtio-pci"),
-        )
-        .dev("pci0000:00/0000:00:03.0/virtio0", Some("virtio:d00000001v00001AF4"), Some("virtio_net"))
-        .net("eth0", "pci0000:00/0000:00:03.0/virtio0");
+        .virtio_nic();
     let class = |dir: &str, files: &[(&str, &str)]| {
         let d = f.root.join(dir);
         fs::create_dir_all(&d).unwrap();
@@ -681,13 +685,7 @@ pub fn nvmf_virtio(t: &TempDir, name: &str) -> Fixture {
     let f = Fixture::new(t, name, "22 1 259:0 / / rw,relatime shared:1 - ext4 /dev/nvme0n1 rw\n");
     f.dev("virtual/nvme-subsystem/nvme-subsys0", None, None)
         .block("virtual/nvme-subsystem/nvme-subsys0/nvme0n1", "259:0", false)
-        .dev(
-            "pci0000:00/0000:00:03.0",
-            Some("pci:v00001AF4d00001000sv00001AF4sd00000001bc02sc00i00"),
-            Some("virtio-pci"),
-        )
-        .dev("pci0000:00/0000:00:03.0/virtio0", Some("virtio:d00000001v00001AF4"), Some("virtio_net"))
-        .net("eth0", "pci0000:00/0000:00:03.0/virtio0");
+        .virtio_nic();
     let ctrl = f.root.join("sys/class/nvme/nvme0");
     fs::create_dir_all(&ctrl).unwrap();
     for (k, v) in [
@@ -712,11 +710,7 @@ pub fn nfs_virtio(t: &TempDir, name: &str) -> Fixture {
         "22 1 0:40 / / rw,relatime shared:1 - nfs4 10.0.2.2:/srv/root \
          rw,vers=4.2,rsize=131072,proto=tcp,addr=10.0.2.2,clientaddr=10.0.2.15\n23 22 0:5 / /proc rw - proc proc rw\n",
     );
-    f.dev("pci0000:00/0000:00:03.0", Some("pci:v00001AF4d00001000sv00001AF4sd00000001bc02sc00i00"), Some("virtio-pci"))
-        .dev("pci0000:00/0000:00:03.0/virtio0", Some("virtio:d00000001v00001AF4"), Some("virtio_net"))
-        .net("eth0", "pci0000:00/0000:00:03.0/virtio0")
-        .dev("virtual", None, None)
-        .net("lo", "virtual");
+    f.virtio_nic().dev("virtual", None, None).net("lo", "virtual");
     // Loopback is virtual: no device link.
     let _ = fs::remove_file(f.root.join("sys/devices/virtual/net/lo/device"));
     f
