@@ -297,8 +297,14 @@ impl Cmdline {
                     Ok(t) => c.nvmf.targets.push(t),
                     Err(e) => c.problems.push(format!("rd.nvmf.discover= ignored: {e}")),
                 },
-                ("rd.nvmf.hostnqn", Some(v)) if !v.contains([',', '=']) => c.nvmf.hostnqn = Some(v),
-                ("rd.nvmf.hostid", Some(v)) if !v.contains([',', '=']) => c.nvmf.hostid = Some(v),
+                // Written into /dev/nvme-fabrics' options: nothing that could end one.
+                ("rd.nvmf.hostnqn" | "rd.nvmf.hostid", Some(v))
+                    if v.is_empty() || v.bytes().any(|b| b <= b' ' || b == b',' || b == b'=' || b == 0x7f) =>
+                {
+                    c.problems.push(format!("{k}= ignored: empty, or a space, ',', '=' or control character"))
+                }
+                ("rd.nvmf.hostnqn", Some(v)) => c.nvmf.hostnqn = Some(v),
+                ("rd.nvmf.hostid", Some(v)) => c.nvmf.hostid = Some(v),
                 ("rd.nvmf.nostatic", None) => c.nvmf.nostatic = true,
                 // The NBFT is not read: nothing to turn off.
                 ("rd.nvmf.nonbft", None) => {}

@@ -379,7 +379,10 @@ impl RootSource for LiveSource {
         let (upper, work) = self.upper(init, &medium)?;
         sys::mkdir_p(&upper);
         sys::mkdir_p(&work);
-        let opts = format!("lowerdir={IMAGE},upperdir={upper},workdir={work}");
+        // overlayfs splits its options at ',' and takes a backslash as an escape: a medium's label
+        // (in the persistent overlay's path) holding either must not split upperdir=.
+        let esc = |p: &str| p.replace('\\', "\\\\").replace(',', "\\,");
+        let opts = format!("lowerdir={IMAGE},upperdir={},workdir={}", esc(&upper), esc(&work));
         sys::mount("overlay", NEWROOT, "overlay", MountFlags::empty(), Some(&opts)).map_err(|e| {
             format!(
                 "the overlay was refused ({opts}): {}{}",

@@ -148,7 +148,9 @@ impl RootSource for NetBlockSource {
         }
         let started = sys::now_ms();
         let deadline = started.saturating_add(init.cmd.timeout.max(5).saturating_mul(1000));
-        let up = net::bring_up(&self.net.0, deadline, &mut init.log)?;
+        // `rootwait`: the DHCP server may be booting with the storage; wait for it too.
+        let until = if init.cmd.rootwait { u64::MAX } else { deadline };
+        let up = net::bring_up(&self.net.0, until, &mut init.log)?;
         // Until one transport connects: the storage server may be booting too. Tried again
         // after 1, 2, 4... s (at most 8) until the timeout, or for ever with `rootwait`.
         let mut pause = 1000;

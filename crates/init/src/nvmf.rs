@@ -49,6 +49,11 @@ impl Nvmf {
     /// What /dev/nvme-fabrics is written to connect to `nqn` at `addr` (a literal).
     pub fn options(&self, nqn: &str, addr: &str, port: u16, host_address: Option<&str>) -> String {
         let mut o = format!("nqn={nqn},transport=tcp,traddr={addr},trsvcid={port}");
+        // A root's controller reconnects for ever (the kernel's default gives up after 600 s
+        // and the root's namespace goes with it).
+        if nqn != DISCOVERY_NQN {
+            o += ",ctrl_loss_tmo=-1";
+        }
         if let Some(h) = host_address {
             o += &format!(",host_traddr={h}");
         }
@@ -157,10 +162,32 @@ fn log_page(ctrl: &OwnedFd, len: usize) -> Result<Vec<u8>, Errno> {
     // SAFETY: the opcode is NVME_IOCTL_ADMIN_CMD, whose argument is this struct; the kernel
     // writes at most `data_len` bytes to `addr`, which is `buf`, alive and that long until
     // the call returns.
-    unsafe {
-        rustix::ioctl::ioctl(ctrl, rustix::ioctl::Updater::<NVME_IOCTL_ADMIN_CMD, AdminCmd>::new(&mut cmd))?;
+    let status = unsafe { rustix::ioctl::ioctl(ctrl, AdminIoctl::<NVME_IOCTL_ADMIN_CMD>(&mut cmd))? };
+    // A positive result is the command's NVMe status: refused, and `buf` holds nothing.
+    if status != 0 {
+        return Err(Errno::IO);
     }
     Ok(buf)
+}
+
+/// The admin command ioctl, keeping the call's result (rustix's `Updater` drops it): the
+/// NVMe status of a command the controller refused.
+struct AdminIoctl<'a, const OPCODE: rustix::ioctl::Opcode>(&'a mut AdminCmd);
+
+// SAFETY: the argument is a pointer to the `struct nvme_passthru_cmd` the opcode takes, alive
+// for the call; the output is the call's result, read from nothing.
+unsafe impl<const OPCODE: rustix::ioctl::Opcode> rustix::ioctl::Ioctl for AdminIoctl<'_, OPCODE> {
+    type Output = i32;
+    const IS_MUTATING: bool = true;
+    fn opcode(&self) -> rustix::ioctl::Opcode {
+        OPCODE
+    }
+    fn as_ptr(&mut self) -> *mut core::ffi::c_void {
+        (self.0 as *mut AdminCmd).cast()
+    }
+    unsafe fn output_from_ptr(out: rustix::ioctl::IoctlOutput, _: *mut core::ffi::c_void) -> rustix::io::Result<i32> {
+        Ok(out)
+    }
 }
 
 /// Ask a discovery controller (connected as controller `n`) for its subsystems, then let it go.
@@ -315,7 +342,8 @@ mod tests {
         let n = Nvmf { targets: Vec::new(), hostnqn: Some("nqn.h".into()), hostid: Some("id".into()) };
         assert_eq!(
             n.options("nqn.s", "10.0.0.2", 4420, Some("10.0.0.9")),
-            "nqn=nqn.s,transport=tcp,traddr=10.0.0.2,trsvcid=4420,host_traddr=10.0.0.9,hostnqn=nqn.h,hostid=id"
+            "nqn=nqn.s,transport=tcp,traddr=10.0.0.2,trsvcid=4420,ctrl_loss_tmo=-1,host_traddr=10.0.0.9,hostnqn=nqn.h,\
+             hostid=id"
         );
         assert_eq!(core::mem::size_of::<AdminCmd>(), 72);
     }

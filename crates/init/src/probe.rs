@@ -140,16 +140,19 @@ pub fn probe_fs<Fd: AsFd>(fd: Fd) -> Probe {
         return p;
     }
     // ISO 9660: the primary volume descriptor at 32 KiB, its volume identifier (space-padded)
-    // the label; blkid's UUID is its creation time (YYYYMMDDHHMMSScc at 813) written
-    // YYYY-MM-DD-HH-MM-SS-cc. Before the MBR check: a hybrid ISO has an MBR too.
+    // the label; blkid's UUID is its modification time (YYYYMMDDHHMMSScc at 830), else its
+    // creation time (at 813), written YYYY-MM-DD-HH-MM-SS-cc. Before the MBR check: a hybrid
+    // ISO has an MBR too.
     if let Some(b) = read_at(f, 32768, 2048)
         && b[0] == 1
         && &b[1..6] == b"CD001"
     {
         p.fstype = Some(ISO9660.into());
         p.label = cstr(&b[40..72]);
-        let t = &b[813..829];
-        if t.iter().all(u8::is_ascii_digit) && t.iter().any(|&d| d != b'0') {
+        // Unset: sixteen '0' digits and a zero time zone.
+        let set =
+            |t: &[u8]| t[..16].iter().all(u8::is_ascii_digit) && (t[..16].iter().any(|&d| d != b'0') || t[16] != 0);
+        if let Some(t) = [&b[830..847], &b[813..830]].into_iter().find(|t| set(t)) {
             let d = |r: core::ops::Range<usize>| core::str::from_utf8(&t[r]).unwrap_or("");
             p.uuid = Some(format!(
                 "{}-{}-{}-{}-{}-{}-{}",
@@ -309,6 +312,8 @@ mod tests {
         pvd[1..6].copy_from_slice(b"CD001");
         pvd[40..72].copy_from_slice(format!("{:<32}", "LEANRD_LIVE").as_bytes());
         pvd[813..830].copy_from_slice(b"2026112522300000\0");
+        // No modification time: the creation time's.
+        pvd[830..847].copy_from_slice(b"0000000000000000\0");
         let t = tempfile::tempdir().unwrap();
         let path = t.path().join("iso");
         std::fs::write(&path, &img).unwrap();
@@ -316,6 +321,11 @@ mod tests {
         assert_eq!(p.fstype.as_deref(), Some(ISO9660));
         assert_eq!(p.label.as_deref(), Some("LEANRD_LIVE"));
         assert_eq!(p.uuid.as_deref(), Some("2026-11-25-22-30-00-00"));
+        // A modification time: blkid's UUID is that one.
+        img[32768 + 830..32768 + 847].copy_from_slice(b"2026112600000042\x04");
+        std::fs::write(&path, &img).unwrap();
+        let p = probe_fs(crate::sys::open(path.to_str().unwrap()).unwrap());
+        assert_eq!(p.uuid.as_deref(), Some("2026-11-26-00-00-00-42"));
     }
 
     /// A swap area with the kernel's hibernation signature in place of its own: a hibernation
