@@ -27,20 +27,16 @@ const MARK: &str = "LEANRD-ROOT-OK";
 /// The busybox root: prints the marker and how / is mounted, says whether the file an
 /// earlier boot left is there, leaves one, and powers off.
 fn root_tree(t: &TempDir) -> PathBuf {
-    let r = busybox_root(t, &["dev", "proc", "sys", "run", "tmp"]);
-    fs::write(
-        r.join("sbin/init"),
-        format!(
-            "#!/bin/sh\nb=/bin/busybox\n$b mount -t proc proc /proc\n$b echo {MARK} $($b cat /proc/uptime)\n\
+    busybox_script_root(
+        t,
+        &format!(
+            "$b mount -t proc proc /proc\n$b echo {MARK} $($b cat /proc/uptime)\n\
              $b echo ROOT-MOUNT $($b grep ' / ' /proc/mounts)\n\
              if [ -e /left-by-the-last-boot ]; then $b echo PERSISTED yes; else $b echo PERSISTED no; fi\n\
              $b echo x > /left-by-the-last-boot && $b echo WROTE ok\n\
              $b sed 's/^/STEP /' /run/initramfs/leanrd.log\n$b sync\n$b poweroff -f\n"
         ),
     )
-    .unwrap();
-    sh(&format!("chmod 755 {}", r.join("sbin/init").display()));
-    r
 }
 
 /// An ISO 9660 image labelled `label` holding `tree` as a squashfs at `path` (none: no image).
@@ -201,7 +197,7 @@ fn boot_case(c: &Case) -> Result<(), String> {
     b.expect = c.expect.iter().map(|s| s.to_string()).collect();
     b.reject = c.reject.iter().map(|s| s.to_string()).collect();
     b.stop = vec!["no rescue shell in this image".into()];
-    if debian::run(&w.kernel, &[b]).is_empty() { Ok(()) } else { Err(format!("{}: see the console above", c.name)) }
+    boots_pass(&w.kernel, &[b], format!("{}: see the console above", c.name))
 }
 
 /// `rd.live.overlay=LABEL=persist`: the upper layer on a second disk; what one boot writes,
@@ -237,11 +233,7 @@ fn debian12_live() -> Result<(), String> {
     let medium = iso(&w.t, "bookworm-live", "DEBIAN12_LIVE", &tree, Some("LiveOS/squashfs.img"));
     let b = Boot::new("debian12_live_cd", &w.image, "root=live:CDLABEL=DEBIAN12_LIVE", cd(&medium, Cd::Scsi))
         .expect("LEANRD-ROOT overlay overlay");
-    if debian::run(&w.kernel, &[b]).is_empty() {
-        Ok(())
-    } else {
-        Err("Debian 12 from a live CD did not reach running".into())
-    }
+    boots_pass(&w.kernel, &[b], "Debian 12 from a live CD did not reach running".into())
 }
 
 fn main() -> std::process::ExitCode {

@@ -34,11 +34,10 @@ const MARK: &str = "LEANRD-ROOT-OK";
 /// The busybox root: prints the marker, how / is mounted, each NIC with its address, the
 /// hand-over file and /init's step log.
 fn root_tree(t: &TempDir) -> PathBuf {
-    let r = busybox_root(t, &["dev", "proc", "sys", "run", "tmp"]);
-    fs::write(
-        r.join("sbin/init"),
-        format!(
-            "#!/bin/sh\nb=/bin/busybox\n$b echo {MARK} $($b cat /proc/uptime)\n\
+    busybox_script_root(
+        t,
+        &format!(
+            "$b echo {MARK} $($b cat /proc/uptime)\n\
              $b echo ROOT-MOUNT $($b grep ' / ' /proc/mounts)\n\
              for i in /sys/class/net/*; do n=${{i##*/}}; \
                $b echo NIC $n $($b cat $i/address) $($b ip -4 addr show dev $n | $b grep -o 'inet [0-9./]*'); done\n\
@@ -47,9 +46,6 @@ fn root_tree(t: &TempDir) -> PathBuf {
              $b poweroff -f\n"
         ),
     )
-    .unwrap();
-    sh(&format!("chmod 755 {}", r.join("sbin/init").display()));
-    r
 }
 
 /// How a case's NICs are attached.
@@ -371,7 +367,7 @@ fn debian12_nfs_and_self_built() -> Result<(), String> {
     // The same NIC on the same tap (the first VM has ended).
     let mut b = Boot::new("debian12_nfs_self_built", &own, "", qemu).expect("LEANRD-ROOT 10.77.0.1:");
     b.netns = Some(w.lab.ns.clone());
-    if debian::run(&w.kernel, &[b]).is_empty() { Ok(()) } else { Err("the self-built NFS image did not boot".into()) }
+    boots_pass(&w.kernel, &[b], "the self-built NFS image did not boot".into())
 }
 
 /// Debian 13 with its own kernel over NFSv3, a static address on the NIC BOOTIF= names (the
@@ -402,11 +398,7 @@ fn debian13_nfs3_static() -> Result<(), String> {
         .expect("vers=3")
         .expect(": none 10.77.0.20/24 gateway 10.77.0.1");
     b.netns = Some(w.lab.ns.clone());
-    if debian::run(&kernel, &[b]).is_empty() {
-        Ok(())
-    } else {
-        Err("Debian 13 over NFSv3 did not reach running".into())
-    }
+    boots_pass(&kernel, &[b], "Debian 13 over NFSv3 did not reach running".into())
 }
 
 /// Debian 12 on an iSCSI LUN (the universal image), named by dracut's rd.iscsi.* words, by
@@ -422,11 +414,7 @@ fn debian12_iscsi() -> Result<(), String> {
         .expect("LEANRD-ROOT /dev/sda ext4")
         .expect("] iscsi: logged in to iqn.2026-11.test.leanrd:bookworm at 10.77.0.1:3260");
     b.netns = Some(w.lab.ns.clone());
-    if debian::run(&w.kernel, &[b]).is_empty() {
-        Ok(())
-    } else {
-        Err(format!("Debian 12 on iSCSI did not reach running\n{}", w.lab.log("tgt")))
-    }
+    boots_pass(&w.kernel, &[b], format!("Debian 12 on iSCSI did not reach running\n{}", w.lab.log("tgt")))
 }
 
 /// Debian 12 on NVMe over TCP (the universal image, the subsystems discovered), running; its
@@ -468,11 +456,7 @@ fn debian12_nvmf_and_self_built() -> Result<(), String> {
         .expect("LEANRD-ROOT /dev/nvme")
         .expect(&format!("] nvmf: connected to {DEB_NQN} at 10.77.0.2:4420"));
     b.netns = Some(w.lab.ns.clone());
-    if debian::run(&w.kernel, &[b]).is_empty() {
-        Ok(())
-    } else {
-        Err("the self-built NVMe/TCP image did not boot".into())
-    }
+    boots_pass(&w.kernel, &[b], "the self-built NVMe/TCP image did not boot".into())
 }
 
 fn main() -> std::process::ExitCode {

@@ -28,6 +28,21 @@ pub fn boot_typing(
     boot_console_timed(kernel, initrd, append, extra, Some(answer), &[], secs).console
 }
 
+/// A busybox root (see [`busybox_root`], with dev, proc, sys, run and tmp) whose /sbin/init is
+/// this shell script, busybox as `$b`.
+pub fn busybox_script_root(t: &TempDir, script: &str) -> PathBuf {
+    let r = busybox_root(t, &["dev", "proc", "sys", "run", "tmp"]);
+    let init = r.join("sbin/init");
+    std::fs::write(&init, format!("#!/bin/sh\nb=/bin/busybox\n{script}")).unwrap();
+    sh(&format!("chmod 755 {}", init.display()));
+    r
+}
+
+/// Run the boots; `Err(why)` when one did not meet its expectations (its console is printed).
+pub fn boots_pass(kernel: &std::path::Path, boots: &[leanrd_testkit::boot::Boot], why: String) -> Result<(), String> {
+    if leanrd_testkit::boot::run(kernel, boots).is_empty() { Ok(()) } else { Err(why) }
+}
+
 /// A root tree at `t/rootfs` with static busybox as /bin/busybox and /bin/sh, and these
 /// directories; its /sbin/init is the caller's.
 pub fn busybox_root(t: &TempDir, dirs: &[&str]) -> PathBuf {
