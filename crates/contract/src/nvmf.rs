@@ -35,9 +35,10 @@ pub struct NvmfError {
     pub why: &'static str,
 }
 
-/// A value written into /dev/nvme-fabrics' comma-separated `key=value` options: one that
-/// could end its field or the line is refused, never passed on.
-fn plain(s: &str) -> bool {
+/// Whether a value can be written into /dev/nvme-fabrics' comma-separated `key=value`
+/// options: one that could end its field or the line (a space, ',', '=', a control
+/// character), or an empty one, is refused, never passed on.
+pub fn option_value(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b > b' ' && b != b',' && b != b'=' && b != 0x7f)
 }
 
@@ -74,7 +75,7 @@ impl NvmfTarget {
         let t =
             NvmfTarget { address, port, host_address: field(2).map(str::to_string), nqn: field(4).map(str::to_string) };
         let values = [Some(t.address.as_str()), t.host_address.as_deref(), t.nqn.as_deref()];
-        if values.into_iter().flatten().any(|v| !plain(v)) {
+        if values.into_iter().flatten().any(|v| !option_value(v)) {
             return Err(err("a space, comma, '=' or control character"));
         }
         Ok(t)

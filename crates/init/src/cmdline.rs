@@ -298,9 +298,7 @@ impl Cmdline {
                     Err(e) => c.problems.push(format!("rd.nvmf.discover= ignored: {e}")),
                 },
                 // Written into /dev/nvme-fabrics' options: nothing that could end one.
-                ("rd.nvmf.hostnqn" | "rd.nvmf.hostid", Some(v))
-                    if v.is_empty() || v.bytes().any(|b| b <= b' ' || b == b',' || b == b'=' || b == 0x7f) =>
-                {
+                ("rd.nvmf.hostnqn" | "rd.nvmf.hostid", Some(v)) if !leanrd_contract::option_value(&v) => {
                     c.problems.push(format!("{k}= ignored: empty, or a space, ',', '=' or control character"))
                 }
                 ("rd.nvmf.hostnqn", Some(v)) => c.nvmf.hostnqn = Some(v),

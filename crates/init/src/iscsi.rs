@@ -130,7 +130,7 @@ impl Transport for Iscsi {
                     continue;
                 }
             };
-            let at = if addr.contains(':') { format!("[{addr}]:{}", t.port()) } else { format!("{addr}:{}", t.port()) };
+            let at = net::host_port(&addr, t.port());
             if let Err(e) = net::tcp_reachable(&addr, t.port(), CONNECT_MS) {
                 failed.push(format!(
                     "iSCSI target {} at {at} is unreachable from {}: {}",

@@ -169,30 +169,19 @@ unsafe impl rustix::ioctl::Ioctl for GetFree {
     }
 }
 
-/// Wait (up to 2 s) for devtmpfs to make a node, and open it.
-fn node(path: &str, flags: OFlags) -> Result<OwnedFd, Errno> {
-    let end = sys::now_ms().saturating_add(2000);
-    loop {
-        match rustix::fs::open(path, flags | OFlags::CLOEXEC, Mode::empty()) {
-            Err(Errno::NOENT) if sys::now_ms() < end => sys::sleep_ms(20),
-            r => return r,
-        }
-    }
-}
-
 /// Attach `file` read-only to a free loop device; its path, and the device held open: the
 /// device is cleared when its last user goes (the mount made on it, once this is dropped).
 pub fn attach(file: &str) -> Result<(String, OwnedFd), String> {
     let err = |what: &str, e: Errno| format!("{what}: {}", strerror(e));
     let backing = rustix::fs::open(file, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).map_err(|e| err(file, e))?;
-    let ctl = node("/dev/loop-control", OFlags::RDWR).map_err(|e| err("/dev/loop-control", e))?;
+    let ctl = sys::open_node("/dev/loop-control", OFlags::RDWR).map_err(|e| err("/dev/loop-control", e))?;
     let mut last = Errno::BUSY;
     // Another process may take the free device first: ask again.
     for _ in 0..8 {
         // SAFETY: GetFree is LOOP_CTL_GET_FREE on /dev/loop-control (see its impl).
         let n = unsafe { rustix::ioctl::ioctl(&ctl, GetFree) }.map_err(|e| err("LOOP_CTL_GET_FREE", e))?;
         let dev = format!("/dev/loop{n}");
-        let fd = node(&dev, OFlags::RDONLY).map_err(|e| err(&dev, e))?;
+        let fd = sys::open_node(&dev, OFlags::RDONLY).map_err(|e| err(&dev, e))?;
         let mut name = [0u8; 64];
         let b = file.as_bytes();
         name[..b.len().min(63)].copy_from_slice(&b[..b.len().min(63)]);
@@ -333,6 +322,21 @@ impl RootSource for LiveSource {
     }
 
     fn mount(&mut self, init: &mut Init) -> Result<(), String> {
+        let r = self.assemble(init);
+        if r.is_err() {
+            // Nothing half-made stays for the rescue shell or the next attempt: the image's
+            // copy in RAM (up to half the memory) least of all.
+            for m in [OVERLAY, IMAGE, RAM, MEDIUM] {
+                let _ = rustix::mount::unmount(m, rustix::mount::UnmountFlags::DETACH);
+            }
+        }
+        r
+    }
+}
+
+impl LiveSource {
+    /// Medium, image, loop device, overlay: the root on [`NEWROOT`].
+    fn assemble(&mut self, init: &mut Init) -> Result<(), String> {
         for m in ["loop", "fs-squashfs", "fs-overlay"] {
             init.mods.load(m, &mut init.log);
         }

@@ -765,6 +765,16 @@ pub fn resolve(name: &str, servers: &[Ipv4], log: &mut Log) -> Result<Ipv4, Stri
     Err(format!("{name}: cannot be resolved ({last})"))
 }
 
+/// An address as a URL-style host: an IPv6 one in brackets.
+pub fn host(addr: &str) -> String {
+    if addr.contains(':') { format!("[{addr}]") } else { addr.to_string() }
+}
+
+/// `HOST:PORT` for messages ([`host`]'s brackets for IPv6).
+pub fn host_port(addr: &str, port: u16) -> String {
+    format!("{}:{port}", host(addr))
+}
+
 /// A server named on the command line or by DHCP, as an address a mount or a login takes:
 /// an IPv4 literal as it is, `[IPv6]` without its brackets, a name looked up in DNS.
 pub fn server_address(server: &str, net: &Configured, log: &mut Log) -> Result<String, String> {

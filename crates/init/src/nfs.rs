@@ -167,7 +167,7 @@ impl RootSource for NfsSource {
         let (flags, tries) = attempts(&t, &addr, client.as_deref(), init.cmd.rw);
         init.mods.load("nfs", &mut init.log);
         identify(&net, &mut init.log);
-        let host = if addr.contains(':') { format!("[{addr}]") } else { addr.clone() };
+        let host = net::host(&addr);
         let source = format!("{host}:{}", t.path);
         let mut failed = Vec::new();
         let mut skip_major = None;

@@ -12,9 +12,9 @@ use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
 
-use leanrd_contract::{Capability, DISCOVERY_NQN, NvmfTarget};
+use leanrd_contract::{Capability, DISCOVERY_NQN, NvmfTarget, option_value};
 use rustix::fd::OwnedFd;
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::OFlags;
 
 use crate::Init;
 use crate::net::{self, Configured};
@@ -94,26 +94,14 @@ pub fn records(page: &[u8]) -> Vec<Record> {
         .filter_map(|e| {
             let r =
                 Record { nqn: text(&e[256..512]), address: text(&e[512..768]), port: text(&e[32..64]).parse().ok()? };
-            let plain = |s: &str| !s.is_empty() && s.bytes().all(|b| b > b' ' && b != b',' && b != b'=' && b != 0x7f);
-            (plain(&r.nqn) && plain(&r.address)).then_some(r)
+            (option_value(&r.nqn) && option_value(&r.address)).then_some(r)
         })
         .collect()
 }
 
-/// Wait (up to 2 s) for devtmpfs to make a node.
-fn node(path: &str) -> Result<OwnedFd, Errno> {
-    let end = sys::now_ms().saturating_add(2000);
-    loop {
-        match rustix::fs::open(path, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()) {
-            Err(Errno::NOENT) if sys::now_ms() < end => sys::sleep_ms(20),
-            r => return r,
-        }
-    }
-}
-
 /// Connect: write the options, read back `instance=N,cntlid=M`; the controller's number.
 fn connect(options: &str) -> Result<u32, Errno> {
-    let fd = node(FABRICS)?;
+    let fd = sys::open_node(FABRICS, OFlags::RDWR)?;
     // One write: the kernel reads the options from it and connects before it returns.
     rustix::io::write(&fd, options.as_bytes())?;
     let mut buf = [0u8; 128];
@@ -193,7 +181,7 @@ unsafe impl<const OPCODE: rustix::ioctl::Opcode> rustix::ioctl::Ioctl for AdminI
 /// Ask a discovery controller (connected as controller `n`) for its subsystems, then let it go.
 fn discover(n: u32) -> Result<Vec<Record>, Errno> {
     let r = (|| {
-        let ctrl = node(&format!("/dev/nvme{n}"))?;
+        let ctrl = sys::open_node(&format!("/dev/nvme{n}"), OFlags::RDWR)?;
         let head = log_page(&ctrl, 1024)?;
         let count = records_count(&head);
         let page = log_page(&ctrl, 1024 * (1 + count))?;
@@ -242,7 +230,7 @@ impl Transport for Nvmf {
                     continue;
                 }
             };
-            let at = if addr.contains(':') { format!("[{addr}]:{}", t.port()) } else { format!("{addr}:{}", t.port()) };
+            let at = net::host_port(&addr, t.port());
             if let Err(e) = net::tcp_reachable(&addr, t.port(), CONNECT_MS) {
                 failed.push(format!("NVMe/TCP {what} at {at} is unreachable from {}: {}", up.iface, strerror(e)));
                 continue;
@@ -272,11 +260,7 @@ impl Transport for Nvmf {
                 }
             };
             for s in subsystems {
-                let sat = if s.address.contains(':') {
-                    format!("[{}]:{}", s.address, s.port)
-                } else {
-                    format!("{}:{}", s.address, s.port)
-                };
+                let sat = net::host_port(&s.address, s.port);
                 match connect(&self.options(&s.nqn, &s.address, s.port, t.host_address.as_deref())) {
                     Ok(n) => {
                         connected += 1;

@@ -230,6 +230,18 @@ pub fn errstr(e: Errno) -> &'static str {
     }
 }
 
+/// Open a device node, waiting (up to 2 s) for devtmpfs to make it: a node for a device just
+/// made (a loop device, an NVMe controller) appears a moment after the call that made it.
+pub fn open_node(path: &str, flags: rustix::fs::OFlags) -> Result<rustix::fd::OwnedFd, Errno> {
+    let end = now_ms().saturating_add(2000);
+    loop {
+        match rustix::fs::open(path, flags | rustix::fs::OFlags::CLOEXEC, rustix::fs::Mode::empty()) {
+            Err(Errno::NOENT) if now_ms() < end => sleep_ms(20),
+            r => return r,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
