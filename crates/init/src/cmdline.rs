@@ -100,6 +100,8 @@ pub struct IscsiCmd {
 pub struct LiveCmd {
     /// `rd.live.ram` (Debian's `toram`): copy the image into RAM first; the medium can go.
     pub ram: bool,
+    /// `rd.live.check`: verify the medium's implanted MD5 (isomd5sum's) before using it.
+    pub check: bool,
     /// `rd.live.overlay=DEVICE`: a persistent upper layer on that file system.
     pub overlay: Option<DeviceRef>,
     /// `rd.live.overlay.size=`: the tmpfs upper layer's size (MiB, or tmpfs's `size=` form).
@@ -313,6 +315,8 @@ impl Cmdline {
                 ("boot", Some(v)) if v == "live" => boot_live = true,
                 ("rd.live.ram" | "toram", None) => c.live.ram = true,
                 ("rd.live.ram", Some(v)) => c.live.ram = v == "1",
+                ("rd.live.check", None) => c.live.check = true,
+                ("rd.live.check", Some(v)) => c.live.check = v == "1",
                 ("rd.live.overlay", Some(v)) => match DeviceRef::parse(v.split(':').next().unwrap_or("")) {
                     Ok(d) => c.live.overlay = Some(d),
                     Err(e) => c.problems.push(format!("rd.live.overlay={v} ignored: {e}")),
@@ -615,11 +619,11 @@ mod tests {
     #[test]
     fn live_roots_and_options() {
         let c = Cmdline::parse(
-            "root=live:CDLABEL=LEANRD rd.live.ram rd.live.overlay.size=512 rd.live.overlay=LABEL=persist",
+            "root=live:CDLABEL=LEANRD rd.live.ram rd.live.overlay.size=512 rd.live.overlay=LABEL=persist rd.live.check",
         );
         let Some(Root::Live(l)) = &c.mounts.root else { panic!("{:?}", c.mounts.root) };
         assert_eq!(l.medium, Some(DeviceRef::Label("LEANRD".into())));
-        assert!(c.live.ram);
+        assert!(c.live.ram && c.live.check);
         assert_eq!(c.live.overlay_size.as_deref(), Some("512"));
         assert_eq!(c.live.overlay, Some(DeviceRef::Label("persist".into())));
         let c = Cmdline::parse("boot=live toram live-media-path=/live/ rd.live.bogus=1");

@@ -28,6 +28,7 @@ pub mod dhcp;
 pub mod diagnose;
 pub mod fsck;
 pub mod iscsi;
+pub mod isomd5;
 pub mod keymap;
 pub mod live;
 pub mod log;

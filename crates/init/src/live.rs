@@ -268,6 +268,38 @@ fn copy(from: &str, to: &str) -> Result<u64, String> {
     }
 }
 
+/// `rd.live.check`: the medium's implanted MD5 ([`crate::isomd5`]), read from its device.
+fn check_medium(init: &mut Init, medium: &Dev) -> Result<(), String> {
+    let dev = medium.path();
+    let started = sys::now_ms();
+    init.log.step(&format!("live: rd.live.check: reading {dev} for its MD5"));
+    let f = sys::open(&dev).map_err(|e| format!("rd.live.check: {dev}: {}", strerror(e)))?;
+    let outcome = crate::isomd5::check(&mut |at, buf| loop {
+        match rustix::io::pread(&f, &mut *buf, at) {
+            Err(Errno::INTR) => {}
+            r => return r.map_err(|e| format!("reading at byte {at}: {}", strerror(e))),
+        }
+    })
+    .map_err(|e| format!("rd.live.check: {dev}: {e}"))?;
+    let ms = sys::now_ms().saturating_sub(started);
+    match outcome {
+        crate::isomd5::Checked::Passed { md5, bytes } => {
+            init.log.step(&format!("live: rd.live.check: {dev} is intact (MD5 {md5}, {} MiB in {ms} ms)", bytes >> 20));
+            Ok(())
+        }
+        crate::isomd5::Checked::Failed { implanted, read } => Err(format!(
+            "rd.live.check: {dev} is damaged: its MD5 is {read}, the one implanted when it was made is {implanted} \
+             (make the medium again, or boot without rd.live.check at your own risk)"
+        )),
+        crate::isomd5::Checked::NotImplanted => {
+            init.log.step(&format!(
+                "live: rd.live.check: {dev} carries no implanted MD5 (isomd5sum's implantisomd5): nothing to check it against"
+            ));
+            Ok(())
+        }
+    }
+}
+
 impl LiveSource {
     /// Mount a medium and find its image; None (the medium unmounted again) without one.
     fn image_on(&self, init: &mut Init, dev: &Dev, looked: &mut Vec<String>) -> Result<Option<String>, String> {
@@ -357,6 +389,9 @@ impl LiveSource {
             return Err(format!("no live image on the medium ({what}): looked for {}", looked.join(", ")));
         };
         init.log.step(&format!("{}{} ({image})", leanrd_contract::steplog::ROOT_FOUND, medium.path()));
+        if init.cmd.live.check {
+            check_medium(init, &medium)?;
+        }
         if init.cmd.live.ram {
             let started = sys::now_ms();
             sys::mkdir_p(RAM);

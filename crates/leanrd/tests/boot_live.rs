@@ -3,15 +3,25 @@
 //! device /init sets up, with an overlay on top.
 //!
 //! - CASES (a busybox root, the host's kernel, a universal image with `--include live`), one
-//!   test each: dracut's layout on an IDE CD by `root=live:CDLABEL=`, the same on a SCSI CD
-//!   copied into RAM (`rd.live.ram`), Debian's layout found by `boot=live`, and the diagnoses
-//!   (no medium with that label, a medium without an image).
-//! - Persistence: `rd.live.overlay=LABEL=persist` on a second disk, two boots: a file the
-//!   first writes is there in the second; without it, it is gone.
-//! - The real Debian 12 root as a squashfs on a CD, to `systemctl is-system-running` = running.
+//!   test each: dracut's layout on an IDE CD by `root=live:CDLABEL=` with its implanted MD5
+//!   checked (`rd.live.check`), the same on a SCSI CD copied into RAM (`rd.live.ram`), Debian's
+//!   layout found by `boot=live`, and the diagnoses (no medium with that label, a medium
+//!   without an image, a damaged medium).
+//! - The real Debian 12 root on a hybrid ISO made by tools/make-live-iso (Debian's layout,
+//!   GRUB for BIOS and UEFI, the MD5 implanted), each boot to `systemctl is-system-running` =
+//!   running, its root an overlay:
+//!   - booted by the firmware through the ISO's GRUB: SeaBIOS from it as an IDE CD, and OVMF
+//!     from it written to a USB stick (`boot=live`);
+//!   - `boot=live toram` from a SCSI CD: the CD is ejected on QEMU's monitor once the system
+//!     runs, which then reads every file of /usr/bin and /usr/sbin from the copy;
+//!   - persistence: `root=live:CDLABEL= rd.live.overlay=LABEL=persist rd.live.check` with a
+//!     second disk, two boots: the file the first writes is there in the second (where dracut
+//!     keeps the overlay). Without persistence every boot starts without the file the others
+//!     wrote.
 //!
 //! `cargo test --release -p leanrd --test boot_live -- live_cdlabel_ide`.
-//! Needs root, qemu, busybox-static, squashfs-tools, xorriso and e2fsprogs.
+//! Needs root, qemu, busybox-static, squashfs-tools, xorriso, isomd5sum, e2fsprogs, GRUB
+//! (grub-pc-bin, grub-efi-amd64-bin), mtools and OVMF.
 
 mod common;
 
@@ -39,7 +49,8 @@ fn root_tree(t: &TempDir) -> PathBuf {
     )
 }
 
-/// An ISO 9660 image labelled `label` holding `tree` as a squashfs at `path` (none: no image).
+/// An ISO 9660 image labelled `label` holding `tree` as a squashfs at `path` (none: no image),
+/// its MD5 implanted (isomd5sum).
 fn iso(t: &TempDir, name: &str, label: &str, tree: &Path, path: Option<&str>) -> PathBuf {
     let top = t.join(format!("{name}.top"));
     fs::create_dir_all(&top).unwrap();
@@ -55,14 +66,14 @@ fn iso(t: &TempDir, name: &str, label: &str, tree: &Path, path: Option<&str>) ->
     }
     let out = t.join(format!("{name}.iso"));
     sh(&format!(
-        "xorriso -as mkisofs -quiet -V {label} -iso-level 3 -o {} {} 2>/dev/null",
-        out.display(),
-        top.display()
+        "xorriso -as mkisofs -quiet -V {label} -iso-level 3 -o {o} {} 2>/dev/null && implantisomd5 --force {o} >/dev/null",
+        top.display(),
+        o = out.display(),
     ));
     out
 }
 
-/// How the medium is attached.
+/// How the medium is attached (a SCSI CD's drive is `cd0`, for the monitor's `eject`).
 #[derive(Clone, Copy)]
 enum Cd {
     Ide,
@@ -87,7 +98,8 @@ fn cd(path: &Path, how: Cd) -> Vec<String> {
 struct Case {
     name: &'static str,
     /// Which medium: "dracut" (/LiveOS/squashfs.img, label LEANRD_LIVE), "debian"
-    /// (/live/filesystem.squashfs, label DEBIAN_LIVE), "empty" (no image, label EMPTY).
+    /// (/live/filesystem.squashfs, label DEBIAN_LIVE), "empty" (no image, label EMPTY),
+    /// "damaged" (dracut's, a byte of its image changed after its MD5 was implanted).
     medium: &'static str,
     cd: Cd,
     append: &'static str,
@@ -100,9 +112,10 @@ const CASES: &[Case] = &[
         name: "live_cdlabel_ide",
         medium: "dracut",
         cd: Cd::Ide,
-        append: "root=live:CDLABEL=LEANRD_LIVE rd.live.image",
+        append: "root=live:CDLABEL=LEANRD_LIVE rd.live.image rd.live.check",
         expect: &[
             MARK,
+            "] live: rd.live.check: /dev/sr0 is intact (MD5 ",
             "ROOT-MOUNT overlay / overlay rw,",
             "PERSISTED no",
             "WROTE ok",
@@ -145,6 +158,14 @@ const CASES: &[Case] = &[
         ],
         reject: &[MARK],
     },
+    Case {
+        name: "live_check_damaged_diagnosed",
+        medium: "damaged",
+        cd: Cd::Ide,
+        append: "root=live:CDLABEL=LEANRD_LIVE rd.live.check",
+        expect: &["leanrd: cannot boot: rd.live.check: /dev/sr0 is damaged: its MD5 is "],
+        reject: &[MARK],
+    },
 ];
 
 /// What the cases share: the kernel, the universal image with the live feature, the media.
@@ -163,7 +184,7 @@ fn world() -> Result<Option<&'static World>, String> {
 }
 
 fn make_world() -> Option<World> {
-    let need = ["qemu-system-x86_64", "mksquashfs", "xorriso", "mkfs.ext4"];
+    let need = ["qemu-system-x86_64", "mksquashfs", "xorriso", "implantisomd5", "mkfs.ext4"];
     if !is_root() || !Path::new("/bin/busybox").exists() || need.iter().any(|t| !have(t)) {
         return skip(&format!("needs root, /bin/busybox and {need:?}"));
     }
@@ -177,6 +198,15 @@ fn make_world() -> Option<World> {
         ("debian", iso(&t, "debian", "DEBIAN_LIVE", &tree, Some("live/filesystem.squashfs"))),
         ("empty", iso(&t, "empty", "EMPTY", &tree, None)),
     ];
+    // A byte in the middle of the image (past the ISO's first 64 KiB), inverted.
+    let dracut = media[0].1.clone();
+    let damaged = t.join("damaged.iso");
+    let mut bytes = fs::read(&dracut).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0xff;
+    fs::write(&damaged, bytes).unwrap();
+    let mut media = media;
+    media.push(("damaged", damaged));
     let image = t.join("universal-live.img");
     ok(leanrd()
         .args(["build", "-k", &kver, "--universal", "--include", "live", "--init"])
@@ -200,45 +230,157 @@ fn boot_case(c: &Case) -> Result<(), String> {
     boots_pass(&w.kernel, &[b], format!("{}: see the console above", c.name))
 }
 
+/// The Debian 12 live medium: the test root (with the hook below) on a hybrid ISO made by
+/// tools/make-live-iso, with the host's kernel and the world's image.
+struct DebianLive {
+    iso: PathBuf,
+}
+
+const DEBIAN_LABEL: &str = "DEBIAN12_LIVE";
+
+/// Run by the report unit once the system runs (tools/boot-report): is the file an earlier boot
+/// wrote here (it is only with a persistent overlay), a new one; with `leanrd.test=eject`, the
+/// CD taken out by the test (on QEMU's monitor) and the system reading on from its RAM copy.
+const HOOK: &str = r#"#!/bin/sh
+mark=/var/lib/leanrd-live-mark
+if [ -e $mark ]; then echo "LEANRD-LIVE-MARK found: $(cat $mark)"; else echo "LEANRD-LIVE-MARK absent"; fi
+echo "written by boot $(cat /proc/sys/kernel/random/boot_id)" > $mark && sync && echo "LEANRD-LIVE-MARK written"
+echo "LEANRD-LIVE-MEDIUM $(grep -c ' /run/initramfs/live ' /proc/mounts) mount(s)"
+if grep -qw leanrd.test=eject /proc/cmdline; then
+  echo "LEANRD-EJECT-NOW"
+  n=0
+  while [ $n -lt 60 ] && dd if=/dev/sr0 of=/dev/null bs=2048 count=1 iflag=direct 2>/dev/null; do
+    n=$((n + 1)); sleep 1
+  done
+  if dd if=/dev/sr0 of=/dev/null bs=2048 count=1 iflag=direct 2>/dev/null; then echo "LEANRD-EJECTED no"; else echo "LEANRD-EJECTED yes"; fi
+  sync && echo 3 > /proc/sys/vm/drop_caches
+  files=$(find /usr/bin /usr/sbin -type f | wc -l)
+  bad=$(find /usr/bin /usr/sbin -type f -exec sh -c 'for f; do cat "$f" >/dev/null 2>&1 || echo "$f"; done' sh {} + | wc -l)
+  echo "LEANRD-READ-AFTER-EJECT $files files, $bad unreadable; $(systemctl is-system-running)"
+fi
+"#;
+
+static DEBIAN: OnceLock<Result<Option<DebianLive>, String>> = OnceLock::new();
+
+fn debian_live() -> Result<Option<(&'static World, &'static DebianLive)>, String> {
+    let Some(w) = world()? else { return Ok(None) };
+    let need = ["grub-mkrescue", "mformat"];
+    if need.iter().any(|t| !have(t)) || !Path::new(leanrd_testkit::OVMF_CODE).exists() {
+        skip::<()>(&format!("needs {need:?}, grub-pc-bin, grub-efi-amd64-bin and OVMF"));
+        return Ok(None);
+    }
+    let d = once(&DEBIAN, || {
+        let tree = debian::prepare(&w.t, &w.kver, &init_binary()?, "")?;
+        // The root is the overlay: nothing to mount from fstab.
+        fs::write(tree.join("etc/fstab"), "").unwrap();
+        let hook = tree.join("usr/local/sbin/leanrd-test-hook");
+        fs::write(&hook, HOOK).unwrap();
+        sh(&format!("chmod 755 {}", hook.display()));
+        let iso = w.t.join("debian12-live.iso");
+        ok(std::process::Command::new(debian::workspace().join("tools/make-live-iso"))
+            .arg("--tree")
+            .arg(&tree)
+            .arg("--kernel")
+            .arg(&w.kernel)
+            .arg("--initrd")
+            .arg(&w.image)
+            .args(["--label", DEBIAN_LABEL, "--layout", "debian", "--timeout", "1", "--md5", "--comp", "zstd"])
+            .args(["--append", "console=ttyS0 panic=-1 quiet", "-o"])
+            .arg(&iso));
+        sh(&format!("rm -rf {}", tree.display()));
+        Some(DebianLive { iso })
+    });
+    Ok(d.as_ref().map(|d| (w, d)))
+}
+
+/// A Debian live boot: running, its root the overlay, no file from an earlier boot.
+fn debian_boot(name: &str, w: &World, append: &str, qemu: Vec<String>) -> Boot {
+    let mut b = Boot::new(name, &w.image, append, qemu).expect("LEANRD-ROOT overlay overlay");
+    b.expect.extend(["LEANRD-LIVE-MARK written".into()]);
+    b.stop = vec!["no rescue shell in this image".into(), "Kernel panic".into()];
+    b
+}
+
+/// The hybrid ISO booted by the firmware, through its GRUB (`boot=live`): SeaBIOS from it as
+/// an IDE CD, and OVMF from it written to a USB stick (xHCI).
+fn debian12_live_firmware() -> Result<(), String> {
+    let Some((w, d)) = debian_live()? else { return Ok(()) };
+    let iso = d.iso.display();
+    let mut bios = debian_boot(
+        "debian12_live_bios_cd",
+        w,
+        "",
+        vec!["-drive".into(), format!("file={iso},media=cdrom,if=ide,readonly=on"), "-boot".into(), "d".into()],
+    )
+    .expect("LEANRD-LIVE-MARK absent")
+    .expect("LEANRD-INITRD [");
+    bios.start = debian::Start::Bios;
+    let mut uefi = debian_boot(
+        "debian12_live_uefi_usb",
+        w,
+        "",
+        vec![
+            "-device".into(),
+            "qemu-xhci,id=xhci".into(),
+            "-drive".into(),
+            format!("if=none,id=stick,format=raw,snapshot=on,file={iso}"),
+            "-device".into(),
+            "usb-storage,bus=xhci.0,drive=stick".into(),
+        ],
+    )
+    .expect("LEANRD-LIVE-MARK absent")
+    .expect("LEANRD-INITRD [");
+    uefi.start = debian::Start::Uefi(w.t.join("live-vars.fd"));
+    boots_pass(&w.kernel, &[bios, uefi], "Debian 12 from the hybrid ISO through the firmware: see above".into())
+}
+
+/// `boot=live toram` from a SCSI CD; the CD is ejected (QEMU's monitor) once the system runs,
+/// and it reads on.
+fn debian12_live_ram_eject() -> Result<(), String> {
+    let Some((w, d)) = debian_live()? else { return Ok(()) };
+    let mut qemu = cd(&d.iso, Cd::Scsi);
+    qemu.extend(["-m".into(), "1024".into()]);
+    let mut b = debian_boot("debian12_live_ram_eject", w, "quiet boot=live toram leanrd.test=eject", qemu)
+        .expect("LEANRD-LIVE-MARK absent")
+        .expect("copied into RAM in")
+        .expect("LEANRD-LIVE-MEDIUM 0 mount(s)")
+        .expect("[test: monitor `eject -f cd0`")
+        .expect("LEANRD-EJECTED yes")
+        .expect(" 0 unreadable; running");
+    b.monitor = vec![("LEANRD-EJECT-NOW".into(), "eject -f cd0".into())];
+    boots_pass(&w.kernel, &[b], "Debian 12 in RAM, its CD ejected: see above".into())
+}
+
 /// `rd.live.overlay=LABEL=persist`: the upper layer on a second disk; what one boot writes,
 /// the next one reads. The overlay lives where dracut keeps it (/LiveOS/overlay-LABEL-UUID).
-fn persistent_overlay() -> Result<(), String> {
-    let Some(w) = world()? else { return Ok(()) };
+/// The first boot also checks the medium (`rd.live.check`).
+fn debian12_live_persistent() -> Result<(), String> {
+    let Some((w, d)) = debian_live()? else { return Ok(()) };
     let disk = w.t.join("persist.ext4");
-    sh(&format!("truncate -s 64M {d} && mkfs.ext4 -q -L persist {d}", d = disk.display()));
-    let mut qemu = cd(&medium(w, "dracut"), Cd::Ide);
+    sh(&format!("truncate -s 256M {d} && mkfs.ext4 -q -L persist {d}", d = disk.display()));
+    let mut qemu = cd(&d.iso, Cd::Ide);
     qemu.extend(["-drive".into(), format!("file={},if=virtio,format=raw", disk.display())]);
-    let append = "quiet root=live:CDLABEL=LEANRD_LIVE rd.live.overlay=LABEL=persist";
-    for (name, seen) in [("live_persistent_first", "PERSISTED no"), ("live_persistent_second", "PERSISTED yes")] {
-        let mut b = Boot::new(name, &w.image, append, qemu.clone());
-        b.expect = [MARK, seen, "WROTE ok"].map(String::from).to_vec();
-        b.stop = vec!["no rescue shell in this image".into()];
-        if !debian::run(&w.kernel, &[b]).is_empty() {
-            return Err(format!("{name}: see the console above"));
-        }
+    let append = format!("quiet root=live:CDLABEL={DEBIAN_LABEL} rd.live.overlay=LABEL=persist");
+    let first = debian_boot("debian12_live_persistent_first", w, &format!("{append} rd.live.check"), qemu.clone())
+        .expect("LEANRD-LIVE-MARK absent")
+        .expect("] live: rd.live.check: /dev/sr0 is intact (MD5 ");
+    let second = debian_boot("debian12_live_persistent_second", w, &append, qemu).expect("LEANRD-LIVE-MARK found");
+    for b in [first, second] {
+        let name = b.name.clone();
+        boots_pass(&w.kernel, &[b], format!("{name}: see the console above"))?;
     }
     let ls =
         String::from_utf8(ok(std::process::Command::new("debugfs").args(["-R", "ls -l /LiveOS"]).arg(&disk))).unwrap();
-    if !ls.contains("overlay-LEANRD_LIVE-") {
+    if !ls.contains(&format!("overlay-{DEBIAN_LABEL}-")) {
         return Err(format!("no dracut-style overlay directory on the persistent disk:\n{ls}"));
     }
     Ok(())
 }
 
-/// The real Debian 12 root as a squashfs on a CD, to running: its writes go to the overlay.
-fn debian12_live() -> Result<(), String> {
-    let Some(w) = world()? else { return Ok(()) };
-    let tree = debian::prepare(&w.t, &w.kver, &init_binary().ok_or("no /init")?, "").ok_or("no Debian 12 root")?;
-    fs::write(tree.join("etc/fstab"), "").unwrap();
-    let medium = iso(&w.t, "bookworm-live", "DEBIAN12_LIVE", &tree, Some("LiveOS/squashfs.img"));
-    let b = Boot::new("debian12_live_cd", &w.image, "root=live:CDLABEL=DEBIAN12_LIVE", cd(&medium, Cd::Scsi))
-        .expect("LEANRD-ROOT overlay overlay");
-    boots_pass(&w.kernel, &[b], "Debian 12 from a live CD did not reach running".into())
-}
-
 fn main() -> std::process::ExitCode {
     let mut trials: Vec<Trial> = CASES.iter().map(|c| test(c.name, move || boot_case(c))).collect();
-    trials.push(test("live_persistent_overlay", persistent_overlay));
-    trials.push(test("debian12_live_cd", debian12_live));
+    trials.push(test("debian12_live_firmware", debian12_live_firmware));
+    trials.push(test("debian12_live_ram_eject", debian12_live_ram_eject));
+    trials.push(test("debian12_live_persistent", debian12_live_persistent));
     run_tests(trials, cores())
 }

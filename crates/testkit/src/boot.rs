@@ -107,7 +107,25 @@ pub fn boot_console_timed(
 /// Run a QEMU command line (a kernel boot's, or a firmware boot's) on a VM slot and read its
 /// serial console: `answer` is typed at the first "Enter passphrase", the VM is killed as soon
 /// as the console shows one of `stop`, and each of `marks` is timed from QEMU's start.
-pub fn run_console(mut cmd: Command, answer: Option<&str>, stop: &[String], marks: &[String]) -> Console {
+pub fn run_console(cmd: Command, answer: Option<&str>, stop: &[String], marks: &[String]) -> Console {
+    run_console_acting(cmd, answer, stop, marks, None)
+}
+
+/// QEMU's human monitor on a unix socket, and what to type on it when the console shows what:
+/// (console text, monitor command), each at most once.
+pub struct Monitor<'a> {
+    pub socket: &'a Path,
+    pub on: &'a [(String, String)],
+}
+
+/// [`run_console`], also typing commands on QEMU's monitor as the console asks ([`Monitor`]).
+pub fn run_console_acting(
+    mut cmd: Command,
+    answer: Option<&str>,
+    stop: &[String],
+    marks: &[String],
+    monitor: Option<Monitor>,
+) -> Console {
     use std::io::{Read, Write};
     use std::process::Stdio;
     let asked = std::time::Instant::now();
@@ -120,6 +138,7 @@ pub fn run_console(mut cmd: Command, answer: Option<&str>, stop: &[String], mark
     let mut buf = [0u8; 4096];
     let mut answered = answer.is_none();
     let mut seen = std::collections::BTreeMap::new();
+    let mut acted = 0;
     loop {
         let n = stdout.read(&mut buf).unwrap_or(0);
         if n == 0 {
@@ -132,6 +151,15 @@ pub fn run_console(mut cmd: Command, answer: Option<&str>, stop: &[String], mark
             if !seen.contains_key(m) && tail.contains(m.as_str()) {
                 seen.insert(m.clone(), started.elapsed().as_secs_f64());
             }
+        }
+        if let Some(m) = &monitor
+            && let Some((when, what)) = m.on.get(acted)
+            && tail.contains(when.as_str())
+        {
+            acted += 1;
+            // The guest goes on meanwhile; its console is read again after the command.
+            let said = monitor_command(m.socket, what);
+            log.extend(format!("\n[test: monitor `{what}`: {}]\n", said.trim()).bytes());
         }
         if !answered && tail.contains("Enter passphrase") {
             answered = true;
@@ -157,6 +185,36 @@ pub fn run_console(mut cmd: Command, answer: Option<&str>, stop: &[String], mark
         waited: started - asked,
         marks: seen,
     }
+}
+
+/// Type `command` on the QEMU monitor listening at `socket`; what it answered (or why not).
+fn monitor_command(socket: &Path, command: &str) -> String {
+    use std::io::{Read, Write};
+    let talk = || -> std::io::Result<String> {
+        let mut s = std::os::unix::net::UnixStream::connect(socket)?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+        let mut out = Vec::new();
+        let mut buf = [0u8; 1024];
+        // The banner and prompt, the command, its answer up to the next prompt.
+        for send in [None, Some(command)] {
+            if let Some(c) = send {
+                s.write_all(format!("{c}\n").as_bytes())?;
+            }
+            let start = out.len();
+            while !String::from_utf8_lossy(&out[start..]).contains("(qemu)") {
+                let n = s.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                out.extend_from_slice(&buf[..n]);
+            }
+        }
+        let text = String::from_utf8_lossy(&out).into_owned();
+        // The monitor echoes the line it reads with terminal escapes: keep its answer only.
+        let answer = text.rsplit("\r\n").nth(1).unwrap_or_default();
+        Ok(answer.to_string())
+    };
+    talk().unwrap_or_else(|e| format!("monitor {}: {e}", socket.display()))
 }
 
 /// The root's report, run by a unit once the boot has settled: the state, the mounts, module
@@ -471,6 +529,23 @@ pub struct Boot {
     pub secs: u64,
     /// The network namespace QEMU runs in (a [`crate::netlab::NetLab`]'s), for network roots.
     pub netns: Option<String>,
+    /// How the VM starts: the kernel and image given to QEMU, or the firmware from a disk.
+    pub start: Start,
+    /// Commands typed on QEMU's monitor when the console shows a text: (text, command), in
+    /// order (a CD ejected once the guest says it may be).
+    pub monitor: Vec<(String, String)>,
+}
+
+/// How a boot starts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Start {
+    /// QEMU loads the kernel and the image itself (`-kernel`, `-initrd`, `-append`).
+    #[default]
+    Kernel,
+    /// SeaBIOS boots from the disks (a boot loader on them: `image` and `append` unused).
+    Bios,
+    /// OVMF boots from the disks, with a copy of the variable store at this path.
+    Uefi(PathBuf),
 }
 
 impl Boot {
@@ -487,6 +562,8 @@ impl Boot {
             stop: Vec::new(),
             secs: 420,
             netns: None,
+            start: Start::Kernel,
+            monitor: Vec::new(),
         }
     }
     pub fn expect(mut self, s: &str) -> Boot {
@@ -530,12 +607,28 @@ pub fn run_all(kernel: &Path, boots: &[Boot]) -> Vec<Outcome> {
                         *n - 1
                     };
                     let Some(b) = boots.get(i) else { break };
-                    let extra: Vec<&str> = b.qemu.iter().map(String::as_str).collect();
-                    let mut cmd = crate::qemu_command(kernel, &b.image, &b.append, &extra, b.secs);
+                    let socket = std::env::temp_dir().join(format!("leanrd-monitor-{}-{i}", std::process::id()));
+                    let mut extra: Vec<String> = b.qemu.clone();
+                    if !b.monitor.is_empty() {
+                        let _ = fs::remove_file(&socket);
+                        extra.extend(["-monitor".into(), format!("unix:{},server=on,wait=off", socket.display())]);
+                    }
+                    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+                    let mut cmd = match &b.start {
+                        Start::Kernel => crate::qemu_command(kernel, &b.image, &b.append, &extra, b.secs),
+                        Start::Bios => crate::bios_command(&extra, b.secs),
+                        Start::Uefi(vars) => {
+                            let _ = fs::copy(crate::OVMF_VARS, vars);
+                            crate::firmware_command(vars, &extra, b.secs)
+                        }
+                    };
                     if let Some(ns) = &b.netns {
                         cmd = crate::netlab::in_netns(ns, &cmd);
                     }
-                    let Console { console: log, ran, waited, .. } = run_console(cmd, b.answer, &b.stop, &[]);
+                    let monitor = Some(Monitor { socket: &socket, on: &b.monitor }).filter(|m| !m.on.is_empty());
+                    let Console { console: log, ran, waited, .. } =
+                        run_console_acting(cmd, b.answer, &b.stop, &[], monitor);
+                    let _ = fs::remove_file(&socket);
                     let report: Vec<&str> = log
                         .lines()
                         .filter(|l| {

@@ -349,9 +349,8 @@ pub fn root_kernel(root: &Path) -> PathBuf {
 
 /// The QEMU (TCG) command line for a test boot, killed after `secs` seconds.
 pub fn qemu_command(kernel: &Path, initrd: &Path, append: &str, extra: &[&str], secs: u64) -> Command {
-    let mut c = Command::new("timeout");
-    c.args(["--signal=KILL", &secs.to_string(), "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic"])
-        .args(["-no-reboot", "-monitor", "none", "-kernel"])
+    let mut c = vm_command(secs);
+    c.arg("-kernel")
         .arg(kernel)
         .arg("-initrd")
         .arg(initrd)
@@ -368,13 +367,30 @@ pub const OVMF_VARS: &str = "/usr/share/OVMF/OVMF_VARS_4M.fd";
 /// The QEMU (TCG) command line of a UEFI boot: OVMF with `vars` as its variable store, no
 /// kernel given (the firmware starts what the disks in `extra` hold), killed after `secs`.
 pub fn firmware_command(vars: &Path, extra: &[&str], secs: u64) -> Command {
-    let mut c = Command::new("timeout");
-    c.args(["--signal=KILL", &secs.to_string(), "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic"])
-        .args(["-no-reboot", "-monitor", "none", "-drive"])
+    let mut c = vm_command(secs);
+    c.arg("-drive")
         .arg(format!("if=pflash,format=raw,readonly=on,file={OVMF_CODE}"))
         .arg("-drive")
         .arg(format!("if=pflash,format=raw,file={}", vars.display()))
         .args(extra);
+    c
+}
+
+/// The QEMU (TCG) command line of a BIOS boot (SeaBIOS): no kernel given, the firmware starts
+/// what the disks in `extra` hold (`-boot d` for a CD), killed after `secs`.
+pub fn bios_command(extra: &[&str], secs: u64) -> Command {
+    let mut c = vm_command(secs);
+    c.args(extra);
+    c
+}
+
+/// What every test VM's command line starts with: QEMU under TCG with 512 MiB (a later `-m`
+/// in the extra arguments wins), its serial console on stdio, no monitor (a test that needs one
+/// adds its own), exiting instead of rebooting, killed after `secs`.
+fn vm_command(secs: u64) -> Command {
+    let mut c = Command::new("timeout");
+    c.args(["--signal=KILL", &secs.to_string(), "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic"])
+        .args(["-no-reboot", "-monitor", "none"]);
     c
 }
 
