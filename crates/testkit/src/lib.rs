@@ -400,6 +400,31 @@ fn vm_command(secs: u64) -> Command {
 /// on /tmp/leanrd-vm-slots/N, released by the kernel when its holder exits, however it exits.
 pub struct VmSlot {
     _held: fs::File,
+    asked: std::time::Instant,
+    since: std::time::Instant,
+}
+
+/// Each slot's use, one JSON line when it is given back, to $LEANRD_VM_LOG (tools/test sets
+/// it and sums it up: how busy the cores were with VMs, and which suites kept them so).
+impl Drop for VmSlot {
+    fn drop(&mut self) {
+        let Some(log) = std::env::var_os("LEANRD_VM_LOG") else { return };
+        let exe = std::env::current_exe().ok();
+        let bin = exe.as_deref().and_then(Path::file_name).and_then(|n| n.to_str()).unwrap_or("?");
+        // Cargo names test executables NAME-HASH.
+        let bin = bin.rsplit_once('-').map_or(bin, |(b, _)| b);
+        let end = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let line = serde_json::json!({
+            "bin": bin,
+            "thread": std::thread::current().name().unwrap_or(""),
+            "end": end.as_secs_f64(),
+            "held": self.since.elapsed().as_secs_f64(),
+            "waited": (self.since - self.asked).as_secs_f64(),
+        });
+        if let Ok(mut f) = fs::OpenOptions::new().create(true).append(true).open(log) {
+            let _ = std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes());
+        }
+    }
 }
 
 /// Whether this process's VMs go first ([`vm_priority`]).
@@ -430,6 +455,7 @@ fn priority_waiting(dir: &Path) -> bool {
 }
 
 pub fn vm_slot() -> VmSlot {
+    let asked = std::time::Instant::now();
     let n = std::env::var("LEANRD_VM_SLOTS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -461,7 +487,7 @@ pub fn vm_slot() -> VmSlot {
                     if let Some(Some((_, path))) = &marker {
                         let _ = fs::remove_file(path);
                     }
-                    return VmSlot { _held: f };
+                    return VmSlot { _held: f, asked, since: std::time::Instant::now() };
                 }
             }
         }
