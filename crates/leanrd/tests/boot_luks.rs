@@ -164,7 +164,7 @@ fn boot_keyboard(kernel: &Path, t: &TempDir, tag: &str, b: &Typing) -> String {
     let _slot = vm_slot();
     let mut child = Command::new("timeout")
         .args(["--signal=KILL", "300", "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-display", "none"])
-        .args(["-serial", "stdio", "-no-reboot", "-monitor"])
+        .args(["-serial", "stdio", "-no-reboot", "-nic", "none", "-monitor"])
         .arg(format!("unix:{},server,nowait", sock.display()))
         .arg("-kernel")
         .arg(kernel)

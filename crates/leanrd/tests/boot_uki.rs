@@ -5,9 +5,12 @@
 //! there: ≥ 90 % of the .initrd section and the kernel shared with their sources), host-only
 //! (a virtio fixture) and a signed one (sbsign; sbverify accepts it). `objdump -h` shows the
 //! sections, `leanrd ls`/`inspect` read the initramfs inside. Each UKI is a test of its own.
+//! The signed one boots with Secure Boot enforced (keys of the test's own enrolled by
+//! virt-fw-vars), and the firmware refuses it unsigned, signed by another key, or changed
+//! after signing.
 //!
 //! Needs root, qemu, ovmf, systemd-boot-efi (the stub), mtools, dosfstools, xfsprogs,
-//! sbsigntool, openssl, binutils and busybox-static.
+//! sbsigntool, openssl, binutils, busybox-static and virt-fw-vars (PyPI's virt-firmware).
 
 mod common;
 
@@ -166,14 +169,99 @@ fn uki_zstd(s: &Setup) {
     boots(s, "zstd", &zstd);
 }
 
-/// Signed for Secure Boot: sbverify accepts it.
+/// Secure Boot enforced: the test's own PK, KEK and db (the setup's key), enrolled by
+/// virt-fw-vars into a copy of OVMF's variable store with Secure Boot on, and OVMF's secboot
+/// build. The UKI signed with the db key (sbverify accepts it) boots to the root, the kernel
+/// locked down; unsigned, changed after signing (a byte of its .initrd), or signed by a key
+/// not in db, the firmware refuses it: "Access Denied" on its console, and no root.
 fn uki_signed(s: &Setup) {
-    let signed = s.t.join("universal-signed.efi");
-    let sign = ["--sign-key", s.key.to_str().unwrap(), "--sign-cert", s.cert.to_str().unwrap()];
-    build(s, &[&["--universal", "--cmdline", &cmdline("signed")][..], &sign].concat(), &signed);
+    if !have("virt-fw-vars") || !Path::new(OVMF_CODE_SECURE).exists() {
+        skip::<()>(&format!("needs virt-fw-vars (PyPI's virt-firmware) and {OVMF_CODE_SECURE}"));
+        return;
+    }
+    let t = &s.t;
+    let key = |name: &str| {
+        let (k, c) = (t.join(format!("{name}.key")), t.join(format!("{name}.crt")));
+        sh(&format!(
+            "openssl req -new -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=leanrd-test-{name} -keyout {} -out {} 2>/dev/null",
+            k.display(),
+            c.display()
+        ));
+        (k, c)
+    };
+    let ((_, pk), (_, kek), (other_key, other_cert)) = (key("pk"), key("kek"), key("other"));
+    let vars = t.join("secure-boot.vars");
+    let owner = "6c65616e-7264-7465-7374-000000000001";
+    let o = Command::new("virt-fw-vars")
+        .args(["--input", OVMF_VARS, "--set-pk", owner])
+        .arg(&pk)
+        .args(["--add-kek", owner])
+        .arg(&kek)
+        .args(["--add-db", owner])
+        .arg(&s.cert)
+        .args(["--sb", "--output"])
+        .arg(&vars)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "virt-fw-vars: {}", String::from_utf8_lossy(&o.stderr));
+
+    let signed_by = |name: &str, k: &Path, c: &Path| {
+        let out = t.join(format!("{name}.efi"));
+        let sign = ["--sign-key", k.to_str().unwrap(), "--sign-cert", c.to_str().unwrap()];
+        let err = build(s, &[&["--universal", "--cmdline", &cmdline("signed")][..], &sign].concat(), &out);
+        (out, err)
+    };
+    let (signed, err) = signed_by("universal-signed", &s.key, &s.cert);
     let v = Command::new("sbverify").arg("--cert").arg(&s.cert).arg(&signed).output().unwrap();
     assert!(v.status.success(), "sbverify: {}", String::from_utf8_lossy(&v.stderr));
-    boots(s, "signed", &signed);
+    let (other, _) = signed_by("signed-by-another-key", &other_key, &other_cert);
+    let unsigned = t.join("unsigned.efi");
+    build(s, &["--universal", "--cmdline", &cmdline("signed")], &unsigned);
+    // A byte in the middle of .initrd, after signing (where it is: build's summary).
+    let initrd = err
+        .split(".initrd at ")
+        .nth(1)
+        .and_then(|r| {
+            let (at, rest) = r.split_once(" (")?;
+            Some((at.parse::<usize>().ok()?, rest.split_once(" B)")?.0.parse::<usize>().ok()?))
+        })
+        .unwrap_or_else(|| panic!("no .initrd in build's summary: {err}"));
+    let changed = t.join("changed-after-signing.efi");
+    let mut bytes = fs::read(&signed).unwrap();
+    bytes[initrd.0 + initrd.1 / 2] ^= 0x01;
+    fs::write(&changed, bytes).unwrap();
+
+    let firmware = |name: &str, efi: &Path, stop: &[String]| {
+        let e = esp(t, name, efi);
+        let vars_copy = t.join(format!("{name}.vars"));
+        fs::copy(&vars, &vars_copy).unwrap();
+        let esp = format!("file={},format=raw,if=virtio", e.display());
+        let root = format!("file={},format=raw,if=virtio,snapshot=on", s.root.display());
+        let cmd = secure_firmware_command(&vars_copy, &["-m", "1024", "-drive", &esp, "-drive", &root], 300);
+        leanrd_testkit::boot::run_console(cmd, None, stop, &[]).console
+    };
+    let log = firmware("secure-boot-signed", &signed, &[MARK.into(), "Access Denied".into()]);
+    let line = log.lines().find(|l| l.contains(MARK)).unwrap_or("");
+    assert!(
+        log.contains("Secure Boot is enabled") && line.contains("leanrd.uki=signed"),
+        "the signed UKI did not boot to the root under Secure Boot:\n{}",
+        &log[log.floor_char_boundary(log.len().saturating_sub(6000))..]
+    );
+    assert!(log.contains("Kernel is locked down from EFI Secure Boot"), "no lockdown:\n{log}");
+    eprintln!("signed, Secure Boot enforced: {line}");
+    for (name, efi) in
+        [("unsigned", &unsigned), ("signed by a key not in db", &other), ("changed after signing", &changed)]
+    {
+        let slug = name.replace(' ', "-");
+        let log = firmware(&slug, efi, &["Access Denied".into(), MARK.into()]);
+        let refusal = log.lines().find(|l| l.contains("Access Denied")).map(str::trim);
+        assert!(
+            refusal.is_some() && !log.contains(MARK),
+            "{name}: the firmware did not refuse it:\n{}",
+            &log[log.floor_char_boundary(log.len().saturating_sub(6000))..]
+        );
+        eprintln!("{name}: {}", refusal.unwrap_or_default());
+    }
 }
 
 /// Universal, uncompressed, on loop XFS from a sysroot there: cloned.

@@ -376,6 +376,22 @@ pub fn firmware_command(vars: &Path, extra: &[&str], secs: u64) -> Command {
     c
 }
 
+/// OVMF built for Secure Boot (its variables behind SMM): with a store whose keys are enrolled
+/// and Secure Boot on, it starts only what db allows.
+pub const OVMF_CODE_SECURE: &str = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd";
+
+/// [`firmware_command`] with [`OVMF_CODE_SECURE`] on a q35 machine with SMM (what it needs to
+/// keep its variables from the guest).
+pub fn secure_firmware_command(vars: &Path, extra: &[&str], secs: u64) -> Command {
+    let mut c = vm_command(secs);
+    c.args(["-machine", "q35,smm=on", "-global", "driver=cfi.pflash01,property=secure,value=on", "-drive"])
+        .arg(format!("if=pflash,format=raw,unit=0,readonly=on,file={OVMF_CODE_SECURE}"))
+        .arg("-drive")
+        .arg(format!("if=pflash,format=raw,unit=1,file={}", vars.display()))
+        .args(extra);
+    c
+}
+
 /// The QEMU (TCG) command line of a BIOS boot (SeaBIOS): no kernel given, the firmware starts
 /// what the disks in `extra` hold (`-boot d` for a CD), killed after `secs`.
 pub fn bios_command(extra: &[&str], secs: u64) -> Command {
@@ -386,13 +402,18 @@ pub fn bios_command(extra: &[&str], secs: u64) -> Command {
 
 /// What every test VM's command line starts with: QEMU under TCG with 512 MiB (a later `-m`
 /// in the extra arguments wins), its serial console on stdio, no monitor (a test that needs one
-/// adds its own), exiting instead of rebooting, killed after `secs`.
-fn vm_command(secs: u64) -> Command {
+/// adds its own), no network but what the test gives it (`-nic none`: QEMU's default is a NIC
+/// on user-mode networking, a route out of the machine), exiting instead of rebooting, killed
+/// after `secs`.
+pub fn vm_command(secs: u64) -> Command {
     let mut c = Command::new("timeout");
     c.args(["--signal=KILL", &secs.to_string(), "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic"])
-        .args(["-no-reboot", "-monitor", "none"]);
+        .args(VM_ARGS);
     c
 }
+
+/// The arguments every test VM gets after the memory and the display ([`vm_command`]).
+pub const VM_ARGS: [&str; 5] = ["-no-reboot", "-monitor", "none", "-nic", "none"];
 
 /// A right to run one VM: held while it runs. TCG takes a core per VM, so at most as many
 /// VMs run at once as the machine has cores ($LEANRD_VM_SLOTS overrides), across every test
