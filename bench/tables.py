@@ -291,6 +291,48 @@ def render_nfs():
                              "running"], ["---", "---:", "---:", "---:", "---:", "---:"], rows), ""] + ratios)
 
 
+LIVE_ROWS = ["leanrd universal", "dracut dmsquash-live", "leanrd universal ram", "dracut dmsquash-live ram",
+             "leanrd universal ram -m 1536", "dracut dmsquash-live ram -m 1536"]
+
+
+def render_live():
+    path, d = results("live")
+    v = d["variants"]
+    unknown = sorted(set(v) - set(LIVE_ROWS))
+    if unknown:
+        raise SystemExit(f"{os.path.relpath(path, ROOT)}: variants tables.py does not know: {unknown}")
+
+    def ok(key):
+        return [b for b in v[key]["boots"] if b["running"]]
+
+    rows = []
+    for key in [k for k in LIVE_ROWS if k in v]:
+        boots, good = v[key]["boots"], ok(key)
+        copy = v[key].get("ram_copy_s") or []
+        rows.append([key, f"{v[key].get('memory_mib', '')}", num(med(v[key]["build_s"])),
+                     thousands(v[key]["image_bytes"]),
+                     num(med(b["multi_user_s"] for b in good)) if good else "–",
+                     num(med(b["initramfs_s"] for b in good)) if good else "–",
+                     num(med(copy)) if copy and good else "–",
+                     f"{len(good)}/{len(boots)}"])
+    ratios = []
+    for lean, peer in (("leanrd universal", "dracut dmsquash-live"),
+                       ("leanrd universal ram -m 1536", "dracut dmsquash-live ram -m 1536")):
+        if lean in v and peer in v and ok(lean) and ok(peer):
+            a = med(b["initramfs_s"] for b in ok(lean)) / med(b["initramfs_s"] for b in ok(peer))
+            m = med(b["multi_user_s"] for b in ok(lean)) / med(b["multi_user_s"] for b in ok(peer))
+            ratios.append(f"- {lean} / {peer}: initramfs phase {a:.2f}, kernel → multi-user {m:.2f}")
+    for key in [k for k in LIVE_ROWS if k in v and not ok(k)]:
+        why = [w for w in v[key].get("why") or [] if w]
+        said = re.sub(r"^\[ *[0-9.]+\] ", "", why[0][-1]) if why else "see the raw results"
+        ratios.append(f"- {key}: no boot reached running: {said}")
+    what = f", kernel {d['kernel']}, medians of {d['runs']} boots"
+    return "\n".join([provenance(path, d, what), "",
+                      table(["variant", "VM MiB", "build s", "image bytes", "kernel → multi-user s",
+                             "initramfs phase s", "copy into RAM s", "running"],
+                            ["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:"], rows), ""] + ratios)
+
+
 def render_resume():
     path, d = results("resume")
     raw = d["runs_raw"]
@@ -490,6 +532,7 @@ TABLES = {
     "debian-trixie": lambda: render_debian("trixie"),
     "resume": render_resume,
     "nfs": render_nfs,
+    "live": render_live,
     "luks": render_luks,
     "proof": render_proof,
     "uki": render_uki,
