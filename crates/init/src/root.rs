@@ -120,7 +120,8 @@ pub fn mount_at(
         match sys::mount(&source, target, t, flags, options) {
             Ok(()) => {
                 let ro = if flags.contains(MountFlags::RDONLY) { "ro" } else { "rw" };
-                init.log.step(&format!("mounted {source} ({t}, {ro}, {}) on {target}", options.unwrap_or("")));
+                let opts = options.filter(|o| !o.is_empty()).map(|o| format!(", {o}")).unwrap_or_default();
+                init.log.step(&format!("mounted {source} ({t}, {ro}{opts}) on {target}"));
                 return Ok(());
             }
             Err(e) => last = e,

@@ -528,7 +528,7 @@ mod tests {
 [    0.760] loaded virtio_blk (50 ms)
 [    0.900] root is /dev/vda1
 [    1.100] loaded ext4 (150 ms)
-[    1.200] mounted /dev/vda1 (ext4, ro, ) on /sysroot
+[    1.200] mounted /dev/vda1 (ext4, ro) on /sysroot
 [    1.201] root mounted
 [    1.250] switching to the new root
 ";
