@@ -157,6 +157,10 @@ impl Visitor for Checker {
         match h.kind() {
             Some(FileKind::Symlink) => found.extend(symlink_problem(h, data)?),
             Some(FileKind::Regular) => {}
+            None => found.push(format!(
+                "file type {:o} is none the kernel knows: it skips the entry",
+                h.mode & leanrd_newc::S_IFMT
+            )),
             _ if h.filesize != 0 => found.push(format!(
                 "a {} with {} bytes of data: the kernel skips it",
                 leanrd_newc::kind_name(h.mode),
@@ -184,5 +188,24 @@ impl Visitor for Checker {
     fn problem(&mut self, p: &Problem) -> Result<()> {
         self.problems.push(p.to_string());
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry of no file type the kernel knows (mode 0 here) is skipped by the kernel, and
+    /// `extract` refuses it: `check` must not pass the image (found by fuzz/ `archive`).
+    #[test]
+    fn an_entry_of_unknown_type_is_a_problem() {
+        let h = Header { mode: 0o644, nlink: 1, namesize: 2, ..Header::default() };
+        let mut img = leanrd_newc::encode_head(&h, b"x");
+        let t = Header { nlink: 1, namesize: 11, ..Header::default() };
+        img.extend(leanrd_newc::encode_head(&t, leanrd_newc::TRAILER));
+        let mut c = Checker::new();
+        crate::read::read_image(&img[..], &mut c).unwrap();
+        assert_eq!(c.problems.len(), 1, "{:?}", c.problems);
+        assert!(c.problems[0].contains("file type 0 is none the kernel knows"), "{:?}", c.problems);
     }
 }

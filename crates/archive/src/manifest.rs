@@ -363,6 +363,19 @@ mod tests {
         }
     }
 
+    /// A name that is newc's end marker: the kernel (and leanrd's reader) take the entry for
+    /// the archive's end, so it would be missing, and a hard-link set broken at it (found by
+    /// fuzz/ `manifest`).
+    #[test]
+    fn the_trailers_name_is_refused() {
+        for text in ["dir /TRAILER!!! 755 0 0\n", "file /a ${SRC}/hosts 644 0 0 /b /TRAILER!!!\n", "pipe ./TRAILER!!!/ 644 0 0\n"]
+        {
+            let e = p(text).unwrap_err().to_string();
+            assert!(e.contains("TRAILER!!! is the end of an archive"), "{text:?}: {e}");
+        }
+        assert!(p("dir /TRAILER!!!x 755 0 0\n").is_ok());
+    }
+
     #[test]
     fn print_round_trips() {
         let text = "dir /bin 755 0 0\nfile /bin/hosts /etc/hosts 644 0 0 /h2\nnod /dev/console 600 0 5 c 5 1\n\

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use leanrd_newc::{FileKind, PATH_MAX};
+use leanrd_newc::{FileKind, PATH_MAX, TRAILER};
 
 use crate::entry::Entry;
 
@@ -26,6 +26,9 @@ pub fn check_name(name: &[u8]) -> Result<(), String> {
     }
     if name.split(|&b| b == b'/').any(|c| c == b"..") {
         return Err("name has a '..' component".into());
+    }
+    if *canonical(name) == *TRAILER {
+        return Err("TRAILER!!! is the end of an archive: the kernel would read it as one, not create it".into());
     }
     Ok(())
 }

@@ -92,7 +92,15 @@ fn parse_stub(path: &Path) -> Result<Stub> {
     let table = opt + coff.size_of_optional_header as usize;
     let nsections = coff.number_of_sections as usize;
     let wh = &oh.windows_fields;
-    let file_end = pe.sections.iter().map(|s| (s.pointer_to_raw_data + s.size_of_raw_data) as u64).max().unwrap_or(0);
+    // The new sections go after the stub's, and never over its headers (a stub may have no
+    // section, or only empty ones). Both fields are 32-bit: their sum is not.
+    let file_end = pe
+        .sections
+        .iter()
+        .map(|s| s.pointer_to_raw_data as u64 + s.size_of_raw_data as u64)
+        .max()
+        .unwrap_or(0)
+        .max(wh.size_of_headers as u64);
     let va_end = pe
         .sections
         .iter()
@@ -102,6 +110,9 @@ fn parse_stub(path: &Path) -> Result<Stub> {
     let first_raw =
         pe.sections.iter().filter(|s| s.size_of_raw_data > 0).map(|s| s.pointer_to_raw_data).min().unwrap_or(u32::MAX);
     let table_limit = (wh.size_of_headers as usize).min(first_raw as usize);
+    if bytes.len() < table_limit {
+        bail!("{}: its headers ({table_limit} bytes) run past its end ({} bytes)", path.display(), bytes.len());
+    }
     // A signed stub: its signature would not cover the new sections; drop it (the UKI is
     // signed as a whole when asked). goblin says whether there is one; the entry (the fifth
     // data directory) is 112 + 4 × 8 bytes into a PE32+ optional header.
@@ -281,6 +292,74 @@ mod tests {
         }
         let f = File::open(stub).unwrap();
         assert_eq!(checksum(&f, bytes.len() as u64, field as u64).unwrap(), want);
+    }
+
+    /// A minimal PE32+ EFI application: headers of 0x200 bytes, one `.text` section at
+    /// `raw` (file offset) of `len` bytes, or none.
+    fn pe(section: Option<(u32, u32)>) -> Vec<u8> {
+        let mut b = vec![0u8; 0x200];
+        b[..2].copy_from_slice(b"MZ");
+        put_u32(&mut b, 0x3c, 0x40);
+        b[0x40..0x44].copy_from_slice(b"PE\0\0");
+        b[0x44..0x46].copy_from_slice(&0x8664u16.to_le_bytes());
+        b[0x46..0x48].copy_from_slice(&(section.is_some() as u16).to_le_bytes());
+        b[0x54..0x56].copy_from_slice(&240u16.to_le_bytes());
+        b[0x56..0x58].copy_from_slice(&0x22u16.to_le_bytes());
+        let opt = 0x58;
+        b[opt..opt + 2].copy_from_slice(&0x20bu16.to_le_bytes());
+        put_u32(&mut b, opt + 32, 0x1000); // section alignment
+        put_u32(&mut b, opt + 36, 0x200); // file alignment
+        put_u32(&mut b, opt + 56, 0x2000); // size of image
+        put_u32(&mut b, opt + 60, 0x200); // size of headers
+        b[opt + 68..opt + 70].copy_from_slice(&10u16.to_le_bytes()); // EFI application
+        put_u32(&mut b, opt + 108, 16);
+        if let Some((raw, len)) = section {
+            let h = opt + 240;
+            b[h..h + 8].copy_from_slice(b".text\0\0\0");
+            put_u32(&mut b, h + 8, len);
+            put_u32(&mut b, h + 12, 0x1000);
+            put_u32(&mut b, h + 16, len);
+            put_u32(&mut b, h + 20, raw);
+            put_u32(&mut b, h + 36, 0x6000_0020);
+        }
+        b
+    }
+
+    /// A stub whose section's raw data would end past 4 GiB: its end is not computed in 32
+    /// bits (that overflowed: a panic in debug builds, a wrong end in release ones). Found by
+    /// fuzz/ `binaries`.
+    #[test]
+    fn a_section_ending_past_4_gib_does_not_overflow() {
+        let t = tempfile::tempdir().unwrap();
+        let stub = t.path().join("stub.efi");
+        std::fs::write(&stub, pe(Some((0xffff_0000, 0x2_0000)))).unwrap();
+        assert_eq!(parse_stub(&stub).map(|s| s.file_end).ok(), Some(0x1_0001_0000));
+    }
+
+    /// A stub without sections: the UKI's sections go after its headers, not over them (the
+    /// headers were cut to nothing, and writing the section table panicked). Found by fuzz/
+    /// `binaries`.
+    #[test]
+    fn a_stub_without_sections_keeps_its_headers() {
+        let t = tempfile::tempdir().unwrap();
+        let stub = t.path().join("stub.efi");
+        std::fs::write(&stub, pe(None)).unwrap();
+        let kernel = t.path().join("vmlinuz");
+        std::fs::write(&kernel, b"kernel").unwrap();
+        let out = File::options().read(true).write(true).create(true).truncate(true).open(t.path().join("uki")).unwrap();
+        let parts = Parts { small: vec![(".cmdline", b"quiet".to_vec())], kernel: &kernel };
+        let l = write(&out, &stub, &parts, |f, at| {
+            f.write_all_at(b"070701", at)?;
+            Ok(at + 6)
+        })
+        .unwrap();
+        assert!(l.sections[0].1 >= 0x200, "{:?}", l.sections);
+        let mut head = vec![0u8; 4096];
+        let n = out.read_at(&mut head, 0).unwrap();
+        assert_eq!(initrd_section(&head[..n]), Some((l.initrd_offset, 6)));
+        // A stub cut short inside its headers is refused.
+        std::fs::write(&stub, &pe(None)[..0x150]).unwrap();
+        assert!(parse_stub(&stub).is_err());
     }
 
     #[test]

@@ -170,8 +170,11 @@ impl fmt::Display for IscsiTarget {
         if let Some(p) = self.port {
             write!(f, "{p}")?;
         }
-        if let Some(n) = &self.netdev {
-            write!(f, "::{n}")?;
+        // IFACE (empty) and NETDEV when there is a netdev, and when the name has a ':' that is
+        // not after an iqn./eui./naa. name: read with five fields, the rest is the name.
+        let named = ["iqn.", "eui.", "naa."].iter().any(|p| self.name.starts_with(p));
+        if self.netdev.is_some() || (!named && self.name.contains(':')) {
+            write!(f, "::{}", self.netdev.as_deref().unwrap_or(""))?;
         }
         f.write_str(":")?;
         if let Some(l) = self.lun {
@@ -248,6 +251,23 @@ mod tests {
             let x = IscsiTarget::parse(s).unwrap();
             assert_eq!(IscsiTarget::parse(&x.to_string()).unwrap(), x, "{s}");
         }
+    }
+
+    /// A name with colons (not an iqn./eui./naa. one) was spelled with three fields, which
+    /// the parser read as five: a LUN that is no number (found by fuzz/ `cmdline`).
+    #[test]
+    fn a_name_with_colons_is_spelled_so_that_it_reads_back() {
+        for s in [
+            "iscsi:u:p@ss:iu:ip@h:::1::::x:ro:1:y",
+            "iscsi:h::1:x::0:a:b:c",
+            "iscsi:h:::0:a:b",
+            "iscsi:h::::eth0:0:plain:name",
+        ] {
+            let x = IscsiTarget::parse(s).unwrap();
+            let again = x.to_string();
+            assert_eq!(IscsiTarget::parse(&again).as_ref(), Ok(&x), "{s} -> {again}");
+        }
+        assert_eq!(IscsiTarget::parse("iscsi:h:::::::a:b").unwrap().name, ":a:b");
     }
 
     #[test]

@@ -178,6 +178,8 @@ impl Root {
 impl fmt::Display for Root {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            // A device named nfs: written /dev/nfs, it would read back as the kernel's NFS root.
+            Root::Block(DeviceRef::Kernel(n)) if n == "nfs" => f.write_str(n),
             Root::Block(d) => d.fmt(f),
             Root::Live(l) => match &l.medium {
                 Some(d) => write!(f, "live:{d}"),
@@ -240,6 +242,16 @@ mod tests {
             assert_eq!(r.to_string(), s);
             assert_eq!(Root::parse(&r.to_string(), None).unwrap(), r);
         }
+    }
+
+    /// `root=nfs` names a block device (/dev/nfs is the kernel's NFS root): its spelling must
+    /// not turn it into one (found by fuzz/ `cmdline`).
+    #[test]
+    fn a_device_named_nfs_stays_a_device() {
+        let r = Root::parse("nfs", None).unwrap();
+        assert_eq!(r, Root::Block(DeviceRef::Kernel("nfs".into())));
+        assert_eq!(Root::parse(&r.to_string(), None).unwrap(), r);
+        assert_eq!(Root::parse("/dev/nfs", None).unwrap().kind(), RootKind::Nfs);
     }
 
     #[test]
