@@ -215,6 +215,25 @@ def chroot_build(tree, cmd, quiet=False):
             subprocess.run(["umount", "-l", m])
 
 
+def chroot_install(tree, packages):
+    """Install Debian packages (without recommends) into a root tree, from the machine's own apt
+    sources (the root's copy of them) with the machine's resolv.conf."""
+    shutil.copy("/etc/resolv.conf", f"{tree}/etc/resolv.conf")
+    chroot_build(tree, "sh -c 'apt-get -o APT::Sandbox::User=root update -qq && "
+                       "DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root install -y -qq "
+                       f"--no-install-recommends {' '.join(packages)} && apt-get clean'", quiet=True)
+
+
+def timed_builds(cmd, runs):
+    """Run a build command `runs` times (its stderr silenced); the seconds each took."""
+    out = []
+    for _ in range(runs):
+        s = time.perf_counter()
+        sh(cmd, stderr=subprocess.DEVNULL)
+        out.append(time.perf_counter() - s)
+    return out
+
+
 def debian_tree(work, flavour, kver, suite="bookworm"):
     """A copy of the cached Debian root (`tools/debian-root SUITE FLAVOUR`: "" for the test
     root, or a peer generator installed) under `work`; a bookworm one gets the host kernel's

@@ -46,7 +46,7 @@ import subprocess
 import tempfile
 import time
 
-from common import ROOT, boot, boot_setup, chroot_build, debian_tree, harness, ratio, report, save, sh, tool_version
+from common import ROOT, boot, boot_setup, chroot_build, chroot_install, timed_builds, debian_tree, harness, ratio, report, save, sh, tool_version
 from debian import measure, med
 
 LABEL = "BENCH_LIVE"
@@ -104,10 +104,7 @@ def main():
         with open(f"{tree}/etc/fstab", "w") as f:
             f.write("")
         # dracut's live support (modules 90dmsquash-live, 99img-lib...) is Debian's dracut-live.
-        shutil.copy("/etc/resolv.conf", f"{tree}/etc/resolv.conf")
-        chroot_build(tree, "sh -c 'apt-get -o APT::Sandbox::User=root update -qq && "
-                           "DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root install -y -qq "
-                           "--no-install-recommends dracut-live && apt-get clean'", quiet=True)
+        chroot_install(tree, ["dracut-live"])
         peers = {p: tool_version(f"dpkg-query --admindir {tree}/var/lib/dpkg -W -f '${{Version}}' {p}")
                  for p in ("dracut", "dracut-live", "systemd")}
         peers["qemu"] = tool_version("qemu-system-x86_64 --version")
@@ -116,12 +113,9 @@ def main():
 
         name = "leanrd universal"
         out = os.path.join(work, "leanrd-universal.img")
-        builds[name] = []
-        for _ in range(a.runs):
-            s = time.perf_counter()
-            sh(f"{leanrd} build -k {kver} --universal --include live --force --sysroot {tree} --init {init} -o {out}",
-               stderr=subprocess.DEVNULL)
-            builds[name].append(time.perf_counter() - s)
+        builds[name] = timed_builds(
+            f"{leanrd} build -k {kver} --universal --include live --force --sysroot {tree} --init {init} -o {out}",
+            a.runs)
         images[name] = out
 
         # dracut as Debian ships it, once: does it boot this medium?

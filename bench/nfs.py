@@ -27,11 +27,10 @@ Raw results: bench/results/nfs-DATE-COMMIT.json.
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 
-from common import boot_setup, chroot_build, debian_tree, harness, ratio, report, save, sh, tool_version
+from common import boot_setup, chroot_build, chroot_install, timed_builds, debian_tree, harness, ratio, report, save, tool_version
 from debian import measure, med
 
 SERVER = "10.77.0.1"
@@ -58,10 +57,7 @@ def main():
                 f.write("")
         # dracut's NFS support is in dracut-network, its mount.nfs in nfs-common; its network-legacy
         # module wants dhclient and pgrep.
-        shutil.copy("/etc/resolv.conf", f"{dtree}/etc/resolv.conf")
-        chroot_build(dtree, "sh -c 'apt-get -o APT::Sandbox::User=root update -qq && "
-                            "DEBIAN_FRONTEND=noninteractive apt-get -o APT::Sandbox::User=root install -y -qq "
-                            "--no-install-recommends dracut-network nfs-common isc-dhcp-client procps'", quiet=True)
+        chroot_install(dtree, ["dracut-network", "nfs-common", "isc-dhcp-client", "procps"])
         peers = {"initramfs-tools": tool_version(f"dpkg-query --admindir {tree}/var/lib/dpkg -W -f '${{Version}}' "
                                                  "initramfs-tools"),
                  "dracut": tool_version(f"dpkg-query --admindir {dtree}/var/lib/dpkg -W -f '${{Version}}' dracut"),
@@ -70,12 +66,9 @@ def main():
 
         name = "leanrd universal"
         out = os.path.join(work, "leanrd-universal.img")
-        builds[name] = []
-        for _ in range(a.runs):
-            s = time.perf_counter()
-            sh(f"{leanrd} build -k {kver} --universal --include nfs --force --sysroot {tree} --init {init} -o {out}",
-               stderr=subprocess.DEVNULL)
-            builds[name].append(time.perf_counter() - s)
+        builds[name] = timed_builds(
+            f"{leanrd} build -k {kver} --universal --include nfs --force --sysroot {tree} --init {init} -o {out}",
+            a.runs)
         images[name], roots[name] = out, tree
         appends[name] = f"root=nfs:{SERVER}:{tree} rw ip=dhcp"
 

@@ -263,12 +263,17 @@ def render_debian(suite):
 NFS_ROWS = ["leanrd universal", "leanrd host-only", "initramfs-tools nfs", "dracut nfs"]
 
 
-def render_nfs():
-    path, d = results("nfs")
-    v = d["variants"]
-    unknown = sorted(set(v) - set(NFS_ROWS))
+def known_variants(bench, rows):
+    """The newest results of `bench` and their variants, all of which must be among `rows`."""
+    path, d = results(bench)
+    unknown = sorted(set(d["variants"]) - set(rows))
     if unknown:
         raise SystemExit(f"{os.path.relpath(path, ROOT)}: variants tables.py does not know: {unknown}")
+    return path, d, d["variants"]
+
+
+def render_nfs():
+    path, d, v = known_variants("nfs", NFS_ROWS)
     rows = []
     for key in [k for k in NFS_ROWS if k in v]:
         boots = v[key]["boots"]
@@ -296,11 +301,7 @@ LIVE_ROWS = ["leanrd universal", "dracut dmsquash-live", "leanrd universal ram",
 
 
 def render_live():
-    path, d = results("live")
-    v = d["variants"]
-    unknown = sorted(set(v) - set(LIVE_ROWS))
-    if unknown:
-        raise SystemExit(f"{os.path.relpath(path, ROOT)}: variants tables.py does not know: {unknown}")
+    path, d, v = known_variants("live", LIVE_ROWS)
 
     def ok(key):
         return [b for b in v[key]["boots"] if b["running"]]
