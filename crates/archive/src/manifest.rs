@@ -368,8 +368,11 @@ mod tests {
     /// fuzz/ `manifest`).
     #[test]
     fn the_trailers_name_is_refused() {
-        for text in ["dir /TRAILER!!! 755 0 0\n", "file /a ${SRC}/hosts 644 0 0 /b /TRAILER!!!\n", "pipe ./TRAILER!!!/ 644 0 0\n"]
-        {
+        for text in [
+            "dir /TRAILER!!! 755 0 0\n",
+            "file /a ${SRC}/hosts 644 0 0 /b /TRAILER!!!\n",
+            "pipe ./TRAILER!!!/ 644 0 0\n",
+        ] {
             let e = p(text).unwrap_err().to_string();
             assert!(e.contains("TRAILER!!! is the end of an archive"), "{text:?}: {e}");
         }

@@ -113,6 +113,11 @@ fn parse_stub(path: &Path) -> Result<Stub> {
     if bytes.len() < table_limit {
         bail!("{}: its headers ({table_limit} bytes) run past its end ({} bytes)", path.display(), bytes.len());
     }
+    // A cut stub (or a section pointing past the file) would leave a hole of zeros where
+    // its code should be, and the new sections after it.
+    if file_end > bytes.len() as u64 {
+        bail!("{}: its sections run to byte {file_end}, past its end ({} bytes)", path.display(), bytes.len());
+    }
     // A signed stub: its signature would not cover the new sections; drop it (the UKI is
     // signed as a whole when asked). goblin says whether there is one; the entry (the fifth
     // data directory) is 112 + 4 × 8 bytes into a PE32+ optional header.
@@ -326,14 +331,22 @@ mod tests {
     }
 
     /// A stub whose section's raw data would end past 4 GiB: its end is not computed in 32
-    /// bits (that overflowed: a panic in debug builds, a wrong end in release ones). Found by
-    /// fuzz/ `binaries`.
+    /// bits (that overflowed: a panic in debug builds, a wrong end in release ones), and a
+    /// section that ends past the file is refused (the UKI had a hole where its data should
+    /// be, gigabytes long here). Found by fuzz/ `binaries`.
     #[test]
-    fn a_section_ending_past_4_gib_does_not_overflow() {
+    fn a_section_ending_past_the_stub_is_refused() {
         let t = tempfile::tempdir().unwrap();
         let stub = t.path().join("stub.efi");
         std::fs::write(&stub, pe(Some((0xffff_0000, 0x2_0000)))).unwrap();
-        assert_eq!(parse_stub(&stub).map(|s| s.file_end).ok(), Some(0x1_0001_0000));
+        let e = parse_stub(&stub).err().unwrap().to_string();
+        assert!(e.ends_with("its sections run to byte 4295032832, past its end (512 bytes)"), "{e}");
+        let mut b = pe(Some((0x200, 0x200)));
+        b.resize(0x400, 0xc3);
+        std::fs::write(&stub, &b).unwrap();
+        assert_eq!(parse_stub(&stub).map(|s| s.file_end).ok(), Some(0x400));
+        std::fs::write(&stub, &b[..0x300]).unwrap();
+        assert!(parse_stub(&stub).is_err());
     }
 
     /// A stub without sections: the UKI's sections go after its headers, not over them (the
@@ -346,7 +359,8 @@ mod tests {
         std::fs::write(&stub, pe(None)).unwrap();
         let kernel = t.path().join("vmlinuz");
         std::fs::write(&kernel, b"kernel").unwrap();
-        let out = File::options().read(true).write(true).create(true).truncate(true).open(t.path().join("uki")).unwrap();
+        let out =
+            File::options().read(true).write(true).create(true).truncate(true).open(t.path().join("uki")).unwrap();
         let parts = Parts { small: vec![(".cmdline", b"quiet".to_vec())], kernel: &kernel };
         let l = write(&out, &stub, &parts, |f, at| {
             f.write_all_at(b"070701", at)?;

@@ -189,27 +189,48 @@ impl fmt::Display for IscsiTarget {
 /// step log and a diagnosis show of it.
 pub fn redact_secrets(cmdline: &str) -> String {
     let mut out = String::with_capacity(cmdline.len());
-    for (i, w) in cmdline.split(' ').enumerate() {
-        if i > 0 {
-            out.push(' ');
+    let mut rest = cmdline;
+    loop {
+        // White space as it is; then one word as /init's parser takes it (`cmdline::words`):
+        // up to white space outside double quotes (a tab separates words too).
+        let start = rest.find(|c: char| !c.is_whitespace()).unwrap_or(rest.len());
+        out += &rest[..start];
+        rest = &rest[start..];
+        if rest.is_empty() {
+            return out;
         }
-        let key = w.split_once('=').map(|(k, _)| k.trim_start_matches('"'));
-        match key {
-            Some("rd.iscsi.password" | "rd.iscsi.in.password") => {
-                out += w.split_once('=').map_or(w, |(k, _)| k);
-                out += "=***";
-            }
-            Some("root" | "netroot") if w.contains("iscsi:") && w.contains('@') => {
-                let (head, rest) = w.split_once("iscsi:").unwrap_or((w, ""));
-                let after = rest.rfind('@').map_or("", |at| &rest[at..]);
-                out += head;
-                out += "iscsi:***";
-                out += after;
-            }
-            _ => out += w,
-        }
+        let mut quoted = false;
+        let end = rest
+            .char_indices()
+            .find(|&(_, c)| {
+                quoted ^= c == '"';
+                c.is_whitespace() && !quoted
+            })
+            .map_or(rest.len(), |(i, _)| i);
+        let (w, after) = rest.split_at(end);
+        redact_word(w, &mut out);
+        rest = after;
     }
-    out
+}
+
+/// One word, redacted if it holds a secret: judged, as the parser reads it, without its quotes.
+fn redact_word(w: &str, out: &mut String) {
+    let value: String = w.chars().filter(|&c| c != '"').collect();
+    let key = value.split_once('=').map(|(k, _)| k);
+    match key {
+        Some(k @ ("rd.iscsi.password" | "rd.iscsi.in.password")) => {
+            *out += k;
+            *out += "=***";
+        }
+        Some("root" | "netroot") if value.contains("iscsi:") && value.contains('@') => {
+            let (head, rest) = value.split_once("iscsi:").unwrap_or((&value, ""));
+            let after = rest.rfind('@').map_or("", |at| &rest[at..]);
+            *out += head;
+            *out += "iscsi:***";
+            *out += after;
+        }
+        _ => *out += w,
+    }
 }
 
 #[cfg(test)]
@@ -268,6 +289,20 @@ mod tests {
             assert_eq!(IscsiTarget::parse(&again).as_ref(), Ok(&x), "{s} -> {again}");
         }
         assert_eq!(IscsiTarget::parse("iscsi:h:::::::a:b").unwrap().name, ":a:b");
+    }
+
+    /// Words as /init's parser splits them: a tab separates words, and quotes hold white
+    /// space; a password behind a tab, or quoted with a space in it, was shown (found by fuzz/
+    /// `cmdline`).
+    #[test]
+    fn secrets_are_redacted_in_words_as_the_parser_splits_them() {
+        assert_eq!(redact_secrets("quiet\troot=iscsi:u:secret@h::::iqn.x"), "quiet\troot=iscsi:***@h::::iqn.x");
+        assert_eq!(
+            redact_secrets("rd.iscsi.password=\"my secret\" \"rd.iscsi.in.password=a b\" ro"),
+            "rd.iscsi.password=*** rd.iscsi.in.password=*** ro"
+        );
+        assert_eq!(redact_secrets("netroot=\"iscsi:u:p w@h::::iqn.x\"\n"), "netroot=iscsi:***@h::::iqn.x\n");
+        assert_eq!(redact_secrets("  a  \"b c\" "), "  a  \"b c\" ");
     }
 
     #[test]

@@ -154,6 +154,22 @@ impl IscsiWords {
             }
         };
         let spec = match (self.name, self.ip) {
+            // The words are put together as one netroot=: none may bring a field separator
+            // where it does not belong (an '@' makes credentials of what is before it).
+            (Some(n), Some(ip))
+                if n.contains('@')
+                    || ip.contains('@')
+                    || [&self.port, &self.lun]
+                        .into_iter()
+                        .flatten()
+                        .any(|v| !v.bytes().all(|b| b.is_ascii_digit())) =>
+            {
+                c.problems.push(
+                    "rd.iscsi.target.*: an '@' in the name or address, or a port or LUN that is no number (ignored)"
+                        .into(),
+                );
+                String::new()
+            }
             (Some(n), Some(ip)) => {
                 let ip = if ip.contains(':') && !ip.starts_with('[') { format!("[{ip}]") } else { ip };
                 format!("iscsi:{ip}::{}:{}:{n}", self.port.unwrap_or_default(), self.lun.unwrap_or_default())
@@ -600,6 +616,25 @@ mod tests {
         assert!(c.iscsi.targets.is_empty());
         assert_eq!(c.problems.len(), 4, "{:?}", c.problems);
         assert!(c.problems.iter().all(|p| !p.contains("secret")), "{:?}", c.problems);
+    }
+
+    /// The rd.iscsi.target.* words are put together as a netroot= spelling: an '@' in the
+    /// address made credentials of what came before it, a ':' in the port shifted the fields
+    /// (found by fuzz/ `cmdline`).
+    #[test]
+    fn iscsi_target_words_cannot_bring_credentials_or_fields() {
+        for bad in [
+            "rd.iscsi.target.name=iqn.t:x rd.iscsi.target.ip=fd00:p@ss:u:ip@",
+            "rd.iscsi.target.name=u:p@iqn.t:x rd.iscsi.target.ip=10.0.0.1",
+            "rd.iscsi.target.name=iqn.t:x rd.iscsi.target.ip=10.0.0.1 rd.iscsi.target.port=3260:x:eth1",
+            "rd.iscsi.target.name=iqn.t:x rd.iscsi.target.ip=10.0.0.1 rd.iscsi.lun=0:1",
+        ] {
+            let c = Cmdline::parse(bad);
+            assert!(c.iscsi.targets.is_empty(), "{bad}: {:?}", c.iscsi.targets);
+            assert_eq!(c.problems.len(), 1, "{bad}: {:?}", c.problems);
+        }
+        let c = Cmdline::parse("rd.iscsi.target.name=iqn.t:x rd.iscsi.target.ip=10.0.0.1 rd.iscsi.target.port=3261");
+        assert_eq!(c.iscsi.targets[0].port, Some(3261));
     }
 
     #[test]

@@ -78,6 +78,12 @@ impl ModuleDb {
                 line: n + 1,
                 msg: "missing ':'".into(),
             })?;
+            // One path before the ':' (as a dependency, a path with white space would be read
+            // as several).
+            let m = m.trim();
+            if m.contains(char::is_whitespace) {
+                return Err(ParseError { file: "modules.dep", line: n + 1, msg: format!("\"{m}\" is not one path") });
+            }
             let name = name_of_path(m);
             db.paths.insert(name.clone(), m.to_string());
             db.deps.insert(name, rest.split_whitespace().map(name_of_path).collect());
@@ -188,6 +194,18 @@ pub(crate) mod tests {
         assert_eq!(e.to_string(), "modules.dep:1: missing ':'");
         let e = ModuleDb::parse(&tables("", "alias x\n", "", "", b"")).unwrap_err();
         assert!(e.to_string().starts_with("modules.alias:1:"));
+    }
+
+    /// A modules.dep line with several paths before its ':' was taken as one module whose
+    /// path held spaces; written as another module's dependency, that path read back as
+    /// several modules (found by fuzz/ `kmod_tables`).
+    #[test]
+    fn one_path_before_the_colon() {
+        let e = ModuleDb::parse(&tables("a.ko:\nkernel/x.ko kernel/ext4.ko: a.ko\n", "", "", "", b"")).unwrap_err();
+        assert_eq!(e.to_string(), "modules.dep:2: \"kernel/x.ko kernel/ext4.ko\" is not one path");
+        let db =
+            ModuleDb::parse(&tables(" kernel/ext4.ko : kernel/jbd2.ko\nkernel/jbd2.ko:\n", "", "", "", b"")).unwrap();
+        assert_eq!(db.paths["ext4"], "kernel/ext4.ko");
     }
 
     /// What the writer writes for a subset, the reader reads back to the same resolution.

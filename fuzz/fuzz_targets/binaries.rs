@@ -1,0 +1,147 @@
+//! The binary formats leanrd reads besides newc: Unified Kernel Images (`uki::initrd_section`,
+//! which `leanrd ls`/`check`/`extract` try on every image file, and the UKI writer's reading
+//! of an EFI stub), glibc's ld.so.cache (`elf::LdCache::parse`) and kernel modules as `leanrd
+//! verify` reads them from an image (`modules::ModuleFile::read`: compression by magic, ELF
+//! `.modinfo`). The same bytes go to each.
+//!
+//! Holds to:
+//! - nothing panics;
+//! - a UKI's `.initrd` is read through its window as the same archive as those bytes alone;
+//! - a stub the UKI writer accepts gives a UKI whose `.initrd` the reader finds where the
+//!   writer put it, and lists as the archive written there;
+//! - ld.so.cache entries that parse, written back as a cache (a reference writer of glibc's
+//!   format), parse to the same entries;
+//! - a module's facts are the bytes' (ELF magic, signature mark, `.modinfo` firmware).
+
+#![no_main]
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use leanrd_archive::read::{ReadEntry, Visitor, read_image, read_image_file};
+use leanrd_archive::uki;
+use leanrd_gen::elf::LdCache;
+use leanrd_gen::modules::ModuleFile;
+use libfuzzer_sys::fuzz_target;
+
+#[derive(Default)]
+struct Names(Vec<(Vec<u8>, u32)>);
+impl Visitor for Names {
+    fn entry(&mut self, e: &ReadEntry, _: &mut dyn Read) -> leanrd_archive::Result<()> {
+        self.0.push((e.name.clone(), e.header.filesize));
+        Ok(())
+    }
+}
+
+fn listing(r: leanrd_archive::Result<()>, n: Names) -> (bool, Vec<(Vec<u8>, u32)>) {
+    (r.is_ok(), n.0)
+}
+
+/// A small archive the writer's `.initrd` holds.
+const INITRD: &[u8] = b"07070100000001000041ED0000000000000000000000020000000000000000000000000000000000000000000000000000000200000000d\0\
+    070701000000020000A1FF0000000000000000000000010000000000000006000000000000000000000000000000000000000400000000d/l\0\0\0target\0\0\
+    07070100000000000000000000000000000000000000010000000000000000000000000000000000000000000000000000000B00000000TRAILER!!!\0\0\0\0";
+
+fn paths() -> &'static (PathBuf, PathBuf, PathBuf) {
+    static P: OnceLock<(PathBuf, PathBuf, PathBuf)> = OnceLock::new();
+    P.get_or_init(|| {
+        let d = leanrd_fuzz::scratch();
+        let kernel = d.join("vmlinuz");
+        std::fs::write(&kernel, vec![0x4b; 5000]).unwrap();
+        (d.join("stub.efi"), kernel, d.join("uki.efi"))
+    })
+}
+
+/// The writer on the bytes as a stub, when they are small and align sections to at most
+/// 4 KiB: the UKI's checksum adds up every 16-bit word of it, which under the fuzzer's
+/// instrumentation costs tens of milliseconds for a real stub's 100 KiB (whose UKIs the boot
+/// tests make) or 64 KiB alignments (PE's largest).
+fn uki_writer(data: &[u8]) {
+    if data.len() > 32 << 10 {
+        return;
+    }
+    let Ok(pe) = goblin::pe::PE::parse(data) else { return };
+    let Some(oh) = pe.header.optional_header else { return };
+    if oh.windows_fields.file_alignment > 0x1000 {
+        return;
+    }
+    let (stub, kernel, out_path) = paths();
+    std::fs::write(stub, data).unwrap();
+    let out = File::options().read(true).write(true).create(true).truncate(true).open(out_path).unwrap();
+    let parts = uki::Parts { small: vec![(".osrel", b"ID=fuzz\n".to_vec()), (".cmdline", b"quiet".to_vec())], kernel };
+    let r = uki::write(&out, stub, &parts, |f, at| {
+        f.write_all_at(INITRD, at)?;
+        Ok(at + INITRD.len() as u64)
+    });
+    let Ok(layout) = r else { return };
+    let mut head = vec![0u8; 4096];
+    let n = out.read_at(&mut head, 0).unwrap();
+    assert_eq!(
+        uki::initrd_section(&head[..n]),
+        Some((layout.initrd_offset, layout.initrd_len)),
+        "the reader does not find the .initrd the writer wrote"
+    );
+    let mut names = Names::default();
+    let r = read_image_file(out.try_clone().unwrap(), &mut names);
+    let mut want = Names::default();
+    let w = read_image(INITRD, &mut want);
+    assert_eq!(listing(r, names), listing(w, want), "the UKI's archive lists otherwise than the archive");
+}
+
+/// glibc's ld.so.cache format (dl-cache.h, the new format alone), written from entries.
+fn ld_cache(libs: &HashMap<String, String>) -> Vec<u8> {
+    let mut entries: Vec<(&String, &String)> = libs.iter().collect();
+    entries.sort();
+    let header = 48 + 24 * entries.len();
+    let mut strings: Vec<u8> = Vec::new();
+    let mut b = b"glibc-ld.so.cache1.1".to_vec();
+    b.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    b.resize(48, 0);
+    for (k, v) in &entries {
+        let key = header + strings.len();
+        strings.extend_from_slice(k.as_bytes());
+        strings.push(0);
+        let value = header + strings.len();
+        strings.extend_from_slice(v.as_bytes());
+        strings.push(0);
+        b.extend_from_slice(&0x0303i32.to_le_bytes());
+        b.extend_from_slice(&(key as u32).to_le_bytes());
+        b.extend_from_slice(&(value as u32).to_le_bytes());
+        b.extend_from_slice(&[0; 12]);
+    }
+    b.extend_from_slice(&strings);
+    b
+}
+
+fuzz_target!(|data: &[u8]| {
+    // The .initrd of a UKI, through the file's window, is the archive in those bytes.
+    let head = &data[..data.len().min(4096)];
+    if let Some((off, len)) = uki::initrd_section(head) {
+        let f = leanrd_fuzz::memfile(data).try_clone().unwrap();
+        let mut through = Names::default();
+        let r = read_image_file(f, &mut through);
+        if let Some(bytes) = data.get(off as usize..(off.saturating_add(len)) as usize) {
+            let mut alone = Names::default();
+            let w = read_image(bytes, &mut alone);
+            assert_eq!(listing(r, through), listing(w, alone), "a UKI's .initrd reads otherwise through its window");
+        }
+    }
+    uki_writer(data);
+
+    if let Ok(cache) = LdCache::parse(data) {
+        let back = LdCache::parse(&ld_cache(&cache.libs)).expect("a written cache parses");
+        assert_eq!(back.libs, cache.libs, "ld.so.cache entries written back read otherwise");
+    }
+
+    let m = ModuleFile::read(data, None);
+    if m.compression.is_none() {
+        assert_eq!(m.elf, data.starts_with(b"\x7fELF"));
+        assert_eq!(m.signed, data.ends_with(leanrd_gen::modules::MODULE_SIG_STRING));
+        assert_eq!(m.firmware, leanrd_gen::modules::modinfo(data, "firmware"));
+        assert!(m.corrupt.is_none());
+    }
+});

@@ -1,0 +1,56 @@
+//! /init's prober on any device image (crates/init/src/probe.rs `probe_fs`, `partitions`):
+//! superblocks (ext2/3/4, XFS, Btrfs, vfat, F2FS, ISO 9660), LUKS headers, md superblocks and
+//! LVM2 labels, swap and hibernation signatures, GPT and MBR. A disk anyone plugged in can
+//! say anything. The image is written sparse into a memory file (`leanrd_fuzz::sparse_chunks`:
+//! a size, then offset/length/bytes chunks), so that a few bytes reach the superblocks at
+//! 64 KiB and the md superblocks near the end.
+//!
+//! Holds to:
+//! - nothing panics, and nothing allocates beyond what the image holds (a GPT's entry count and
+//!   size, say);
+//! - the probe is a function of the bytes: twice, the same answer;
+//! - what it reports can be matched and shown: no NUL in a type, UUID, label or partition
+//!   label (a `DeviceRef` cannot hold one); a UUID or PARTUUID is non-empty, and one of the
+//!   shapes blkid writes for the type;
+//! - partitions are numbered from 1, increasing, each PARTUUID distinct in form.
+
+#![no_main]
+
+use leanrd_init::probe::{partitions, probe_fs};
+use libfuzzer_sys::fuzz_target;
+
+fn hex_uuid(u: &str) -> bool {
+    let parts: Vec<&str> = u.split('-').collect();
+    parts.iter().map(|p| p.len()).eq([8, 4, 4, 4, 12]) && u.bytes().all(|b| b == b'-' || b.is_ascii_hexdigit())
+}
+
+fuzz_target!(|data: &[u8]| {
+    let f = leanrd_fuzz::sparse_image(data);
+    let p = probe_fs(f);
+    assert_eq!(probe_fs(f), p, "two probes of the same bytes differ");
+    for v in [&p.fstype, &p.uuid, &p.label, &p.partuuid, &p.partlabel].into_iter().flatten() {
+        assert!(!v.is_empty() && !v.contains('\0'), "{p:?}");
+    }
+    if let (Some(t), Some(u)) = (&p.fstype, &p.uuid) {
+        let ok = match t.as_str() {
+            "vfat" => u.len() == 9 && u.as_bytes()[4] == b'-',
+            "iso9660" => u.len() == 22,
+            // LUKS headers carry their UUID as text, as written.
+            "crypto_LUKS" => true,
+            _ => hex_uuid(u),
+        };
+        assert!(ok, "a {t} UUID of an odd shape: {u:?}");
+    }
+
+    let parts = partitions(f);
+    assert_eq!(partitions(f), parts);
+    let mut last = 0;
+    for e in &parts {
+        assert!(e.number > last, "partition numbers not increasing: {parts:?}");
+        last = e.number;
+        assert!(hex_uuid(&e.partuuid) || (e.partuuid.len() == 11 && e.partuuid.as_bytes()[8] == b'-'));
+        if let Some(l) = &e.partlabel {
+            assert!(!l.is_empty() && !l.contains('\0'), "{parts:?}");
+        }
+    }
+});
