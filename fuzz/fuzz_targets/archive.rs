@@ -106,10 +106,10 @@ fn refused_on_purpose(e: &str) -> bool {
 
 fuzz_target!(|data: &[u8]| {
     // newc headers on their own: what decodes, encodes back to the same bytes (hex case aside).
-    if let Ok(b) = <&[u8; 110]>::try_from(data.get(..110).unwrap_or(&[])) {
-        if let Ok(h) = Header::decode(b) {
-            assert_eq!(&h.encode()[..], &b.to_ascii_uppercase()[..]);
-        }
+    if let Ok(b) = <&[u8; 110]>::try_from(data.get(..110).unwrap_or(&[]))
+        && let Ok(h) = Header::decode(b)
+    {
+        assert_eq!(&h.encode()[..], &b.to_ascii_uppercase()[..]);
     }
 
     // `ls`, two ways.

@@ -47,8 +47,8 @@ fn pvd_offset(img: &[u8]) -> Option<usize> {
 
 fn md5_of(img: &[u8], total: usize, pvd: usize) -> String {
     let mut b = img[..total].to_vec();
-    for i in pvd + FIELD..(pvd + FIELD + FIELD_LEN).min(total) {
-        b[i] = b' ';
+    if let Some(field) = b.get_mut(pvd + FIELD..(pvd + FIELD + FIELD_LEN).min(total)) {
+        field.fill(b' ');
     }
     Md5::digest(&b).iter().map(|x| format!("{x:02x}")).collect()
 }

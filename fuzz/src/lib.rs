@@ -9,13 +9,23 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// A directory of this process's own (on tmpfs when there is one), removed at exit.
+/// A directory of this process's own (on tmpfs when there is one), removed at exit; those of
+/// processes that are gone (a crash does not exit) are removed when the next one starts.
 pub fn scratch() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let base = Path::new("/dev/shm");
         let base = if base.is_dir() { base.to_path_buf() } else { std::env::temp_dir() };
-        let dir = tempfile::Builder::new().prefix("leanrd-fuzz-").tempdir_in(base).expect("scratch directory");
+        for e in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            let pid =
+                name.to_str().and_then(|n| n.strip_prefix("leanrd-fuzz-")?.split('-').next()?.parse::<u32>().ok());
+            if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+        let prefix = format!("leanrd-fuzz-{}-", std::process::id());
+        let dir = tempfile::Builder::new().prefix(&prefix).tempdir_in(base).expect("scratch directory");
         let path = dir.keep();
         extern "C" fn remove() {
             if let Some(d) = DIR.get() {

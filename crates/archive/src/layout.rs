@@ -10,7 +10,7 @@ use leanrd_newc::{
 };
 
 use crate::entry::{Data, Entry};
-use crate::names::{Conflict, check_name, find_conflict};
+use crate::names::{Conflict, canonical, check_name, find_conflict, kernel_conflict};
 
 /// How to lay an archive out.
 #[derive(Debug, Clone, Copy, Default)]
@@ -142,6 +142,9 @@ impl Layout {
             let size = e.data.len();
             if let Err(m) = check_name(&e.name) {
                 bail!("{:?}: {m}", String::from_utf8_lossy(&e.name));
+            }
+            if let Some(m) = kernel_conflict(&canonical(&e.name), e.kind()) {
+                bail!("{m}");
             }
             let check = if options.checksum { checksum(e)? } else { 0 };
             if options.checksum {

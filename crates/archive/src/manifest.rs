@@ -24,7 +24,7 @@ use thiserror::Error;
 
 use crate::entry::{Data, Entry, Normalize};
 use crate::layout::conflict_message;
-use crate::names::{canonical, check_name, find_conflict};
+use crate::names::{canonical, check_name, find_conflict, kernel_conflict};
 
 /// A manifest line that cannot be used, with its place.
 #[derive(Debug, Error)]
@@ -207,6 +207,9 @@ pub fn parse(
             return Err(l.err("NUL byte in the line".into()));
         }
         for e in l.entries(ino, lookup)? {
+            if let Some(m) = kernel_conflict(&e.name, e.kind()) {
+                return Err(l.err(m));
+            }
             if let Some(first) = names.insert(e.name.clone(), i + 1) {
                 return Err(l.err(format!("{} is listed twice (first on line {first})", word(&e.name))));
             }
@@ -377,6 +380,20 @@ mod tests {
             assert!(e.contains("TRAILER!!! is the end of an archive"), "{text:?}: {e}");
         }
         assert!(p("dir /TRAILER!!!x 755 0 0\n").is_ok());
+    }
+
+    /// The kernel's rootfs has /dev with /dev/console in it before it unpacks an image: a
+    /// `dev` that is not a directory is never created (found by fuzz/ `manifest`, a hard link
+    /// named dev; `check` reported it, the parser and the writer took it).
+    #[test]
+    fn the_kernels_dev_is_only_replaced_by_a_directory() {
+        for text in ["file /a ${SRC}/hosts 644 0 0 /dev\n", "slink /dev x 777 0 0\n", "pipe ./dev/ 644 0 0\n"] {
+            let e = p(text).unwrap_err().to_string();
+            assert!(e.contains("the kernel's /dev holds /dev/console"), "{text:?}: {e}");
+        }
+        assert!(p("dir /dev 755 0 0\nnod /dev/console 600 0 0 c 5 1\npipe /root 644 0 0\n").is_ok());
+        let e = Entry::new(b"dev".to_vec(), FileKind::Socket, 0o600, Data::None);
+        assert!(crate::Layout::plan(vec![e], Default::default()).is_err());
     }
 
     #[test]

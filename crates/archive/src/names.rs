@@ -78,6 +78,16 @@ fn parents(name: &[u8]) -> impl Iterator<Item = &[u8]> {
     name.iter().enumerate().filter(|&(i, &b)| b == b'/' && i > 0).map(move |(i, _)| &name[..i])
 }
 
+/// Why the kernel cannot create `name` (canonical) as a `kind` over what its rootfs holds
+/// before it unpacks an image ([`Namespace::new`]): /dev, with /dev/console in it, is not
+/// replaced by anything but a directory.
+pub fn kernel_conflict(name: &[u8], kind: Option<FileKind>) -> Option<String> {
+    (name == b"dev" && kind != Some(FileKind::Dir)).then(|| {
+        let k = kind.map_or("file of unknown type", FileKind::name);
+        format!("dev cannot be {k}: the kernel's /dev holds /dev/console, so it cannot be replaced")
+    })
+}
+
 /// Two entries of a list that cannot both be unpacked: `under` lies beneath `parent`, which
 /// is not a directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -81,7 +81,7 @@ impl ModuleDb {
             // One path before the ':' (as a dependency, a path with white space would be read
             // as several).
             let m = m.trim();
-            if m.contains(char::is_whitespace) {
+            if m.is_empty() || m.contains(char::is_whitespace) {
                 return Err(ParseError { file: "modules.dep", line: n + 1, msg: format!("\"{m}\" is not one path") });
             }
             let name = name_of_path(m);
@@ -197,12 +197,16 @@ pub(crate) mod tests {
     }
 
     /// A modules.dep line with several paths before its ':' was taken as one module whose
-    /// path held spaces; written as another module's dependency, that path read back as
-    /// several modules (found by fuzz/ `kmod_tables`).
+    /// path held spaces, and one with none as a module named ""; written as another module's
+    /// dependency, such a path read back as several modules, or none (found by fuzz/
+    /// `kmod_tables`).
     #[test]
     fn one_path_before_the_colon() {
         let e = ModuleDb::parse(&tables("a.ko:\nkernel/x.ko kernel/ext4.ko: a.ko\n", "", "", "", b"")).unwrap_err();
         assert_eq!(e.to_string(), "modules.dep:2: \"kernel/x.ko kernel/ext4.ko\" is not one path");
+        // No path at all: a module named "" that other modules' dependencies could name.
+        let e = ModuleDb::parse(&tables("kernel/ext4.ko: x/\n:\n", "", "", "", b"")).unwrap_err();
+        assert_eq!(e.to_string(), "modules.dep:2: \"\" is not one path");
         let db =
             ModuleDb::parse(&tables(" kernel/ext4.ko : kernel/jbd2.ko\nkernel/jbd2.ko:\n", "", "", "", b"")).unwrap();
         assert_eq!(db.paths["ext4"], "kernel/ext4.ko");

@@ -27,12 +27,14 @@ pub(super) fn errno(e: rustix::io::Errno) -> io::Error {
     io::Error::from(e)
 }
 
+/// The owner to give; None for 0xffffffff, which is no user: chown(2) reads -1 as "leave it",
+/// as the kernel's unpacker passes it (and rustix refuses to make a `Uid` of it).
 pub(super) fn uid(u: u32) -> Option<rustix::fs::Uid> {
-    Some(rustix::fs::Uid::from_raw(u))
+    (u != !0).then(|| rustix::fs::Uid::from_raw(u))
 }
 
 pub(super) fn gid(g: u32) -> Option<rustix::fs::Gid> {
-    Some(rustix::fs::Gid::from_raw(g))
+    (g != !0).then(|| rustix::fs::Gid::from_raw(g))
 }
 
 /// Make directory `base` in `dir`, replacing a non-directory that is there (never following

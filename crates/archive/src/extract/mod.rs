@@ -479,6 +479,35 @@ mod tests {
         assert_eq!(target, Path::new("t"));
     }
 
+    /// An owner of 0xffffffff (-1, no user): left as it is, as chown(2) and the kernel do;
+    /// it was a panic in debug builds (rustix asserts a `Uid` is not -1). Found by
+    /// tests/fuzz.rs's mutations run in a debug build.
+    #[test]
+    fn an_owner_of_minus_one_is_left_as_it_is() {
+        let mut img = Vec::new();
+        for (mode, name, data) in [(0o120777, &b"l"[..], &b"t"[..]), (0o100644, b"f", b"x")] {
+            let h = leanrd_newc::Header {
+                mode,
+                uid: !0,
+                gid: !0,
+                nlink: 1,
+                filesize: data.len() as u32,
+                namesize: name.len() as u32 + 1,
+                ..Default::default()
+            };
+            img.extend(leanrd_newc::encode_head(&h, name));
+            img.extend(data);
+            img.resize(leanrd_newc::align4(img.len() as u64) as usize, 0);
+        }
+        let t = tempfile::tempdir().unwrap();
+        let mut x = Extractor::new(&t.path().join("x")).unwrap();
+        x.owner = true;
+        crate::read::read_image(&img[..], &mut x).unwrap();
+        x.finish();
+        assert!(x.errors.is_empty(), "{:?}", x.errors);
+        assert_eq!(std::fs::read(t.path().join("x/f")).unwrap(), b"x");
+    }
+
     #[test]
     fn names_are_checked() {
         assert_eq!(safe_components(b"a/./b//c").unwrap(), vec![&b"a"[..], b"b", b"c"]);
