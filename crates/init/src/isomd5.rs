@@ -116,6 +116,16 @@ pub fn check(read: &mut ReadAt) -> Result<Checked, String> {
     })
 }
 
+/// [`check`] on a medium held in memory.
+pub fn check_bytes(img: &[u8]) -> Result<Checked, String> {
+    check(&mut |at, buf| {
+        let at = usize::try_from(at).unwrap_or(usize::MAX).min(img.len());
+        let n = buf.len().min(img.len() - at);
+        buf[..n].copy_from_slice(&img[at..at + n]);
+        Ok(n)
+    })
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -148,14 +158,7 @@ mod tests {
         img
     }
 
-    fn run(img: &[u8]) -> Result<Checked, String> {
-        check(&mut |at, buf| {
-            let at = (at as usize).min(img.len());
-            let n = buf.len().min(img.len() - at);
-            buf[..n].copy_from_slice(&img[at..at + n]);
-            Ok(n)
-        })
-    }
+    use super::check_bytes as run;
 
     #[test]
     fn an_intact_medium_passes_and_a_damaged_one_fails() {
