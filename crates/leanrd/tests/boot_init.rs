@@ -74,7 +74,7 @@ fn btrfs_raid1(t: &TempDir, tree: &Path) -> (PathBuf, PathBuf, String) {
     let (a, b, mnt) = (t.join("raid1-a.img"), t.join("raid1-b.img"), t.join("raid1-mnt"));
     fs::create_dir_all(&mnt).unwrap();
     let (a, b) = (a.display().to_string(), b.display().to_string());
-    sh(&format!(
+    sh_private(&format!(
         "set -e; truncate -s 300M {a} {b}; la=$(losetup -f --show {a}); lb=$(losetup -f --show {b}); \
          trap 'umount {m} 2>/dev/null || true; losetup -d $la $lb 2>/dev/null || true' EXIT; \
          mkfs.btrfs -q -f -d raid1 -m raid1 -U {uuid} -L raid1root $la $lb; \
@@ -97,7 +97,7 @@ fn fs_image(t: &TempDir, tree: &Path, kind: &str, uuid: &str, label: &str) -> Pa
             let mnt = t.join("xfs-mnt");
             fs::create_dir_all(&mnt).unwrap();
             sh(&format!("truncate -s 300M {p} && mkfs.xfs -q -f -m uuid={uuid} -L {label} {p}"));
-            sh(&format!("mount -o loop {p} {m} && cp -a {tr}/. {m}/; umount {m}", m = mnt.display()));
+            sh_private(&format!("mount -o loop {p} {m} && cp -a {tr}/. {m}/ && umount {m}", m = mnt.display()));
         }
         _ => unreachable!(),
     }

@@ -179,7 +179,7 @@ fn hibernated_systems_resume() {
             // pages must be whole blocks on the device).
             sh(&format!("truncate -s 400M {d} && mkfs.ext4 -q -b 4096 -U {ROOT_UUID} -d {} {d}", tree.display()));
             // Written in place (a copy by mkfs would leave holes where the zeros are).
-            sh(&format!(
+            sh_private(&format!(
                 "set -e; l=$(losetup -f --show {d}); trap 'umount {m} 2>/dev/null || true; losetup -d $l' EXIT; \
                  mount $l {m}; dd if=/dev/zero of={m}/swapfile bs=1M count=256 status=none; \
                  chmod 600 {m}/swapfile; mkswap -q {m}/swapfile; filefrag -v -b4096 {m}/swapfile > {}; sync",

@@ -78,6 +78,37 @@ pub fn sh(cmd: &str) {
     assert!(o.status.success(), "{cmd}: {}", String::from_utf8_lossy(&o.stderr));
 }
 
+/// [`sh`] in a mount namespace of its own: for a script that mounts a file system, writes to
+/// it and unmounts it, so that the image is whole once the script is done.
+///
+/// The machine's mounts are private (no systemd makes them shared), and every mount namespace
+/// copies the mounts there when it is made: a network test's servers and VMs (`ip netns exec`)
+/// started while a disk is mounted in the machine's namespace keep a copy of that mount, the
+/// script's `umount` then ends only the machine's, and the file system's last commit reaches
+/// the image when those namespaces end. A CI run copied such a btrfs disk one transaction
+/// short (an empty subvolume: "no init found in the new root"). A mount made here is seen by
+/// no other namespace.
+pub fn sh_private(cmd: &str) {
+    let o = Command::new("unshare").args(["-m", "--propagation", "private", "sh", "-c", cmd]).output().unwrap();
+    assert!(o.status.success(), "{cmd}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Fail unless no loop device still has `image` attached: a file system on it still mounted
+/// somewhere (another mount namespace) is not whole in the file yet.
+/// (A detached device can take a moment to go: asked again for up to 5 s.)
+pub fn assert_released(image: &Path) {
+    let mut held = String::new();
+    for _ in 0..50 {
+        let o = Command::new("losetup").arg("-j").arg(image).output().unwrap();
+        held = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        if held.is_empty() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("{}: a loop device still holds it after its script: {held}", image.display());
+}
+
 /// What a VM's console showed: the console, how long the VM ran, how long it waited for a
 /// slot, and when each asked-for mark first showed (seconds from QEMU's start).
 pub struct Console {
@@ -447,7 +478,10 @@ pub fn make_in(
     }
     script += "umount @MNT@\n";
     script += FORGET_BTRFS;
-    sh(&script.replace("@MNT@", &mnt.display().to_string()));
+    sh_private(&script.replace("@MNT@", &mnt.display().to_string()));
+    for d in &disks {
+        assert_released(&d.path);
+    }
     disks
 }
 
@@ -463,7 +497,7 @@ pub fn take_file_maybe(t: &TempDir, disk: &Disk, path: &str, out: &Path) -> Opti
     let mnt = t.join("take.mnt");
     fs::create_dir_all(&mnt).unwrap();
     let m = mnt.display();
-    sh(&format!(
+    sh_private(&format!(
         "set -e; l=$({}); trap 'umount {m} 2>/dev/null || true; losetup -d $l' EXIT; {FORGET_BTRFS} mount -o ro $l {m}; \
          if [ -e {m}/{path} ]; then cp {m}/{path} {}; fi; umount {m}",
         disk.losetup(true),
@@ -483,7 +517,11 @@ pub fn in_chroot(tree: &Path, apt_cache: Option<&Path>, cmd: &str) -> (bool, Str
          mount -t sysfs sys $t/sys{cache} && chroot $t /usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c '{cmd}' 2>&1",
         t = tree.display(),
     );
-    let o = std::process::Command::new("sh").arg("-c").arg(script).output().unwrap();
+    // In a mount namespace of its own, as sh_private says why.
+    let o = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .unwrap();
     (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
 }
 

@@ -812,7 +812,7 @@ fn take_boot_file(t: &TempDir, disk: &Disk, path: &str, out: &Path) {
     let mnt = t.join("take-boot.mnt");
     fs::create_dir_all(&mnt).unwrap();
     let m = mnt.display();
-    sh(&format!(
+    sh_private(&format!(
         "set -e; l=$(losetup -f --show -r -o {o} --sizelimit {s} {d}); trap 'umount {m} 2>/dev/null || true; \
          losetup -d $l' EXIT; mount -o ro $l {m}; cp {m}/{path} {out}; umount {m}",
         o = BOOT_START_MB << 20,

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// `leanrd()` is the harness's: the executable cargo built beside the test.
-pub use leanrd_testkit::boot::{boot_console_timed, init_binary, kver_of, leanrd, sh};
+pub use leanrd_testkit::boot::{boot_console_timed, init_binary, kver_of, leanrd, sh, sh_private};
 pub use leanrd_testkit::*;
 
 /// Boot, answering the passphrase prompt on the serial console; returns the console output.
