@@ -6,7 +6,8 @@ use alloc::vec::Vec;
 
 use leanrd_contract::{Chap, CryptKey, CryptOptions, DeviceRef, IscsiTarget, Mounts, NvmfTarget, Root};
 
-use crate::netconf::{self, IpParam};
+use crate::netconf::IpParam;
+use crate::params;
 
 /// Settings from the kernel command line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -123,18 +124,30 @@ pub struct NvmfCmd {
     pub nostatic: bool,
 }
 
+/// A command line being parsed: the settings, and the words read once all are seen.
+#[derive(Default)]
+pub(crate) struct Parse {
+    pub c: Cmdline,
+    /// `root=`, read with `nfsroot=` (which may come after it).
+    pub root: Option<String>,
+    pub nfsroot: Option<String>,
+    pub iscsi: IscsiWords,
+    /// `boot=`.
+    pub boot: Option<String>,
+}
+
 /// The `rd.iscsi.*` words that name one target between them.
 #[derive(Default)]
-struct IscsiWords {
-    name: Option<String>,
-    ip: Option<String>,
-    port: Option<String>,
-    group: Option<String>,
-    lun: Option<String>,
-    user: Option<String>,
-    password: Option<String>,
-    in_user: Option<String>,
-    in_password: Option<String>,
+pub(crate) struct IscsiWords {
+    pub name: Option<String>,
+    pub ip: Option<String>,
+    pub port: Option<String>,
+    pub group: Option<String>,
+    pub lun: Option<String>,
+    pub user: Option<String>,
+    pub password: Option<String>,
+    pub in_user: Option<String>,
+    pub in_password: Option<String>,
 }
 
 impl IscsiWords {
@@ -218,14 +231,9 @@ pub enum FsckRepair {
     No,
 }
 
-/// A comma list of module names, normalised.
-fn list(v: &str) -> impl Iterator<Item = String> + '_ {
-    v.split(',').filter(|m| !m.is_empty()).map(leanrd_kmod::normalize)
-}
-
 /// systemd's `[UUID=]VALUE` for rd.luks.key= and rd.luks.options=: a value that does not
 /// start with '/' and has '=' before any '/' names a container (`luks-` prefix allowed).
-fn for_uuid(v: &str) -> (Option<String>, &str) {
+pub(crate) fn for_uuid(v: &str) -> (Option<String>, &str) {
     match v.split_once('=') {
         Some((u, rest))
             if !v.starts_with('/')
@@ -275,188 +283,36 @@ impl Cmdline {
         crate::net::Wanted { ip: self.ip.clone(), bootif: self.bootif, names: self.ifnames.clone() }
     }
 
+    /// Parse a command line: each word through [`crate::params::PARAMS`]; a word of a known
+    /// family (`rd.luks.`, ...) it does not know is reported, and any other `MODULE.PARAM`
+    /// word is a module parameter.
     pub fn parse(s: &str) -> Cmdline {
-        let mut c = Cmdline { timeout: 30, ..Cmdline::default() };
-        let (mut root, mut nfsroot) = (None, None);
-        let mut iscsi = IscsiWords::default();
-        let mut boot_live = false;
+        let mut p = Parse { c: Cmdline { timeout: 30, ..Cmdline::default() }, ..Parse::default() };
         for w in words(s) {
             let (k, v) = match w.split_once('=') {
-                Some((k, v)) => (k, Some(v.to_string())),
+                Some((k, v)) => (k, Some(v)),
                 None => (w.as_str(), None),
             };
-            match (k, v) {
-                // Read once every word is seen: `nfsroot=` may come after it.
-                ("root", Some(v)) => root = Some(v),
-                ("nfsroot", Some(v)) => nfsroot = Some(v),
-                ("ip", Some(v)) => match IpParam::parse(&v) {
-                    Ok(p) => c.ip.push(p),
-                    Err(e) => c.problems.push(format!("{e} (ignored)")),
-                },
-                ("BOOTIF", Some(v)) => match netconf::bootif(&v) {
-                    Some(m) => c.bootif = Some(m),
-                    None => c.problems.push(format!("BOOTIF={v} ignored: not 01-XX-XX-XX-XX-XX-XX or a MAC")),
-                },
-                ("ifname", Some(v)) => match v.split_once(':').and_then(|(n, m)| Some((n, netconf::bootif(m)?))) {
-                    Some((n, m)) if !n.is_empty() && n.len() < 16 && !n.contains(['/', ' ']) => {
-                        c.ifnames.push((n.into(), m))
-                    }
-                    _ => c.problems.push(format!("ifname={v} ignored: not NAME:MAC")),
-                },
-                ("netroot", Some(v)) if v.starts_with("iscsi:") => match IscsiTarget::parse(&v) {
-                    Ok(t) => c.iscsi.targets.push(t),
-                    Err(e) => c.problems.push(format!("netroot= ignored: {e}")),
-                },
-                ("netroot", Some(v)) => {
-                    let kind = v.split(':').next().unwrap_or("");
-                    c.problems.push(format!("netroot={kind}:... ignored: leanrd's /init knows netroot=iscsi: only"))
+            if let Some(param) = params::find(k) {
+                if let Err(e) = param.form.read(v).and_then(|value| (param.apply)(&mut p, value)) {
+                    p.c.problems.push(format!("{} ignored: {e}", leanrd_contract::redact_secrets(&w)));
                 }
-                ("rd.nvmf.discover", Some(v)) => match NvmfTarget::parse(&v) {
-                    Ok(t) => c.nvmf.targets.push(t),
-                    Err(e) => c.problems.push(format!("rd.nvmf.discover= ignored: {e}")),
-                },
-                // Written into /dev/nvme-fabrics' options: nothing that could end one.
-                ("rd.nvmf.hostnqn" | "rd.nvmf.hostid", Some(v)) if !leanrd_contract::option_value(&v) => {
-                    c.problems.push(format!("{k}= ignored: empty, or a space, ',', '=' or control character"))
-                }
-                ("rd.nvmf.hostnqn", Some(v)) => c.nvmf.hostnqn = Some(v),
-                ("rd.nvmf.hostid", Some(v)) => c.nvmf.hostid = Some(v),
-                ("rd.nvmf.nostatic", None) => c.nvmf.nostatic = true,
-                // The NBFT is not read: nothing to turn off.
-                ("rd.nvmf.nonbft", None) => {}
-                (k, _) if k.starts_with("rd.nvmf.") => {
-                    let k = k.to_string();
-                    c.problems.push(format!("{k}: not known to leanrd's /init (the NBFT is not read: name the discovery controller with rd.nvmf.discover=)"))
-                }
-                ("boot", Some(v)) if v == "live" => boot_live = true,
-                ("rd.live.ram" | "toram", None) => c.live.ram = true,
-                ("rd.live.ram", Some(v)) => c.live.ram = v == "1",
-                ("rd.live.check", None) => c.live.check = true,
-                ("rd.live.check", Some(v)) => c.live.check = v == "1",
-                ("rd.live.overlay", Some(v)) => match DeviceRef::parse(v.split(':').next().unwrap_or("")) {
-                    Ok(d) => c.live.overlay = Some(d),
-                    Err(e) => c.problems.push(format!("rd.live.overlay={v} ignored: {e}")),
-                },
-                ("rd.live.overlay.size", Some(v)) if v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'%') => {
-                    c.live.overlay_size = Some(v)
-                }
-                ("rd.live.dir" | "live-media-path", Some(v)) if !v.contains("..") => {
-                    c.live.dir = Some(v.trim_matches('/').to_string())
-                }
-                ("rd.live.squashimg", Some(v)) if !v.contains(['/', '\0']) => c.live.squashimg = Some(v),
-                // dracut's marker for a live image: the root= says it already.
-                ("rd.live.image", _) => {}
-                (k, _) if k.starts_with("rd.live.") => {
-                    let k = k.to_string();
-                    c.problems.push(format!("{k}: not known to leanrd's /init"))
-                }
-                ("rd.iscsi.initiator", Some(v)) => c.iscsi.initiator = Some(v),
-                ("rd.iscsi.target.name", Some(v)) => iscsi.name = Some(v),
-                ("rd.iscsi.target.ip", Some(v)) => iscsi.ip = Some(v),
-                ("rd.iscsi.target.port", Some(v)) => iscsi.port = Some(v),
-                ("rd.iscsi.target.group", Some(v)) => iscsi.group = Some(v),
-                ("rd.iscsi.lun" | "rd.iscsi.target.lun", Some(v)) => iscsi.lun = Some(v),
-                ("rd.iscsi.username", Some(v)) => iscsi.user = Some(v),
-                ("rd.iscsi.password", Some(v)) => iscsi.password = Some(v),
-                ("rd.iscsi.in.username", Some(v)) => iscsi.in_user = Some(v),
-                ("rd.iscsi.in.password", Some(v)) => iscsi.in_password = Some(v),
-                ("rd.iscsi.param", Some(v)) if v.contains('=') => c.iscsi.params.push(v),
-                (k, _) if k.starts_with("rd.iscsi.") => {
-                    let k = k.to_string();
-                    c.problems.push(format!(
-                        "{k}: not known to leanrd's /init (the iBFT is not read: name the target with netroot=iscsi:)"
-                    ))
-                }
-                ("rd.neednet", Some(v)) => c.neednet = matches!(v.as_str(), "1" | "yes" | "true"),
-                ("rootfstype", Some(v)) => c.mounts.rootfstype = Some(v),
-                ("mount.usr", Some(v)) => match DeviceRef::parse(&v) {
-                    Ok(d) => c.mounts.usr = Some(d),
-                    Err(e) => c.problems.push(format!("mount.usr={v} ignored: {e}")),
-                },
-                ("mount.usrfstype", Some(v)) => c.mounts.usrfstype = Some(v),
-                ("mount.usrflags", Some(v)) => c.mounts.usrflags = Some(v),
-                ("rootflags", Some(v)) => c.mounts.rootflags = Some(v),
-                ("ro", None) => c.rw = false,
-                ("rw", None) => c.rw = true,
-                ("init", Some(v)) => c.init = Some(v),
-                ("rootwait", None) => c.rootwait = true,
-                ("rootdelay", Some(v)) => c.rootdelay = v.parse().unwrap_or(0),
-                ("panic", Some(v)) => c.panic = v.parse().ok(),
-                ("quiet", None) => c.quiet = true,
-                ("leanrd.debug", _) => c.debug = true,
-                ("leanrd.shell", _) => c.shell = true,
-                ("rd.leanrd.coldplug" | "leanrd.coldplug", Some(v)) => c.coldplug_all = v == "all",
-                ("resume", Some(v)) => match DeviceRef::parse(&v) {
-                    Ok(d) => c.resume = Some(d),
-                    Err(e) => c.problems.push(format!("resume={v} ignored: {e}")),
-                },
-                ("resume_offset", Some(v)) => match v.parse() {
-                    Ok(o) => c.resume_offset = Some(o),
-                    Err(_) => c.problems.push(format!("resume_offset={v} ignored: not a number")),
-                },
-                ("noresume", None) => c.noresume = true,
-                ("resumedelay", Some(v)) => c.resumedelay = v.parse().unwrap_or(0),
-                ("resumewait", None) => c.resumewait = true,
-                ("fsck.mode", Some(v)) => match v.as_str() {
-                    "auto" => c.fsck_mode = FsckMode::Auto,
-                    "skip" => c.fsck_mode = FsckMode::Skip,
-                    "force" => c.fsck_mode = FsckMode::Force,
-                    _ => c.problems.push(format!("fsck.mode={v}: not auto, skip or force (auto used)")),
-                },
-                ("fsck.repair", Some(v)) => match v.as_str() {
-                    "preen" => c.fsck_repair = FsckRepair::Preen,
-                    "yes" => c.fsck_repair = FsckRepair::Yes,
-                    "no" => c.fsck_repair = FsckRepair::No,
-                    _ => c.problems.push(format!("fsck.repair={v}: not preen, yes or no (preen used)")),
-                },
-                ("leanrd.timeout", Some(v)) => c.timeout = v.parse().unwrap_or(30),
-                ("rd.luks.uuid", Some(v)) => c.luks_uuids.push(v.trim_start_matches("luks-").to_string()),
-                ("rd.luks.name", Some(v)) => {
-                    if let Some((u, n)) = v.split_once('=') {
-                        let u = u.trim_start_matches("luks-");
-                        c.luks_names.push((u.to_string(), n.to_string()));
-                        c.luks_uuids.push(u.to_string());
-                    }
-                }
-                ("rd.luks.key", Some(v)) => {
-                    let (uuid, spec) = for_uuid(&v);
-                    match CryptKey::parse(spec) {
-                        Ok(k) => c.luks_keys.push((uuid, k)),
-                        Err(e) => c.problems.push(format!("rd.luks.key={v} ignored: {e}")),
-                    }
-                }
-                ("rd.luks.options", Some(v)) => {
-                    let (uuid, spec) = for_uuid(&v);
-                    let (o, bad) = CryptOptions::parse(spec);
-                    c.problems.extend(bad.into_iter().map(|b| format!("rd.luks.options: {b}")));
-                    c.luks_options.push((uuid, o));
-                }
-                ("rd.luks.crypttab", Some(v)) => c.no_crypttab = matches!(v.as_str(), "0" | "no" | "false"),
-                ("rd.luks", Some(v)) => c.no_luks = matches!(v.as_str(), "0" | "no" | "false"),
-                ("rd.vconsole.keymap" | "vconsole.keymap", Some(v)) => c.keymap = Some(v),
-                (k, _) if k.starts_with("rd.luks.") || k.starts_with("rd.vconsole.") || k.starts_with("vconsole.") => {
-                    c.problems.push(format!("{w}: not known to leanrd's /init"))
-                }
-                ("rd.lvm", Some(v)) => c.no_lvm = v == "0",
-                ("rd.md", Some(v)) => c.no_md = v == "0",
-                ("modprobe.blacklist" | "rd.driver.blacklist", Some(v)) => c.blacklist.extend(list(&v)),
-                ("rd.driver.pre", Some(v)) => c.driver_pre.extend(list(&v)),
-                ("rd.driver.post", Some(v)) => c.driver_post.extend(list(&v)),
-                (k, v) => {
-                    if let Some((m, p)) = k.split_once('.')
-                        && !m.is_empty()
-                        && !p.is_empty()
-                    {
-                        let param = match v {
-                            Some(v) if v.contains(' ') => format!("{p}=\"{v}\""),
-                            Some(v) => format!("{p}={v}"),
-                            None => p.to_string(),
-                        };
-                        c.module_options.push((leanrd_kmod::normalize(m), param));
-                    }
-                }
+            } else if let Some((_, hint)) = params::FAMILIES.iter().find(|(f, _)| k.starts_with(f)) {
+                p.c.problems
+                    .push(format!("{}: not known to leanrd's /init{hint}", leanrd_contract::redact_secrets(&w)));
+            } else if let Some((m, param)) = k.split_once('.')
+                && !m.is_empty()
+                && !param.is_empty()
+            {
+                let param = match v {
+                    Some(v) if v.contains(' ') => format!("{param}=\"{v}\""),
+                    Some(v) => format!("{param}={v}"),
+                    None => param.to_string(),
+                };
+                p.c.module_options.push((leanrd_kmod::normalize(m), param));
             }
         }
+        let Parse { mut c, mut root, nfsroot, iscsi, boot } = p;
         if let Some(v) = root.as_deref().filter(|v| v.starts_with("iscsi:")) {
             match IscsiTarget::parse(v) {
                 Ok(t) => {
@@ -469,8 +325,11 @@ impl Cmdline {
         }
         iscsi.finish(&mut c);
         // Debian's live-boot: no root=, the medium found by what it holds.
-        if boot_live && root.as_deref().is_none_or(|r| !r.starts_with("live:")) {
-            root = Some("live:".into());
+        match boot.as_deref() {
+            Some("live") if root.as_deref().is_none_or(|r| !r.starts_with("live:")) => root = Some("live:".into()),
+            // initramfs-tools' NFS root.
+            Some("nfs") if root.is_none() => root = Some("/dev/nfs".into()),
+            _ => {}
         }
         if let Some(v) = root {
             match Root::parse(&v, nfsroot.as_deref()) {
@@ -510,7 +369,7 @@ mod tests {
         let c = Cmdline::parse("resume=/dev/mapper/vg-swap noresume resume_offset=x");
         assert_eq!(c.resume, Some(DeviceRef::Mapper("vg-swap".into())));
         assert!(c.noresume);
-        assert_eq!(c.problems, ["resume_offset=x ignored: not a number"]);
+        assert_eq!(c.problems, ["resume_offset=x ignored: not a number of pages"]);
     }
 
     #[test]
@@ -626,12 +485,22 @@ mod tests {
         for bad in [
             "rd.iscsi.target.name=iqn.t:x rd.iscsi.target.ip=fd00:p@ss:u:ip@",
             "rd.iscsi.target.name=u:p@iqn.t:x rd.iscsi.target.ip=10.0.0.1",
-            "rd.iscsi.target.name=iqn.t:x rd.iscsi.target.ip=10.0.0.1 rd.iscsi.target.port=3260:x:eth1",
-            "rd.iscsi.target.name=iqn.t:x rd.iscsi.target.ip=10.0.0.1 rd.iscsi.lun=0:1",
         ] {
             let c = Cmdline::parse(bad);
             assert!(c.iscsi.targets.is_empty(), "{bad}: {:?}", c.iscsi.targets);
             assert_eq!(c.problems.len(), 1, "{bad}: {:?}", c.problems);
+        }
+        // A port or LUN that is no number is refused as every number is: reported, and the
+        // default (3260, the LUN the root is found on) used.
+        for bad in [
+            "rd.iscsi.target.name=iqn.t:x rd.iscsi.target.ip=10.0.0.1 rd.iscsi.target.port=3260:x:eth1",
+            "rd.iscsi.target.name=iqn.t:x rd.iscsi.target.ip=10.0.0.1 rd.iscsi.lun=0:1",
+        ] {
+            let c = Cmdline::parse(bad);
+            let t = &c.iscsi.targets;
+            assert!(t.len() == 1 && t[0].port.is_none() && t[0].lun.is_none() && t[0].netdev.is_none(), "{bad}: {t:?}");
+            assert_eq!(c.problems.len(), 1, "{bad}: {:?}", c.problems);
+            assert!(c.problems[0].contains("ignored: not a number"), "{bad}: {:?}", c.problems);
         }
         let c = Cmdline::parse("rd.iscsi.target.name=iqn.t:x rd.iscsi.target.ip=10.0.0.1 rd.iscsi.target.port=3261");
         assert_eq!(c.iscsi.targets[0].port, Some(3261));

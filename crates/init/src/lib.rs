@@ -39,6 +39,7 @@ pub mod netblock;
 pub mod netconf;
 pub mod nfs;
 pub mod nvmf;
+pub mod params;
 pub mod probe;
 pub mod process;
 pub mod prompt;

@@ -75,9 +75,10 @@ enum Cmd {
     /// Print a man page (roff) to stdout: leanrd(1), or leanrd-COMMAND(1) with its options and
     /// examples; `--dir DIR` writes them all.
     Man {
-        /// The command whose page to print (ls, extract, build, ...).
+        /// The command whose page to print (ls, extract, build, ...), or `init`: leanrd-init(7),
+        /// the kernel command line /init reads.
         command: Option<String>,
-        /// Write leanrd.1 and every leanrd-COMMAND.1 into DIR instead.
+        /// Write leanrd.1, every leanrd-COMMAND.1 and leanrd-init.7 into DIR instead.
         #[arg(long, value_name = "DIR", conflicts_with = "command")]
         dir: Option<std::path::PathBuf>,
     },
@@ -104,6 +105,13 @@ fn man(command: Option<&str>, dir: Option<&std::path::Path>) -> anyhow::Result<E
             let p = d.join(format!("{name}.1"));
             std::fs::write(&p, buf).with_context(|| format!("{}: cannot write", p.display()))?;
         }
+        let p = d.join("leanrd-init.7");
+        std::fs::write(&p, leanrd_init::params::man_page(env!("CARGO_PKG_VERSION")))
+            .with_context(|| format!("{}: cannot write", p.display()))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if command == Some("init") {
+        out!("{}", leanrd_init::params::man_page(env!("CARGO_PKG_VERSION")));
         return Ok(ExitCode::SUCCESS);
     }
     let page = match command {

@@ -198,9 +198,27 @@ fn config_file_settings_and_errors() {
     assert!(ls.contains(".TH leanrd-ls") && ls.contains("\\-\\-parts") && ls.contains(".SH EXAMPLES\n.nf"), "{ls}");
     let pages = TempDir::new("man");
     ok(leanrd().args(["man", "--dir"]).arg(pages.path()));
-    for p in ["leanrd.1", "leanrd-ls.1", "leanrd-extract.1", "leanrd-analyze.1", "leanrd-build.1"] {
+    for p in ["leanrd.1", "leanrd-ls.1", "leanrd-extract.1", "leanrd-analyze.1", "leanrd-build.1", "leanrd-init.7"] {
         assert!(pages.join(p).is_file(), "{p} not written");
     }
+    // Every page renders without a warning from man (groff's), and has its examples.
+    if have("man") {
+        for e in fs::read_dir(pages.path()).unwrap().flatten() {
+            let o = Command::new("man")
+                .args(["--warnings", "-E", "UTF-8", "-l"])
+                .arg(e.path())
+                .env("MANWIDTH", "80")
+                .output()
+                .unwrap();
+            let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+            assert!(o.status.success() && err.trim().is_empty(), "{}: {err}", e.path().display());
+            assert!(out.contains("EXAMPLES") || !e.file_name().to_string_lossy().contains("init"), "{out}");
+        }
+    } else {
+        skip::<()>("man (man-db) checks the pages: apt install man-db");
+    }
+    let init = String::from_utf8(ok(leanrd().args(["man", "init"]))).unwrap();
+    assert!(init.contains("rd.luks.uuid") && init.contains(".SH EXAMPLES"), "{init}");
     let bash = String::from_utf8(ok(leanrd().args(["completions", "bash"]))).unwrap();
     assert!(bash.contains("install-hooks") && bash.contains("--data-align"));
 }
