@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""The README's benchmark tables, made from the raw results (bench/results/NAME-DATE-COMMIT.json,
-written by each bench through common.save()): for each bench, the newest results file.
+"""The benchmark tables of README.md and docs/*.md, made from the raw results
+(bench/results/NAME-DATE-COMMIT.json, written by each bench through common.save()): for each
+bench, the newest results file.
 
-In README.md each generated table sits between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`,
-with the line saying which command made it, when, at which commit; only that text is rewritten.
-A table whose bench has no raw results yet is not generated: its text, marked or not, stays as it
-was written by hand, and becomes generated once its bench writes raw results. Problems (exit 1):
-raw results without markers, raw results no renderer takes, markers tables.py does not know.
+In README.md or any docs/*.md file each generated table sits between `<!-- bench:NAME -->` and
+`<!-- /bench:NAME -->`, with the line saying which command made it, when, at which commit (its
+link to the raw results relative to the file it is in); only that text is rewritten. A table has
+one place: the same marker in two places is a problem. A table whose bench has no raw results yet
+is not generated: its text, marked or not, stays as it was written by hand, and becomes generated
+once its bench writes raw results. Problems (exit 1), each naming its file: raw results without
+markers in any file, raw results no renderer takes, markers tables.py does not know, a marker
+twice or without its end.
 
-Usage: python3 bench/tables.py            rewrite README.md between the markers
-       python3 bench/tables.py --check    exit 1, with a diff, when README.md differs from what
+Usage: python3 bench/tables.py            rewrite README.md and docs/*.md between the markers
+       python3 bench/tables.py --check    exit 1, with a diff, when a file differs from what
                                           the results give; list the tables not generated
 """
 
@@ -25,6 +29,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench/results")
 README = os.path.join(ROOT, "README.md")
+# The directory the raw results' links are written relative to (the file the table goes in);
+# None: the repository's root.
+LINK_FROM = None
 NAME = re.compile(r"^(?P<bench>[a-z_]+)-(?P<date>\d{4}-\d{2}-\d{2})-(?P<commit>[0-9a-z-]+)\.json$")
 
 
@@ -76,6 +83,7 @@ def provenance(path, data, what="", command=None):
     """The generated line: the command (else `command`, what the file's figures say it was),
     the date, the commit, the raw file."""
     rel = os.path.relpath(path, ROOT)
+    link = os.path.relpath(path, LINK_FROM or ROOT)
     cmd = data.get("command")
     if cmd:
         cmd = f"`{cmd}`"
@@ -88,7 +96,7 @@ def provenance(path, data, what="", command=None):
     date = data.get("date") or NAME.match(os.path.basename(path)).group("date")
     host = data.get("host") or {}
     cores = f", {host['cores']} cores" if host.get("cores") else ""
-    return f"_{cmd}, {date}, {commit}{cores}{what}; raw results: [{rel}]({rel})._"
+    return f"_{cmd}, {date}, {commit}{cores}{what}; raw results: [{rel}]({link})._"
 
 
 def table(head, align, rows):
@@ -519,7 +527,7 @@ def render_timeline():
     return "\n".join(out)
 
 
-# Every benchmark table of the README: its marker name (the bench's results name, with the
+# Every benchmark table of README.md and docs/*.md: its marker name (the bench's results name, with the
 # suite for debian) and renderer (None: not generated yet, so raw results for it are a problem).
 # A marked table whose bench has no raw results yet keeps its text as it is (written by hand)
 # until they appear.
@@ -542,14 +550,45 @@ TABLES = {
 }
 
 BLOCK = re.compile(r"<!-- bench:(?P<name>[a-z_-]+) -->\n(?P<body>.*?)<!-- /bench:(?P=name) -->", re.S)
+OPEN = re.compile(r"<!-- bench:(?P<name>[a-z_-]+) -->")
 
 
-def generate(text):
-    """README text with every marked table made again; (text, problems, not generated)."""
+def documents():
+    """The files that may hold marked tables: README.md, then docs/*.md by name."""
+    return [README] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+
+
+def rel(path):
+    return os.path.relpath(path, ROOT)
+
+
+def render_in(render, doc):
+    """`render()` with its raw results' link relative to `doc`'s directory."""
+    global LINK_FROM
+    saved, LINK_FROM = LINK_FROM, os.path.dirname(doc)
+    try:
+        return render()
+    finally:
+        LINK_FROM = saved
+
+
+def generate(texts):
+    """Every document's text with every marked table made again: `texts` maps each file to
+    its text; (new texts, problems, not generated)."""
     problems, not_generated = [], []
-    marked = {m.group("name") for m in BLOCK.finditer(text)}
-    for name in sorted(marked - set(TABLES)):
-        problems.append(f"README.md marks a table tables.py does not know: {name}")
+    where = {}  # marker name -> the files that mark it
+    for doc, text in texts.items():
+        blocks = [m.group("name") for m in BLOCK.finditer(text)]
+        for name in blocks:
+            where.setdefault(name, []).append(doc)
+            if name not in TABLES:
+                problems.append(f"{rel(doc)} marks a table tables.py does not know: {name}")
+        for name in sorted({m.group("name") for m in OPEN.finditer(text)} - set(blocks)):
+            problems.append(f"{rel(doc)}: <!-- bench:{name} --> has no <!-- /bench:{name} --> after it")
+    for name, docs in sorted(where.items()):
+        if len(docs) > 1:
+            problems.append(f"{name}: marked in more than one place ({', '.join(rel(d) for d in docs)}): "
+                            f"a table has one place")
     made = {}
     for name, render in TABLES.items():
         if render is None and glob.glob(os.path.join(RESULTS, f"{name}-*.json")):
@@ -558,44 +597,49 @@ def generate(text):
         try:
             if render is None:
                 raise Missing(name)
-            made[name] = render()
+            # Rendered for the first file that marks it (its link relative to that file).
+            made[name] = render_in(render, where.get(name, [README])[0])
         except Missing:
             # Marked or not, its text stays as it is (written by hand) until its bench writes
             # raw results.
             not_generated.append(name)
             continue
-        if name not in marked:
-            problems.append(f"{name}: raw results in bench/results but README.md has no "
-                            f"<!-- bench:{name} --> ... <!-- /bench:{name} --> markers")
+        if name not in where:
+            problems.append(f"{name}: raw results in bench/results but no table: no "
+                            f"<!-- bench:{name} --> ... <!-- /bench:{name} --> markers in "
+                            f"{', '.join(rel(d) for d in texts)}")
 
     def fill(m):
         name = m.group("name")
         return f"<!-- bench:{name} -->\n{made[name]}\n<!-- /bench:{name} -->" if name in made else m.group(0)
-    return BLOCK.sub(fill, text), problems, not_generated
+    return {doc: BLOCK.sub(fill, text) for doc, text in texts.items()}, problems, not_generated
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="compare, do not write; exit 1 when README.md differs")
+    ap.add_argument("--check", action="store_true",
+                    help="compare, do not write; exit 1 when README.md or a docs/*.md file differs")
     a = ap.parse_args(argv)
-    with open(README) as f:
-        text = f.read()
-    new, problems, not_generated = generate(text)
+    texts = {}
+    for doc in documents():
+        with open(doc) as f:
+            texts[doc] = f.read()
+    new, problems, not_generated = generate(texts)
     for name in not_generated:
         print(f"{name}: not generated (no raw results)")
     for p in problems:
         print(p, file=sys.stderr)
+    changed = [doc for doc in texts if new[doc] != texts[doc]]
     if a.check:
-        if new != text:
-            sys.stdout.writelines(difflib.unified_diff(text.splitlines(True), new.splitlines(True),
-                                                       "README.md", "README.md (from bench/results)"))
-            print("README.md differs from what bench/results gives: run python3 bench/tables.py", file=sys.stderr)
-            return 1
-        return 1 if problems else 0
-    if new != text:
-        with open(README, "w") as f:
-            f.write(new)
-        print("README.md: tables rewritten")
+        for doc in changed:
+            sys.stdout.writelines(difflib.unified_diff(texts[doc].splitlines(True), new[doc].splitlines(True),
+                                                       rel(doc), f"{rel(doc)} (from bench/results)"))
+            print(f"{rel(doc)} differs from what bench/results gives: run python3 bench/tables.py", file=sys.stderr)
+        return 1 if changed or problems else 0
+    for doc in changed:
+        with open(doc, "w") as f:
+            f.write(new[doc])
+        print(f"{rel(doc)}: tables rewritten")
     return 1 if problems else 0
 
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Unit checks of bench/tables.py on results and README text made here (not the repository's):
-the newest results file is the one rendered, an unknown commit is marked so, a table out of
-date is a difference, results without markers or renderer are problems, a marked table without
-results stays as written; and each renderer on results shaped as its bench saves them.
+"""Unit checks of bench/tables.py on results and README.md and docs/*.md texts made here (not the
+repository's): the newest results file is the one rendered, an unknown commit is marked so, a
+table out of date is a difference, results without markers or renderer are problems, a marked
+table without results stays as written, a table in docs/ is made there with its link relative to
+it, a marker twice or unknown is a problem naming its files; and each renderer on results shaped
+as its bench saves them.
 
 Usage: python3 bench/test_tables.py (crates/testkit/tests/bench_tables.rs runs it)
 """
@@ -114,6 +116,17 @@ class Tables(unittest.TestCase):
         with open(tables.README, "w") as f:
             f.write(text)
 
+    def doc(self, name, text=None):
+        """docs/NAME written with `text`; its text (None: read it)."""
+        path = os.path.join(self.dir.name, "docs", name)
+        if text is None:
+            with open(path) as f:
+                return f.read()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        return text
+
     def run_main(self, *args):
         out, err = io.StringIO(), io.StringIO()
         with redirect_stdout(out), redirect_stderr(err):
@@ -154,9 +167,46 @@ class Tables(unittest.TestCase):
         self.readme("<!-- bench:boot -->\n<!-- /bench:boot -->\n")
         rc, out, err = self.run_main("--check")
         self.assertEqual(rc, 1)
-        self.assertIn("proof: raw results in bench/results but README.md has no", err)
+        self.assertIn("proof: raw results in bench/results but no table: no <!-- bench:proof --> ... "
+                      "<!-- /bench:proof --> markers in README.md", err)
         self.assertNotIn("boot", err)
         self.assertIn("boot: not generated (no raw results)", out)
+        # Every file is named where none has the table.
+        self.doc("guide.md", "# guide\n")
+        _, _, err = self.run_main("--check")
+        self.assertIn("markers in README.md, docs/guide.md", err)
+
+    def test_a_table_in_docs_is_made_there_with_its_link_relative_to_it(self):
+        name = "proof-2026-01-02-abc1234.json"
+        self.put(name, proof_results(10.0))
+        self.readme("# x\n\nSee docs/benchmarks.md.\n")
+        self.doc("benchmarks.md", "# b\n\n<!-- bench:proof -->\nold table\n<!-- /bench:proof -->\n")
+        self.doc("guide.md", "# guide\n")
+        rc, out, err = self.run_main("--check")
+        self.assertEqual(rc, 1)
+        self.assertIn("--- docs/benchmarks.md\n", out)
+        self.assertIn("-old table", out)
+        self.assertIn("docs/benchmarks.md differs from what bench/results gives", err)
+        self.assertNotIn("README.md differs", err)
+        rc, out, _ = self.run_main()
+        self.assertEqual(rc, 0)
+        self.assertIn("docs/benchmarks.md: tables rewritten", out)
+        got = self.doc("benchmarks.md")
+        self.assertIn(f"raw results: [results/{name}](../results/{name})._", got)
+        self.assertIn("| host-only | 10.0 ms |", got)
+        self.assertEqual(self.doc("guide.md"), "# guide\n")
+        self.assertEqual(self.run_main("--check")[0], 0)
+
+    def test_a_marker_in_two_places_or_unknown_or_unclosed_is_a_problem(self):
+        self.put("proof-2026-01-02-abc1234.json", proof_results(10.0))
+        self.readme("<!-- bench:proof -->\n<!-- /bench:proof -->\n<!-- bench:nosuch -->\n<!-- /bench:nosuch -->\n")
+        self.doc("benchmarks.md", "<!-- bench:proof -->\n<!-- /bench:proof -->\n<!-- bench:boot -->\nno end\n")
+        rc, _, err = self.run_main("--check")
+        self.assertEqual(rc, 1)
+        self.assertIn("proof: marked in more than one place (README.md, docs/benchmarks.md): a table has one place",
+                      err)
+        self.assertIn("README.md marks a table tables.py does not know: nosuch", err)
+        self.assertIn("docs/benchmarks.md: <!-- bench:boot --> has no <!-- /bench:boot --> after it", err)
 
     def test_a_marked_table_without_results_stays_as_written_until_they_appear(self):
         hand = ("<!-- bench:resume -->\n_written by hand_\n\n| boot | s |\n|---|---:|\n| cold boot | 6.50 s |\n"

@@ -1,7 +1,7 @@
-//! The README's benchmark tables are what bench/results gives: `python3 bench/tables.py
-//! --check` (run from the workspace's root) makes every marked table again from the newest raw
-//! results of its bench and fails, with a diff, when README.md differs. bench/test_tables.py
-//! checks tables.py itself on results it makes.
+//! The benchmark tables of README.md and docs/*.md are what bench/results gives: `python3
+//! bench/tables.py --check` (run from the workspace's root) makes every marked table again from
+//! the newest raw results of its bench and fails, with a diff, when a file differs (or a table
+//! has no place, or two). bench/test_tables.py checks tables.py itself on results it makes.
 
 use std::process::Command;
 
@@ -21,11 +21,11 @@ fn python(args: &[&str]) -> Option<Result<(), String>> {
 }
 
 #[test]
-fn readme_tables_are_made_from_the_raw_results() {
+fn doc_tables_are_made_from_the_raw_results() {
     if let Some(Err(out)) = python(&["bench/tables.py", "--check"]) {
         panic!(
-            "README.md's benchmark tables are not what bench/results gives (python3 bench/tables.py \
-             writes them):\n{out}"
+            "the benchmark tables of README.md and docs/*.md are not what bench/results gives \
+             (python3 bench/tables.py writes them):\n{out}"
         );
     }
 }
