@@ -255,26 +255,44 @@ pub fn write(out: &File, stub: &Path, parts: &Parts, initrd: impl FnOnce(&File, 
     Ok(Layout { sections, initrd_offset, initrd_len, kernel_cloned, kernel_copied })
 }
 
+/// A PE section header: its name, where its data is in the file and how long it is (the
+/// size in memory: what systemd-stub measures; the file's raw data may be longer, padded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    pub name: String,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// The sections of a PE image (a UKI), from `head` (the file's first bytes, its headers at
+/// least); empty when it is no PE image.
+pub fn sections(head: &[u8]) -> Vec<Section> {
+    let table = || -> Option<Vec<Section>> {
+        if !head.starts_with(b"MZ") {
+            return None;
+        }
+        let pe_off = u32::from_le_bytes(head.get(0x3c..0x40)?.try_into().ok()?) as usize;
+        if head.get(pe_off..pe_off.checked_add(4)?)? != b"PE\0\0" {
+            return None;
+        }
+        let n = u16::from_le_bytes(head.get(pe_off + 6..pe_off + 8)?.try_into().ok()?) as usize;
+        let opt_len = u16::from_le_bytes(head.get(pe_off + 20..pe_off + 22)?.try_into().ok()?) as usize;
+        let table = pe_off + 24 + opt_len;
+        (0..n)
+            .map(|i| {
+                let h = head.get(table + i * SECTION_HEADER..table + (i + 1) * SECTION_HEADER)?;
+                let name = String::from_utf8_lossy(&h[..8]).trim_end_matches('\0').to_string();
+                Some(Section { name, offset: u32_at(h, 20) as u64, len: u32_at(h, 8) as u64 })
+            })
+            .collect()
+    };
+    table().unwrap_or_default()
+}
+
 /// The `.initrd` section of a UKI: (file offset, length); None when `head` (the file's first
 /// bytes, its headers at least) is no PE image with one.
 pub fn initrd_section(head: &[u8]) -> Option<(u64, u64)> {
-    if !head.starts_with(b"MZ") {
-        return None;
-    }
-    let pe_off = u32::from_le_bytes(head.get(0x3c..0x40)?.try_into().ok()?) as usize;
-    if head.get(pe_off..pe_off + 4)? != b"PE\0\0" {
-        return None;
-    }
-    let n = u16::from_le_bytes(head.get(pe_off + 6..pe_off + 8)?.try_into().ok()?) as usize;
-    let opt_len = u16::from_le_bytes(head.get(pe_off + 20..pe_off + 22)?.try_into().ok()?) as usize;
-    let table = pe_off + 24 + opt_len;
-    (0..n).find_map(|i| {
-        let h = head.get(table + i * SECTION_HEADER..table + (i + 1) * SECTION_HEADER)?;
-        if &h[..8] != b".initrd\0" {
-            return None;
-        }
-        Some((u32_at(h, 20) as u64, u32_at(h, 8) as u64))
-    })
+    sections(head).into_iter().find(|s| s.name == ".initrd").map(|s| (s.offset, s.len))
 }
 
 #[cfg(test)]

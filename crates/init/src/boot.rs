@@ -10,7 +10,7 @@ use rustix::fd::OwnedFd;
 
 use crate::devices::{self, Dev};
 use crate::wait::{self, Platform, Timing, Waiter};
-use crate::{Init, btrfs, resume, root, stack, switch_root, sys, uevent, usr};
+use crate::{Init, btrfs, resume, root, stack, switch_root, sys, tpm, uevent, usr};
 
 /// The running system behind the wait loop's seam.
 struct Live<'a> {
@@ -66,6 +66,8 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     let load = init.conf.load.clone();
     init.mods.load_many(&load, &mut init.log);
     init.log.step("listed modules loaded");
+    // PCR 11's enter-initrd, before anything can be unsealed (systemd-pcrphase-initrd's).
+    tpm::enter(init);
     let mut root = root::source(init)?;
     let network_root = root.brings_network();
     let mut usr = usr::given(init).map(|u| (usr::waiter(&u), u));

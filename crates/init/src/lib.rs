@@ -48,6 +48,7 @@ pub mod root;
 pub mod stack;
 pub mod switch_root;
 pub mod sys;
+pub mod tpm;
 pub mod uevent;
 pub mod usr;
 pub mod wait;
@@ -80,6 +81,8 @@ pub struct Init {
     pub env: Vec<String>,
     /// What unlocking remembers between passes (the passphrase given, containers given up).
     pub luks: luks::State,
+    /// The boot phases measured into PCR 11.
+    pub phases: tpm::Phases,
 }
 
 impl Init {
@@ -199,7 +202,18 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
     // known once the root is chosen: root::source turns this on too).
     mods.net = cmd.neednet;
     log.step(&format!("module tables read: {} modules, {} loaded", mods.db.paths.len(), mods.loaded.len()));
-    let mut init = Init { log, mods, cmd, conf, cmdline_text, notes, args, env, luks: luks::State::default() };
+    let mut init = Init {
+        log,
+        mods,
+        cmd,
+        conf,
+        cmdline_text,
+        notes,
+        args,
+        env,
+        luks: luks::State::default(),
+        phases: tpm::Phases::default(),
+    };
     loop {
         let err = match boot::boot(&mut init) {
             Ok(()) => "switch_root returned".to_string(),

@@ -158,6 +158,8 @@ pub fn unlock(init: &mut Init, devs: &[Dev], wanted: &[&DeviceRef], events: Opti
     if locked.is_empty() {
         return false;
     }
+    // enter-initrd before a token is tried (a TPM driver loaded late is there by now).
+    crate::tpm::enter(init);
     let jobs = plan(&init.cmd, &init.conf.crypt, &locked, wanted, &devices::devno_of);
     let mut consoles: Option<Consoles> = None;
     let mut done = false;

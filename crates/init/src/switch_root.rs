@@ -32,6 +32,8 @@ fn delete_tree(dir: &str, dev: u64) {
 /// Switch to the root mounted on /newroot. Returns only on failure.
 pub fn switch_root(init: &mut Init) -> Result<(), String> {
     crate::stack::hand_over_to_udev(init);
+    // PCR 11's leave-initrd: from here on, what only the initramfs may unseal stays sealed.
+    crate::tpm::leave(init);
     init.log.step(leanrd_contract::steplog::SWITCHING);
     init.log.save();
     for m in ["/dev", "/proc", "/sys", "/run"] {

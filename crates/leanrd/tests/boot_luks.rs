@@ -409,45 +409,6 @@ fn main() -> std::process::ExitCode {
     run_tests(trials, cores())
 }
 
-/// A software TPM for one VM (swtpm ends when the VM does): QEMU's arguments for it.
-struct Swtpm {
-    child: std::process::Child,
-    args: Vec<String>,
-}
-
-impl Swtpm {
-    fn start(state: &Path) -> Swtpm {
-        fs::create_dir_all(state).unwrap();
-        let sock = state.join("sock");
-        let _ = fs::remove_file(&sock);
-        let child = Command::new("swtpm")
-            .args(["socket", "--tpm2", "--flags", "startup-clear", "--tpmstate"])
-            .arg(format!("dir={}", state.display()))
-            .args(["--ctrl"])
-            .arg(format!("type=unixio,path={}", sock.display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let start = Instant::now();
-        while !sock.exists() && start.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let args = format!(
-            "-chardev socket,id=chrtpm,path={} -tpmdev emulator,id=tpm0,chardev=chrtpm -device tpm-tis,tpmdev=tpm0",
-            sock.display()
-        );
-        Swtpm { child, args: args.split(' ').map(String::from).collect() }
-    }
-}
-
-impl Drop for Swtpm {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// TPM2: the container enrolled with `systemd-cryptenroll --tpm2-pcrs=1` (PCR 1: the
 /// platform's configuration, which holds the SMBIOS tables) in a prep VM with a software
 /// TPM; booted on the same machine it opens with no typing; booted with another SMBIOS serial

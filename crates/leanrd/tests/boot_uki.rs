@@ -21,6 +21,8 @@ use std::process::Command;
 use common::*;
 
 const MARK: &str = "LEANRD-UKI-ROOT-OK";
+/// The root's line with PCR 11 (sha256) as it found it.
+const PCR11: &str = "LEANRD-PCR11";
 const STUB: &str = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub";
 
 /// A FAT ESP holding `efi` as the removable-media boot path.
@@ -39,15 +41,19 @@ fn esp(t: &TempDir, name: &str, efi: &Path) -> PathBuf {
 
 /// Boot an ESP with OVMF and the root disk; the console.
 fn boot(t: &TempDir, name: &str, esp: &Path, root: &Path) -> String {
+    boot_with(t, name, esp, root, &[])
+}
+
+/// [`boot`] with more QEMU arguments (a TPM).
+fn boot_with(t: &TempDir, name: &str, esp: &Path, root: &Path, extra: &[String]) -> String {
     let vars = t.join(format!("{name}.vars"));
     fs::copy(OVMF_VARS, &vars).unwrap();
     let _slot = vm_slot();
     let esp = format!("file={},format=raw,if=virtio", esp.display());
     let root = format!("file={},format=raw,if=virtio,snapshot=on", root.display());
-    let o = firmware_command(&vars, &["-m", "1024", "-drive", &esp, "-drive", &root], 300)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
+    let mut args = vec!["-m", "1024", "-drive", &esp, "-drive", &root];
+    args.extend(extra.iter().map(String::as_str));
+    let o = firmware_command(&vars, &args, 300).stdin(std::process::Stdio::null()).output().unwrap();
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -101,7 +107,9 @@ fn setup() -> Option<&'static Setup> {
         fs::write(
             r.join("sbin/init"),
             format!(
-                "#!/bin/sh\n/bin/busybox mount -t proc proc /proc\n/bin/busybox echo {MARK} $(/bin/busybox cat /proc/cmdline)\n\
+                "#!/bin/sh\n/bin/busybox mount -t proc proc /proc\n/bin/busybox mount -t sysfs sys /sys\n\
+                 /bin/busybox echo {MARK} $(/bin/busybox cat /proc/cmdline)\n\
+                 /bin/busybox echo {PCR11} $(/bin/busybox cat /sys/class/tpm/tpm0/pcr-sha256/11 2>/dev/null)\n\
                  /bin/busybox poweroff -f\n"
             ),
         )
@@ -304,10 +312,66 @@ fn uki_hostonly(s: &Setup) {
     boots(s, "hostonly", &host);
 }
 
+/// PCR 11's boot phases: systemd-stub measures the UKI's sections into PCR 11, then /init
+/// extends it with `enter-initrd` and, just before the switch, `leave-initrd`. The root reads
+/// PCR 11 (sha256) from a software TPM and it is what systemd-measure predicts from the UKI's
+/// own sections for the phases `enter-initrd:leave-initrd`: the value a policy signed for the
+/// initramfs (`--phase=enter-initrd`) no longer matches once the root runs.
+fn uki_phases(s: &Setup) {
+    let measure = "/usr/lib/systemd/systemd-measure";
+    if !have("swtpm") || !Path::new(measure).exists() {
+        skip::<()>(&format!("needs swtpm and {measure} (apt install swtpm systemd)"));
+        return;
+    }
+    let efi = s.t.join("phases.efi");
+    build(s, &["--universal", "--cmdline", &format!("{} leanrd.debug", cmdline("phases"))], &efi);
+    // The sections the stub measures, as systemd-measure takes them: each one's bytes in
+    // memory (its size there, not the file's padded raw size).
+    let bytes = fs::read(&efi).unwrap();
+    let dir = s.t.join("phases-sections");
+    fs::create_dir_all(&dir).unwrap();
+    let mut args = vec!["calculate".to_string(), "--bank=sha256".into(), "--json=short".into()];
+    for sec in leanrd_archive::uki::sections(&bytes) {
+        let opt = match sec.name.as_str() {
+            ".linux" | ".osrel" | ".cmdline" | ".initrd" | ".splash" | ".dtb" | ".pcrpkey" => &sec.name[1..],
+            _ => continue,
+        };
+        let mut data = bytes[sec.offset as usize..].to_vec();
+        data.resize(sec.len as usize, 0);
+        let f = dir.join(opt);
+        fs::write(&f, data).unwrap();
+        args.push(format!("--{opt}={}", f.display()));
+    }
+    let predict = |phase: &str| -> String {
+        let o = Command::new(measure).args(&args).arg(format!("--phase={phase}")).output().unwrap();
+        assert!(o.status.success(), "systemd-measure: {}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["sha256"][0]["hash"].as_str().unwrap().to_lowercase()
+    };
+    let e = esp(&s.t, "phases", &efi);
+    let tpm = Swtpm::start(&s.t.join("phases.tpm"));
+    let log = boot_with(&s.t, "phases", &e, &s.root, &tpm.args);
+    drop(tpm);
+    let tail = &log[log.floor_char_boundary(log.len().saturating_sub(6000))..];
+    let got = log.lines().find_map(|l| l.split(&format!("{PCR11} ")).nth(1)).map(|v| v.trim().to_lowercase());
+    let Some(got) = got.filter(|v| v.len() == 64) else { panic!("the root read no PCR 11:\n{tail}") };
+    let (both, entered, none) = (predict("enter-initrd:leave-initrd"), predict("enter-initrd"), predict(""));
+    assert_eq!(
+        got, both,
+        "PCR 11 is not systemd-measure's enter-initrd:leave-initrd (enter-initrd alone: {entered}, no phase: {none}):\n{tail}"
+    );
+    assert!(
+        log.contains("PCR 11 extended with enter-initrd") && log.contains("PCR 11 extended with leave-initrd"),
+        "{tail}"
+    );
+    eprintln!("phases: PCR 11 sha256 {got} = systemd-measure --phase=enter-initrd:leave-initrd");
+}
+
 fn main() -> std::process::ExitCode {
     type Uki = (&'static str, fn(&Setup));
-    let ukis: [Uki; 4] = [
+    let ukis: [Uki; 5] = [
         ("uki_zstd", uki_zstd),
+        ("uki_phases", uki_phases),
         ("uki_signed", uki_signed),
         ("uki_reflinked", uki_reflinked),
         ("uki_hostonly", uki_hostonly),

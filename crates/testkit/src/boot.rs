@@ -645,7 +645,11 @@ pub fn run_all(kernel: &Path, boots: &[Boot]) -> Vec<Outcome> {
                         *n - 1
                     };
                     let Some(b) = boots.get(i) else { break };
-                    let socket = std::env::temp_dir().join(format!("leanrd-monitor-{}-{i}", std::process::id()));
+                    // One name per boot in the process (boots of other tests run beside this
+                    // one: a name by the index in this call was removed by another's end).
+                    static MONITORS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+                    let n = MONITORS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let socket = std::env::temp_dir().join(format!("leanrd-monitor-{}-{n}", std::process::id()));
                     let mut extra: Vec<String> = b.qemu.clone();
                     if !b.monitor.is_empty() {
                         let _ = fs::remove_file(&socket);
@@ -666,7 +670,9 @@ pub fn run_all(kernel: &Path, boots: &[Boot]) -> Vec<Outcome> {
                     let monitor = Some(Monitor { socket: &socket, on: &b.monitor }).filter(|m| !m.on.is_empty());
                     let Console { console: log, ran, waited, .. } =
                         run_console_acting(cmd, b.answer, &b.stop, &[], monitor);
-                    let _ = fs::remove_file(&socket);
+                    if !b.monitor.is_empty() {
+                        let _ = fs::remove_file(&socket);
+                    }
                     let report: Vec<&str> = log
                         .lines()
                         .filter(|l| {

@@ -376,6 +376,47 @@ pub fn firmware_command(vars: &Path, extra: &[&str], secs: u64) -> Command {
     c
 }
 
+/// A software TPM for one VM (swtpm ends when the VM does): QEMU's arguments for it.
+pub struct Swtpm {
+    child: std::process::Child,
+    /// QEMU's arguments: the TPM as a TIS device.
+    pub args: Vec<String>,
+}
+
+impl Swtpm {
+    /// Start one keeping its state in `state` (a TPM that persists across boots).
+    pub fn start(state: &Path) -> Swtpm {
+        fs::create_dir_all(state).unwrap();
+        let sock = state.join("sock");
+        let _ = fs::remove_file(&sock);
+        let child = std::process::Command::new("swtpm")
+            .args(["socket", "--tpm2", "--flags", "startup-clear", "--tpmstate"])
+            .arg(format!("dir={}", state.display()))
+            .args(["--ctrl"])
+            .arg(format!("type=unixio,path={}", sock.display()))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while !sock.exists() && start.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let args = format!(
+            "-chardev socket,id=chrtpm,path={} -tpmdev emulator,id=tpm0,chardev=chrtpm -device tpm-tis,tpmdev=tpm0",
+            sock.display()
+        );
+        Swtpm { child, args: args.split(' ').map(String::from).collect() }
+    }
+}
+
+impl Drop for Swtpm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// OVMF built for Secure Boot (its variables behind SMM): with a store whose keys are enrolled
 /// and Secure Boot on, it starts only what db allows.
 pub const OVMF_CODE_SECURE: &str = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd";
