@@ -15,7 +15,7 @@ use crate::modules::ModuleStrategy;
 
 /// Settings as given: everything optional. /etc/leanrd/leanrd.toml holds the same keys as
 /// the command line's options (command-line-only ones are skipped in the file).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
     #[serde(skip)]
@@ -84,6 +84,150 @@ pub fn parse_mode(s: &str) -> Result<u32, String> {
         Ok(m) if m <= 0o7777 => Ok(m),
         _ => Err(format!("{s:?} is not an octal mode (e.g. 0600)")),
     }
+}
+
+/// One build setting, defined once: its key in leanrd.toml, its command-line option, the form
+/// of its value and what it does. The option's `--help` (and so leanrd-build(1)), leanrd.toml(5)
+/// and docs/configuration.md are made from it; a test holds the table against the keys
+/// [`Settings`] reads, and reads every example back.
+pub struct Setting {
+    /// The key in leanrd.toml.
+    pub key: &'static str,
+    /// The command-line option that sets it too (and wins over the file).
+    pub flag: &'static str,
+    /// The form of its value in the file.
+    pub value: &'static str,
+    /// What it does.
+    pub doc: &'static str,
+    /// A line of TOML setting it.
+    pub example: &'static str,
+}
+
+/// Every setting leanrd.toml can hold.
+pub const SETTINGS: &[Setting] = &[
+    Setting {
+        key: "universal",
+        flag: "--universal",
+        value: "true|false",
+        doc: "Every storage, file-system and crypto driver: an image that boots on any machine. Default: a host-only \
+              image, holding what this machine needs to mount its root.",
+        example: "universal = true",
+    },
+    Setting {
+        key: "compress",
+        flag: "--compress",
+        value: "\"FORMAT[:LEVEL]\"",
+        doc: "Compression of the image: zstd, xz, lz4, gzip, lzo, bzip2 or none, with a level where the format has one \
+              (zstd:19). none gives an uncompressed image aligned for reflinks. Default: zstd:3.",
+        example: "compress = \"xz\"",
+    },
+    Setting {
+        key: "data_align",
+        flag: "--data-align",
+        value: "N",
+        doc: "Align every file's data in an uncompressed image to N bytes (a multiple of 4; the file system's block \
+              size lets it be cloned from its source on XFS and Btrfs). Default: 4096 when uncompressed.",
+        example: "data_align = 65536",
+    },
+    Setting {
+        key: "include",
+        flag: "--include",
+        value: "[\"FEATURE\", ...]",
+        doc: "Features to add whether or not the machine needs them: rescue, live, nfs, iscsi, nvmf, luks, lvm, \
+              mdraid, ... (features/*.toml in the source, or the guide's list). The file's and the command line's \
+              add up.",
+        example: "include = [\"rescue\"]",
+    },
+    Setting {
+        key: "exclude",
+        flag: "--exclude",
+        value: "[\"FEATURE\", ...]",
+        doc: "Features to leave out even where the machine needs them (the boot proof then refuses an image that \
+              would not boot).",
+        example: "exclude = [\"microcode\"]",
+    },
+    Setting {
+        key: "omit_modules",
+        flag: "--omit-module",
+        value: "[\"MODULE\", ...]",
+        doc: "Modules never to put in the image, nor any module that needs them (dracut's omit_drivers); the boot \
+              proof refuses the image if the machine needs one.",
+        example: "omit_modules = [\"floppy\"]",
+    },
+    Setting {
+        key: "init",
+        flag: "--init",
+        value: "\"PATH\"",
+        doc: "The /init executable. Default: $LEANRD_INIT, else the one built into leanrd, else leanrd-init next to \
+              leanrd or in /usr/lib/leanrd.",
+        example: "init = \"/usr/lib/leanrd/leanrd-init\"",
+    },
+    Setting {
+        key: "features_dir",
+        flag: "--features-dir",
+        value: "\"DIR\"",
+        doc: "A directory of features of your own, which add to the built-in ones or replace those of the same name. \
+              Default: /etc/leanrd/features.d under the sysroot.",
+        example: "features_dir = \"/etc/leanrd/features.d\"",
+    },
+    Setting {
+        key: "output",
+        flag: "--output",
+        value: "\"PATH\"",
+        doc: "Where the image goes; {kver} is replaced by the kernel release. Default: /boot/initrd.img-{kver} \
+              under the sysroot.",
+        example: "output = \"/boot/initramfs-{kver}.img\"",
+    },
+    Setting {
+        key: "threads",
+        flag: "--threads",
+        value: "N",
+        doc: "Compression threads. Default: every core.",
+        example: "threads = 2",
+    },
+    Setting {
+        key: "module_compression",
+        flag: "--module-compression",
+        value: "\"decompress\"|\"keep\"",
+        doc: "Compressed modules (.ko.xz, .ko.zst, .ko.gz): decompress them at build time, the image compressed \
+              once (the default: it boots faster, see `leanrd advise`), or keep them compressed where the kernel \
+              decompresses that format itself. Decompressed modules are cached for the next build by their files' \
+              identity: $LEANRD_CACHE_DIR (empty: no cache), else /var/cache/leanrd for root, else ~/.cache/leanrd.",
+        example: "module_compression = \"keep\"",
+    },
+    Setting {
+        key: "image_mode",
+        flag: "--image-mode",
+        value: "0oMODE|\"MODE\"",
+        doc: "Mode of the image, octal. Default: kept from the image replaced, else 0600. An image holding a file \
+              that others may not read is never readable by others.",
+        example: "image_mode = 0o640",
+    },
+];
+
+/// The documentation of the setting `key` (for the command line's `--help`).
+pub fn setting_doc(key: &str) -> &'static str {
+    SETTINGS.iter().find(|s| s.key == key).map_or("", |s| s.doc)
+}
+
+/// The settings reference in Markdown: docs/configuration.md.
+pub fn settings_markdown() -> String {
+    let mut s = String::from(
+        "# leanrd.toml\n\n<!-- Generated from crates/gen/src/request.rs (SETTINGS) by its unit tests \
+         (LEANRD_BLESS=1 rewrites it): edit that, not this. -->\n\n\
+         /etc/leanrd/leanrd.toml (or `leanrd build --config FILE`) holds defaults for `leanrd build`; also \
+         `man 5 leanrd.toml`. Every key is optional, an unknown key is an error (named with its line), and an \
+         option on the command line wins over the file (lists add up).\n\n",
+    );
+    for x in SETTINGS {
+        s += &format!("- `{} = {}` (`{}`): {}\n", x.key, x.value, x.flag, x.doc);
+    }
+    s += "\n## Example\n\n```toml\n";
+    for x in SETTINGS {
+        s += &format!("{}\n", x.example);
+    }
+    s += "```\n";
+    s
 }
 
 impl Settings {
@@ -218,6 +362,47 @@ pub fn find_init(explicit: Option<PathBuf>) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The table and the keys the file takes are the same set (serde names every key it
+    /// expects when it meets one it does not), and every example is read back as a change.
+    #[test]
+    fn every_setting_is_documented_and_read_back() {
+        let e = Settings::parse("no_such_key = 1\n", Path::new("f")).unwrap_err().to_string();
+        let expected = e.split("expected one of ").nth(1).unwrap_or_else(|| panic!("{e}"));
+        let mut keys: Vec<&str> = expected.split(", ").map(|k| k.trim().trim_matches('`')).collect();
+        let mut documented: Vec<&str> = SETTINGS.iter().map(|s| s.key).collect();
+        keys.sort();
+        documented.sort();
+        assert_eq!(keys, documented, "{e}");
+        for x in SETTINGS {
+            let s = Settings::parse(x.example, Path::new("f")).unwrap_or_else(|e| panic!("{}: {e}", x.example));
+            assert_ne!(s, Settings::default(), "{} changed nothing", x.example);
+            assert!(x.example.starts_with(&format!("{} = ", x.key)), "{}", x.example);
+            assert!(x.doc.ends_with('.'), "{}", x.key);
+        }
+        // The file the package installs: its commented lines, uncommented, are settings.
+        let shipped = include_str!("../../../packaging/leanrd.toml");
+        let uncommented: String = shipped
+            .lines()
+            .filter_map(|l| l.strip_prefix('#').filter(|l| l.contains(" = ")))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(uncommented.lines().count() >= 6, "{uncommented}");
+        Settings::parse(&uncommented, Path::new("packaging/leanrd.toml")).unwrap();
+    }
+
+    #[test]
+    fn the_committed_reference_is_current() {
+        let md = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md");
+        if std::env::var_os("LEANRD_BLESS").is_some() {
+            fs::write(md, settings_markdown()).unwrap();
+        }
+        let have = fs::read_to_string(md).unwrap_or_default();
+        assert!(
+            have == settings_markdown(),
+            "{md} is not what SETTINGS says: run `LEANRD_BLESS=1 cargo test -p leanrd-gen`"
+        );
+    }
 
     #[test]
     fn the_command_line_wins_and_lists_add_up() {

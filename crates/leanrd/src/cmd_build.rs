@@ -13,6 +13,7 @@ use leanrd_archive::{Data, Entry, Normalize, manifest};
 use leanrd_compress::{Format, Spec};
 use leanrd_gen::digest::{Inputs, SegmentInputs, digest_path, inputs};
 use leanrd_gen::modcache::ModuleCache;
+use leanrd_gen::request::setting_doc;
 use leanrd_gen::{Generated, Request, Settings, generate};
 
 #[derive(Args, Default)]
@@ -20,11 +21,10 @@ pub struct BuildArgs {
     /// Kernel release (default: the running kernel).
     #[arg(short = 'k', long = "kver", value_name = "KVER")]
     kver: Option<String>,
-    /// Output image (default: /boot/initrd.img-KVER), written atomically.
-    #[arg(short, long, value_name = "FILE")]
+    // The settings the configuration file holds too: their help is leanrd_gen's SETTINGS.
+    #[arg(short, long, value_name = "FILE", help = setting_doc("output"))]
     output: Option<PathBuf>,
-    /// Every storage, file-system and crypto driver: an image that boots on any machine.
-    #[arg(long)]
+    #[arg(long, help = setting_doc("universal"))]
     universal: bool,
     /// Root of the system to build for (binaries, libraries, modules, firmware).
     #[arg(long, value_name = "DIR")]
@@ -32,51 +32,34 @@ pub struct BuildArgs {
     /// Configuration file (default: /etc/leanrd/leanrd.toml if present).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Compression (default zstd:3; `none` gives an uncompressed image aligned for reflinks).
-    #[arg(short, long, value_name = "FORMAT[:LEVEL]")]
+    #[arg(short, long, value_name = "FORMAT[:LEVEL]", help = setting_doc("compress"))]
     compress: Option<Spec>,
-    /// Data alignment for uncompressed images (default: 4096 when uncompressed).
-    #[arg(long, value_name = "N", value_parser = leanrd_archive::layout::parse_data_align)]
+    #[arg(long, value_name = "N", value_parser = leanrd_archive::layout::parse_data_align, help = setting_doc("data_align"))]
     data_align: Option<u64>,
     /// Print the image as a gen_init_cpio manifest (for `leanrd cpio`) and write no image.
     #[arg(long)]
     print_manifest: bool,
-    /// Add a feature (repeatable).
-    #[arg(long, value_name = "FEATURE")]
+    #[arg(long, value_name = "FEATURE", help = setting_doc("include"))]
     include: Vec<String>,
-    /// Leave a feature out (repeatable).
-    #[arg(long, value_name = "FEATURE")]
+    #[arg(long, value_name = "FEATURE", help = setting_doc("exclude"))]
     exclude: Vec<String>,
-    /// Never put this module in the image, nor any module that needs it (repeatable; the boot
-    /// proof refuses the image if the machine needs it).
-    #[arg(long, value_name = "MODULE")]
+    #[arg(long, value_name = "MODULE", help = setting_doc("omit_modules"))]
     omit_module: Vec<String>,
-    /// The /init executable (default: $LEANRD_INIT, else the one built into leanrd, else
-    /// leanrd-init next to leanrd or in /usr/lib/leanrd).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help = setting_doc("init"))]
     init: Option<PathBuf>,
-    /// Directory of user features (default /etc/leanrd/features.d under the sysroot).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help = setting_doc("features_dir"))]
     features_dir: Option<PathBuf>,
     /// Where proc/ and sys/ are read for host detection (testing on fixture trees).
     #[arg(long, value_name = "DIR", hide = true)]
     host_root: Option<PathBuf>,
-    /// Compression threads (default: all cores).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help = setting_doc("threads"))]
     threads: Option<u32>,
-    /// Compressed modules (.ko.xz, .ko.zst, .ko.gz): `decompress` them at build time, the
-    /// image compressed once (default: it boots faster, see `leanrd advise`), or `keep` them
-    /// compressed where the kernel decompresses that format itself. Decompressed modules are
-    /// cached for the next build by their files' identity: $LEANRD_CACHE_DIR (empty: no
-    /// cache), else /var/cache/leanrd for root, else ~/.cache/leanrd.
-    #[arg(long, value_name = "HOW")]
+    #[arg(long, value_name = "HOW", help = setting_doc("module_compression"))]
     module_compression: Option<leanrd_gen::modules::ModuleStrategy>,
     /// Rebuild even if nothing the image is made from has changed.
     #[arg(long)]
     force: bool,
-    /// Mode of the image, octal (default: kept from the image replaced, else 0600). An image
-    /// holding a file that others may not read is never readable by others.
-    #[arg(long, value_name = "MODE", value_parser = leanrd_gen::request::parse_mode)]
+    #[arg(long, value_name = "MODE", value_parser = leanrd_gen::request::parse_mode, help = setting_doc("image_mode"))]
     image_mode: Option<u32>,
     #[command(flatten)]
     uki: crate::build_uki::UkiArgs,

@@ -105,14 +105,22 @@ fn man(command: Option<&str>, dir: Option<&std::path::Path>) -> anyhow::Result<E
             let p = d.join(format!("{name}.1"));
             std::fs::write(&p, buf).with_context(|| format!("{}: cannot write", p.display()))?;
         }
-        let p = d.join("leanrd-init.7");
-        std::fs::write(&p, leanrd_init::params::man_page(env!("CARGO_PKG_VERSION")))
-            .with_context(|| format!("{}: cannot write", p.display()))?;
+        for (name, page) in [("leanrd-init.7", init_page()), ("leanrd.toml.5", config_page())] {
+            let p = d.join(name);
+            std::fs::write(&p, page).with_context(|| format!("{}: cannot write", p.display()))?;
+        }
         return Ok(ExitCode::SUCCESS);
     }
-    if command == Some("init") {
-        out!("{}", leanrd_init::params::man_page(env!("CARGO_PKG_VERSION")));
-        return Ok(ExitCode::SUCCESS);
+    match command {
+        Some("init") => {
+            out!("{}", init_page());
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some("config") => {
+            out!("{}", config_page());
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => {}
     }
     let page = match command {
         None => cmd,
@@ -122,6 +130,37 @@ fn man(command: Option<&str>, dir: Option<&std::path::Path>) -> anyhow::Result<E
     render_man(&page, &mut buf)?;
     out!("{}", String::from_utf8_lossy(&buf));
     Ok(ExitCode::SUCCESS)
+}
+
+/// leanrd-init(7): the kernel command line /init reads (leanrd_init's parameter table).
+fn init_page() -> String {
+    leanrd_init::params::man_page(env!("CARGO_PKG_VERSION"))
+}
+
+/// leanrd.toml(5): the configuration file, from leanrd_gen's SETTINGS.
+fn config_page() -> String {
+    // roff: '\' and '-' escaped, no line starting with a request character.
+    let esc = |t: &str| {
+        let t = t.replace('\\', "\\e").replace('-', "\\-").replace('`', "");
+        if t.starts_with(['.', '\'']) { format!("\\&{t}") } else { t }
+    };
+    let mut s = format!(
+        ".TH LEANRD.TOML 5 \"\" \"leanrd {}\" \"leanrd\"\n.SH NAME\nleanrd.toml \\- leanrd's configuration file\n.ad l\n\
+         .SH DESCRIPTION\n{}\n.SH SETTINGS\n",
+        env!("CARGO_PKG_VERSION"),
+        esc("/etc/leanrd/leanrd.toml (or leanrd build --config FILE) holds defaults for leanrd build, in TOML. Every \
+             key is optional, an unknown key is an error (named with its line), and an option on the command line \
+             wins over the file (lists add up).")
+    );
+    for x in leanrd_gen::request::SETTINGS {
+        s += &format!(".TP\n\\fB{}\\fR = {} (\\fB{}\\fR)\n{}\n", esc(x.key), esc(x.value), esc(x.flag), esc(x.doc));
+    }
+    s += ".SH EXAMPLES\n.nf\n";
+    for x in leanrd_gen::request::SETTINGS {
+        s += &format!("{}\n", esc(x.example));
+    }
+    s += ".fi\n.SH FILES\n/etc/leanrd/leanrd.toml\n.SH SEE ALSO\n\\fBleanrd\\-build\\fR(1), \\fBleanrd\\-init\\fR(7)\n";
+    s
 }
 
 /// One man page: clap_mangen's sections, then EXAMPLES (the command's long after-help) set

@@ -198,7 +198,15 @@ fn config_file_settings_and_errors() {
     assert!(ls.contains(".TH leanrd-ls") && ls.contains("\\-\\-parts") && ls.contains(".SH EXAMPLES\n.nf"), "{ls}");
     let pages = TempDir::new("man");
     ok(leanrd().args(["man", "--dir"]).arg(pages.path()));
-    for p in ["leanrd.1", "leanrd-ls.1", "leanrd-extract.1", "leanrd-analyze.1", "leanrd-build.1", "leanrd-init.7"] {
+    for p in [
+        "leanrd.1",
+        "leanrd-ls.1",
+        "leanrd-extract.1",
+        "leanrd-analyze.1",
+        "leanrd-build.1",
+        "leanrd-init.7",
+        "leanrd.toml.5",
+    ] {
         assert!(pages.join(p).is_file(), "{p} not written");
     }
     // Every page renders without a warning from man (groff's), and has its examples.
@@ -212,13 +220,22 @@ fn config_file_settings_and_errors() {
                 .unwrap();
             let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
             assert!(o.status.success() && err.trim().is_empty(), "{}: {err}", e.path().display());
-            assert!(out.contains("EXAMPLES") || !e.file_name().to_string_lossy().contains("init"), "{out}");
+            let name = e.file_name().to_string_lossy().into_owned();
+            assert!(out.contains("EXAMPLES") || !(name.contains("init") || name.contains("toml")), "{out}");
         }
     } else {
         skip::<()>("man (man-db) checks the pages: apt install man-db");
     }
     let init = String::from_utf8(ok(leanrd().args(["man", "init"]))).unwrap();
     assert!(init.contains("rd.luks.uuid") && init.contains(".SH EXAMPLES"), "{init}");
+    let config = String::from_utf8(ok(leanrd().args(["man", "config"]))).unwrap();
+    assert!(config.contains("module_compression") && config.contains(".SH EXAMPLES"), "{config}");
+    // An option's help is its setting's text (one definition for both).
+    let flat = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let help = flat(&String::from_utf8(ok(leanrd().args(["build", "--help"]))).unwrap());
+    for x in leanrd_gen::request::SETTINGS {
+        assert!(help.contains(&flat(x.doc)), "{}: not its setting's text in --help:\n{help}", x.flag);
+    }
     let bash = String::from_utf8(ok(leanrd().args(["completions", "bash"]))).unwrap();
     assert!(bash.contains("install-hooks") && bash.contains("--data-align"));
 }
