@@ -71,6 +71,117 @@ pub struct Feature {
     pub init: Option<Capability>,
 }
 
+/// One key of a feature file, defined once: the form of its value and what it does. The
+/// reference (docs/features.md, leanrd-features(5)) is made from this table and the built-in
+/// features themselves; a test holds it against the keys [`Feature`] reads.
+pub struct FeatureKey {
+    pub key: &'static str,
+    pub value: &'static str,
+    pub doc: &'static str,
+}
+
+/// Every key a feature file can hold.
+pub const FEATURE_KEYS: &[FeatureKey] = &[
+    FeatureKey {
+        key: "description",
+        value: "\"TEXT\"",
+        doc: "What the feature is for (`leanrd build` lists features by it).",
+    },
+    FeatureKey {
+        key: "when",
+        value: "\"always\"|\"detected\"|\"universal\"|\"requested\"|\"needed\"",
+        doc: "When it is in the image: always; detected (the default: when host detection finds its `fstypes` or \
+              `stack`, and in every --universal image); universal (only in --universal images: host-only ones find \
+              these drivers by modalias); requested (only with --include); needed (when detected, or with \
+              --include, never by --universal alone: a software configuration such as a network root).",
+    },
+    FeatureKey {
+        key: "fstypes",
+        value: "[\"TYPE\", ...]",
+        doc: "Detected when the root's (or /usr's) file system type is one of these.",
+    },
+    FeatureKey {
+        key: "stack",
+        value: "[\"crypt\"|\"lvm\"|\"md\"|\"dm\", ...]",
+        doc: "Detected when the root's block stack has one of these layers.",
+    },
+    FeatureKey {
+        key: "requires",
+        value: "[\"FEATURE\", ...]",
+        doc: "Other features in the image whenever this one is.",
+    },
+    FeatureKey {
+        key: "modules",
+        value: "[\"MODULE\", ...]",
+        doc: "Kernel modules: names, aliases (`fs-ext4`) or globs over the module tree (with a `/`), each with \
+              what it depends on.",
+    },
+    FeatureKey {
+        key: "universal_modules",
+        value: "[\"MODULE\", ...]",
+        doc: "Modules added in --universal images only.",
+    },
+    FeatureKey {
+        key: "binaries",
+        value: "[\"NAME\", ...]",
+        doc: "Programs, found in the sysroot's PATH directories, each with the shared libraries it needs.",
+    },
+    FeatureKey {
+        key: "package",
+        value: "\"PACKAGES\"",
+        doc: "The distribution packages that provide the binaries (named when one is missing).",
+    },
+    FeatureKey {
+        key: "fsck",
+        value: "\"PROGRAM\"",
+        doc: "The checker of the feature's file systems (`e2fsck`): in the image when the initramfs mounts the root \
+              or /usr read-write and fstab's pass number asks (host-only), or when installed (universal).",
+    },
+    FeatureKey {
+        key: "libraries",
+        value: "[\"NAME\", ...]",
+        doc: "Libraries loaded with dlopen (not in any DT_NEEDED), by name or path under the library directories.",
+    },
+    FeatureKey {
+        key: "files",
+        value: "[\"PATH\", ...]",
+        doc: "Files copied as they are (a missing one is skipped with a warning).",
+    },
+    FeatureKey { key: "dirs", value: "[\"PATH\", ...]", doc: "Directories made in the image." },
+    FeatureKey { key: "firmware", value: "[\"PATH\", ...]", doc: "Firmware files, under /lib/firmware." },
+    FeatureKey {
+        key: "microcode",
+        value: "true|false",
+        doc: "Put the CPU's microcode in an early uncompressed segment.",
+    },
+    FeatureKey {
+        key: "init",
+        value: "\"CAPABILITY\"",
+        doc: "The /init capability the feature turns on (luks, lvm, md, nfs, iscsi, nvmf, live, rescue, ...).",
+    },
+];
+
+/// The feature reference in Markdown: docs/features.md (the keys, then every built-in feature).
+pub fn features_markdown() -> Result<String> {
+    let mut s = String::from(
+        "# Feature files\n\n<!-- Generated from crates/gen/src/features.rs (FEATURE_KEYS) and features/*.toml by \
+         its unit tests (LEANRD_BLESS=1 rewrites it): edit those, not this. -->\n\n\
+         A feature is a TOML file saying what a capability needs and when it applies; also `man 5 \
+         leanrd-features`. The built-in ones are leanrd's features/*.toml; files in /etc/leanrd/features.d \
+         (`features_dir`) add features, or replace a built-in one of the same name. Every key is optional; an \
+         unknown key is an error naming the file and line.\n\n## Keys\n\n",
+    );
+    for k in FEATURE_KEYS {
+        s += &format!("- `{} = {}`: {}\n", k.key, k.value, k.doc);
+    }
+    s += "\n## Built-in features\n\n| feature | when | what |\n|---|---|---|\n";
+    for (name, f) in load(None)? {
+        let when = format!("{:?}", f.when).to_lowercase();
+        s += &format!("| {name} | {when} | {} |\n", f.description.replace('|', "\\|"));
+    }
+    Ok(s)
+}
+
 /// The repository's features/*.toml, by name (build.rs lists them).
 const BUILTIN: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/builtin_features.rs"));
 
@@ -177,6 +288,28 @@ pub fn check_names(all: &BTreeMap<String, Feature>, names: &[String]) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The table and the keys a feature file takes are the same set (serde's own list), and
+    /// the committed reference is what the table and the built-ins give.
+    #[test]
+    fn every_feature_key_is_documented_and_the_reference_current() {
+        let e = parse("x", "no_such_key = 1\n", "x.toml").unwrap_err().to_string();
+        let expected = e.split("expected one of ").nth(1).unwrap_or_else(|| panic!("{e}"));
+        let mut keys: Vec<&str> = expected.split(", ").map(|k| k.trim().trim_matches('`')).collect();
+        let mut documented: Vec<&str> = FEATURE_KEYS.iter().map(|k| k.key).collect();
+        keys.sort();
+        documented.sort();
+        assert_eq!(keys, documented, "{e}");
+        let md = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/features.md");
+        let want = features_markdown().unwrap();
+        if std::env::var_os("LEANRD_BLESS").is_some() {
+            fs::write(md, &want).unwrap();
+        }
+        assert!(
+            fs::read_to_string(md).unwrap_or_default() == want,
+            "{md}: run `LEANRD_BLESS=1 cargo test -p leanrd-gen`"
+        );
+    }
 
     #[test]
     fn builtins_parse() {

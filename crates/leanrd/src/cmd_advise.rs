@@ -21,7 +21,14 @@ use leanrd_archive::{Layout, Normalize, input, layout, write};
 use leanrd_compress::{Format, Spec};
 use serde_json::json;
 
+const ADVISE_EXAMPLES: &str = "\
+Examples:
+  leanrd advise /boot/initrd.img-$(uname -r)         every compression, timed here
+  leanrd advise --candidates zstd:3,lz4,none IMG     only these
+  leanrd advise --runs 5 --json IMG                  more runs, raw figures";
+
 #[derive(Args)]
+#[command(after_long_help = ADVISE_EXAMPLES)]
 pub struct AdviseArgs {
     /// An image (any segments, any compression) or a directory tree to archive.
     input: PathBuf,

@@ -16,7 +16,18 @@ use leanrd_gen::modcache::ModuleCache;
 use leanrd_gen::request::setting_doc;
 use leanrd_gen::{Generated, Request, Settings, generate};
 
+const BUILD_EXAMPLES: &str = "\
+Examples:
+  sudo leanrd build                                this machine's image for the running kernel
+  sudo leanrd build -k 6.12.57+deb13-amd64         another installed kernel
+  leanrd build --universal -o /tmp/any.img         for any machine
+  leanrd build --print-manifest                    what it would hold; writes nothing
+  sudo leanrd build --include rescue               with a rescue shell
+  leanrd build --sysroot /srv/root -k KVER -o img  for another root tree
+  sudo leanrd build --uki -o /efi/EFI/Linux/l.efi  a Unified Kernel Image";
+
 #[derive(Args, Default)]
+#[command(after_long_help = BUILD_EXAMPLES)]
 pub struct BuildArgs {
     /// Kernel release (default: the running kernel).
     #[arg(short = 'k', long = "kver", value_name = "KVER")]

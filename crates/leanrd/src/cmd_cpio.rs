@@ -12,7 +12,17 @@ use leanrd_archive::output::{self, AtomicFile};
 use leanrd_archive::{Entry, Layout, Normalize, input, layout, manifest};
 use leanrd_compress::{Format, Spec};
 
+const CPIO_EXAMPLES: &str = "\
+Examples:
+  leanrd cpio --root tree -o tree.cpio                 a directory tree, sorted, reproducible
+  leanrd cpio --root tree -c zstd:19 -o tree.cpio.zst  compressed as the kernel unpacks it
+  leanrd cpio --root tree -c none --data-align 4096 -o img   data on block boundaries (reflinks)
+  find . | leanrd cpio --paths > list.cpio             the paths on stdin, as cpio -o -H newc
+  leanrd cpio manifest.txt -o img                      a gen_init_cpio manifest
+  leanrd cpio --root more -o img --append              a second segment after the first";
+
 #[derive(Args)]
+#[command(after_long_help = CPIO_EXAMPLES)]
 pub struct CpioArgs {
     /// gen_init_cpio manifest to archive (`-` for stdin).
     #[arg(conflicts_with_all = ["root", "paths"], required_unless_present_any = ["root", "paths"])]

@@ -11,7 +11,14 @@ use anyhow::{Context, Result};
 use clap::Args;
 use leanrd_archive::output::AtomicFile;
 
+const HOOKS_EXAMPLES: &str = "\
+Examples:
+  sudo leanrd install-hooks                        kernel installs build leanrd images
+  sudo leanrd install-hooks --remove               give image generation back
+  leanrd install-hooks --dest pkgroot              the hook files only, for a package";
+
 #[derive(Args)]
+#[command(after_long_help = HOOKS_EXAMPLES)]
 pub struct HooksArgs {
     /// Install into this root instead of / (the hooks then build for that root).
     #[arg(long, value_name = "DIR")]

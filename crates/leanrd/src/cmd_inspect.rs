@@ -16,7 +16,14 @@ use leanrd_newc::FileKind;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+const INSPECT_EXAMPLES: &str = "\
+Examples:
+  leanrd inspect /boot/initrd.img-$(uname -r)      who made it, segments, kinds, the largest files
+  leanrd inspect --top 20 IMG                      the 20 largest
+  leanrd inspect --json IMG                        as JSON";
+
 #[derive(Args)]
+#[command(after_long_help = INSPECT_EXAMPLES)]
 pub struct InspectArgs {
     image: PathBuf,
     /// How many of the largest entries to show.
@@ -26,7 +33,13 @@ pub struct InspectArgs {
     json: bool,
 }
 
+const DIFF_EXAMPLES: &str = "\
+Examples:
+  leanrd diff old.img new.img                       entries added, removed or changed
+  leanrd diff /boot/initrd.img.old /boot/initrd.img  exit 0 when they hold the same";
+
 #[derive(Args)]
+#[command(after_long_help = DIFF_EXAMPLES)]
 pub struct DiffArgs {
     a: PathBuf,
     b: PathBuf,

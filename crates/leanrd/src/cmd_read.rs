@@ -136,7 +136,13 @@ pub struct ExtractArgs {
     force: bool,
 }
 
+const CHECK_EXAMPLES: &str = "\
+Examples:
+  leanrd check /boot/initrd.img-$(uname -r)    exit 0 only if the kernel unpacks all of it
+  leanrd check a.img b.img                      several images";
+
 #[derive(Args)]
+#[command(after_long_help = CHECK_EXAMPLES)]
 pub struct CheckArgs {
     /// The images (`-` for stdin).
     #[arg(required = true)]

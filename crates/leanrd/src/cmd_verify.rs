@@ -16,7 +16,14 @@ use leanrd_gen::proof::{self, MemImage, Node};
 use leanrd_newc::FileKind;
 use serde_json::json;
 
+const VERIFY_EXAMPLES: &str = "\
+Examples:
+  sudo leanrd verify                               the running kernel's image, for this machine
+  sudo leanrd verify /boot/initrd.img-6.12.57      any generator's image
+  sudo leanrd verify --json IMG                    the verdict as JSON";
+
 #[derive(Args)]
+#[command(after_long_help = VERIFY_EXAMPLES)]
 pub struct VerifyArgs {
     /// The image (default: SYSROOT/boot/initrd.img-KVER of the running kernel).
     image: Option<PathBuf>,

@@ -39,8 +39,15 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+const EXAMPLES: &str = "\
+Examples:
+  sudo leanrd build                       this machine's initramfs, proved before it is written
+  sudo leanrd verify                      would the installed image boot this machine?
+  leanrd ls /boot/initrd.img-$(uname -r)  what an image holds
+  leanrd man build                        a command's page";
+
 #[derive(Parser)]
-#[command(name = "leanrd", version, about = "A fast, minimal, reflink-aware Linux initramfs builder")]
+#[command(name = "leanrd", version, about = "A fast, minimal, reflink-aware Linux initramfs builder", after_long_help = EXAMPLES)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -74,15 +81,24 @@ enum Cmd {
     Analyze(cmd_analyze::AnalyzeArgs),
     /// Print a man page (roff) to stdout: leanrd(1), or leanrd-COMMAND(1) with its options and
     /// examples; `--dir DIR` writes them all.
+    #[command(
+        after_long_help = "Examples:\n  leanrd man | man -l -           leanrd(1)\n  leanrd man build | man -l -     \
+                                 leanrd-build(1)\n  leanrd man init | man -l -      the kernel command line /init reads\n  \
+                                 leanrd man --dir /tmp/man       every page"
+    )]
     Man {
-        /// The command whose page to print (ls, extract, build, ...), or `init`: leanrd-init(7),
-        /// the kernel command line /init reads.
+        /// The command whose page to print (ls, extract, build, ...); `init`: leanrd-init(7),
+        /// the kernel command line /init reads; `config`: leanrd.toml(5); `features`:
+        /// leanrd-features(5).
         command: Option<String>,
-        /// Write leanrd.1, every leanrd-COMMAND.1 and leanrd-init.7 into DIR instead.
+        /// Write leanrd.1, every leanrd-COMMAND.1, leanrd-init.7, leanrd.toml.5 and
+        /// leanrd-features.5 into DIR instead.
         #[arg(long, value_name = "DIR", conflicts_with = "command")]
         dir: Option<std::path::PathBuf>,
     },
     /// Print shell completions to stdout.
+    #[command(after_long_help = "Examples:\n  leanrd completions bash > /etc/bash_completion.d/leanrd\n  \
+                                 leanrd completions zsh > ~/.zfunc/_leanrd")]
     Completions {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
@@ -105,7 +121,9 @@ fn man(command: Option<&str>, dir: Option<&std::path::Path>) -> anyhow::Result<E
             let p = d.join(format!("{name}.1"));
             std::fs::write(&p, buf).with_context(|| format!("{}: cannot write", p.display()))?;
         }
-        for (name, page) in [("leanrd-init.7", init_page()), ("leanrd.toml.5", config_page())] {
+        for (name, page) in
+            [("leanrd-init.7", init_page()), ("leanrd.toml.5", config_page()), ("leanrd-features.5", features_page()?)]
+        {
             let p = d.join(name);
             std::fs::write(&p, page).with_context(|| format!("{}: cannot write", p.display()))?;
         }
@@ -118,6 +136,10 @@ fn man(command: Option<&str>, dir: Option<&std::path::Path>) -> anyhow::Result<E
         }
         Some("config") => {
             out!("{}", config_page());
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some("features") => {
+            out!("{}", features_page()?);
             return Ok(ExitCode::SUCCESS);
         }
         _ => {}
@@ -137,13 +159,39 @@ fn init_page() -> String {
     leanrd_init::params::man_page(env!("CARGO_PKG_VERSION"))
 }
 
+/// Text for roff: '\' and '-' escaped, no line starting with a request character.
+fn esc(t: &str) -> String {
+    let t = t.replace('\\', "\\e").replace('-', "\\-").replace('`', "");
+    if t.starts_with(['.', '\'']) { format!("\\&{t}") } else { t }
+}
+
+/// leanrd-features(5): the feature files, from leanrd_gen's FEATURE_KEYS and the built-ins.
+fn features_page() -> anyhow::Result<String> {
+    let mut s = format!(
+        ".TH LEANRD\\-FEATURES 5 \"\" \"leanrd {}\" \"leanrd\"\n.SH NAME\nleanrd\\-features \\- what goes into a leanrd \
+         image, and when\n.ad l\n.SH DESCRIPTION\n{}\n.SH KEYS\n",
+        env!("CARGO_PKG_VERSION"),
+        esc("A feature is a TOML file saying what a capability needs (modules, programs, libraries, files) and when \
+             it applies. The built-in ones are listed below; files in /etc/leanrd/features.d (features_dir in \
+             leanrd.toml) add features, or replace a built-in one of the same name. Every key is optional; an \
+             unknown key is an error naming the file and line.")
+    );
+    for k in leanrd_gen::features::FEATURE_KEYS {
+        s += &format!(".TP\n\\fB{}\\fR = {}\n{}\n", esc(k.key), esc(k.value), esc(k.doc));
+    }
+    s += ".SH BUILT\\-IN FEATURES\n";
+    for (name, f) in leanrd_gen::features::load(None)? {
+        let when = format!("{:?}", f.when).to_lowercase();
+        s += &format!(".TP\n\\fB{}\\fR ({when})\n{}\n", esc(&name), esc(&f.description));
+    }
+    s += ".SH EXAMPLES\nA feature of one's own, /etc/leanrd/features.d/zram.toml: a swap in memory, always in the \
+          image.\n.nf\ndescription = \"zram swap\"\nwhen = \"always\"\nmodules = [\"zram\"]\nbinaries = [\"zramctl\"]\n\
+          .fi\n.SH FILES\n/etc/leanrd/features.d/*.toml\n.SH SEE ALSO\n\\fBleanrd\\-build\\fR(1), \\fBleanrd.toml\\fR(5)\n";
+    Ok(s)
+}
+
 /// leanrd.toml(5): the configuration file, from leanrd_gen's SETTINGS.
 fn config_page() -> String {
-    // roff: '\' and '-' escaped, no line starting with a request character.
-    let esc = |t: &str| {
-        let t = t.replace('\\', "\\e").replace('-', "\\-").replace('`', "");
-        if t.starts_with(['.', '\'']) { format!("\\&{t}") } else { t }
-    };
     let mut s = format!(
         ".TH LEANRD.TOML 5 \"\" \"leanrd {}\" \"leanrd\"\n.SH NAME\nleanrd.toml \\- leanrd's configuration file\n.ad l\n\
          .SH DESCRIPTION\n{}\n.SH SETTINGS\n",
