@@ -100,7 +100,7 @@ impl Init {
             loaded: self.mods.loaded.len(),
             notes: &notes,
         };
-        eprint(&r.text());
+        prompt::say_everywhere(&r.text());
     }
 
     fn shell(&self) {

@@ -37,6 +37,9 @@ pub struct State {
     cached: Option<Secret>,
     /// Containers (by UUID) the user gave up on, or that cannot be opened: not asked again.
     given_up: BTreeSet<String>,
+    /// Their mapper names: a device waited for by one of these names is not asked of another
+    /// container (the passphrase typed wrong until the tries ran out is the end of it).
+    given_up_names: BTreeSet<String>,
     /// The keymap was applied (or could not be).
     keymap_done: bool,
 }
@@ -158,9 +161,18 @@ pub fn unlock(init: &mut Init, devs: &[Dev], wanted: &[&DeviceRef], events: Opti
     if locked.is_empty() {
         return false;
     }
+    let all = wanted.len();
+    let wanted: Vec<&DeviceRef> = wanted
+        .iter()
+        .copied()
+        .filter(|w| !matches!(w, DeviceRef::Mapper(n) if init.luks.given_up_names.contains(n)))
+        .collect();
+    if wanted.is_empty() && all > 0 {
+        return false; // what was waited for was given up: ask nothing else for it
+    }
     // enter-initrd before a token is tried (a TPM driver loaded late is there by now).
     crate::tpm::enter(init);
-    let jobs = plan(&init.cmd, &init.conf.crypt, &locked, wanted, &devices::devno_of);
+    let jobs = plan(&init.cmd, &init.conf.crypt, &locked, &wanted, &devices::devno_of);
     let mut consoles: Option<Consoles> = None;
     let mut done = false;
     for job in jobs {
@@ -171,6 +183,7 @@ pub fn unlock(init: &mut Init, devs: &[Dev], wanted: &[&DeviceRef], events: Opti
             done = true;
         } else {
             init.luks.given_up.insert(job.uuid.clone());
+            init.luks.given_up_names.insert(job.name.clone());
         }
     }
     done

@@ -135,6 +135,25 @@ pub fn console_names() -> Vec<String> {
     names
 }
 
+/// Write `text` to every console the kernel has (and the foreground VT): the diagnosis must
+/// reach whoever watches, the serial console as well as the screen, not only /dev/console
+/// (the last `console=`). Standard error when none can be opened.
+pub fn say_everywhere(text: &str) {
+    let mut said = false;
+    for name in console_names() {
+        let path = alloc::format!("/dev/{name}");
+        let flags = OFlags::WRONLY | OFlags::NOCTTY | OFlags::CLOEXEC;
+        if let Ok(fd) = rustix::fs::open(path.as_str(), flags, Mode::empty()) {
+            said |= sys::write_all(&fd, text.as_bytes());
+            // Out of the UART before a reboot (panic=) can cut it short.
+            let _ = rustix::termios::tcdrain(&fd);
+        }
+    }
+    if !said {
+        sys::eprint(text);
+    }
+}
+
 impl Consoles {
     #[inline(never)] // out of line: a smaller /init (measured)
     pub fn open() -> Consoles {

@@ -199,9 +199,25 @@ pub fn run(p: &mut dyn Platform, waiters: &mut [&mut dyn Waiter], t: Timing) -> 
             p.sleep_ms(100);
         } else {
             (rescan, walk) = p.events(100);
+            // A storm of uevents (a flapping link, a driver reprobing in a loop): the events of
+            // the next STORM_GAP_MS after a probe are taken together, so that probes and
+            // coldplug walks come at most that often, whatever the rate of events.
+            let mut since = p.now_ms().saturating_sub(scanned_at.max(last_walk));
+            while (rescan || walk) && since < STORM_GAP_MS {
+                let (r, w) = p.events(STORM_GAP_MS - since);
+                (rescan, walk) = (rescan || r, walk || w);
+                let now = p.now_ms().saturating_sub(scanned_at.max(last_walk));
+                if now == since {
+                    break; // a platform whose clock did not move: no busy wait
+                }
+                since = now;
+            }
         }
     }
 }
+
+/// The shortest time between two probes that uevents bring (ms).
+const STORM_GAP_MS: u64 = 20;
 
 #[cfg(test)]
 #[path = "wait_tests.rs"]

@@ -21,6 +21,8 @@ struct Fake {
     scans: usize,
     walks: usize,
     assembles: usize,
+    /// A uevent storm: an event every millisecond, none of them the root's.
+    storm: bool,
 }
 
 impl Fake {
@@ -71,6 +73,10 @@ impl Platform for Fake {
     }
     fn events(&mut self, ms: u64) -> (bool, bool) {
         let before = self.now;
+        if self.storm {
+            self.now += 1;
+            return (true, true);
+        }
         // The wait ends at the first event in the window.
         let next = self.script.iter().filter(|(t, _, ev)| *ev && *t > before && *t <= before + ms).map(|x| x.0).min();
         self.now = next.unwrap_or(before + ms);
@@ -128,6 +134,25 @@ fn the_timeout_ends_the_wait_and_names_what_was_missing() {
     assert_eq!(e.to_string(), "waited 5 s for root=UUID=r");
     assert!((5_000..=5_200).contains(&f.now), "{}", f.now);
     assert!(f.scans <= 7, "about one probe a second: {}", f.scans);
+}
+
+/// A uevent storm (a flapping device, a driver reprobing in a loop): every event is answered,
+/// and the wait still ends at its timeout with the diagnosis, never spinning past it.
+#[test]
+fn a_uevent_storm_still_ends_at_the_timeout() {
+    let mut f = Fake { events: true, storm: true, script: vec![(0, disk("vda", "other"), false)], ..Fake::default() };
+    let mut w = root("r");
+    let e = run(&mut f, &mut [&mut w], Timing { forever: false, timeout_ms: 5_000 }).unwrap_err();
+    assert_eq!(e.to_string(), "waited 5 s for root=UUID=r");
+    assert!((5_000..=5_200).contains(&f.now), "{}", f.now);
+    // One probe and one coldplug walk per 20 ms at most, not one per event (5,000 before).
+    assert!(f.scans <= 260 && f.walks <= 260, "{} probes, {} walks in 5 s", f.scans, f.walks);
+    // And the root that comes in the middle of it is found.
+    let mut f = Fake { events: true, storm: true, script: vec![(2_000, disk("vda", "r"), false)], ..Fake::default() };
+    let mut w = root("r");
+    run(&mut f, &mut [&mut w], T30).unwrap();
+    assert!((2_000..=3_100).contains(&f.now), "{}", f.now);
+    assert_eq!(w.found.unwrap().name, "vda");
 }
 
 #[test]

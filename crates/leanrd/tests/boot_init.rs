@@ -449,9 +449,74 @@ fn boot_case(c: &Case) -> Result<(), String> {
     }
 }
 
+/// /init under faults: each ends in the boot or in the diagnosis, within its timeout, never in
+/// a hang without a word. (A uevent storm is the wait loop's unit test: `wait_tests.rs`.)
+fn faults() -> Result<(), String> {
+    let Some(m) = matrix() else { return Ok(()) };
+    let disk = m.ext4_disk.display().to_string();
+    let root = "root=UUID=11111111-2222-3333-4444-555555555555";
+    let boot = |name: &str, append: String, qemu: String| {
+        let mut b = common::debian::Boot::new(name, &m.images[Img::Universal as usize], &append, args(&qemu));
+        b.expect = vec![];
+        b.reject = vec![];
+        b.secs = 150;
+        b
+    };
+    // The root's disk is unplugged (QEMU's device_del) as soon as /init has started.
+    let mut vanish = boot(
+        "fault_disk_vanishes",
+        format!("{root} leanrd.timeout=10 leanrd.debug"),
+        format!("-drive file={disk},if=none,id=d0,format=raw,snapshot=on -device virtio-blk-pci,drive=d0,id=disk0"),
+    );
+    vanish.monitor = vec![("module tables read".into(), "device_del disk0".into())];
+    // A drive that answers slowly: 256 KiB/s and 20 requests a second.
+    let slow = boot(
+        "fault_slow_disk",
+        root.to_string(),
+        format!(
+            "-drive file={disk},if=virtio,format=raw,snapshot=on,throttling.bps-total=262144,throttling.iops-total=20"
+        ),
+    );
+    // Too little memory for the universal image (24 MB compressed): the kernel runs out while it
+    // unpacks it (at 72 MiB the loader stops before the kernel says anything: not /init's to
+    // diagnose).
+    let small = boot(
+        "fault_too_little_memory",
+        root.to_string(),
+        format!("-m 128 -drive file={disk},if=virtio,format=raw,snapshot=on"),
+    );
+    let boots = [vanish, slow, small];
+    let outcomes = common::debian::run_all(&m.kernel, &boots);
+    let mut bad = Vec::new();
+    for (b, o) in boots.iter().zip(&outcomes) {
+        let log = &o.log;
+        let ended = |words: &[&str]| words.iter().find(|w| log.contains(*w)).map(|w| w.to_string());
+        let how = match b.name.as_str() {
+            // Either the root was mounted before the disk went, or /init says why it cannot boot.
+            "fault_disk_vanishes" => ended(&[MARK, "leanrd: cannot boot: "]),
+            "fault_slow_disk" => ended(&[MARK]),
+            // The kernel cannot unpack it or runs out of memory: it says so and the VM ends.
+            _ => ended(&["Initramfs unpacking failed", "Out of memory", "Kernel panic", "leanrd: cannot boot: "]),
+        };
+        match how {
+            Some(h) => {
+                let line = log.lines().find(|l| l.contains(&h)).unwrap_or("").trim();
+                eprintln!("{}: ended with \"{line}\"", b.name);
+            }
+            None => bad.push(format!(
+                "{}: neither the boot nor a diagnosis:\n{}",
+                b.name,
+                &log[log.floor_char_boundary(log.len().saturating_sub(3000))..]
+            )),
+        }
+    }
+    if bad.is_empty() { Ok(()) } else { Err(bad.join("\n\n")) }
+}
+
 fn main() -> std::process::ExitCode {
     // VMs are held to one per core by the harness's slots; the first case makes the matrix.
     let mut trials: Vec<Trial> = CASES.iter().map(|c| test(c.name, move || boot_case(c))).collect();
+    trials.push(test("faults_end_in_the_boot_or_the_diagnosis", faults));
     trials.push(test("luks_lvm_and_md_roots", || {
         boot_luks_lvm_and_md_roots();
         Ok(())

@@ -325,6 +325,17 @@ const BOOTS: &[(&str, &[&str])] = &[
         "universal_one_passphrase",
         &["with the passphrase typed", "with the passphrase already given", "sda2_crypt", "sda3_crypt", MARK],
     ),
+    // A fault: the passphrase typed wrong until the tries (crypttab's default, 3) run out: the
+    // container is given up and the diagnosis says so, within the boot's time.
+    (
+        "universal_wrong_until_the_tries_run_out",
+        &[
+            "wrong passphrase for sda3_crypt (2 left)",
+            "wrong passphrase for sda3_crypt (1 left)",
+            "wrong passphrase, 3 tries",
+            "leanrd: cannot boot: ",
+        ],
+    ),
     ("host_keyfile", &["unlocked as /dev/mapper/sda3_crypt with key file /etc/keys/root.key", MARK]),
     ("host_keydisk", &["unlocked as /dev/mapper/sda3_crypt with key file /keys/root.key on /dev/vdb", MARK]),
 ];
@@ -361,6 +372,10 @@ fn boot_of<'a>(s: &'a Setup, name: &str) -> Boot<'a> {
             vec![PS2],
             vec![("Enter passphrase for", PASS, "de")],
         ),
+        "universal_wrong_until_the_tries_run_out" => {
+            let wrong = ("Enter passphrase for sda3_crypt", "not-the-passphrase", "us");
+            typed(&s.univ_plain, format!("{ROOT} leanrd.timeout=10"), virtio(&[]), vec![PS2], vec![wrong, wrong, wrong])
+        }
         "host_keyfile" => Boot::Quiet(&s.keyed, ROOT.into(), virtio(&[])),
         "host_keydisk" => Boot::Quiet(&s.keyed_disk, ROOT.into(), virtio(&[&s.keydisk])),
         other => panic!("no boot {other}"),
