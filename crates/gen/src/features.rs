@@ -294,12 +294,7 @@ mod tests {
     #[test]
     fn every_feature_key_is_documented_and_the_reference_current() {
         let e = parse("x", "no_such_key = 1\n", "x.toml").unwrap_err().to_string();
-        let expected = e.split("expected one of ").nth(1).unwrap_or_else(|| panic!("{e}"));
-        let mut keys: Vec<&str> = expected.split(", ").map(|k| k.trim().trim_matches('`')).collect();
-        let mut documented: Vec<&str> = FEATURE_KEYS.iter().map(|k| k.key).collect();
-        keys.sort();
-        documented.sort();
-        assert_eq!(keys, documented, "{e}");
+        crate::request::tests::assert_same_keys(&e, FEATURE_KEYS.iter().map(|k| k.key));
         let md = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/features.md");
         let want = features_markdown().unwrap();
         if std::env::var_os("LEANRD_BLESS").is_some() {

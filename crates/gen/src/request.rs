@@ -360,7 +360,7 @@ pub fn find_init(explicit: Option<PathBuf>) -> Result<PathBuf> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The table and the keys the file takes are the same set (serde names every key it
@@ -368,12 +368,7 @@ mod tests {
     #[test]
     fn every_setting_is_documented_and_read_back() {
         let e = Settings::parse("no_such_key = 1\n", Path::new("f")).unwrap_err().to_string();
-        let expected = e.split("expected one of ").nth(1).unwrap_or_else(|| panic!("{e}"));
-        let mut keys: Vec<&str> = expected.split(", ").map(|k| k.trim().trim_matches('`')).collect();
-        let mut documented: Vec<&str> = SETTINGS.iter().map(|s| s.key).collect();
-        keys.sort();
-        documented.sort();
-        assert_eq!(keys, documented, "{e}");
+        assert_same_keys(&e, SETTINGS.iter().map(|s| s.key));
         for x in SETTINGS {
             let s = Settings::parse(x.example, Path::new("f")).unwrap_or_else(|e| panic!("{}: {e}", x.example));
             assert_ne!(s, Settings::default(), "{} changed nothing", x.example);
@@ -389,6 +384,17 @@ mod tests {
             .collect();
         assert!(uncommented.lines().count() >= 6, "{uncommented}");
         Settings::parse(&uncommented, Path::new("packaging/leanrd.toml")).unwrap();
+    }
+
+    /// The keys serde names in `e` (its "unknown field ..., expected one of ..." error) are
+    /// `documented`, no more and no fewer.
+    pub(crate) fn assert_same_keys<'a>(e: &str, documented: impl Iterator<Item = &'a str>) {
+        let expected = e.split("expected one of ").nth(1).unwrap_or_else(|| panic!("{e}"));
+        let mut keys: Vec<&str> = expected.split(", ").map(|k| k.trim().trim_matches('`')).collect();
+        let mut documented: Vec<&str> = documented.collect();
+        keys.sort();
+        documented.sort();
+        assert_eq!(keys, documented, "{e}");
     }
 
     #[test]
