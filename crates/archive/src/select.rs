@@ -1,13 +1,13 @@
 //! Which entries a reader command works on: segments by number (`--parts 1,3-`) and names by
 //! shell pattern, as 3cpio and `cpio -i PATTERN` select them.
 //!
-//! Patterns are matched with the C library's `fnmatch(3)` without flags, as GNU cpio and
-//! 3cpio do: `*` and `?` match `/` too, and a leading `.` needs no literal dot. A name is
+//! Patterns are matched as the C library's `fnmatch(3)` without flags matches them, as GNU
+//! cpio and 3cpio do (with leanrd's one fnmatch, [`leanrd_kmod::fnmatch`], held against libc's
+//! below): `*` and `?` match `/` too, and a leading `.` needs no literal dot. A name is
 //! matched as stored and as the kernel unpacks it ([`canonical`]: no leading `./` or `/`, no
 //! `//`), so `usr/bin/*` selects `./usr/bin/ls` as well.
 
 use std::cell::Cell;
-use std::ffi::CString;
 use std::ops::RangeInclusive;
 
 use crate::names::canonical;
@@ -17,7 +17,7 @@ use crate::read::ReadEntry;
 #[derive(Debug, Clone, Default)]
 pub struct Select {
     parts: Vec<RangeInclusive<usize>>,
-    patterns: Vec<CString>,
+    patterns: Vec<Vec<u8>>,
     /// Whether each pattern matched a name yet (a pattern that matches nothing is said).
     matched: Vec<Cell<bool>>,
 }
@@ -29,9 +29,10 @@ impl Select {
             Some(p) => parse_parts(p)?,
             None => Vec::new(),
         };
-        let patterns: Vec<CString> = patterns
+        let patterns: Vec<Vec<u8>> = patterns
             .iter()
-            .map(|p| CString::new(p.as_ref()).map_err(|_| "a pattern cannot hold a NUL byte".to_string()))
+            .map(|p| p.as_ref())
+            .map(|p| if p.contains(&0) { Err("a pattern cannot hold a NUL byte".to_string()) } else { Ok(p.to_vec()) })
             .collect::<Result<_, _>>()?;
         let matched = patterns.iter().map(|_| Cell::new(false)).collect();
         Ok(Select { parts, patterns, matched })
@@ -52,19 +53,12 @@ impl Select {
         if self.patterns.is_empty() {
             return true;
         }
-        let c = |n: &[u8]| CString::new(n).ok();
-        let raw = c(name);
-        // The unpacked spelling only where it differs from the stored one.
-        let plain = match canonical(name) {
-            std::borrow::Cow::Owned(p) => c(&p),
-            std::borrow::Cow::Borrowed(_) => None,
-        };
+        // The unpacked spelling too, where it differs from the stored one.
+        let plain = canonical(name);
+        let names = [Some(name), (plain.as_ref() != name).then_some(plain.as_ref())];
         let mut any = false;
         for (p, m) in self.patterns.iter().zip(&self.matched) {
-            let hit = [&raw, &plain].into_iter().flatten().any(|n| {
-                // SAFETY: both are NUL-terminated strings that live across the call.
-                unsafe { libc::fnmatch(p.as_ptr(), n.as_ptr(), 0) == 0 }
-            });
+            let hit = names.into_iter().flatten().any(|n| leanrd_kmod::fnmatch(p, n));
             if hit {
                 m.set(true);
                 any = true;
@@ -79,7 +73,7 @@ impl Select {
             .iter()
             .zip(&self.matched)
             .filter(|(_, m)| !m.get())
-            .map(|(p, _)| String::from_utf8_lossy(p.as_bytes()).into_owned())
+            .map(|(p, _)| String::from_utf8_lossy(p).into_owned())
             .collect()
     }
 
@@ -139,6 +133,69 @@ mod tests {
         for bad in ["0", "x", "3-2", "-", "1,,2", ""] {
             assert!(Select::new(Some(bad), &[] as &[&str]).is_err(), "{bad}");
         }
+    }
+
+    /// leanrd's fnmatch is the C library's without flags, on patterns and names made to hit
+    /// every rule: stars, `?`, brackets with ranges, negation, classes and a leading `]`,
+    /// backslashes in and out of brackets, unclosed brackets, bytes that are not ASCII. (Not
+    /// collating symbols, equivalence classes or a range ending in `[`.)
+    #[test]
+    fn fnmatch_is_the_c_librarys() {
+        let atoms: [&[u8]; 23] = [
+            b".]",
+            b"a",
+            b"b",
+            b"/",
+            b".",
+            b"*",
+            b"?",
+            b"[",
+            b"]",
+            b"!",
+            b"^",
+            b"-",
+            b"\\",
+            b"[:digit:]",
+            b"[:alpha:]",
+            b"[:space:]",
+            b"[:punct:]",
+            b"1",
+            b"\xe9",
+            b" ",
+            b"\x0b",
+            b"[!",
+            b"\\]",
+        ];
+        let chars: [u8; 12] = [b'a', b'b', b'/', b'.', b'[', b']', b'-', b'\\', b'1', 0xe9, b' ', 0x0b];
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        let mut differ = Vec::new();
+        for _ in 0..200_000 {
+            let pat: Vec<u8> = (0..1 + next(7)).flat_map(|_| atoms[next(atoms.len())].to_vec()).collect();
+            // Collating symbols, equivalence classes and a class as a range's end are left out
+            // (see leanrd_kmod::fnmatch).
+            if pat.windows(2).any(|w| w == b"[." || w == b"[=" || w == b"-[") {
+                continue;
+            }
+            let name: Vec<u8> = (0..next(7)).map(|_| chars[next(chars.len())]).collect();
+            let (cp, cn) =
+                (std::ffi::CString::new(pat.clone()).unwrap(), std::ffi::CString::new(name.clone()).unwrap());
+            // SAFETY: both are NUL-terminated strings that live across the call.
+            let libc = unsafe { libc::fnmatch(cp.as_ptr(), cn.as_ptr(), 0) == 0 };
+            if libc != leanrd_kmod::fnmatch(&pat, &name) && differ.len() < 10 {
+                differ.push(format!(
+                    "{:?} {:?}: libc {libc}",
+                    String::from_utf8_lossy(&pat),
+                    String::from_utf8_lossy(&name)
+                ));
+            }
+        }
+        assert!(differ.is_empty(), "{differ:#?}");
     }
 
     #[test]

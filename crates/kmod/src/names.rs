@@ -33,89 +33,165 @@ pub fn normalize_alias(s: &str) -> String {
     out
 }
 
-/// fnmatch(3) without flags: `*`, `?`, `[...]` with ranges and `!`/`^` negation.
+/// fnmatch(3) without flags, in the C locale: `*` and `?` (`/` and a leading `.` are not
+/// special), bracket expressions (`[a-z]`, `[!...]`/`[^...]`, `]` first as a literal, POSIX
+/// classes such as `[:digit:]`), and `\` quoting the next character (a pattern ending in a lone
+/// `\` matches nothing); an unclosed `[` is a literal. Collating symbols and equivalence
+/// classes of one character (`[.a.]`, `[=a=]`) are that character; their other spellings, an
+/// unknown class and a range ending in `[`, which the C library reads in ways of its own, are
+/// not held to it. The one fnmatch of leanrd: module
+/// aliases here and in /init, and the reader's name patterns (held against libc's in
+/// leanrd-archive's tests). Hand-written because /init is no_std and has no libc.
 pub fn fnmatch(pat: &[u8], s: &[u8]) -> bool {
     let (mut p, mut i) = (0usize, 0usize);
-    let (mut star_p, mut star_i) = (usize::MAX, 0usize);
-    while i < s.len() {
-        if p < pat.len() {
-            match pat[p] {
+    let mut star: Option<(usize, usize)> = None;
+    loop {
+        if let Some(&c) = pat.get(p) {
+            match c {
                 b'*' => {
-                    star_p = p;
-                    star_i = i;
                     p += 1;
+                    star = Some((p, i));
                     continue;
                 }
-                b'?' => {
+                b'?' if i < s.len() => {
                     p += 1;
                     i += 1;
                     continue;
                 }
-                b'[' => match class(pat, p, s[i]) {
-                    Some((true, next)) => {
+                b'[' if i < s.len() => match bracket(pat, p, s[i]) {
+                    Bracket::Match(true, next) => {
                         p = next;
                         i += 1;
                         continue;
                     }
-                    Some((false, _)) => {}
-                    // An unclosed bracket is a literal '['.
-                    None if s[i] == b'[' => {
+                    Bracket::Match(false, _) => {}
+                    Bracket::Unclosed if s[i] == b'[' => {
                         p += 1;
                         i += 1;
                         continue;
                     }
-                    None => {}
+                    Bracket::Unclosed => {}
+                    Bracket::Invalid => return false,
                 },
-                c if c == s[i] => {
+                b'\\' => match pat.get(p + 1) {
+                    None => return false,
+                    Some(&q) if i < s.len() && s[i] == q => {
+                        p += 2;
+                        i += 1;
+                        continue;
+                    }
+                    Some(_) => {}
+                },
+                c if i < s.len() && s[i] == c => {
                     p += 1;
                     i += 1;
                     continue;
                 }
                 _ => {}
             }
+        } else if i == s.len() {
+            return true;
         }
-        if star_p != usize::MAX {
-            p = star_p + 1;
-            star_i += 1;
-            i = star_i;
-        } else {
-            return false;
+        // A mismatch: the last `*` takes one more character, if there is one.
+        match star {
+            Some((sp, si)) if si < s.len() => {
+                star = Some((sp, si + 1));
+                (p, i) = (sp, si + 1);
+            }
+            _ => return false,
         }
     }
-    while p < pat.len() && pat[p] == b'*' {
-        p += 1;
-    }
-    p == pat.len()
 }
 
-/// Match `c` against the bracket expression at `pat[p]`; returns (matched, index after it),
-/// or None if the bracket is not closed (then `[` is literal).
-fn class(pat: &[u8], p: usize, c: u8) -> Option<(bool, usize)> {
+/// A POSIX character class of the C locale, by name.
+fn in_class(name: &[u8], c: u8) -> Option<bool> {
+    Some(match name {
+        b"alnum" => c.is_ascii_alphanumeric(),
+        b"alpha" => c.is_ascii_alphabetic(),
+        b"blank" => c == b' ' || c == b'\t',
+        b"cntrl" => c.is_ascii_control(),
+        b"digit" => c.is_ascii_digit(),
+        b"graph" => c.is_ascii_graphic(),
+        b"lower" => c.is_ascii_lowercase(),
+        b"print" => c.is_ascii_graphic() || c == b' ',
+        b"punct" => c.is_ascii_punctuation(),
+        b"space" => c.is_ascii_whitespace() || c == 0x0b,
+        b"upper" => c.is_ascii_uppercase(),
+        b"xdigit" => c.is_ascii_hexdigit(),
+        _ => return None,
+    })
+}
+
+/// What a bracket expression says of one character.
+enum Bracket {
+    /// Whether it matched, and the index after the expression.
+    Match(bool, usize),
+    /// No closing `]`: the `[` is a literal.
+    Unclosed,
+    /// An unknown class, or a collating symbol or equivalence class that is not one closed
+    /// character: the C library matches nothing with such a pattern.
+    Invalid,
+}
+
+/// Match `c` against the bracket expression at `pat[p]`.
+fn bracket(pat: &[u8], p: usize, c: u8) -> Bracket {
     let mut j = p + 1;
-    let neg = matches!(pat.get(j), Some(b'!') | Some(b'^'));
+    let neg = matches!(pat.get(j), Some(b'!' | b'^'));
     if neg {
         j += 1;
     }
-    let mut matched = false;
-    let mut first = true;
-    while j < pat.len() && (first || pat[j] != b']') {
+    let (mut matched, mut first) = (false, true);
+    // `[:name:]`, `[.c.]` and `[=c=]` at `at`: (kind, its content, the index after it).
+    let special = |at: usize| -> Option<(u8, &[u8], usize)> {
+        let kind = *pat.get(at + 1).filter(|k| matches!(k, b':' | b'.' | b'='))?;
+        if pat.get(at) != Some(&b'[') {
+            return None;
+        }
+        let end = pat.get(at + 2..)?.windows(2).position(|w| w == [kind, b']']).map(|e| at + 2 + e);
+        Some((kind, end.map_or(&[][..], |e| &pat[at + 2..e]), end.map_or(usize::MAX, |e| e + 2)))
+    };
+    // One element's character (`\` quotes the next; `[.c.]`, `[=c=]` are c): (it, the index after).
+    let one = |at: usize| -> Result<Option<(u8, usize)>, ()> {
+        match special(at) {
+            Some((b':', ..)) | None => {}
+            Some((_, [ch], next)) => return Ok(Some((*ch, next))),
+            Some(_) => return Err(()),
+        }
+        Ok(match pat.get(at) {
+            Some(b'\\') => pat.get(at + 1).map(|&q| (q, at + 2)),
+            Some(&b) => Some((b, at + 1)),
+            None => None,
+        })
+    };
+    loop {
+        let Some(&b) = pat.get(j) else { return Bracket::Unclosed };
+        if b == b']' && !first {
+            return Bracket::Match(matched != neg, j + 1);
+        }
         first = false;
-        if j + 2 < pat.len() && pat[j + 1] == b'-' && pat[j + 2] != b']' {
-            if pat[j] <= c && c <= pat[j + 2] {
-                matched = true;
+        if let Some((b':', name, next)) = special(j) {
+            match in_class(name, c) {
+                Some(hit) if next != usize::MAX => {
+                    matched |= hit;
+                    j = next;
+                    continue;
+                }
+                _ => return Bracket::Invalid,
             }
-            j += 3;
+        }
+        // One character, perhaps the start of a range.
+        let Ok(lo) = one(j) else { return Bracket::Invalid };
+        let Some((lo, k)) = lo else { return Bracket::Unclosed };
+        if pat.get(k) == Some(&b'-') && pat.get(k + 1).is_some_and(|&h| h != b']') {
+            let Ok(hi) = one(k + 1) else { return Bracket::Invalid };
+            let Some((hi, next)) = hi else { return Bracket::Unclosed };
+            matched |= lo <= c && c <= hi;
+            j = next;
         } else {
-            if pat[j] == c {
-                matched = true;
-            }
-            j += 1;
+            matched |= lo == c;
+            j = k;
         }
     }
-    if j >= pat.len() {
-        return None;
-    }
-    Some((matched != neg, j + 1))
 }
 
 /// A compression a module file may be stored in (kernel/module/decompress.c knows these).
