@@ -23,17 +23,23 @@ impl Format {
     pub const ALL: [Format; 8] =
         [Format::None, Format::Zstd, Format::Lz4, Format::Xz, Format::Gzip, Format::Bzip2, Format::Lzma, Format::Lzo];
 
-    pub fn name(self) -> &'static str {
+    /// The names a format goes by: its own first (what leanrd prints), then those other tools
+    /// use (`gz`, `zst`, `lzop`, `cat`), all accepted on the command line and in leanrd.toml.
+    pub fn names(self) -> &'static [&'static str] {
         match self {
-            Format::None => "none",
-            Format::Gzip => "gzip",
-            Format::Bzip2 => "bzip2",
-            Format::Lzma => "lzma",
-            Format::Xz => "xz",
-            Format::Lzo => "lzo",
-            Format::Lz4 => "lz4",
-            Format::Zstd => "zstd",
+            Format::None => &["none", "cat"],
+            Format::Gzip => &["gzip", "gz"],
+            Format::Bzip2 => &["bzip2", "bz2"],
+            Format::Lzma => &["lzma"],
+            Format::Xz => &["xz"],
+            Format::Lzo => &["lzo", "lzop"],
+            Format::Lz4 => &["lz4"],
+            Format::Zstd => &["zstd", "zst"],
         }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.names()[0]
     }
 
     /// The format of this name (`xz`), as [`Format::name`] gives it.
@@ -129,18 +135,9 @@ impl FromStr for Spec {
             Some((n, l)) => (n, Some(l)),
             None => (s, None),
         };
-        let format = match name {
-            "none" | "cat" => Format::None,
-            "gzip" | "gz" => Format::Gzip,
-            "bzip2" | "bz2" => Format::Bzip2,
-            "lzma" => Format::Lzma,
-            "xz" => Format::Xz,
-            "lzo" | "lzop" => Format::Lzo,
-            "lz4" => Format::Lz4,
-            "zstd" | "zst" => Format::Zstd,
-            _ => {
-                return Err(format!("unknown compression {name:?} (none, zstd, lz4, xz, gzip, bzip2, lzma, lzo)"));
-            }
+        let Some(format) = Format::ALL.into_iter().find(|f| f.names().contains(&name)) else {
+            let known: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+            return Err(format!("unknown compression {name:?} ({})", known.join(", ")));
         };
         let level = match level {
             None => format.default_level(),
