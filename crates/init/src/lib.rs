@@ -141,9 +141,9 @@ fn module_settings(conf: &InitConfig, cmd: &Cmdline) -> (Vec<(String, String)>, 
 fn reboot_or_wait(cmd: &Cmdline) -> ! {
     match cmd.panic {
         Some(n) if n != 0 => {
-            if n > 0 {
-                sys::sleep_ms(n as u64 * 1000);
-            }
+            // At once (negative) still leaves the consoles a moment to send the diagnosis
+            // (a serial line at 115200 baud sends it in about 0.2 s).
+            sys::sleep_ms(if n > 0 { (n as u64).saturating_mul(1000) } else { 500 });
             rustix::fs::sync();
             let _ = rustix::system::reboot(rustix::system::RebootCommand::Restart);
         }

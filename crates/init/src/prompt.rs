@@ -137,16 +137,16 @@ pub fn console_names() -> Vec<String> {
 
 /// Write `text` to every console the kernel has (and the foreground VT): the diagnosis must
 /// reach whoever watches, the serial console as well as the screen, not only /dev/console
-/// (the last `console=`). Standard error when none can be opened.
+/// (the last `console=`). Standard error when none can be opened. Never blocks: a serial line
+/// held by flow control (`console=ttyS0,115200n8r` with nothing attached) loses the text
+/// rather than stopping /init.
 pub fn say_everywhere(text: &str) {
     let mut said = false;
     for name in console_names() {
         let path = alloc::format!("/dev/{name}");
-        let flags = OFlags::WRONLY | OFlags::NOCTTY | OFlags::CLOEXEC;
+        let flags = OFlags::WRONLY | OFlags::NOCTTY | OFlags::CLOEXEC | OFlags::NONBLOCK;
         if let Ok(fd) = rustix::fs::open(path.as_str(), flags, Mode::empty()) {
             said |= sys::write_all(&fd, text.as_bytes());
-            // Out of the UART before a reboot (panic=) can cut it short.
-            let _ = rustix::termios::tcdrain(&fd);
         }
     }
     if !said {
