@@ -2,7 +2,8 @@
 //! file of the repository (tracked by git, when the sources are a git checkout), and a link to
 //! `FILE.md#ANCHOR` (or `#ANCHOR` in the same file) to a heading of that file, by GitHub's
 //! anchor rule. Absolute links (`https://...`, `mailto:`) are not checked. README.md stays a
-//! page one reads in three minutes: at most 200 lines.
+//! page one reads in three minutes: at most 200 lines, and it names the test command .ci/run
+//! runs.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
@@ -311,4 +312,20 @@ fn a_broken_link_is_found() {
         assert!(found.iter().any(|f| f == w), "{w:?} not in {found:#?}");
     }
     assert_eq!(found.len(), 8, "{found:#?}");
+}
+
+/// The README names the test command (the first line of the block under its `## Test`), and
+/// .ci/run ends by running that very command.
+#[test]
+fn ci_runs_the_readmes_test_command() {
+    let root = workspace();
+    let readme = fs::read_to_string(root.join("README.md")).unwrap();
+    let section = readme.split("\n## Test\n").nth(1).expect("README.md has no \"## Test\" section");
+    let block = section.split("```sh\n").nth(1).expect("no ```sh block under ## Test");
+    let line = block.lines().next().unwrap_or("");
+    let command = line.split('#').next().unwrap().trim().trim_start_matches("sudo ").trim();
+    assert!(!command.is_empty(), "README.md's test block is empty");
+    let ci = fs::read_to_string(root.join(".ci/run")).unwrap();
+    let last = ci.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).last().unwrap_or("");
+    assert_eq!(last, command, ".ci/run's last command is not README.md's test command");
 }
