@@ -1191,39 +1191,45 @@ pub fn markdown() -> String {
     s
 }
 
+/// Text for roff: `\\` and `-` escaped, backquotes dropped, and no line starting with a request
+/// character (leanrd's other generated man pages use it too).
+#[cfg(not(feature = "standalone"))]
+pub fn roff(t: &str) -> String {
+    let t = t.replace('\\', "\\e").replace('-', "\\-").replace('`', "");
+    if t.starts_with(['.', '\'']) { format!("\\&{t}") } else { t }
+}
+
 /// The reference as a man page: leanrd-init(7).
 #[cfg(not(feature = "standalone"))]
 pub fn man_page(version: &str) -> String {
     // roff: a line starting with '.' or '\'' is a request, and '\' escapes: the texts have
     // neither at a line's start, and '\' and '-' are escaped.
-    let esc = |t: &str| {
-        let t = t.replace('\\', "\\e").replace('-', "\\-").replace('`', "");
-        if t.starts_with(['.', '\'']) { format!("\\&{t}") } else { t }
-    };
     let mut s = format!(
         ".TH LEANRD\\-INIT 7 \"\" \"leanrd {version}\" \"leanrd\"\n.SH NAME\nleanrd\\-init \\- the kernel command line \
          leanrd's /init reads\n.ad l\n.SH DESCRIPTION\n{}\n",
-        esc("leanrd's /init finds and mounts the root, unlocks and assembles what it stands on, and switches to it. \
+        roff(
+            "leanrd's /init finds and mounts the root, unlocks and assembles what it stands on, and switches to it. \
              The image records what the machine needs; these parameters change it at boot. A value that cannot be \
              used is reported (in /run/initramfs/leanrd.log, and on the screen if the boot fails) and the setting \
-             keeps its default.")
+             keeps its default."
+        )
     );
     for g in Group::ALL {
-        s += &format!(".SS {}\n", esc(g.title()));
+        s += &format!(".SS {}\n", roff(g.title()));
         for p in PARAMS.iter().filter(|p| p.group == g) {
             // A long form may break after a '|', ':' or ',' (roff's \: marks where).
-            let syntax = esc(&p.form.syntax()).replace(':', ":\\:").replace('|', "|\\:").replace(',', ",\\:");
-            let names: Vec<String> = p.names.iter().map(|n| format!("\\fB{}\\fR{syntax}", esc(n))).collect();
+            let syntax = roff(&p.form.syntax()).replace(':', ":\\:").replace('|', "|\\:").replace(',', ",\\:");
+            let names: Vec<String> = p.names.iter().map(|n| format!("\\fB{}\\fR{syntax}", roff(n))).collect();
             let repeats = if p.repeats { " Repeatable." } else { "" };
-            s += &format!(".TP\n{}\n{}{repeats}\n", names.join(", "), esc(p.doc));
+            s += &format!(".TP\n{}\n{}{repeats}\n", names.join(", "), roff(p.doc));
         }
         if g == Group::Modules {
-            s += &format!(".TP\n\\fIMODULE\\fB.\\fIPARAM\\fR[=\\fIVALUE\\fR]\n{}\n", esc(MODULE_PARAMETERS));
+            s += &format!(".TP\n\\fIMODULE\\fB.\\fIPARAM\\fR[=\\fIVALUE\\fR]\n{}\n", roff(MODULE_PARAMETERS));
         }
     }
     s += ".SH EXAMPLES\n";
     for (line, what) in EXAMPLES {
-        s += &format!(".TP\n{}\n.EX\n{}\n.EE\n", esc(what), esc(line));
+        s += &format!(".TP\n{}\n.EX\n{}\n.EE\n", roff(what), roff(line));
     }
     s += ".SH FILES\n.TP\n/run/initramfs/leanrd.log\nEvery step /init took, kept for the booted system (mode 600).\n\
           .SH SEE ALSO\n\\fBleanrd\\fR(1), \\fBbootparam\\fR(7), \\fBkernel\\-command\\-line\\fR(7), \\fBdracut.cmdline\\fR(7)\n";

@@ -38,6 +38,7 @@ mod cmd_verify;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use leanrd_init::params::roff;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -159,30 +160,26 @@ fn init_page() -> String {
     leanrd_init::params::man_page(env!("CARGO_PKG_VERSION"))
 }
 
-/// Text for roff: '\' and '-' escaped, no line starting with a request character.
-fn esc(t: &str) -> String {
-    let t = t.replace('\\', "\\e").replace('-', "\\-").replace('`', "");
-    if t.starts_with(['.', '\'']) { format!("\\&{t}") } else { t }
-}
-
 /// leanrd-features(5): the feature files, from leanrd_gen's FEATURE_KEYS and the built-ins.
 fn features_page() -> anyhow::Result<String> {
     let mut s = format!(
         ".TH LEANRD\\-FEATURES 5 \"\" \"leanrd {}\" \"leanrd\"\n.SH NAME\nleanrd\\-features \\- what goes into a leanrd \
          image, and when\n.ad l\n.SH DESCRIPTION\n{}\n.SH KEYS\n",
         env!("CARGO_PKG_VERSION"),
-        esc("A feature is a TOML file saying what a capability needs (modules, programs, libraries, files) and when \
+        roff(
+            "A feature is a TOML file saying what a capability needs (modules, programs, libraries, files) and when \
              it applies. The built-in ones are listed below; files in /etc/leanrd/features.d (features_dir in \
              leanrd.toml) add features, or replace a built-in one of the same name. Every key is optional; an \
-             unknown key is an error naming the file and line.")
+             unknown key is an error naming the file and line."
+        )
     );
     for k in leanrd_gen::features::FEATURE_KEYS {
-        s += &format!(".TP\n\\fB{}\\fR = {}\n{}\n", esc(k.key), esc(k.value), esc(k.doc));
+        s += &format!(".TP\n\\fB{}\\fR = {}\n{}\n", roff(k.key), roff(k.value), roff(k.doc));
     }
     s += ".SH BUILT\\-IN FEATURES\n";
     for (name, f) in leanrd_gen::features::load(None)? {
         let when = format!("{:?}", f.when).to_lowercase();
-        s += &format!(".TP\n\\fB{}\\fR ({when})\n{}\n", esc(&name), esc(&f.description));
+        s += &format!(".TP\n\\fB{}\\fR ({when})\n{}\n", roff(&name), roff(&f.description));
     }
     s += ".SH EXAMPLES\nA feature of one's own, /etc/leanrd/features.d/zram.toml: a swap in memory, always in the \
           image.\n.nf\ndescription = \"zram swap\"\nwhen = \"always\"\nmodules = [\"zram\"]\nbinaries = [\"zramctl\"]\n\
@@ -196,16 +193,18 @@ fn config_page() -> String {
         ".TH LEANRD.TOML 5 \"\" \"leanrd {}\" \"leanrd\"\n.SH NAME\nleanrd.toml \\- leanrd's configuration file\n.ad l\n\
          .SH DESCRIPTION\n{}\n.SH SETTINGS\n",
         env!("CARGO_PKG_VERSION"),
-        esc("/etc/leanrd/leanrd.toml (or leanrd build --config FILE) holds defaults for leanrd build, in TOML. Every \
+        roff(
+            "/etc/leanrd/leanrd.toml (or leanrd build --config FILE) holds defaults for leanrd build, in TOML. Every \
              key is optional, an unknown key is an error (named with its line), and an option on the command line \
-             wins over the file (lists add up).")
+             wins over the file (lists add up)."
+        )
     );
     for x in leanrd_gen::request::SETTINGS {
-        s += &format!(".TP\n\\fB{}\\fR = {} (\\fB{}\\fR)\n{}\n", esc(x.key), esc(x.value), esc(x.flag), esc(x.doc));
+        s += &format!(".TP\n\\fB{}\\fR = {} (\\fB{}\\fR)\n{}\n", roff(x.key), roff(x.value), roff(x.flag), roff(x.doc));
     }
     s += ".SH EXAMPLES\n.nf\n";
     for x in leanrd_gen::request::SETTINGS {
-        s += &format!("{}\n", esc(x.example));
+        s += &format!("{}\n", roff(x.example));
     }
     s += ".fi\n.SH FILES\n/etc/leanrd/leanrd.toml\n.SH SEE ALSO\n\\fBleanrd\\-build\\fR(1), \\fBleanrd\\-init\\fR(7)\n";
     s

@@ -89,8 +89,13 @@ pub fn sh(cmd: &str) {
 /// short (an empty subvolume: "no init found in the new root"). A mount made here is seen by
 /// no other namespace.
 pub fn sh_private(cmd: &str) {
-    let o = Command::new("unshare").args(["-m", "--propagation", "private", "sh", "-c", cmd]).output().unwrap();
+    let o = private_sh(cmd);
     assert!(o.status.success(), "{cmd}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// `sh -c cmd` in a mount namespace of its own ([`sh_private`] says why): its output.
+fn private_sh(cmd: &str) -> std::process::Output {
+    Command::new("unshare").args(["-m", "--propagation", "private", "sh", "-c", cmd]).output().unwrap()
 }
 
 /// Fail unless no loop device still has `image` attached: a file system on it still mounted
@@ -517,11 +522,7 @@ pub fn in_chroot(tree: &Path, apt_cache: Option<&Path>, cmd: &str) -> (bool, Str
          mount -t sysfs sys $t/sys{cache} && chroot $t /usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c '{cmd}' 2>&1",
         t = tree.display(),
     );
-    // In a mount namespace of its own, as sh_private says why.
-    let o = std::process::Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", &script])
-        .output()
-        .unwrap();
+    let o = private_sh(&script);
     (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
 }
 

@@ -326,6 +326,6 @@ fn ci_runs_the_readmes_test_command() {
     let command = line.split('#').next().unwrap().trim().trim_start_matches("sudo ").trim();
     assert!(!command.is_empty(), "README.md's test block is empty");
     let ci = fs::read_to_string(root.join(".ci/run")).unwrap();
-    let last = ci.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).last().unwrap_or("");
+    let last = ci.lines().map(str::trim).rfind(|l| !l.is_empty() && !l.starts_with('#')).unwrap_or("");
     assert_eq!(last, command, ".ci/run's last command is not README.md's test command");
 }
