@@ -34,7 +34,15 @@ impl Platform for Live<'_> {
         devices::block_names().len()
     }
     fn coldplug(&mut self) -> usize {
-        self.init.mods.coldplug(&mut self.init.log)
+        let before = devices::block_names().len();
+        self.init.mods.coldplug(SETTLE_MS, &mut self.init.log, &mut || devices::block_names().len() != before)
+    }
+    fn loading(&self) -> bool {
+        self.init.mods.loading()
+    }
+    fn settle(&mut self) -> usize {
+        let before = devices::block_names().len();
+        self.init.mods.settle(SETTLE_MS, &mut self.init.log, &mut || devices::block_names().len() != before)
     }
     fn assemble(&mut self, devs: &[Dev], wanted: &[&DeviceRef]) -> bool {
         use rustix::fd::AsFd;
@@ -47,7 +55,7 @@ impl Platform for Live<'_> {
         let Some(fd) = &self.sock else { return (false, false) };
         let ev = uevent::receive(fd, ms);
         let aliases = !ev.aliases.is_empty();
-        self.init.mods.load_aliases(ev.aliases, &mut self.init.log);
+        self.init.mods.add_aliases(ev.aliases, &mut self.init.log);
         (ev.any, aliases)
     }
     fn devno_of(&self, path: &str) -> Option<(u32, u32)> {
@@ -66,7 +74,9 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     let load = init.conf.load.clone();
     init.mods.load_many(&load, &mut init.log);
     init.log.step("listed modules loaded");
-    // PCR 11's enter-initrd, before anything can be unsealed (systemd-pcrphase-initrd's).
+    // PCR 11's enter-initrd, before anything can be unsealed (systemd-pcrphase-initrd's), and
+    // the UKI's signed predictions where the token plugin looks for them.
+    tpm::hand_over_signatures(init);
     tpm::enter(init);
     let mut root = root::source(init)?;
     let network_root = root.brings_network();
@@ -99,8 +109,15 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     wait::run(&mut live, &mut waiters, timing).map_err(|e| format!("{e}"))?;
     drop(waiters);
     let sock = live.sock.take();
-    // Before anything is mounted (even read-only: ext4 replays its journal).
+    // Drivers for devices the boot did not wait for: after the root's own modules, or to
+    // the root's udev (all of them at boot with rd.leanrd.coldplug=all).
+    if !init.mods.coldplug_all {
+        init.mods.defer(&mut init.log);
+    }
+    // Before anything is mounted (even read-only: ext4 replays its journal). No driver may
+    // be loading then: the kernel freezes every process before it resumes.
     if let Some((w, r)) = &resume {
+        init.mods.finish(STRAGGLERS_MS, &mut init.log);
         resume::attempt(init, r, w);
     }
     let post = init.cmd.driver_post.clone();
@@ -128,8 +145,18 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     if init.cmd.shell {
         init.shell();
     }
+    // Drivers coldplug began that the root did not wait for: done before their files go.
+    init.mods.finish(STRAGGLERS_MS, &mut init.log);
     switch_root::switch_root(init)
 }
+
+/// How long the wait loop lets drivers load before it looks at its clock and uevents again
+/// (ms): a driver whose initialisation hangs does not hold back the boot's timeout.
+const SETTLE_MS: u64 = 1_000;
+
+/// How long the boot waits, once the root is ready, for drivers still loading (ms); one
+/// that takes longer (its initialisation hangs) is left to the kernel.
+const STRAGGLERS_MS: u64 = 10_000;
 
 /// `rd.neednet=1`: bring the network up and hand it over, though the root is local. Its
 /// drivers were loaded by coldplug with the storage's; a failure is logged, not fatal.

@@ -353,7 +353,8 @@ fn ask(
         let mut on_event = || {
             if let Some(fd) = events {
                 let ev = crate::uevent::receive(fd, 0);
-                mods.load_aliases(ev.aliases, log);
+                mods.add_aliases(ev.aliases, log);
+                mods.settle(1_000, log, &mut || false);
             }
         };
         let answer = c.ask(&prompt, job.options.timeout.saturating_mul(1000), events, &mut on_event);
@@ -439,11 +440,11 @@ fn key_on_device(
         match events {
             Some(fd) => {
                 let ev = crate::uevent::receive(fd, 250);
-                init.mods.load_aliases(ev.aliases, &mut init.log);
+                init.mods.add_aliases(ev.aliases, &mut init.log);
             }
             None => sys::sleep_ms(250),
         }
-        init.mods.coldplug(&mut init.log);
+        init.mods.coldplug(1_000, &mut init.log, &mut || false);
     };
     let Some(keydev) = found else {
         init.notes.push(format!("{device} (holding the key for {dev}) did not appear within {} s", wait_ms / 1000));

@@ -33,6 +33,16 @@ pub struct Modules {
     pub optical: bool,
     /// Why the image's module tables could not be read, if they could not.
     pub table_error: Option<String>,
+    /// Modules to load, waiting for a dependency to be done.
+    queue: Vec<String>,
+    /// Modules loading, each in a child (its pid).
+    running: Vec<(i32, String)>,
+    /// Drivers not started when the boot found what it waited for ([`Modules::defer`]):
+    /// queued again by the next coldplug, else left to the system.
+    deferred: Vec<String>,
+    /// When each load in progress began (ms since boot): the step log gives each load's
+    /// duration, so `leanrd analyze` can draw it as a bar in its lane.
+    began: Vec<(String, u64)>,
 }
 
 impl Modules {
@@ -68,6 +78,10 @@ impl Modules {
             net: false,
             optical: false,
             table_error,
+            queue: Vec::new(),
+            running: Vec::new(),
+            deferred: Vec::new(),
+            began: Vec::new(),
         }
     }
 
@@ -77,88 +91,196 @@ impl Modules {
         self.load_many(&[what.to_string()], log)
     }
 
-    /// The modules `whats` resolve to that are neither loaded, known to fail, nor blacklisted.
-    fn to_load(&self, whats: &[String]) -> Vec<String> {
-        let mut pending: Vec<String> = Vec::new();
+    /// Queue the modules `whats` resolve to that are neither loaded, known to fail,
+    /// blacklisted nor already on their way; returns every module they need that is not
+    /// done yet (queued now or before, or loading).
+    fn enqueue(&mut self, whats: &[String]) -> Vec<String> {
+        let mut wanted: Vec<String> = Vec::new();
         for w in whats {
             if let Resolved::Modules(list) = self.db.resolve(w) {
                 for m in list {
                     let skip = self.loaded.contains(&m) || self.failed.contains_key(&m) || self.blacklist.contains(&m);
-                    if !skip && !pending.contains(&m) {
-                        pending.push(m);
+                    if skip || wanted.contains(&m) {
+                        continue;
                     }
+                    if !self.in_progress(&m) {
+                        self.deferred.retain(|d| *d != m);
+                        self.queue.push(m.clone());
+                    }
+                    wanted.push(m);
                 }
             }
         }
-        pending
+        wanted
     }
 
-    /// Whether `m` must wait for one of `busy` (a dependency or a pre-softdep).
-    fn waits(&self, m: &str, busy: &dyn Fn(&str) -> bool) -> bool {
+    /// Whether `m` is queued or loading.
+    fn in_progress(&self, m: &str) -> bool {
+        self.queue.iter().any(|q| q == m) || self.running.iter().any(|(_, r)| r == m)
+    }
+
+    /// Whether loads are queued or running (begun by [`Modules::coldplug`] or
+    /// [`Modules::load_aliases`], which may return before they end).
+    pub fn loading(&self) -> bool {
+        !self.queue.is_empty() || !self.running.is_empty()
+    }
+
+    /// Whether `m` must wait for one in progress (a dependency or a pre-softdep).
+    fn waits(&self, m: &str) -> bool {
+        let busy = |d: &str| self.in_progress(d);
         self.db.deps.get(m).is_some_and(|v| v.iter().any(|d| busy(d)))
             || self.db.softdeps.get(m).is_some_and(|(pre, _)| pre.iter().any(|s| busy(&leanrd_kmod::normalize(s))))
     }
 
-    /// Load several names/aliases with everything they need, concurrently: each module
-    /// starts (finit_module in a forked child) as soon as its dependencies and pre-softdeps
-    /// are done, not when a whole "wave" is, so a slow module (ext4) does not hold back an
-    /// unrelated chain (virtio_pci, then virtio_blk).
+    /// Load several names/aliases with everything they need, and wait until those are done.
+    /// Loads run concurrently: each module starts (finit_module in a child) as soon as its
+    /// dependencies and pre-softdeps are done, not when a whole "wave" is, so a slow module
+    /// (ext4) does not hold back an unrelated chain (virtio_pci, then virtio_blk). Loads
+    /// begun before (coldplug's) go on meanwhile, and may still be running on return.
     pub fn load_many(&mut self, whats: &[String], log: &mut Log) -> usize {
-        let mut pending = self.to_load(whats);
+        let wanted = self.enqueue(whats);
         let mut n = 0;
-        let mut running: Vec<(i32, String)> = Vec::new();
-        // When each load began (ms since boot): the step log gives each load's duration, so
-        // `leanrd analyze` can draw it as a bar in its lane.
-        let mut began: Vec<(String, u64)> = Vec::new();
-        while !pending.is_empty() || !running.is_empty() {
-            let busy = |d: &str| pending.iter().any(|p| p == d) || running.iter().any(|(_, r)| r == d);
-            let mut ready: Vec<String> = pending.iter().filter(|m| !self.waits(m, &busy)).cloned().collect();
-            if ready.is_empty() && running.is_empty() {
-                ready.push(pending[0].clone()); // a cycle: break it in list order
+        while wanted.iter().any(|m| self.in_progress(m)) {
+            n += self.step(true, log).0;
+        }
+        n
+    }
+
+    /// Go on with the loads in progress until they are done, `ms` have passed, or `stop`
+    /// (asked after each load that ends) says to look again: a block device appeared, which
+    /// may be the root. So a slow driver of no use to the boot (an IDE controller probing
+    /// its ports) does not hold the root back, and one whose initialisation hangs does not
+    /// hold the boot's timeout back: they go on loading in the background. Returns how many
+    /// modules were loaded meanwhile.
+    pub fn settle(&mut self, ms: u64, log: &mut Log, stop: &mut dyn FnMut() -> bool) -> usize {
+        let end = sys::now_ms().saturating_add(ms);
+        let mut n = 0;
+        while self.loading() {
+            let (loaded, ended) = self.step(false, log);
+            n += loaded;
+            if (ended && stop()) || sys::now_ms() >= end {
+                break;
             }
-            pending.retain(|m| !ready.contains(m));
-            let alone = ready.len() == 1 && running.is_empty();
-            let mut done: Vec<(String, Result<(), String>)> = Vec::new();
-            for m in ready {
-                let Some(path) = self.db.paths.get(&m).map(|r| format!("{}/{r}", self.dir)) else {
-                    done.push((m, Err(String::from("not in the image's modules.dep"))));
-                    continue;
-                };
-                let opts = self.options_for(&m);
-                began.push((m.clone(), sys::now_ms()));
-                // One module with nothing else to overlap: no need for a child.
-                match if alone { Err(Errno::AGAIN) } else { sys::fork() } {
-                    Ok(0) => sys::exit(finit(&path, &opts).err().map_or(0, |e| e.raw_os_error())),
-                    Ok(pid) => running.push((pid, m)),
-                    Err(_) => done.push((m, finit(&path, &opts).map_err(|e| load_error(&path, e)))),
-                }
-            }
-            if done.is_empty() && !running.is_empty() {
-                for (m, r) in reap_one(&mut running) {
-                    let path = self.db.paths.get(&m).map(|r| format!("{}/{r}", self.dir)).unwrap_or_default();
-                    done.push((m, r.map_err(|e| load_error(&path, e))));
-                }
-            }
-            for (m, r) in done {
-                let took = match began.iter().position(|(b, _)| *b == m) {
-                    Some(i) => sys::now_ms().saturating_sub(began.swap_remove(i).1),
-                    None => 0,
-                };
-                match r {
-                    Ok(()) => {
-                        let opts = self.options_for(&m);
-                        log.step(&leanrd_contract::steplog::module_loaded(&m, &opts, took));
-                        self.loaded.insert(m);
-                        n += 1;
-                    }
-                    Err(why) => {
-                        log.step(&format!("{m}: {why}"));
-                        self.failed.insert(m, why);
-                    }
-                }
+            if !ended {
+                // Quiet children send no signal, and waitpid has no timeout: a short poll.
+                sys::sleep_ms(2);
             }
         }
         n
+    }
+
+    /// The boot has what it waited for: drivers queued but not started (coldplug's, for
+    /// devices the boot turned out not to need: a second controller, a card reader) are not
+    /// started now, so that the root's own modules (its file system's) have the CPU. The
+    /// next coldplug queues them again (a /usr the root's fstab names may need one); the
+    /// root's udev loads them otherwise. Those running go on.
+    pub fn defer(&mut self, log: &mut Log) {
+        if self.queue.is_empty() {
+            return;
+        }
+        log.step(&format!("found what the boot waited for; drivers not started yet: {}", self.queue.join(" ")));
+        self.deferred.append(&mut self.queue);
+    }
+
+    /// Before leaving the initramfs: wait for the loads still running, up to `ms`. One that
+    /// has not ended by then (a driver whose initialisation hangs) is named and left to the
+    /// kernel: the boot goes on without it.
+    pub fn finish(&mut self, ms: u64, log: &mut Log) {
+        self.settle(ms, log, &mut || false);
+        if self.loading() {
+            let names: Vec<&str> =
+                self.running.iter().map(|(_, m)| m.as_str()).chain(self.queue.iter().map(|m| m.as_str())).collect();
+            log.step(&format!("still loading after {} s, left to the kernel: {}", ms / 1000, names.join(" ")));
+            self.queue.clear();
+        }
+        if !self.deferred.is_empty() {
+            log.step(&format!("left to the system: {}", self.deferred.join(" ")));
+            self.deferred.clear();
+        }
+    }
+
+    /// Start every queued module whose dependencies are done, then take the end of a load:
+    /// waiting for one when `hang`, else one that has ended if any. Returns how many modules
+    /// were loaded, and whether any load ended (or failed to start).
+    fn step(&mut self, hang: bool, log: &mut Log) -> (usize, bool) {
+        let mut ready: Vec<String> = self.queue.iter().filter(|m| !self.waits(m)).cloned().collect();
+        if ready.is_empty() && self.running.is_empty() && !self.queue.is_empty() {
+            ready.push(self.queue[0].clone()); // a cycle: break it in list order
+        }
+        self.queue.retain(|m| !ready.contains(m));
+        // One module with nothing else to overlap, and the caller waits: no need for a child.
+        let alone = hang && ready.len() == 1 && self.running.is_empty();
+        let mut done: Vec<(String, Result<(), String>)> = Vec::new();
+        for m in ready {
+            let Some(path) = self.path_of(&m) else {
+                done.push((m, Err(String::from("not in the image's modules.dep"))));
+                continue;
+            };
+            let opts = self.options_for(&m);
+            self.began.push((m.clone(), sys::now_ms()));
+            match if alone { Err(Errno::AGAIN) } else { sys::fork_quiet() } {
+                Ok(0) => sys::exit(finit(&path, &opts).err().map_or(0, |e| e.raw_os_error())),
+                Ok(pid) => self.running.push((pid, m)),
+                Err(_) => done.push((m, finit(&path, &opts).map_err(|e| load_error(&path, e)))),
+            }
+        }
+        if done.is_empty() {
+            done = self.reap(hang);
+        }
+        let ended = !done.is_empty();
+        let mut n = 0;
+        for (m, r) in done {
+            let took = match self.began.iter().position(|(b, _)| *b == m) {
+                Some(i) => sys::now_ms().saturating_sub(self.began.swap_remove(i).1),
+                None => 0,
+            };
+            match r {
+                Ok(()) => {
+                    let opts = self.options_for(&m);
+                    log.step(&leanrd_contract::steplog::module_loaded(&m, &opts, took));
+                    self.loaded.insert(m);
+                    n += 1;
+                }
+                Err(why) => {
+                    log.step(&format!("{m}: {why}"));
+                    self.failed.insert(m, why);
+                }
+            }
+        }
+        (n, ended)
+    }
+
+    /// The image's file for module `m`.
+    fn path_of(&self, m: &str) -> Option<String> {
+        self.db.paths.get(m).map(|r| format!("{}/{r}", self.dir))
+    }
+
+    /// The loads that ended: one, waiting for it, when `hang`; none when none has ended
+    /// (and not `hang`). The child's exit status is the errno (0: loaded).
+    fn reap(&mut self, hang: bool) -> Vec<(String, Result<(), String>)> {
+        if self.running.is_empty() {
+            return Vec::new();
+        }
+        match sys::wait_quiet(hang) {
+            Ok(Some((pid, st))) => {
+                let Some(i) = self.running.iter().position(|(p, _)| *p == pid) else { return Vec::new() };
+                let (_, m) = self.running.swap_remove(i);
+                let path = self.path_of(&m).unwrap_or_default();
+                let r = match sys::exit_code(st) {
+                    Some(0) => Ok(()),
+                    Some(e) => Err(load_error(&path, Errno::from_raw_os_error(e))),
+                    None => Err(load_error(&path, Errno::CHILD)),
+                };
+                vec![(m, r)]
+            }
+            Ok(None) => Vec::new(),
+            Err(_) => {
+                let lost: Vec<(i32, String)> = self.running.drain(..).collect();
+                lost.into_iter()
+                    .map(|(_, m)| (m, Err(String::from("its load was lost (no child to wait for)"))))
+                    .collect()
+            }
+        }
     }
 
     fn options_for(&self, module: &str) -> String {
@@ -166,8 +288,9 @@ impl Modules {
         self.options.iter().filter(|(m, _)| norm(m) == module).map(|(_, o)| o.as_str()).collect::<Vec<_>>().join(" ")
     }
 
-    /// Load drivers for every device in sysfs not seen before. Returns modules loaded.
-    pub fn coldplug(&mut self, log: &mut Log) -> usize {
+    /// Load drivers for every device in sysfs not seen before, as [`Modules::settle`] does.
+    /// Returns modules loaded.
+    pub fn coldplug(&mut self, ms: u64, log: &mut Log, stop: &mut dyn FnMut() -> bool) -> usize {
         let mut aliases = Vec::new();
         let mut stack = vec!["/sys/devices".to_string()];
         while let Some(d) = stack.pop() {
@@ -182,12 +305,16 @@ impl Modules {
                 }
             }
         }
-        self.load_aliases(aliases, log)
+        let deferred = core::mem::take(&mut self.deferred);
+        self.enqueue(&deferred);
+        self.add_aliases(aliases, log);
+        self.settle(ms, log, stop)
     }
 
-    /// Load drivers for devices' modaliases (coldplug's, or uevents'), each once, for the
-    /// devices the boot may need (all with `rd.leanrd.coldplug=all`).
-    pub fn load_aliases(&mut self, aliases: Vec<String>, log: &mut Log) -> usize {
+    /// Queue drivers for devices' modaliases (coldplug's, or uevents'), each once, for the
+    /// devices the boot may need (all with `rd.leanrd.coldplug=all`); [`Modules::settle`]
+    /// loads them.
+    pub fn add_aliases(&mut self, aliases: Vec<String>, log: &mut Log) {
         let mut new = Vec::new();
         for a in aliases {
             if a.is_empty() || !self.seen_aliases.insert(a.clone()) {
@@ -203,7 +330,7 @@ impl Modules {
                 log.step(&format!("left to the system: {a}"));
             }
         }
-        self.load_many(&new, log)
+        self.enqueue(&new);
     }
 }
 
@@ -264,27 +391,6 @@ pub fn optical_device(alias: &str) -> bool {
     alias.strip_prefix("scsi:t-0x").is_some_and(|r| r.get(..2) == Some("05"))
 }
 
-/// Wait for one of the `running` children; the module it loaded and how it went. Another
-/// child (a helper's orphan, reparented to PID 1) is just reaped.
-fn reap_one(running: &mut Vec<(i32, String)>) -> Vec<(String, Result<(), Errno>)> {
-    match sys::wait_any() {
-        Some((pid, st)) => match running.iter().position(|(p, _)| *p == pid) {
-            Some(i) => {
-                let (_, m) = running.swap_remove(i);
-                // The child's exit status is the errno (0: loaded).
-                let r = match sys::exit_code(st) {
-                    Some(0) => Ok(()),
-                    Some(e) => Err(Errno::from_raw_os_error(e)),
-                    None => Err(Errno::CHILD),
-                };
-                vec![(m, r)]
-            }
-            None => Vec::new(),
-        },
-        None => running.drain(..).map(|(_, m)| (m, Err(Errno::CHILD))).collect(),
-    }
-}
-
 /// `finit_module`'s flag for a compressed file, decompressed by the kernel (include/uapi/
 /// linux/module.h; Linux 5.17+ with CONFIG_MODULE_DECOMPRESS). Not in rustix or linux-raw-sys.
 const MODULE_INIT_COMPRESSED_FILE: i32 = 4;
@@ -338,7 +444,32 @@ pub fn helper_main(args: &[String], options: Vec<(String, String)>, blacklist: V
 
 #[cfg(test)]
 mod tests {
-    use super::{Errno, boot_device, load_error};
+    use super::{Errno, Modules, boot_device, load_error};
+    use crate::log::Log;
+    use alloc::string::ToString;
+    use alloc::vec::Vec;
+
+    #[test]
+    fn drivers_not_started_when_the_root_is_found_are_deferred_not_lost() {
+        let mut m = Modules::open("leanrd-no-such-kernel", Vec::new(), Vec::new());
+        for n in ["ata_piix", "libata", "ext4"] {
+            m.db.paths.insert(n.to_string(), format!("kernel/{n}.ko"));
+        }
+        m.db.deps.insert("ata_piix".to_string(), alloc::vec!["libata".to_string()]);
+        let mut log = Log::quiet();
+        m.enqueue(&["ata_piix".to_string()]);
+        assert!(m.loading());
+        m.defer(&mut log);
+        assert!(!m.loading(), "nothing started after the root was found");
+        // The root's file system's module is loaded; a deferred one asked for again is too.
+        m.load_many(&["ext4".to_string(), "libata".to_string()], &mut log);
+        assert!(m.failed.contains_key("ext4") && m.failed.contains_key("libata"), "{:?}", m.failed);
+        assert_eq!(m.deferred, ["ata_piix"]);
+        // Leaving the initramfs: what is left goes to the system, not loaded.
+        m.finish(1_000, &mut log);
+        assert!(m.deferred.is_empty() && !m.loading());
+        assert!(!m.failed.contains_key("ata_piix"));
+    }
 
     #[test]
     fn a_failed_load_says_what_to_do() {

@@ -475,7 +475,9 @@ pub static PARAMS: &[Param] = &[
             p.c.coldplug_all = v.text() == "all";
             Ok(())
         },
-        "Which devices get their drivers at boot: `storage` (and input; the default) or `all`.",
+        "Which devices get their drivers at boot: `storage` (and input; the default), or `all`, every device's, \
+         all loaded before the switch to the root. With `storage`, drivers not yet started when the root is found \
+         are left to the root's udev.",
         "rd.leanrd.coldplug=all"
     ),
     // Storage.

@@ -66,6 +66,7 @@ fn check(r: isize) -> Result<usize, Errno> {
     if (-4095..0).contains(&r) { Err(Errno::from_raw_os_error(-r as i32)) } else { Ok(r as usize) }
 }
 
+const SYS_CLONE: usize = 56;
 const SYS_FORK: usize = 57;
 const SYS_EXECVE: usize = 59;
 const SYS_EXIT_GROUP: usize = 231;
@@ -83,6 +84,33 @@ pub fn exit(code: i32) -> ! {
 pub fn fork() -> Result<i32, Errno> {
     // SAFETY: fork takes no arguments; both processes continue from here.
     check(unsafe { syscall3(SYS_FORK, 0, 0, 0) }).map(|p| p as i32)
+}
+
+/// fork(2) for a child that sends no signal when it ends (clone(2) with exit signal 0: a
+/// "clone" child). Only [`wait_quiet`] takes its end; [`reap`] and [`wait`] never see it,
+/// so code that reaps stray children cannot take the exit status of a module load still
+/// running in the background.
+pub fn fork_quiet() -> Result<i32, Errno> {
+    // SAFETY: clone with no flags (and so no stack, thread ids or TLS read) copies the
+    // process as fork does; both continue from here.
+    check(unsafe { syscall3(SYS_CLONE, 0, 0, 0) }).map(|p| p as i32)
+}
+
+/// Take the end of one [`fork_quiet`] child: its pid and wait status. `Ok(None)`: none has
+/// ended yet (only when not `hang`); `Err(ECHILD)`: there are none.
+pub fn wait_quiet(hang: bool) -> Result<Option<(i32, i32)>, Errno> {
+    use rustix::process::WaitOptions;
+    // __WCLONE (include/uapi/linux/wait.h): wait for "clone" children only. Not named by rustix.
+    let clone_only = WaitOptions::from_bits_retain(0x8000_0000);
+    let opts = if hang { clone_only } else { clone_only | WaitOptions::NOHANG };
+    loop {
+        match rustix::process::waitpid(None, opts) {
+            Ok(Some((pid, st))) => return Ok(Some((pid.as_raw_nonzero().get(), st.as_raw()))),
+            Ok(None) => return Ok(None),
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// A program with its arguments and environment, ready for execve(2): everything is
@@ -219,17 +247,6 @@ pub fn wait(pid: i32) -> i32 {
     }
 }
 
-/// Wait for any child: its pid and wait status; `None` when there are no children.
-pub fn wait_any() -> Option<(i32, i32)> {
-    loop {
-        match rustix::process::wait(rustix::process::WaitOptions::empty()) {
-            Ok(Some((pid, st))) => return Some((pid.as_raw_nonzero().get(), st.as_raw())),
-            Err(Errno::INTR) => continue,
-            _ => return None,
-        }
-    }
-}
-
 /// The exit status of a child that exited (rather than was killed), from its wait status.
 pub fn exit_code(st: i32) -> Option<i32> {
     (st != -1 && st & 0x7f == 0).then_some((st >> 8) & 0xff)
@@ -254,6 +271,28 @@ pub fn reap() {
 mod tests {
     use super::*;
     use crate::sys::{read_string, remove};
+
+    #[test]
+    fn a_quiet_child_is_taken_only_by_wait_quiet() {
+        let pid = fork_quiet().unwrap();
+        if pid == 0 {
+            exit(3);
+        }
+        // Waiting for it by its pid, as for any other child, does not take it: only
+        // wait_quiet does (reap() would be the same, but would take other tests' children).
+        let by_pid =
+            rustix::process::waitpid(rustix::process::Pid::from_raw(pid), rustix::process::WaitOptions::NOHANG);
+        assert_eq!(by_pid.err(), Some(Errno::CHILD));
+        let (got, st) = loop {
+            match wait_quiet(false) {
+                Ok(Some(x)) => break x,
+                Ok(None) => crate::sys::sleep_ms(1),
+                Err(e) => panic!("the quiet child was lost: {e}"),
+            }
+        };
+        assert_eq!((got, exit_code(st)), (pid, Some(3)));
+        assert_eq!(wait_quiet(true), Err(Errno::CHILD), "no quiet children left");
+    }
 
     #[test]
     fn runs_programs_and_reports_how_they_ended() {

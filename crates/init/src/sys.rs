@@ -11,7 +11,8 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 pub use rustix::io::Errno;
 
 pub use crate::process::{
-    Exec, PATH, RunError, describe_status, exit, exit_code, fork, reap, run, run_input, wait, wait_any, which,
+    Exec, PATH, RunError, describe_status, exit, exit_code, fork, fork_quiet, reap, run, run_input, wait, wait_quiet,
+    which,
 };
 
 /// mount(2), making the mount point first.

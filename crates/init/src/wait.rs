@@ -7,7 +7,9 @@
 //!   assembled and the device count changed, and once a second as a fallback — not on every
 //!   idle 100 ms tick;
 //! - walk sysfs for modaliases (coldplug) at the start, after uevents that carried one, and
-//!   once a second;
+//!   once a second; drivers load concurrently, and the walk returns as soon as a block device
+//!   appears, the rest loading on (a slow controller's probe does not hold back a root that
+//!   is already there);
 //! - assemble layers (LUKS, LVM, md) when the devices changed, drivers were loaded, or every
 //!   2 s;
 //! - give up after the timeout unless `rootwait`; without a uevent source, poll every 100 ms.
@@ -28,14 +30,24 @@ pub trait Platform {
     fn scan(&mut self) -> Vec<Dev>;
     /// How many block devices there are now (cheap: a directory listing).
     fn block_count(&self) -> usize;
-    /// Load drivers for devices not seen before; how many modules were loaded.
+    /// Load drivers for devices not seen before; how many modules were loaded. It may
+    /// return while some still load (a block device appeared, which may be what the boot
+    /// waits for): see [`Platform::loading`].
     fn coldplug(&mut self) -> usize;
+    /// Whether driver loads (coldplug's, uevents') are still running.
+    fn loading(&self) -> bool {
+        false
+    }
+    /// Go on with them, as [`Platform::coldplug`] does; how many modules were loaded.
+    fn settle(&mut self) -> usize {
+        0
+    }
     /// Unlock, activate and assemble what the image can for `wanted`; true when something
     /// was unlocked.
     fn assemble(&mut self, devs: &[Dev], wanted: &[&DeviceRef]) -> bool;
     /// Whether uevents can be waited for; without, the loop polls.
     fn has_events(&self) -> bool;
-    /// Wait up to `ms` for uevents (loading drivers for their modaliases): (any event came,
+    /// Wait up to `ms` for uevents (queueing drivers for their modaliases): (any event came,
     /// any carried a modalias).
     fn events(&mut self, ms: u64) -> (bool, bool);
     /// The device number of a block device node.
@@ -166,6 +178,8 @@ pub fn run(p: &mut dyn Platform, waiters: &mut [&mut dyn Waiter], t: Timing) -> 
         let loaded = if walk || polling || p.now_ms() - last_walk > 1000 {
             last_walk = p.now_ms();
             p.coldplug()
+        } else if p.loading() {
+            p.settle()
         } else {
             0
         };
@@ -173,7 +187,7 @@ pub fn run(p: &mut dyn Platform, waiters: &mut [&mut dyn Waiter], t: Timing) -> 
             p.debug(&format!("coldplug: {loaded} modules"));
         }
         walk = false;
-        if loaded > 0 && !devs.is_empty() && p.block_count() != devs.len() {
+        if (loaded > 0 || p.loading()) && p.block_count() != devs.len() {
             rescan = true;
             continue; // new block devices: look again before anything else
         }

@@ -23,6 +23,9 @@ struct Fake {
     assembles: usize,
     /// A uevent storm: an event every millisecond, none of them the root's.
     storm: bool,
+    /// Drivers that coldplug starts load until then (ms): a slow controller's probe.
+    loads_until: u64,
+    settles: usize,
 }
 
 impl Fake {
@@ -32,6 +35,19 @@ impl Fake {
             v.push(self.luks.as_ref().unwrap().1.clone());
         }
         v
+    }
+}
+
+impl Fake {
+    /// Drivers load (the clock moves) until they are done, a block device appears, or a
+    /// second has passed (the live Platform's bound).
+    fn load_on(&mut self) -> usize {
+        if self.now >= self.loads_until {
+            return 0;
+        }
+        let next = self.script.iter().map(|x| x.0).filter(|t| *t > self.now).min();
+        self.now = next.unwrap_or(u64::MAX).min(self.loads_until).min(self.now + 1_000);
+        1
     }
 }
 
@@ -56,7 +72,14 @@ impl Platform for Fake {
     }
     fn coldplug(&mut self) -> usize {
         self.walks += 1;
-        0
+        self.load_on()
+    }
+    fn loading(&self) -> bool {
+        self.now < self.loads_until
+    }
+    fn settle(&mut self) -> usize {
+        self.settles += 1;
+        self.load_on()
     }
     fn assemble(&mut self, devs: &[Dev], wanted: &[&DeviceRef]) -> bool {
         self.assembles += 1;
@@ -105,6 +128,28 @@ fn a_device_that_is_there_is_found_at_once() {
     run(&mut f, &mut [&mut w], T30).unwrap();
     assert_eq!((f.now, f.scans, f.walks), (0, 1, 0));
     assert_eq!(w.found.unwrap().name, "vda");
+}
+
+#[test]
+fn the_root_is_found_while_slow_drivers_still_load() {
+    // Coldplug's drivers take 5 s (a controller probing empty ports); the root's disk,
+    // another driver's, appears after 300 ms, announced by a uevent.
+    let mut f =
+        Fake { events: true, script: vec![(300, disk("vda", "r"), true)], loads_until: 5_000, ..Fake::default() };
+    let mut w = root("r");
+    run(&mut f, &mut [&mut w], T30).unwrap();
+    assert_eq!(f.now, 300, "found when it appeared, not when every driver was loaded");
+    assert_eq!(w.found.unwrap().name, "vda");
+}
+
+#[test]
+fn a_driver_that_never_finishes_loading_does_not_hold_back_the_timeout() {
+    let mut f = Fake { events: true, loads_until: u64::MAX, ..Fake::default() };
+    let mut w = root("r");
+    let e = run(&mut f, &mut [&mut w], Timing { forever: false, timeout_ms: 5_000 }).unwrap_err();
+    assert_eq!(e.to_string(), "waited 5 s for root=UUID=r");
+    assert!((5_000..=6_200).contains(&f.now), "{}", f.now);
+    assert!(f.walks + f.settles >= 3, "the loads went on between looks at the clock: {}", f.walks + f.settles);
 }
 
 #[test]

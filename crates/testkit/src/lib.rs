@@ -399,7 +399,8 @@ impl Swtpm {
             .spawn()
             .unwrap();
         let start = std::time::Instant::now();
-        while !sock.exists() && start.elapsed() < std::time::Duration::from_secs(10) {
+        // Seconds on a loaded machine (four test binaries and a build beside it).
+        while !sock.exists() && start.elapsed() < std::time::Duration::from_secs(30) {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         let args = format!(
