@@ -155,82 +155,18 @@ impl InitConfig {
         self.layers.iter().find(|l| l.capability == c)
     }
 
-    /// The text form.
+    /// The text form: each of [`FIELDS`], in order.
     pub fn encode(&self) -> String {
         let mut s = format!("{MAGIC}\n");
-        let mut line = |key: &str, values: &[&str]| {
-            s += key;
-            for v in values {
-                s.push(' ');
-                s += &word(v);
+        for f in FIELDS {
+            for values in (f.put)(self) {
+                s += f.key;
+                for v in &values {
+                    s.push(' ');
+                    s += &word(v);
+                }
+                s.push('\n');
             }
-            s.push('\n');
-        };
-        if let Some(k) = &self.kver {
-            line("kver", &[k]);
-        }
-        let m = &self.mounts;
-        if let Some(r) = &m.root {
-            line("root", &[&r.to_string()]);
-        }
-        for (key, d) in [("usr", &m.usr), ("resume", &self.resume)] {
-            if let Some(d) = d {
-                line(key, &[&d.to_string()]);
-            }
-        }
-        let texts = [
-            ("rootfstype", &m.rootfstype),
-            ("rootflags", &m.rootflags),
-            ("usrfstype", &m.usrfstype),
-            ("usrflags", &m.usrflags),
-        ];
-        for (key, v) in texts {
-            if let Some(v) = v {
-                line(key, &[v]);
-            }
-        }
-        let load: Vec<&str> = self.load.iter().map(String::as_str).collect();
-        line("load", &load);
-        for (m, o) in &self.options {
-            line("options", &[m, o]);
-        }
-        if !self.blacklist.is_empty() {
-            let b: Vec<&str> = self.blacklist.iter().map(String::as_str).collect();
-            line("blacklist", &b);
-        }
-        if let Some(o) = self.resume_offset {
-            line("resume_offset", &[&format!("{o}")]);
-        }
-        for (t, p) in &self.fsck {
-            line("fsck", &[t, p]);
-        }
-        for c in &self.crypt {
-            let e = &c.entry;
-            let (dev, key, opts) = (e.device.to_string(), e.key.to_string(), e.options.to_string());
-            line("crypt", &[&e.name, &dev, &key, &opts, if c.needed { "needed" } else { "named" }]);
-        }
-        if let Some(k) = &self.keymap {
-            line("keymap", &[k]);
-        }
-        for t in &self.iscsi {
-            let t = IscsiTarget { chap: None, ..t.clone() };
-            line("iscsi", &[&t.to_string(), &t.group.map(|g| format!("{g}")).unwrap_or_default()]);
-        }
-        if let Some(i) = &self.iscsi_initiator {
-            line("iscsi_initiator", &[i]);
-        }
-        for t in &self.nvmf {
-            line("nvmf", &[&t.to_string()]);
-        }
-        for (key, v) in [("nvmf_hostnqn", &self.nvmf_hostnqn), ("nvmf_hostid", &self.nvmf_hostid)] {
-            if let Some(v) = v {
-                line(key, &[v]);
-            }
-        }
-        for l in &self.layers {
-            let mut v = vec![l.capability.name()];
-            v.extend(l.modules.iter().map(String::as_str));
-            line("layer", &v);
         }
         s
     }
@@ -246,97 +182,283 @@ impl InitConfig {
         }
         for (i, l) in lines {
             let err = |why: String| DecodeError { line: i + 1, why };
+            if l.is_empty() {
+                continue;
+            }
             let mut words = l.split(' ');
             let key = words.next().unwrap_or("");
+            let f = FIELDS.iter().find(|f| f.key == key).ok_or_else(|| err(format!("unknown key \"{key}\"")))?;
             let values: Vec<String> = words
                 .map(|w| unword(w).ok_or_else(|| err(format!("bad escape in \"{w}\""))))
                 .collect::<Result<_, _>>()?;
-            let single = || match values.as_slice() {
-                [v] => Ok(v.clone()),
-                _ => Err(err(format!("{key} takes one value, not {}", values.len()))),
-            };
-            match key {
-                "kver" => c.kver = Some(single()?),
-                "root" => c.mounts.root = Some(Root::parse(&single()?, None).map_err(|e| err(e.to_string()))?),
-                "rootfstype" => c.mounts.rootfstype = Some(single()?),
-                "rootflags" => c.mounts.rootflags = Some(single()?),
-                "usr" => c.mounts.usr = Some(DeviceRef::parse(&single()?).map_err(|e| err(e.to_string()))?),
-                "usrfstype" => c.mounts.usrfstype = Some(single()?),
-                "usrflags" => c.mounts.usrflags = Some(single()?),
-                "resume" => c.resume = Some(DeviceRef::parse(&single()?).map_err(|e| err(e.to_string()))?),
-                "resume_offset" => {
-                    let v = single()?;
-                    c.resume_offset =
-                        Some(v.parse().map_err(|_| err(format!("resume_offset \"{v}\" is not a number")))?);
-                }
-                "load" => c.load.extend(values),
-                "blacklist" => c.blacklist.extend(values),
-                "options" => match <[String; 2]>::try_from(values) {
-                    Ok([m, o]) => c.options.push((m, o)),
-                    Err(v) => {
-                        return Err(err(format!("options takes a module and its options, not {} values", v.len())));
-                    }
-                },
-                "fsck" => match <[String; 2]>::try_from(values) {
-                    Ok([t, p]) => c.fsck.push((t, p)),
-                    Err(v) => {
-                        return Err(err(format!(
-                            "fsck takes a file system type and a program, not {} values",
-                            v.len()
-                        )));
-                    }
-                },
-                "crypt" => {
-                    let [name, dev, key, opts, need] = <[String; 5]>::try_from(values)
-                        .map_err(|v| err(format!("crypt takes 5 values, not {}", v.len())))?;
-                    let device = DeviceRef::parse(&dev).map_err(|e| err(e.to_string()))?;
-                    let key = CryptKey::parse(&key).map_err(err)?;
-                    let (options, bad) = CryptOptions::parse(&opts);
-                    // Only what encode wrote; other types are refused by /init with a note.
-                    if let Some(b) = bad.iter().find(|b| !b.contains("opens LUKS containers only")) {
-                        return Err(err(b.clone()));
-                    }
-                    let needed = match need.as_str() {
-                        "needed" => true,
-                        "named" => false,
-                        x => return Err(err(format!("crypt: \"{x}\" is not needed or named"))),
-                    };
-                    c.crypt.push(Crypt { entry: CryptEntry { name, device, key, options }, needed });
-                }
-                "keymap" => c.keymap = Some(single()?),
-                "iscsi" => {
-                    let [spec, group] = <[String; 2]>::try_from(values)
-                        .map_err(|v| err(format!("iscsi takes a target and its group, not {} values", v.len())))?;
-                    let mut t = IscsiTarget::parse(&spec).map_err(|e| err(e.to_string()))?;
-                    if !group.is_empty() {
-                        t.group =
-                            Some(group.parse().map_err(|_| err(format!("iscsi group \"{group}\" is not a number")))?);
-                    }
-                    t.chap = None;
-                    c.iscsi.push(t);
-                }
-                "iscsi_initiator" => c.iscsi_initiator = Some(single()?),
-                "nvmf" => c.nvmf.push(NvmfTarget::parse(&single()?).map_err(|e| err(e.to_string()))?),
-                "nvmf_hostnqn" => c.nvmf_hostnqn = Some(single()?),
-                "nvmf_hostid" => c.nvmf_hostid = Some(single()?),
-                "layer" => {
-                    let mut v = values.into_iter();
-                    let name = v.next().unwrap_or_default();
-                    let capability =
-                        Capability::from_name(&name).ok_or_else(|| err(format!("unknown capability \"{name}\"")))?;
-                    c.layers.push(Layer { capability, modules: v.collect() });
-                }
-                "" if l.is_empty() => {}
-                _ => return Err(err(format!("unknown key \"{key}\""))),
-            }
+            (f.get)(&mut c, values).map_err(err)?;
         }
         Ok(c)
     }
 }
 
+/// One key of the text form: how its lines are written and read. [`InitConfig::encode`]
+/// and [`InitConfig::decode`] both go through [`FIELDS`], so no key can be written without
+/// being read, or read in a form it is not written in.
+pub struct Field {
+    pub key: &'static str,
+    /// What it tells /init.
+    pub doc: &'static str,
+    /// Its lines (each a list of values) for a configuration; none when unset.
+    put: fn(&InitConfig) -> Vec<Vec<String>>,
+    /// Read one line's values into the configuration.
+    get: fn(&mut InitConfig, Vec<String>) -> Result<(), String>,
+}
+
+/// Every key, in the order encode writes them.
+pub const FIELDS: &[Field] = &[
+    Field {
+        key: "kver",
+        doc: "The kernel release the image's modules are for.",
+        put: |c| opt(&c.kver),
+        get: |c, v| set(&mut c.kver, one("kver", v)?),
+    },
+    Field {
+        key: "root",
+        doc: "The root the image was built for (any root kind), used when the command line names none.",
+        put: |c| c.mounts.root.iter().map(|r| vec![r.to_string()]).collect(),
+        get: |c, v| set(&mut c.mounts.root, Root::parse(&one("root", v)?, None).map_err(|e| e.to_string())?),
+    },
+    Field {
+        key: "usr",
+        doc: "A separate /usr's device.",
+        put: |c| c.mounts.usr.iter().map(|d| vec![d.to_string()]).collect(),
+        get: |c, v| set(&mut c.mounts.usr, device(one("usr", v)?)?),
+    },
+    Field {
+        key: "resume",
+        doc: "The swap to resume a hibernated system from.",
+        put: |c| c.resume.iter().map(|d| vec![d.to_string()]).collect(),
+        get: |c, v| set(&mut c.resume, device(one("resume", v)?)?),
+    },
+    Field {
+        key: "rootfstype",
+        doc: "The root's file system type.",
+        put: |c| opt(&c.mounts.rootfstype),
+        get: |c, v| set(&mut c.mounts.rootfstype, one("rootfstype", v)?),
+    },
+    Field {
+        key: "rootflags",
+        doc: "The root's mount options.",
+        put: |c| opt(&c.mounts.rootflags),
+        get: |c, v| set(&mut c.mounts.rootflags, one("rootflags", v)?),
+    },
+    Field {
+        key: "usrfstype",
+        doc: "/usr's file system type.",
+        put: |c| opt(&c.mounts.usrfstype),
+        get: |c, v| set(&mut c.mounts.usrfstype, one("usrfstype", v)?),
+    },
+    Field {
+        key: "usrflags",
+        doc: "/usr's mount options.",
+        put: |c| opt(&c.mounts.usrflags),
+        get: |c, v| set(&mut c.mounts.usrflags, one("usrflags", v)?),
+    },
+    Field {
+        key: "load",
+        doc: "Modules, aliases and modaliases loaded before the root is looked for (always written, maybe empty).",
+        put: |c| vec![c.load.clone()],
+        get: |c, v| {
+            c.load.extend(v);
+            Ok(())
+        },
+    },
+    Field {
+        key: "options",
+        doc: "A module and its parameters (modprobe.d's options).",
+        put: |c| c.options.iter().map(|(m, o)| vec![m.clone(), o.clone()]).collect(),
+        get: |c, v| {
+            let [m, o] = n_values::<2>("options takes a module and its options", v)?;
+            c.options.push((m, o));
+            Ok(())
+        },
+    },
+    Field {
+        key: "blacklist",
+        doc: "Modules never loaded (modprobe.d's blacklist).",
+        put: |c| if c.blacklist.is_empty() { Vec::new() } else { vec![c.blacklist.clone()] },
+        get: |c, v| {
+            c.blacklist.extend(v);
+            Ok(())
+        },
+    },
+    Field {
+        key: "resume_offset",
+        doc: "Where the hibernation image starts in the resume device, in pages (a swap file's).",
+        put: |c| c.resume_offset.iter().map(|o| vec![format!("{o}")]).collect(),
+        get: |c, v| {
+            let v = one("resume_offset", v)?;
+            let o = v.parse().map_err(|_| format!("resume_offset \"{v}\" is not a number"))?;
+            set(&mut c.resume_offset, o)
+        },
+    },
+    Field {
+        key: "fsck",
+        doc: "A file system type and the checker in the image for it.",
+        put: |c| c.fsck.iter().map(|(t, p)| vec![t.clone(), p.clone()]).collect(),
+        get: |c, v| {
+            let [t, p] = n_values::<2>("fsck takes a file system type and a program", v)?;
+            c.fsck.push((t, p));
+            Ok(())
+        },
+    },
+    Field {
+        key: "crypt",
+        doc: "A crypttab entry (name, device, key, options) and whether the boot needs it (needed) or only names it.",
+        put: |c| {
+            let line = |c: &Crypt| {
+                let e = &c.entry;
+                let need = if c.needed { "needed" } else { "named" };
+                vec![e.name.clone(), e.device.to_string(), e.key.to_string(), e.options.to_string(), need.into()]
+            };
+            c.crypt.iter().map(line).collect()
+        },
+        get: |c, v| {
+            let [name, dev, key, opts, need] = n_values::<5>("crypt takes 5 values", v)?;
+            let device = DeviceRef::parse(&dev).map_err(|e| e.to_string())?;
+            let key = CryptKey::parse(&key)?;
+            let (options, bad) = CryptOptions::parse(&opts);
+            // Only what encode wrote; other types are refused by /init with a note.
+            if let Some(b) = bad.iter().find(|b| !b.contains("opens LUKS containers only")) {
+                return Err(b.clone());
+            }
+            let needed = match need.as_str() {
+                "needed" => true,
+                "named" => false,
+                x => return Err(format!("crypt: \"{x}\" is not needed or named")),
+            };
+            c.crypt.push(Crypt { entry: CryptEntry { name, device, key, options }, needed });
+            Ok(())
+        },
+    },
+    Field {
+        key: "keymap",
+        doc: "The keymap applied before a passphrase is asked for.",
+        put: |c| opt(&c.keymap),
+        get: |c, v| set(&mut c.keymap, one("keymap", v)?),
+    },
+    Field {
+        key: "iscsi",
+        doc: "An iSCSI target the root's devices come from, and its portal group (never with credentials).",
+        put: |c| {
+            let line = |t: &IscsiTarget| {
+                let t = IscsiTarget { chap: None, ..t.clone() };
+                vec![t.to_string(), t.group.map(|g| format!("{g}")).unwrap_or_default()]
+            };
+            c.iscsi.iter().map(line).collect()
+        },
+        get: |c, v| {
+            let [spec, group] = n_values::<2>("iscsi takes a target and its group", v)?;
+            let mut t = IscsiTarget::parse(&spec).map_err(|e| e.to_string())?;
+            if !group.is_empty() {
+                t.group = Some(group.parse().map_err(|_| format!("iscsi group \"{group}\" is not a number"))?);
+            }
+            t.chap = None;
+            c.iscsi.push(t);
+            Ok(())
+        },
+    },
+    Field {
+        key: "iscsi_initiator",
+        doc: "This machine's iSCSI initiator name.",
+        put: |c| opt(&c.iscsi_initiator),
+        get: |c, v| set(&mut c.iscsi_initiator, one("iscsi_initiator", v)?),
+    },
+    Field {
+        key: "nvmf",
+        doc: "An NVMe over TCP subsystem or discovery controller the root's devices come from.",
+        put: |c| c.nvmf.iter().map(|t| vec![t.to_string()]).collect(),
+        get: |c, v| {
+            c.nvmf.push(NvmfTarget::parse(&one("nvmf", v)?).map_err(|e| e.to_string())?);
+            Ok(())
+        },
+    },
+    Field {
+        key: "nvmf_hostnqn",
+        doc: "This host's NVMe NQN.",
+        put: |c| opt(&c.nvmf_hostnqn),
+        get: |c, v| set(&mut c.nvmf_hostnqn, one("nvmf_hostnqn", v)?),
+    },
+    Field {
+        key: "nvmf_hostid",
+        doc: "This host's NVMe host ID.",
+        put: |c| opt(&c.nvmf_hostid),
+        get: |c, v| set(&mut c.nvmf_hostid, one("nvmf_hostid", v)?),
+    },
+    Field {
+        key: "layer",
+        doc: "A capability the image has (luks, lvm, md, rescue, token, iscsi, nvmf) and the modules it loads first.",
+        put: |c| {
+            let line = |l: &Layer| {
+                let mut v = vec![l.capability.name().to_string()];
+                v.extend(l.modules.iter().cloned());
+                v
+            };
+            c.layers.iter().map(line).collect()
+        },
+        get: |c, v| {
+            let mut v = v.into_iter();
+            let name = v.next().unwrap_or_default();
+            let capability = Capability::from_name(&name).ok_or_else(|| format!("unknown capability \"{name}\""))?;
+            c.layers.push(Layer { capability, modules: v.collect() });
+            Ok(())
+        },
+    },
+];
+
+/// An optional text's line.
+fn opt(v: &Option<String>) -> Vec<Vec<String>> {
+    v.iter().map(|v| vec![v.clone()]).collect()
+}
+
+/// A key's single value.
+fn one(key: &str, values: Vec<String>) -> Result<String, String> {
+    match <[String; 1]>::try_from(values) {
+        Ok([v]) => Ok(v),
+        Err(v) => Err(format!("{key} takes one value, not {}", v.len())),
+    }
+}
+
+/// Exactly N values, or `what` and how many there were.
+fn n_values<const N: usize>(what: &str, values: Vec<String>) -> Result<[String; N], String> {
+    <[String; N]>::try_from(values).map_err(|v| format!("{what}, not {} values", v.len()))
+}
+
+fn set<T>(slot: &mut Option<T>, v: T) -> Result<(), String> {
+    *slot = Some(v);
+    Ok(())
+}
+
+fn device(text: String) -> Result<DeviceRef, String> {
+    DeviceRef::parse(&text).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_key_is_written_by_the_sample_and_read_back_by_the_same_entry() {
+        let text = sample().encode();
+        let mut keys: Vec<&str> = FIELDS.iter().map(|f| f.key).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), FIELDS.len(), "a key defined twice");
+        for f in FIELDS {
+            assert!(text.lines().any(|l| l.split(' ').next() == Some(f.key)), "the sample lacks {}: {text}", f.key);
+            assert!(!f.doc.is_empty(), "{} has no doc", f.key);
+        }
+        // In FIELDS' order.
+        let order: Vec<&str> = text.lines().skip(1).filter_map(|l| l.split(' ').next()).collect();
+        let pos = |k: &str| FIELDS.iter().position(|f| f.key == k).unwrap();
+        assert!(order.windows(2).all(|w| pos(w[0]) <= pos(w[1])), "{order:?}");
+    }
 
     fn sample() -> InitConfig {
         InitConfig {

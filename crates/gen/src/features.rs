@@ -10,6 +10,8 @@ use leanrd_archive::error::{Context, Result, bail, invalid};
 use leanrd_contract::Capability;
 use serde::Deserialize;
 
+use crate::stack::StackLayer;
+
 /// When a feature is in the image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -39,8 +41,8 @@ pub struct Feature {
     pub when: When,
     /// Detected when the root's (or /usr's) file system type is one of these.
     pub fstypes: Vec<String>,
-    /// Detected when the root's block stack has one of these: crypt, lvm, md, dm.
-    pub stack: Vec<String>,
+    /// Detected when the root's block stack has one of these layers.
+    pub stack: Vec<StackLayer>,
     /// Other features (by name) in the image whenever this one is, as required as it is.
     pub requires: Vec<String>,
     /// Module names, aliases (`fs-ext4`), or globs over the module tree (contain a `/`).
@@ -102,8 +104,8 @@ pub const FEATURE_KEYS: &[FeatureKey] = &[
     },
     FeatureKey {
         key: "stack",
-        value: "[\"crypt\"|\"lvm\"|\"md\"|\"dm\", ...]",
-        doc: "Detected when the root's block stack has one of these layers.",
+        value: "[\"LAYER\", ...]",
+        doc: "Detected when the root's block stack has one of these layers (listed below).",
     },
     FeatureKey {
         key: "requires",
@@ -173,6 +175,10 @@ pub fn features_markdown() -> Result<String> {
     );
     for k in FEATURE_KEYS {
         s += &format!("- `{} = {}`: {}\n", k.key, k.value, k.doc);
+    }
+    s += "\n## Stack layers\n\n";
+    for d in crate::stack::LAYERS {
+        s += &format!("- `{}`: {}\n", d.name, d.doc);
     }
     s += "\n## Built-in features\n\n| feature | when | what |\n|---|---|---|\n";
     for (name, f) in load(None)? {

@@ -14,6 +14,8 @@ use leanrd_contract::{
 
 use leanrd_archive::error::{Context, Result, bail};
 
+use crate::stack::StackLayer;
+
 /// One mounted file system that the image must be able to mount.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Mount {
@@ -37,8 +39,8 @@ pub struct Facts {
     pub modaliases: BTreeSet<String>,
     /// Drivers bound on the way (module names when sysfs tells them).
     pub drivers: BTreeSet<String>,
-    /// "crypt", "lvm", "md", "dm" when in the stack.
-    pub stack: BTreeSet<String>,
+    /// The layers of the root's (and /usr's) block stacks.
+    pub stack: BTreeSet<StackLayer>,
     /// Extra modules the stack implies (dm_crypt, raid1, ...).
     pub modules: BTreeSet<String>,
     /// Block devices walked, for messages.
@@ -572,10 +574,10 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
     f.devices.push(dev.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
     // device-mapper and md: what they are, then their slaves.
     if let Some(uuid) = read_trim(&dev.join("dm/uuid")) {
-        f.stack.insert("dm".into());
+        f.stack.insert(StackLayer::Dm);
         f.modules.insert("dm_mod".into());
         if uuid.starts_with("CRYPT-") {
-            f.stack.insert("crypt".into());
+            f.stack.insert(StackLayer::Crypt);
             f.modules.insert("dm_crypt".into());
             let name = read_trim(&dev.join("dm/name"))
                 .unwrap_or_else(|| dev.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
@@ -588,11 +590,11 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
                 f.crypt.push(c);
             }
         } else if uuid.starts_with("LVM-") {
-            f.stack.insert("lvm".into());
+            f.stack.insert(StackLayer::Lvm);
         }
     }
     if let Some(level) = read_trim(&dev.join("md/level")) {
-        f.stack.insert("md".into());
+        f.stack.insert(StackLayer::Md);
         f.modules.insert("md_mod".into());
         let m = match level.as_str() {
             "raid4" | "raid5" | "raid6" => "raid456".to_string(),
@@ -673,7 +675,7 @@ fn iscsi_session(root: &Path, disk: &Path, f: &mut Facts) -> Result<()> {
                 text.lines().find_map(|l| l.trim().strip_prefix("InitiatorName=")).map(str::to_string)
             });
     }
-    if f.stack.insert("iscsi".into()) {
+    if f.stack.insert(StackLayer::Iscsi) {
         f.modules.insert("iscsi_tcp".into());
         let what = format!("iSCSI ({} at {}:{port})", t.name, t.server);
         walk_network(root, f, &what)?;
@@ -736,7 +738,7 @@ fn nvmf_controllers(root: &Path, disk: &Path, f: &mut Facts) -> Result<()> {
         }
         f.nvmf_hostnqn = f.nvmf_hostnqn.take().or_else(|| read_trim(&dir.join("hostnqn")));
         f.nvmf_hostid = f.nvmf_hostid.take().or_else(|| read_trim(&dir.join("hostid")));
-        if f.stack.insert("nvmf".into()) {
+        if f.stack.insert(StackLayer::Nvmf) {
             f.modules.insert("nvme_tcp".into());
             walk_network(
                 root,

@@ -33,6 +33,7 @@ pub mod proof;
 pub mod request;
 mod resolve;
 mod select;
+pub mod stack;
 
 use std::collections::BTreeSet;
 

@@ -22,6 +22,7 @@ use crate::host::Facts;
 use crate::kconfig::{KernelConfig, module_compress_symbol};
 use crate::modules::{Kernel, ModuleFile};
 use crate::plan::{Item, Plan, walk_path};
+use crate::stack::StackLayer;
 
 /// What a path is in an image.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -498,7 +499,7 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
         missing.push(e);
     }
     missing.extend(c.module_files(kver));
-    let luks_prompt = facts.stack.contains("crypt");
+    let luks_prompt = facts.stack.contains(&StackLayer::Crypt);
     // In the order the boot meets them: a controller's driver before the disk's behind it
     // (a parent device's path is a prefix of its children's).
     let mut links: Vec<&crate::host::Link> = facts.links.iter().collect();
@@ -554,28 +555,22 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
             missing.push(format!("the block stack under the root needs {m}: {e}"));
         }
     }
-    if facts.stack.contains("iscsi") {
+    if facts.stack.contains(&StackLayer::Iscsi) {
         missing.extend(iscsi_root(&mut c, facts));
     }
-    if facts.stack.contains("nvmf") {
+    if facts.stack.contains(&StackLayer::Nvmf) {
         missing.extend(nvmf_root(&mut c, facts));
     }
-    let stack = [("crypt", "cryptsetup"), ("lvm", "lvm"), ("md", "mdadm"), ("iscsi", "iscsistart")];
-    for (layer, prog) in stack {
-        if !facts.stack.contains(layer) {
-            continue;
-        }
-        if let Err(e) = c.program(prog) {
+    for layer in &facts.stack {
+        let def = layer.def();
+        if let Some(prog) = def.program
+            && let Err(e) = c.program(prog)
+        {
             missing.push(format!("the {layer} layer under the root: {e}"));
         }
         // leanrd's /init opens a layer only when its configuration has it.
-        let cap = match layer {
-            "crypt" => Capability::Luks,
-            "lvm" => Capability::Lvm,
-            "iscsi" => Capability::Iscsi,
-            _ => Capability::Md,
-        };
-        if let Some(conf) = &c.conf
+        if let Some(cap) = def.capability
+            && let Some(conf) = &c.conf
             && conf.layer(cap).is_none()
         {
             missing.push(format!(

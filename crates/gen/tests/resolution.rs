@@ -12,6 +12,7 @@ use leanrd_gen::elf::Resolver;
 use leanrd_gen::host;
 use leanrd_gen::modules::Kernel;
 use leanrd_gen::plan::{Item, Plan};
+use leanrd_gen::stack::StackLayer;
 use leanrd_testkit::*;
 
 #[test]
@@ -146,7 +147,7 @@ fn host_detection_on_fixture_trees() {
         false,
     );
     let x = host::detect(&f.root).unwrap();
-    assert_eq!(x.stack, BTreeSet::from(["crypt".to_string(), "dm".to_string()]));
+    assert_eq!(x.stack, BTreeSet::from([StackLayer::Crypt, StackLayer::Dm]));
     assert!(x.modules.contains("dm_crypt"));
     assert!(x.modaliases.contains(NVME_PCI));
     // LVM on LUKS
@@ -156,12 +157,12 @@ fn host_detection_on_fixture_trees() {
         .dm("dm-1", "LVM-abcdefabcdef", &["virtual/block/dm-0"])
         .block("virtual/block/dm-1", "253:1", false);
     let x = host::detect(&f.root).unwrap();
-    assert_eq!(x.stack, BTreeSet::from(["crypt".into(), "dm".into(), "lvm".into()]));
+    assert_eq!(x.stack, BTreeSet::from([StackLayer::Crypt, StackLayer::Dm, StackLayer::Lvm]));
     assert!(x.modaliases.contains(NVME_PCI));
     // md RAID1 over two SATA disks
     let f = md_raid1_sata(&t);
     let x = host::detect(&f.root).unwrap();
-    assert_eq!(x.stack, BTreeSet::from(["md".to_string()]));
+    assert_eq!(x.stack, BTreeSet::from([StackLayer::Md]));
     assert!(x.modules.contains("raid1") && x.modules.contains("md_mod"));
     assert!(x.modaliases.contains("scsi:t-0x00"));
     assert!(x.drivers.contains("ahci"));
@@ -228,7 +229,10 @@ fn iscsi_roots_record_their_target() {
     assert_eq!(x.iscsi.len(), 1);
     assert_eq!(x.iscsi[0].to_string(), "iscsi:10.77.0.1::3261::iqn.2026-11.test.leanrd:root");
     assert_eq!(x.iscsi_initiator.as_deref(), Some("iqn.2026-11.test:client"));
-    assert!(x.stack.contains("iscsi") && x.drivers.contains("virtio_net") && x.drivers.contains("sd_mod"), "{x:?}");
+    assert!(
+        x.stack.contains(&StackLayer::Iscsi) && x.drivers.contains("virtio_net") && x.drivers.contains("sd_mod"),
+        "{x:?}"
+    );
     assert_eq!(x.interfaces, ["eth0"]);
     // No interface up: the root cannot be reached, and detection says so.
     fs::write(f.root.join("sys/class/net/eth0/operstate"), "down\n").unwrap();
@@ -265,7 +269,7 @@ fn nvmf_roots_record_their_subsystem() {
     assert_eq!(x.nvmf.len(), 1);
     assert_eq!(x.nvmf[0].to_string(), "tcp,10.77.0.2,,4420,nqn.2026-11.test.leanrd:root");
     assert_eq!(x.nvmf_hostid.as_deref(), Some("6c65616e-7264-0000-0000-000000000001"));
-    assert!(x.stack.contains("nvmf") && x.drivers.contains("virtio_net"), "{x:?}");
+    assert!(x.stack.contains(&StackLayer::Nvmf) && x.drivers.contains("virtio_net"), "{x:?}");
     let Some(k) = kver() else { return };
     let (g, conf) = host_only(&t, &f, k);
     assert_eq!(conf.nvmf, x.nvmf);
