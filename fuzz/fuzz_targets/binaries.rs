@@ -72,12 +72,18 @@ fn uki_writer(data: &[u8]) {
     let (stub, kernel, out_path) = paths();
     std::fs::write(stub, data).unwrap();
     let out = File::options().read(true).write(true).create(true).truncate(true).open(out_path).unwrap();
-    let parts = uki::Parts { small: vec![(".osrel", b"ID=fuzz\n".to_vec()), (".cmdline", b"quiet".to_vec())], kernel };
+    let parts = uki::Parts {
+        small: vec![(".osrel", b"ID=fuzz\n".to_vec()), (".cmdline", b"quiet".to_vec())],
+        reserve: vec![(".pcrsig", 64)],
+        kernel,
+    };
     let r = uki::write(&out, stub, &parts, |f, at| {
         f.write_all_at(INITRD, at)?;
         Ok(at + INITRD.len() as u64)
     });
     let Ok(layout) = r else { return };
+    // The room kept for a signature is there to fill.
+    uki::fill(&out, ".pcrsig", br#"{"sha256":[]}"#).expect("fill the .pcrsig the writer kept room for");
     let mut head = vec![0u8; 4096];
     let n = out.read_at(&mut head, 0).unwrap();
     assert_eq!(

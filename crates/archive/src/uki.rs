@@ -28,6 +28,9 @@ pub struct Parts<'a> {
     /// Small sections written as given, in this order: `.osrel`, `.cmdline`, `.uname`,
     /// `.splash` (names without their data are left out).
     pub small: Vec<(&'a str, Vec<u8>)>,
+    /// Sections whose data is known only once the UKI is written (`.pcrsig`, which signs
+    /// the others' measurements), with the room kept for each: empty until [`fill`]ed.
+    pub reserve: Vec<(&'a str, u64)>,
     /// The kernel image (`.linux`, the last section: cloned to the end of the file).
     pub kernel: &'a Path,
 }
@@ -82,7 +85,7 @@ fn parse_stub(path: &Path) -> Result<Stub> {
     }
     for s in &pe.sections {
         let name = s.name().unwrap_or("");
-        if [".linux", ".initrd", ".cmdline", ".osrel", ".uname"].contains(&name) {
+        if [".linux", ".initrd", ".cmdline", ".osrel", ".uname", ".pcrsig", ".pcrpkey"].contains(&name) {
             bail!("{}: already has a {name} section (a UKI, not a stub)", path.display());
         }
     }
@@ -175,7 +178,7 @@ fn checksum(f: &File, len: u64, field: u64) -> Result<u32> {
 pub fn write(out: &File, stub: &Path, parts: &Parts, initrd: impl FnOnce(&File, u64) -> Result<u64>) -> Result<Layout> {
     let mut s = parse_stub(stub)?;
     let block = crate::write::block_size(out).max(PAGE);
-    let count = parts.small.len() + 2;
+    let count = parts.small.len() + parts.reserve.len() + 2;
     if s.table + (s.nsections + count) * SECTION_HEADER > s.table_limit {
         bail!(
             "{}: no room in its headers for {count} more section headers ({} bytes left)",
@@ -209,6 +212,14 @@ pub fn write(out: &File, stub: &Path, parts: &Parts, initrd: impl FnOnce(&File, 
         sections.push((name.to_string(), file_at, data.len() as u64));
         file_at += raw;
         va_at = align(va_at + data.len().max(1) as u64, PAGE);
+    }
+    for (name, room) in &parts.reserve {
+        file_at = align(file_at, s.file_align);
+        let raw = align((*room).max(1), s.file_align);
+        headers.push(header(name, 0, va_at, file_at, raw)?);
+        sections.push((name.to_string(), file_at, 0));
+        file_at += raw;
+        va_at = align(va_at + raw, PAGE);
     }
     // .initrd on a block boundary: the archive's block-aligned data is block-aligned in the file.
     let initrd_offset = align(file_at, block);
@@ -253,6 +264,39 @@ pub fn write(out: &File, stub: &Path, parts: &Parts, initrd: impl FnOnce(&File, 
     let sum = checksum(out, file_len, (s.opt + 64) as u64)?;
     out.write_all_at(&sum.to_le_bytes(), (s.opt + 64) as u64).context("cannot write the UKI")?;
     Ok(Layout { sections, initrd_offset, initrd_len, kernel_cloned, kernel_copied })
+}
+
+/// Write `data` into the section `name` that [`write`] kept room for ([`Parts::reserve`]):
+/// its size becomes the data's, and the checksum is made again. The UKI is signed after.
+pub fn fill(out: &File, name: &str, data: &[u8]) -> Result<()> {
+    let mut head = vec![0u8; 65536];
+    let n = out.read_at(&mut head, 0).context("cannot read the UKI back")?;
+    head.truncate(n);
+    let (sec, h) = sections_with_headers(&head)
+        .into_iter()
+        .find(|(s, _)| s.name == name)
+        .with_context(|| format!("the UKI has no {name} section to fill"))?;
+    let room = u32_at(&head, h + 16) as u64;
+    if data.len() as u64 > room {
+        bail!("{name}: {} bytes, more than the {room} bytes kept for it", data.len());
+    }
+    out.write_all_at(data, sec.offset).context("cannot write the UKI")?;
+    out.write_all_at(&(data.len() as u32).to_le_bytes(), (h + 8) as u64).context("cannot write the UKI")?;
+    let len = out.metadata().context("cannot read the UKI back")?.len();
+    let field = (u32_at(&head, 0x3c) as usize + 24 + 64) as u64;
+    let sum = checksum(out, len, field)?;
+    out.write_all_at(&sum.to_le_bytes(), field).context("cannot write the UKI")?;
+    Ok(())
+}
+
+/// [`sections`], each with its header's offset in `head`.
+fn sections_with_headers(head: &[u8]) -> Vec<(Section, usize)> {
+    let Some(pe_off) = head.get(0x3c..0x40).map(|b| u32_at(b, 0) as usize) else { return Vec::new() };
+    let Some(opt_len) = head.get(pe_off + 20..pe_off + 22).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize) else {
+        return Vec::new();
+    };
+    let table = pe_off + 24 + opt_len;
+    sections(head).into_iter().enumerate().map(|(i, s)| (s, table + i * SECTION_HEADER)).collect()
 }
 
 /// A PE section header: its name, where its data is in the file and how long it is (the
@@ -379,7 +423,7 @@ mod tests {
         std::fs::write(&kernel, b"kernel").unwrap();
         let out =
             File::options().read(true).write(true).create(true).truncate(true).open(t.path().join("uki")).unwrap();
-        let parts = Parts { small: vec![(".cmdline", b"quiet".to_vec())], kernel: &kernel };
+        let parts = Parts { small: vec![(".cmdline", b"quiet".to_vec())], reserve: Vec::new(), kernel: &kernel };
         let l = write(&out, &stub, &parts, |f, at| {
             f.write_all_at(b"070701", at)?;
             Ok(at + 6)
@@ -392,6 +436,47 @@ mod tests {
         // A stub cut short inside its headers is refused.
         std::fs::write(&stub, &pe(None)[..0x150]).unwrap();
         assert!(parse_stub(&stub).is_err());
+    }
+
+    /// Room kept for a section known only at the end (.pcrsig): filled, its size is the
+    /// data's and the checksum is right again; more than the room is refused.
+    #[test]
+    fn a_kept_section_is_filled_after_the_rest() {
+        let t = tempfile::tempdir().unwrap();
+        let stub = t.path().join("stub.efi");
+        let mut b = pe(Some((0x200, 0x200)));
+        b.resize(0x400, 0xc3);
+        std::fs::write(&stub, &b).unwrap();
+        let kernel = t.path().join("vmlinuz");
+        std::fs::write(&kernel, b"kernel").unwrap();
+        let out =
+            File::options().read(true).write(true).create(true).truncate(true).open(t.path().join("uki")).unwrap();
+        // The test stub's headers have room for three more sections.
+        let parts = Parts { small: Vec::new(), reserve: vec![(".pcrsig", 3000)], kernel: &kernel };
+        let l = write(&out, &stub, &parts, |f, at| {
+            f.write_all_at(b"070701", at)?;
+            Ok(at + 6)
+        })
+        .unwrap();
+        let sig = br#"{"sha256":[]}"#;
+        fill(&out, ".pcrsig", sig).unwrap();
+        let mut head = vec![0u8; 4096];
+        out.read_at(&mut head, 0).unwrap();
+        let secs = sections(&head);
+        let names: Vec<&str> = secs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, [".text", ".pcrsig", ".initrd", ".linux"]);
+        let p = &secs[1];
+        assert_eq!(p.len, sig.len() as u64);
+        let mut got = vec![0u8; sig.len()];
+        out.read_at(&mut got, p.offset).unwrap();
+        assert_eq!(got, sig);
+        assert_eq!(initrd_section(&head), Some((l.initrd_offset, 6)));
+        let field = 0x40 + 24 + 64;
+        let len = out.metadata().unwrap().len();
+        assert_eq!(checksum(&out, len, field as u64).unwrap(), u32_at(&head, field));
+        let e = fill(&out, ".pcrsig", &[b' '; 5000]).unwrap_err().to_string();
+        assert!(e.contains("more than the"), "{e}");
+        assert!(fill(&out, ".nothere", b"x").is_err());
     }
 
     #[test]

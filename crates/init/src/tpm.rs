@@ -178,6 +178,30 @@ pub fn enter(init: &mut Init) {
     }
 }
 
+/// Where systemd-stub puts a UKI's `.pcrsig` and `.pcrpkey` for the initramfs, and where
+/// systemd's initrd copies them (tmpfiles' 20-systemd-stub.conf) for cryptsetup's TPM2
+/// token plugin and systemd-cryptsetup to find: (from, to).
+pub const SIGNATURE_FILES: [(&str, &str); 2] = [
+    ("/.extra/tpm2-pcr-signature.json", "/run/systemd/tpm2-pcr-signature.json"),
+    ("/.extra/tpm2-pcr-public-key.pem", "/run/systemd/tpm2-pcr-public-key.pem"),
+];
+
+/// Hand the UKI's signed PCR 11 predictions to the TPM2 token plugin, as systemd's initrd
+/// does: read-only copies in /run/systemd, before anything is unlocked (a token enrolled
+/// with `systemd-cryptenroll --tpm2-public-key=` unseals only with a signature the key
+/// made for the PCR values the TPM has). /run goes on to the root's systemd as it is.
+pub fn hand_over_signatures(init: &mut Init) {
+    for (from, to) in SIGNATURE_FILES {
+        let Ok(data) = sys::read(from) else { continue };
+        sys::mkdir_p("/run/systemd");
+        let text = String::from_utf8_lossy(&data);
+        match sys::write_file_mode(to, &text, 0o444) {
+            Ok(()) => init.log.step(&format!("{from} handed on as {to}")),
+            Err(e) => init.log.error(&format!("{to}: {}", strerror(e))),
+        }
+    }
+}
+
 /// `leave-initrd`, when `enter-initrd` was measured: the last thing before the switch.
 pub fn leave(init: &mut Init) {
     if init.phases == Phases::Entered && phase(init, LEAVE_INITRD) {

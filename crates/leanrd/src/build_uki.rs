@@ -1,7 +1,8 @@
 //! `leanrd build --uki`: the image as a Unified Kernel Image (leanrd_archive::uki) — systemd's
 //! stub, os-release, the command line, the kernel version, a splash, the initramfs (early
-//! microcode segment first, as in a plain image) and the kernel — signed with sbsign when
-//! asked.
+//! microcode segment first, as in a plain image) and the kernel — with PCR 11's predicted
+//! values signed (`.pcrsig`, `.pcrpkey`, by systemd-measure) and the whole signed with sbsign
+//! when asked.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -47,6 +48,113 @@ pub struct UkiArgs {
     /// The certificate (PEM) matching --sign-key.
     #[arg(long, value_name = "CERT", requires = "sign_key")]
     sign_cert: Option<PathBuf>,
+    /// Sign the values PCR 11 will have in each boot phase with this private key (PEM), as
+    /// ukify does: systemd-measure computes them from the UKI's sections, and the signature
+    /// goes into .pcrsig, the public key into .pcrpkey. A LUKS2 TPM2 token enrolled with
+    /// `systemd-cryptenroll --tpm2-public-key=` then unlocks with any UKI so signed, in the
+    /// phases signed for (by default only in the initramfs).
+    #[arg(long, value_name = "KEY", requires_all = ["uki", "pcr_public_key"])]
+    pcr_private_key: Option<PathBuf>,
+    /// The public key (PEM) matching --pcr-private-key.
+    #[arg(long, value_name = "KEY", requires = "pcr_private_key")]
+    pcr_public_key: Option<PathBuf>,
+    /// A boot phase to sign for, as systemd-measure's --phase takes it (the phases up to it,
+    /// colon-separated); repeated for several. Default: enter-initrd alone, so the key
+    /// unseals in the initramfs only (after leave-initrd, PCR 11 no longer matches).
+    #[arg(long, value_name = "PHASES", requires = "pcr_private_key")]
+    pcr_phase: Vec<String>,
+    /// A PCR bank to sign for (sha1, sha256, sha384, sha512); repeated for several.
+    /// Default: sha256.
+    #[arg(long, value_name = "BANK", requires = "pcr_private_key")]
+    pcr_bank: Vec<String>,
+    /// The TPM systemd-measure uses to compute policy digests, where it needs one (systemd
+    /// before 253: a device path, or a TCTI such as swtpm:host=HOST,port=PORT).
+    #[arg(long, value_name = "DEVICE", requires = "pcr_private_key")]
+    pcr_tpm2_device: Option<String>,
+}
+
+/// The sections systemd-measure takes, by its options; `.uname` only where it knows it
+/// (systemd 253 and later, whose stub measures it too).
+const MEASURED: &[(&str, &str)] = &[
+    (".linux", "--linux"),
+    (".osrel", "--osrel"),
+    (".cmdline", "--cmdline"),
+    (".initrd", "--initrd"),
+    (".splash", "--splash"),
+    (".uname", "--uname"),
+    (".pcrpkey", "--pcrpkey"),
+];
+
+/// The signed PCR 11 predictions for a UKI written to `out` (the .pcrsig section's text):
+/// systemd-measure, from the system's systemd (the sysroot's when it runs here, else this
+/// machine's), given each measured section as a file.
+fn pcr_signature(
+    a: &UkiArgs,
+    r: &Request,
+    small: &[(&str, Vec<u8>)],
+    out: &fs::File,
+    layout: &uki::Layout,
+    kernel: &Path,
+) -> Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let (Some(key), Some(public)) = (&a.pcr_private_key, &a.pcr_public_key) else { bail!("no PCR signing key") };
+    let tool = first_file(&[
+        r.sysroot.join("usr/lib/systemd/systemd-measure"),
+        PathBuf::from("/usr/lib/systemd/systemd-measure"),
+    ])
+    .context("no systemd-measure (part of systemd 252 and later) to sign PCR 11's values with")?;
+    let help = Command::new(&tool).arg("--help").output().with_context(|| format!("cannot run {}", tool.display()))?;
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
+    let mut cmd = Command::new(&tool);
+    cmd.arg("sign");
+    for (name, opt) in MEASURED {
+        if !help.contains(&format!("{opt}=")) {
+            continue;
+        }
+        let path = match *name {
+            ".linux" => kernel.to_path_buf(),
+            ".initrd" => {
+                let p = dir.path().join("initrd");
+                let mut data = vec![0u8; layout.initrd_len as usize];
+                out.read_exact_at(&mut data, layout.initrd_offset).context("cannot read the UKI's .initrd back")?;
+                fs::write(&p, data).with_context(|| format!("{}: cannot write", p.display()))?;
+                p
+            }
+            _ => match small.iter().find(|(n, _)| n == name) {
+                Some((_, data)) => {
+                    let p = dir.path().join(&name[1..]);
+                    fs::write(&p, data).with_context(|| format!("{}: cannot write", p.display()))?;
+                    p
+                }
+                None => continue,
+            },
+        };
+        cmd.arg(format!("{opt}={}", path.display()));
+    }
+    let banks = if a.pcr_bank.is_empty() { vec!["sha256".to_string()] } else { a.pcr_bank.clone() };
+    let phases = if a.pcr_phase.is_empty() { vec!["enter-initrd".to_string()] } else { a.pcr_phase.clone() };
+    for b in &banks {
+        cmd.arg(format!("--bank={b}"));
+    }
+    for p in &phases {
+        cmd.arg(format!("--phase={p}"));
+    }
+    cmd.arg("--private-key").arg(key).arg("--public-key").arg(public).arg("--json=short");
+    if let Some(d) = &a.pcr_tpm2_device {
+        cmd.arg(format!("--tpm2-device={d}"));
+    }
+    let o = cmd.output().with_context(|| format!("cannot run {}", tool.display()))?;
+    if !o.status.success() {
+        bail!("{} sign failed: {}", tool.display(), String::from_utf8_lossy(&o.stderr).trim());
+    }
+    let text = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} sign wrote no JSON: {text:?}", tool.display()))?;
+    if !v.is_object() || v.as_object().is_some_and(|m| m.is_empty()) {
+        bail!("{} sign wrote no signature: {text:?}", tool.display());
+    }
+    Ok(text.into_bytes())
 }
 
 fn first_file(candidates: &[PathBuf]) -> Option<PathBuf> {
@@ -136,14 +244,28 @@ pub fn write(a: &UkiArgs, r: &Request, segs: Vec<SegmentSpec>, mode: u32) -> Res
             })?
         }
     };
-    let small = a.sections(r)?;
-    let parts = uki::Parts { small, kernel: &kernel };
+    let mut small = a.sections(r)?;
+    let mut reserve = Vec::new();
+    if let Some(p) = &a.pcr_public_key {
+        small.push((".pcrpkey", read(p, "PCR public key")?));
+        // A signature per bank and phase (about 600 bytes each in JSON), and room to spare.
+        let n = a.pcr_bank.len().max(1) * a.pcr_phase.len().max(1);
+        reserve.push((".pcrsig", 4096 + 1024 * n as u64));
+    }
+    let parts = uki::Parts { small: small.clone(), reserve, kernel: &kernel };
     let out = AtomicFile::create(&r.output)?;
     let threads = r.threads;
-    let layout = uki::write(out.file(), &stub, &parts, |f, at| {
+    let mut layout = uki::write(out.file(), &stub, &parts, |f, at| {
         let stats = image::write_image(f, at, segs, threads)?;
         Ok(stats.last().map_or(at, |s| s.offset + s.len))
     })?;
+    if a.pcr_private_key.is_some() {
+        let sig = pcr_signature(a, r, &small, out.file(), &layout, &kernel)?;
+        uki::fill(out.file(), ".pcrsig", &sig)?;
+        for s in layout.sections.iter_mut().filter(|s| s.0 == ".pcrsig") {
+            s.2 = sig.len() as u64;
+        }
+    }
     match (&a.sign_key, &a.sign_cert) {
         (Some(key), Some(cert)) => {
             // sbsign reads and writes paths: the unnamed temporary files through /proc.

@@ -150,13 +150,16 @@ pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
     let usage = leanrd_archive::fiemap::usage(&f).ok();
     let uki_usage = uki.and_then(|(o, l)| leanrd_archive::fiemap::usage_range(&f, o, l).ok());
     let share = if v.eligible == 0 { None } else { Some(100.0 * v.aligned as f64 / v.eligible as f64) };
+    let (sections, pcrsig) = if uki.is_some() { uki_sections(&f)? } else { (Vec::new(), None) };
     if a.json {
         let out = json!({
             "image": a.image,
             "size": size,
             "generator": v.generator,
             "uki": uki.map(|(o, l)| json!({"initrd_offset": o, "initrd_length": l,
-                "initrd_fiemap": uki_usage.map(|u| json!({"total": u.total, "shared": u.shared, "exclusive": u.exclusive}))})),
+                "initrd_fiemap": uki_usage.map(|u| json!({"total": u.total, "shared": u.shared, "exclusive": u.exclusive})),
+                "sections": sections.iter().map(|s| json!({"name": s.name, "offset": s.offset, "size": s.len})).collect::<Vec<_>>(),
+                "pcrsig": pcrsig})),
             "segments": v.segs.iter().map(|s| json!({"offset": s.offset, "length": s.len,
                 "compression": s.format.map(|f| f.name()), "uncompressed": s.uncompressed, "entries": s.entries})).collect::<Vec<_>>(),
             "largest": v.largest.iter().map(|(n, name)| json!({"name": name, "size": n})).collect::<Vec<_>>(),
@@ -177,6 +180,26 @@ pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
         outln!("a Unified Kernel Image: its .initrd section ({l} bytes at offset {o}) is the image read here");
         if let Some(u) = uki_usage {
             outln!("  .initrd on disk: {} bytes shared with other files, {} exclusive", u.shared, u.exclusive);
+        }
+        outln!("  {:<10} {:>12} {:>12}", "section", "offset", "size");
+        for s in &sections {
+            outln!("  {:<10} {:>12} {:>12}", s.name, s.offset, s.len);
+        }
+        if let Some(sig) = &pcrsig {
+            outln!(
+                "  signed PCR predictions (.pcrsig): policy digests a TPM2 token enrolled with the .pcrpkey accepts"
+            );
+            for (bank, entries) in sig.as_object().into_iter().flatten() {
+                for e in entries.as_array().into_iter().flatten() {
+                    let pcrs: Vec<String> = e["pcrs"].as_array().into_iter().flatten().map(|p| p.to_string()).collect();
+                    outln!(
+                        "    {bank} PCR {}: policy {} (key {})",
+                        pcrs.join("+"),
+                        e["pol"].as_str().unwrap_or("?"),
+                        e["pkfp"].as_str().unwrap_or("?")
+                    );
+                }
+            }
         }
     }
     outln!("{:>4} {:>12} {:>12} {:>8} {:>14} {:>8}", "seg", "offset", "length", "format", "uncompressed", "entries");
@@ -351,4 +374,17 @@ pub fn diff(a: DiffArgs) -> Result<ExitCode> {
         outln!("{n} difference(s)");
         Ok(ExitCode::FAILURE)
     }
+}
+
+/// A UKI's sections, and its .pcrsig (the signed PCR predictions) when it has one.
+fn uki_sections(f: &File) -> Result<(Vec<leanrd_archive::uki::Section>, Option<serde_json::Value>)> {
+    use std::os::unix::fs::FileExt;
+    let mut head = vec![0u8; 65536];
+    let n = f.read_at(&mut head, 0).context("cannot read the UKI's headers")?;
+    let sections = leanrd_archive::uki::sections(&head[..n]);
+    let Some(s) = sections.iter().find(|s| s.name == ".pcrsig") else { return Ok((sections, None)) };
+    let mut data = vec![0u8; s.len.min(1 << 20) as usize];
+    f.read_exact_at(&mut data, s.offset).context("cannot read the UKI's .pcrsig")?;
+    let sig = serde_json::from_slice(&data).unwrap_or_else(|e| serde_json::Value::String(format!("not JSON: {e}")));
+    Ok((sections, Some(sig)))
 }

@@ -415,6 +415,12 @@ fn main() -> std::process::ExitCode {
         key_file_image_is_private();
         Ok(())
     }));
+    trials.push(test("tpm2_signed_policy_unlocks_with_the_ukis_signature", || {
+        if let Some(s) = setup() {
+            tpm2_signed(s)
+        }
+        Ok(())
+    }));
     trials.push(test("tpm2_unseals_and_refuses_a_changed_pcr", || {
         if let Some(s) = setup() {
             tpm2(&s.kernel, &s.t, &s.kver, &s.init, &s.disk)
@@ -491,4 +497,172 @@ fn tpm2(kernel: &Path, t: &TempDir, kver: &str, init: &Path, disk: &Path) {
     let want = ["no token opened /dev/vda3", "Enter passphrase for sda3_crypt", "with the passphrase typed", MARK];
     assert!(want.iter().all(|w| log.contains(w)), "TPM2 with PCR 1 changed:\n{}", tail(&log));
     eprintln!("tpm2-pcr-changed: token refused, passphrase asked and accepted");
+}
+
+/// A software TPM on a TCP port, for systemd-measure (before systemd 253 it computes policy
+/// digests with a TPM); its TCTI for `--pcr-tpm2-device`.
+struct TcpTpm(std::process::Child, String);
+
+impl TcpTpm {
+    fn start(state: &Path) -> TcpTpm {
+        fs::create_dir_all(state).unwrap();
+        // A port free now (the kernel's pick), and the next one for the control channel.
+        let port = (0..20)
+            .find_map(|_| {
+                let p = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+                std::net::TcpListener::bind(("127.0.0.1", p + 1)).ok().map(|_| p)
+            })
+            .expect("a free TCP port");
+        let child = Command::new("swtpm")
+            .args(["socket", "--tpm2", "--flags", "not-need-init,startup-clear", "--tpmstate"])
+            .arg(format!("dir={}", state.display()))
+            .args(["--server", &format!("type=tcp,port={port},bindaddr=127.0.0.1")])
+            .args(["--ctrl", &format!("type=tcp,port={},bindaddr=127.0.0.1", port + 1)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        TcpTpm(child, format!("swtpm:host=127.0.0.1,port={port}"))
+    }
+}
+
+impl Drop for TcpTpm {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A signed PCR policy, as ukify and systemd-cryptenroll make it: the container enrolled
+/// with `--tpm2-public-key=P --tpm2-public-key-pcrs=11` (no PCR value in the token, only the
+/// key) in a prep VM with a software TPM; a host-only UKI built with `--pcr-private-key` and
+/// `--pcr-public-key`, whose .pcrsig signs PCR 11's value in the phase enter-initrd. Started
+/// by OVMF with that TPM, the stub measures the UKI into PCR 11 and hands .pcrsig to the
+/// initramfs; /init measures enter-initrd and hands the signature to the token plugin, which
+/// unseals with no typing. The same UKI signed by another key (its own .pcrpkey) is refused
+/// by the token: the passphrase is asked. After leave-initrd, PCR 11 no longer has the
+/// value signed for (boot_uki's uki_phases: PCR 11 in the root is systemd-measure's
+/// enter-initrd:leave-initrd), so the root cannot unseal what the initramfs could.
+fn tpm2_signed(s: &Setup) {
+    let plugin = "/usr/lib/x86_64-linux-gnu/cryptsetup/libcryptsetup-token-systemd-tpm2.so";
+    let (measure, stub) = ("/usr/lib/systemd/systemd-measure", "/usr/lib/systemd/boot/efi/linuxx64.efi.stub");
+    let need = [plugin, measure, stub, OVMF_CODE];
+    if !have("swtpm") || !have("systemd-cryptenroll") || !have("mcopy") || !need.iter().all(|p| Path::new(p).exists()) {
+        skip::<()>(&format!("signed TPM2 policy: needs swtpm, systemd-cryptenroll, mtools and {need:?}"));
+        return;
+    }
+    let t = &s.t;
+    let keys = t.join("pcr-keys");
+    fs::create_dir_all(&keys).unwrap();
+    for name in ["pcr", "other"] {
+        sh(&format!(
+            "openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out {d}/{name}.key 2>/dev/null && \
+             openssl pkey -in {d}/{name}.key -pubout -out {d}/{name}.pem",
+            d = keys.display()
+        ));
+    }
+    let disk = t.join("tpm-signed.disk");
+    sh(&format!("cp --sparse=always {} {}", s.disk.display(), disk.display()));
+    let body = format!(
+        "mkdir -p /run/systemd && PASSWORD='{PASS}' $systemd_cryptenroll --tpm2-device=auto \
+         --tpm2-public-key=/roottree/pcr.pem --tpm2-public-key-pcrs=11 --tpm2-pcrs= /dev/vda3 && \
+         $cryptsetup luksDump /dev/vda3 | grep -q systemd-tpm2 && sync && echo PREP-DONE"
+    );
+    let tools = ["cryptsetup", "systemd-cryptenroll"];
+    let modules = ["virtio_pci", "virtio_blk", "dm_mod", "dm_crypt"];
+    let Some(prep) =
+        common::prep::image(&t.join("tpm-signed-prep"), &s.kver, &tools, &modules, "vda3", &body, Some(&keys))
+    else {
+        return;
+    };
+    let state = t.join("tpm-signed-state");
+    {
+        let tpm = Swtpm::start(&state);
+        let mut q = vec!["-drive".to_string(), format!("file={},if=virtio,format=raw", disk.display())];
+        q.extend(tpm.args.iter().cloned());
+        let log = qemu_boot(&s.kernel, &prep, "quiet", &q.iter().map(String::as_str).collect::<Vec<_>>(), 300);
+        assert!(log.contains("PREP-DONE"), "enrolling the signed-policy token failed:\n{}", tail(&log));
+    }
+    let tab = format!("sda3_crypt UUID={LUKS_UUID} none luks,discard,tpm2-device=auto\n");
+    let sr = host_sysroot(t, "sr-tpm-signed", &[("crypttab", tab.as_bytes(), 0o644)]);
+    let host_dir = TempDir::new("tpmsignedhost");
+    let host = keyboard_host(&host_dir, Some(LUKS_UUID));
+    let measure_tpm = TcpTpm::start(&t.join("measure-tpm"));
+    let uki = |key: &str| -> PathBuf {
+        let out = t.join(format!("signed-by-{key}.efi"));
+        let o = leanrd()
+            .args(["build", "-k", &s.kver, "--init"])
+            .arg(&s.init)
+            .arg("--sysroot")
+            .arg(&sr)
+            .arg("--host-root")
+            .arg(&host.root)
+            .args(["--uki", "--cmdline", "console=ttyS0 leanrd.debug root=/dev/mapper/sda3_crypt panic=-1", "--linux"])
+            .arg(&s.kernel)
+            .arg("--pcr-private-key")
+            .arg(keys.join(format!("{key}.key")))
+            .arg("--pcr-public-key")
+            .arg(keys.join(format!("{key}.pem")))
+            .args(["--pcr-tpm2-device", &measure_tpm.1, "-o"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "leanrd build --uki --pcr-private-key: {}", String::from_utf8_lossy(&o.stderr));
+        let shown = String::from_utf8(ok(leanrd().arg("inspect").arg(&out))).unwrap();
+        assert!(shown.contains(".pcrsig") && shown.contains("sha256 PCR 11: policy"), "{shown}");
+        out
+    };
+    let (signed, other) = (uki("pcr"), uki("other"));
+    drop(measure_tpm);
+    let boot = |name: &str, efi: &Path| -> String {
+        let esp = t.join(format!("{name}.esp"));
+        let mb = fs::metadata(efi).unwrap().len() / (1 << 20) + 16;
+        sh(&format!(
+            "rm -f {i} && mkfs.vfat -C {i} {k} >/dev/null && mmd -i {i} ::/EFI ::/EFI/BOOT && \
+             mcopy -i {i} {e} ::/EFI/BOOT/BOOTX64.EFI",
+            i = esp.display(),
+            k = mb * 1024,
+            e = efi.display()
+        ));
+        let vars = t.join(format!("{name}.vars"));
+        fs::copy(OVMF_VARS, &vars).unwrap();
+        let tpm = Swtpm::start(&state);
+        let mut args = vec![
+            "-m".to_string(),
+            "1024".into(),
+            "-drive".into(),
+            format!("file={},format=raw,if=virtio", esp.display()),
+            "-drive".into(),
+            format!("file={},format=raw,if=virtio,snapshot=on", disk.display()),
+        ];
+        args.extend(tpm.args.iter().cloned());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let stop = ["Enter passphrase".to_string(), "leanrd: cannot boot".to_string()];
+        let log = leanrd_testkit::boot::run_console(firmware_command(&vars, &args, 300), None, &stop, &[]).console;
+        let kept = leanrd_testkit::boot::console_path(&format!("luks-{name}"));
+        let _ = fs::create_dir_all(kept.parent().unwrap()).and_then(|()| fs::write(&kept, &log));
+        log
+    };
+    let log = boot("tpm2-signed", &signed);
+    let want = [
+        "/.extra/tpm2-pcr-signature.json handed on",
+        "PCR 11 extended with enter-initrd",
+        "unlocked as /dev/mapper/sda3_crypt with its enrolled token",
+        MARK,
+    ];
+    let missing: Vec<&&str> = want.iter().filter(|w| !log.contains(**w)).collect();
+    assert!(missing.is_empty(), "signed policy: missing {missing:?}:\n{}", tail(&log));
+    assert!(!log.contains("Enter passphrase"), "asked for a passphrase with the signature there:\n{}", tail(&log));
+    eprintln!("tpm2-signed: unsealed by the UKI's signature of PCR 11 at enter-initrd");
+    let log = boot("tpm2-signed-by-another-key", &other);
+    assert!(
+        log.contains("no token opened /dev/vdb3") && log.contains("Enter passphrase for sda3_crypt"),
+        "a UKI signed by another key unsealed:\n{}",
+        tail(&log)
+    );
+    eprintln!("tpm2-signed-by-another-key: the token refused, the passphrase was asked");
 }
