@@ -210,14 +210,21 @@ pub struct Field {
     get: fn(&mut InitConfig, Vec<String>) -> Result<(), String>,
 }
 
+/// A key holding one optional text: `text!("key", "doc", field.path)`.
+macro_rules! text {
+    ($key:literal, $doc:literal, $($field:ident).+) => {
+        Field {
+            key: $key,
+            doc: $doc,
+            put: |c| opt(&c.$($field).+),
+            get: |c, v| set(&mut c.$($field).+, one($key, v)?),
+        }
+    };
+}
+
 /// Every key, in the order encode writes them.
 pub const FIELDS: &[Field] = &[
-    Field {
-        key: "kver",
-        doc: "The kernel release the image's modules are for.",
-        put: |c| opt(&c.kver),
-        get: |c, v| set(&mut c.kver, one("kver", v)?),
-    },
+    text!("kver", "The kernel release the image's modules are for.", kver),
     Field {
         key: "root",
         doc: "The root the image was built for (any root kind), used when the command line names none.",
@@ -236,30 +243,10 @@ pub const FIELDS: &[Field] = &[
         put: |c| c.resume.iter().map(|d| vec![d.to_string()]).collect(),
         get: |c, v| set(&mut c.resume, device(one("resume", v)?)?),
     },
-    Field {
-        key: "rootfstype",
-        doc: "The root's file system type.",
-        put: |c| opt(&c.mounts.rootfstype),
-        get: |c, v| set(&mut c.mounts.rootfstype, one("rootfstype", v)?),
-    },
-    Field {
-        key: "rootflags",
-        doc: "The root's mount options.",
-        put: |c| opt(&c.mounts.rootflags),
-        get: |c, v| set(&mut c.mounts.rootflags, one("rootflags", v)?),
-    },
-    Field {
-        key: "usrfstype",
-        doc: "/usr's file system type.",
-        put: |c| opt(&c.mounts.usrfstype),
-        get: |c, v| set(&mut c.mounts.usrfstype, one("usrfstype", v)?),
-    },
-    Field {
-        key: "usrflags",
-        doc: "/usr's mount options.",
-        put: |c| opt(&c.mounts.usrflags),
-        get: |c, v| set(&mut c.mounts.usrflags, one("usrflags", v)?),
-    },
+    text!("rootfstype", "The root's file system type.", mounts.rootfstype),
+    text!("rootflags", "The root's mount options.", mounts.rootflags),
+    text!("usrfstype", "/usr's file system type.", mounts.usrfstype),
+    text!("usrflags", "/usr's mount options.", mounts.usrflags),
     Field {
         key: "load",
         doc: "Modules, aliases and modaliases loaded before the root is looked for (always written, maybe empty).",
@@ -337,12 +324,7 @@ pub const FIELDS: &[Field] = &[
             Ok(())
         },
     },
-    Field {
-        key: "keymap",
-        doc: "The keymap applied before a passphrase is asked for.",
-        put: |c| opt(&c.keymap),
-        get: |c, v| set(&mut c.keymap, one("keymap", v)?),
-    },
+    text!("keymap", "The keymap applied before a passphrase is asked for.", keymap),
     Field {
         key: "iscsi",
         doc: "An iSCSI target the root's devices come from, and its portal group (never with credentials).",
@@ -364,12 +346,7 @@ pub const FIELDS: &[Field] = &[
             Ok(())
         },
     },
-    Field {
-        key: "iscsi_initiator",
-        doc: "This machine's iSCSI initiator name.",
-        put: |c| opt(&c.iscsi_initiator),
-        get: |c, v| set(&mut c.iscsi_initiator, one("iscsi_initiator", v)?),
-    },
+    text!("iscsi_initiator", "This machine's iSCSI initiator name.", iscsi_initiator),
     Field {
         key: "nvmf",
         doc: "An NVMe over TCP subsystem or discovery controller the root's devices come from.",
@@ -379,18 +356,8 @@ pub const FIELDS: &[Field] = &[
             Ok(())
         },
     },
-    Field {
-        key: "nvmf_hostnqn",
-        doc: "This host's NVMe NQN.",
-        put: |c| opt(&c.nvmf_hostnqn),
-        get: |c, v| set(&mut c.nvmf_hostnqn, one("nvmf_hostnqn", v)?),
-    },
-    Field {
-        key: "nvmf_hostid",
-        doc: "This host's NVMe host ID.",
-        put: |c| opt(&c.nvmf_hostid),
-        get: |c, v| set(&mut c.nvmf_hostid, one("nvmf_hostid", v)?),
-    },
+    text!("nvmf_hostnqn", "This host's NVMe NQN.", nvmf_hostnqn),
+    text!("nvmf_hostid", "This host's NVMe host ID.", nvmf_hostid),
     Field {
         key: "layer",
         doc: "A capability the image has (luks, lvm, md, rescue, token, iscsi, nvmf) and the modules it loads first.",
