@@ -9,17 +9,26 @@ use crate::LZ4_LEGACY_MAGIC;
 /// A compression format the kernel recognises by its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
+    /// No compression: the archive as it is.
     None,
+    /// gzip (RFC 1952).
     Gzip,
+    /// bzip2.
     Bzip2,
+    /// The legacy .lzma format.
     Lzma,
+    /// xz, with the CRC32 check the kernel takes.
     Xz,
+    /// lzop's format.
     Lzo,
+    /// LZ4 in the kernel's legacy frame.
     Lz4,
+    /// Zstandard.
     Zstd,
 }
 
 impl Format {
+    /// Every format, in the order `advise` measures them.
     pub const ALL: [Format; 8] =
         [Format::None, Format::Zstd, Format::Lz4, Format::Xz, Format::Gzip, Format::Bzip2, Format::Lzma, Format::Lzo];
 
@@ -38,6 +47,7 @@ impl Format {
         }
     }
 
+    /// The format's own name (`zstd`): the first of [`Format::names`].
     pub fn name(self) -> &'static str {
         self.names()[0]
     }
@@ -108,11 +118,14 @@ impl fmt::Display for Format {
 /// A format and level, written `FORMAT[:LEVEL]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Spec {
+    /// The format.
     pub format: Format,
+    /// Its level (meaning depends on the format).
     pub level: i32,
 }
 
 impl Spec {
+    /// `format` at its default level.
     pub fn new(format: Format) -> Spec {
         Spec { format, level: format.default_level() }
     }

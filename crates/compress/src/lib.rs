@@ -18,6 +18,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![deny(missing_docs)]
+
 mod chunked;
 mod format;
 pub mod framing;
@@ -34,6 +36,7 @@ pub use pgzip::ParallelGzEncoder;
 
 /// A streaming compressor; call [`Encoder::finish`] to write the end of the stream.
 pub trait Encoder: Write + Send {
+    /// Write what is buffered and the end of the stream, then flush the writer.
     fn finish(self: Box<Self>) -> io::Result<()>;
 }
 

@@ -8,9 +8,11 @@ use std::io::{self, BufRead, Read, Write};
 use crate::Encoder;
 use crate::chunked::Chunked;
 
+/// The magic of the LZ4 legacy frame, which the kernel decompresses.
 pub const LZ4_LEGACY_MAGIC: u32 = 0x184C_2102;
 const CHUNK: usize = 8 << 20;
 
+/// An LZ4 legacy-frame writer: 8 MiB chunks compressed on several threads.
 pub struct Lz4LegacyEncoder<W: Write> {
     inner: Chunked<W>,
     started: bool,
@@ -25,6 +27,7 @@ fn frame(chunk: &[u8], _before: &[u8]) -> Vec<u8> {
 }
 
 impl<W: Write> Lz4LegacyEncoder<W> {
+    /// Compress into `w` with `threads` threads.
     pub fn new(w: W, threads: u32) -> Self {
         Lz4LegacyEncoder { inner: Chunked::new(w, CHUNK, threads as usize, threads), started: false }
     }
@@ -70,6 +73,7 @@ pub struct Lz4LegacyDecoder<R> {
 }
 
 impl<R: BufRead> Lz4LegacyDecoder<R> {
+    /// Read the legacy frames from `r`.
     pub fn new(r: R) -> Self {
         Lz4LegacyDecoder { r, out: Vec::new(), valid: 0, pos: 0, started: false, done: false }
     }

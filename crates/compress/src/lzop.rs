@@ -17,6 +17,7 @@ const F_CRC32_D: u32 = 0x100;
 const F_CRC32_C: u32 = 0x200;
 const F_OS_UNIX: u32 = 0x0300_0000;
 
+/// An lzop writer: chunks compressed with LZO1X on several threads, with lzop's header and checksums.
 pub struct LzopEncoder<W: Write> {
     inner: Chunked<W>,
 }
@@ -52,6 +53,7 @@ fn block(data: &[u8], _before: &[u8]) -> Vec<u8> {
 }
 
 impl<W: Write> LzopEncoder<W> {
+    /// Write lzop's header to `w`; compress with `threads` threads.
     pub fn new(mut w: W, threads: u32) -> io::Result<Self> {
         w.write_all(&header())?;
         // 64 blocks a batch (16 MiB) keeps the threads busy; `threads` threads, not more.
@@ -91,6 +93,7 @@ pub struct LzopDecoder<R> {
 }
 
 impl<R: BufRead> LzopDecoder<R> {
+    /// Read an lzop stream from `r`.
     pub fn new(r: R) -> Self {
         LzopDecoder { r, flags: None, out: Vec::new(), pos: 0, done: false }
     }

@@ -14,6 +14,7 @@ use crate::chunked::Chunked;
 const CHUNK: usize = 1 << 20;
 const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
 
+/// A gzip writer compressing 1 MiB chunks on several threads into one gzip member (pigz's way).
 pub struct ParallelGzEncoder<W: Write> {
     inner: Chunked<W>,
     level: u32,
@@ -42,6 +43,7 @@ fn deflate(level: u32, data: &[u8], dict: &[u8], flush: FlushCompress) -> Vec<u8
 }
 
 impl<W: Write> ParallelGzEncoder<W> {
+    /// Compress into `w` at `level` with `threads` threads.
     pub fn new(w: W, level: u32, threads: u32) -> Self {
         ParallelGzEncoder {
             inner: Chunked::new(w, CHUNK, threads as usize, threads),

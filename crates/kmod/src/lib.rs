@@ -19,6 +19,7 @@
 //! assert_eq!(db.resolve("fs-ext4"), Resolved::Modules(vec!["jbd2".into(), "ext4".into()]));
 //! ```
 
+#![deny(missing_docs)]
 #![no_std]
 
 extern crate alloc;
@@ -63,6 +64,7 @@ pub struct ModuleDb {
     pub aliases: Vec<(String, String)>,
     /// name → (pre, post) soft dependencies, all lines merged.
     pub softdeps: BTreeMap<String, (Vec<String>, Vec<String>)>,
+    /// Names of the modules built into the kernel (modules.builtin).
     pub builtin: BTreeSet<String>,
     /// modules.builtin's lines, for writing a subset.
     pub builtin_paths: Vec<String>,

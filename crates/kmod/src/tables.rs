@@ -13,8 +13,11 @@ use crate::names::{name_of_path, normalize, normalize_alias};
 /// The tables' contents, by file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tables {
+    /// modules.dep.
     pub dep: Vec<u8>,
+    /// modules.alias.
     pub alias: Vec<u8>,
+    /// modules.softdep.
     pub softdep: Vec<u8>,
     /// modules.builtin: paths of the modules built into the kernel.
     pub builtin: Vec<u8>,
@@ -59,8 +62,11 @@ fn text(b: &[u8]) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}:{line}: {msg}")]
 pub struct ParseError {
+    /// The table file the error is in.
     pub file: &'static str,
+    /// Its line, from 1.
     pub line: usize,
+    /// What is wrong with it.
     pub msg: String,
 }
 

@@ -2,12 +2,19 @@
 
 /// A file type in `st_mode` (`S_IFMT` masks them).
 pub const S_IFMT: u32 = 0o170000;
+/// Socket.
 pub const S_IFSOCK: u32 = 0o140000;
+/// Symbolic link.
 pub const S_IFLNK: u32 = 0o120000;
+/// Regular file.
 pub const S_IFREG: u32 = 0o100000;
+/// Block device.
 pub const S_IFBLK: u32 = 0o060000;
+/// Directory.
 pub const S_IFDIR: u32 = 0o040000;
+/// Character device.
 pub const S_IFCHR: u32 = 0o020000;
+/// FIFO.
 pub const S_IFIFO: u32 = 0o010000;
 
 /// The file type of a mode, as a short word.
@@ -18,12 +25,19 @@ pub fn kind_name(mode: u32) -> &'static str {
 /// The file type bits of a mode (`mode & S_IFMT`), as a type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FileKind {
+    /// A regular file.
     Regular,
+    /// A directory.
     Dir,
+    /// A symbolic link.
     Symlink,
+    /// A character device.
     CharDev,
+    /// A block device.
     BlockDev,
+    /// A FIFO.
     Fifo,
+    /// A socket.
     Socket,
 }
 

@@ -20,6 +20,8 @@
 //! assert_eq!((back.kind(), back.filesize), (Some(FileKind::Regular), 5000));
 //! ```
 
+#![deny(missing_docs)]
+
 mod kind;
 
 use thiserror::Error;
@@ -58,19 +60,31 @@ pub const fn align_up(n: u64, a: u64) -> u64 {
 pub struct Header {
     /// `true` for `070702` (with checksum).
     pub crc: bool,
+    /// Inode number (hard links share one).
     pub ino: u32,
+    /// File type and permission bits.
     pub mode: u32,
+    /// Owner's user ID.
     pub uid: u32,
+    /// Owner's group ID.
     pub gid: u32,
+    /// Number of links.
     pub nlink: u32,
+    /// Modification time, seconds since the epoch.
     pub mtime: u32,
+    /// Size of the data that follows the name.
     pub filesize: u32,
+    /// Major number of the device holding the file.
     pub dev_major: u32,
+    /// Minor number of the device holding the file.
     pub dev_minor: u32,
+    /// Major number of a device node.
     pub rdev_major: u32,
+    /// Minor number of a device node.
     pub rdev_minor: u32,
     /// Size of the name field including the terminating NUL and any NUL padding.
     pub namesize: u32,
+    /// Sum of the data bytes (`070702` only; 0 otherwise).
     pub check: u32,
 }
 
@@ -78,12 +92,21 @@ pub struct Header {
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum DecodeError {
     #[error("bad magic {0:?} (expected 070701 or 070702)")]
+    /// The magic is neither `070701` nor `070702`.
     BadMagic(String),
     #[error("field {field} is not 8 hex digits: {text:?}")]
-    BadHex { field: &'static str, text: String },
+    /// A field is not eight hex digits.
+    BadHex {
+        /// The field's name.
+        field: &'static str,
+        /// What it held.
+        text: String,
+    },
     #[error("namesize {0} is outside 1..=4096")]
+    /// The name size is 0 or over 4096.
     BadNameSize(u32),
     #[error("name field does not end with a NUL byte")]
+    /// The name does not end in a NUL byte.
     NameNotTerminated,
 }
 
