@@ -86,6 +86,34 @@ pub(crate) struct Info {
     pub rpath: Vec<String>,
     pub runpath: Vec<String>,
     pub soname: Option<String>,
+    /// e_machine: the architecture it is built for.
+    pub machine: u16,
+}
+
+/// An ELF file's e_machine (its architecture), from its header; None when it is no ELF.
+pub fn machine_of(data: &[u8]) -> Option<u16> {
+    (data.starts_with(b"\x7fELF") && data.len() >= 20).then(|| {
+        // EI_DATA (byte 5): 1 little-endian, 2 big-endian.
+        let b = [data[18], data[19]];
+        if data[5] == 2 { u16::from_be_bytes(b) } else { u16::from_le_bytes(b) }
+    })
+}
+
+/// An e_machine's name, as the kernel's architectures are known.
+pub fn machine_name(m: u16) -> String {
+    match m {
+        3 => "i386".into(),
+        8 => "mips".into(),
+        20 => "powerpc".into(),
+        21 => "powerpc64".into(),
+        22 => "s390".into(),
+        40 => "arm".into(),
+        62 => "x86-64".into(),
+        183 => "aarch64".into(),
+        243 => "riscv".into(),
+        258 => "loongarch".into(),
+        m => format!("ELF machine {m}"),
+    }
 }
 
 /// None for a file that is not ELF (a script).
@@ -103,6 +131,7 @@ pub(crate) fn info(data: &[u8], path: &Path) -> Result<Option<Info>> {
         rpath: split(&elf.rpaths),
         runpath: split(&elf.runpaths),
         soname: elf.soname.map(str::to_string),
+        machine: elf.header.e_machine,
     }))
 }
 
@@ -232,6 +261,19 @@ impl<'a> Resolver<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_machine_an_elf_file_is_built_for() {
+        let this = fs::read("/proc/self/exe").unwrap();
+        let want = if cfg!(target_arch = "x86_64") { 62 } else { 183 };
+        assert_eq!(machine_of(&this), Some(want));
+        assert_eq!(info(&this, Path::new("self")).unwrap().unwrap().machine, want);
+        let mut arm = this[..64].to_vec();
+        arm[18..20].copy_from_slice(&183u16.to_le_bytes());
+        assert_eq!(machine_of(&arm).map(machine_name).as_deref(), Some("aarch64"));
+        assert_eq!(machine_of(b"#!/bin/sh\n"), None);
+        assert_eq!(machine_of(b"\x7fELF"), None, "too short for a header");
+    }
 
     #[test]
     fn reads_this_machines_cache() {

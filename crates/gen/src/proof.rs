@@ -196,6 +196,9 @@ fn config(v: &dyn ImageView) -> Option<InitConfig> {
 }
 
 struct Check<'a> {
+    /// The kernel's architecture (ELF e_machine), from the image's modules: every program
+    /// in the image must be built for it. None: not known yet; Some(None): no module says.
+    machine: Option<Option<u16>>,
     v: &'a dyn ImageView,
     mods: Mods,
     kernel: Option<&'a Kernel>,
@@ -216,7 +219,17 @@ enum Object {
 
 impl<'a> Check<'a> {
     fn new(v: &'a dyn ImageView, mods: Mods, kernel: Option<&'a Kernel>, conf: Option<InitConfig>) -> Check<'a> {
-        Check { v, mods, kernel, conf, checks: 0, elf_done: BTreeSet::new(), objects: BTreeMap::new(), ldcache: None }
+        Check {
+            v,
+            mods,
+            kernel,
+            conf,
+            checks: 0,
+            elf_done: BTreeSet::new(),
+            objects: BTreeMap::new(),
+            ldcache: None,
+            machine: None,
+        }
     }
 }
 
@@ -272,6 +285,29 @@ impl Check<'_> {
                 )
             })
             .collect()
+    }
+
+    /// The kernel's architecture: the ELF machine of the image's modules (the first one
+    /// that can be read, decompressed if need be).
+    fn kernel_machine(&mut self) -> Option<u16> {
+        if let Some(m) = self.machine {
+            return m;
+        }
+        let mut found = None;
+        for rel in self.mods.db.paths.values() {
+            let Some(real) = resolve(self.v, &format!("{}/{rel}", self.mods.dir)) else { continue };
+            let Some(data) = self.v.data(&real) else { continue };
+            found = crate::elf::machine_of(&data).or_else(|| {
+                let f = leanrd_compress::Format::detect(&data)?;
+                let plain = leanrd_compress::decompress_vec_max(f, &data, crate::modules::MODULE_MAX).ok()?;
+                crate::elf::machine_of(&plain)
+            });
+            if found.is_some() {
+                break;
+            }
+        }
+        self.machine = Some(found);
+        found
     }
 
     /// Whether the target kernel has `what` as a module (None: no kernel to ask).
@@ -376,6 +412,18 @@ impl Check<'_> {
             }
             names.insert(interp.rsplit('/').next().unwrap_or(interp).to_string());
         }
+        let kernel = self.kernel_machine();
+        let foreign = |obj: &Info, path: &str| -> Option<String> {
+            let k = kernel.filter(|k| *k != obj.machine)?;
+            Some(format!(
+                "{who}: {path} is built for {}, and the kernel (its modules) for {}",
+                crate::elf::machine_name(obj.machine),
+                crate::elf::machine_name(k)
+            ))
+        };
+        if let Some(e) = foreign(&exe, &real) {
+            return Err(e);
+        }
         let mut loaded: BTreeSet<String> = BTreeSet::from([real.clone()]);
         let mut queue: VecDeque<(String, Rc<Info>, Vec<String>)> = VecDeque::from([(real, exe, Vec::new())]);
         while let Some((at, obj, inherited)) = queue.pop_front() {
@@ -406,6 +454,9 @@ impl Check<'_> {
                 }
                 self.checks += 1;
                 if let Object::Elf(o) = self.object(&p, who)? {
+                    if let Some(e) = foreign(&o, &p) {
+                        return Err(e);
+                    }
                     if let Some(so) = &o.soname {
                         names.insert(so.clone());
                     }

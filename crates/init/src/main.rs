@@ -30,6 +30,7 @@ static ALLOC: rustix_dlmalloc::GlobalDlmalloc = rustix_dlmalloc::GlobalDlmalloc;
 
 // The kernel starts a process with the stack pointer on argc, then argv[], NULL, envp[],
 // NULL, the auxiliary vector. `start` gets that pointer, on a 16-byte-aligned stack.
+#[cfg(target_arch = "x86_64")]
 core::arch::global_asm!(
     ".globl _start",
     "_start:",
@@ -38,6 +39,20 @@ core::arch::global_asm!(
     "and rsp, -16",
     "call {start}",
     "ud2",
+    start = sym start,
+);
+
+// The same on aarch64: no frame, the stack pointer (16-byte aligned by the kernel) as the
+// argument.
+#[cfg(target_arch = "aarch64")]
+core::arch::global_asm!(
+    ".globl _start",
+    "_start:",
+    "mov x29, xzr",
+    "mov x30, xzr",
+    "mov x0, sp",
+    "bl {start}",
+    "brk #0",
     start = sym start,
 );
 
@@ -96,9 +111,16 @@ extern "C" fn _Unwind_Resume() -> ! {
 #[unsafe(no_mangle)]
 unsafe extern "C" fn memcpy(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
     // SAFETY: the caller's memcpy contract.
+    #[cfg(target_arch = "x86_64")]
     unsafe {
         core::arch::asm!("rep movsb", inout("rcx") n => _, inout("rdi") d => _, inout("rsi") s => _,
             options(nostack, preserves_flags));
+    }
+    // Elsewhere a byte loop, volatile so that it is not made a call to memcpy.
+    #[cfg(not(target_arch = "x86_64"))]
+    for i in 0..n {
+        // SAFETY: as above.
+        unsafe { core::ptr::write_volatile(d.add(i), core::ptr::read_volatile(s.add(i))) }
     }
     d
 }
@@ -112,10 +134,16 @@ unsafe extern "C" fn memmove(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
         unsafe { memcpy(d, s, n) }
     } else {
         // SAFETY: copy backwards (direction flag set, then cleared as the ABI requires).
+        #[cfg(target_arch = "x86_64")]
         unsafe {
             core::arch::asm!("std", "rep movsb", "cld", inout("rcx") n => _,
                 inout("rdi") d.wrapping_add(n).wrapping_sub(1) => _,
                 inout("rsi") s.wrapping_add(n).wrapping_sub(1) => _, options(nostack));
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        for i in (0..n).rev() {
+            // SAFETY: the ranges overlap with d after s: the last byte first.
+            unsafe { core::ptr::write_volatile(d.add(i), core::ptr::read_volatile(s.add(i))) }
         }
         d
     }
@@ -126,9 +154,15 @@ unsafe extern "C" fn memmove(d: *mut u8, s: *const u8, n: usize) -> *mut u8 {
 #[unsafe(no_mangle)]
 unsafe extern "C" fn memset(d: *mut u8, c: i32, n: usize) -> *mut u8 {
     // SAFETY: the caller's memset contract.
+    #[cfg(target_arch = "x86_64")]
     unsafe {
         core::arch::asm!("rep stosb", inout("rcx") n => _, inout("rdi") d => _, in("al") c as u8,
             options(nostack, preserves_flags));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    for i in 0..n {
+        // SAFETY: as above.
+        unsafe { core::ptr::write_volatile(d.add(i), c as u8) }
     }
     d
 }

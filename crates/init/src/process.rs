@@ -12,8 +12,8 @@ use alloc::vec::Vec;
 
 use crate::sys::{Errno, eprint, errstr, exists, strerror};
 
-#[cfg(not(target_arch = "x86_64"))]
-compile_error!("leanrd-init's raw syscalls are written for x86_64");
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!("leanrd-init's raw syscalls are written for x86_64 and aarch64");
 
 /// The directories searched for helper programs (cryptsetup, lvm, mdadm, sh), as a `PATH`.
 pub const PATH: &str = {
@@ -46,6 +46,7 @@ pub const PATH: &str = {
 ///
 /// # Safety
 /// The caller passes arguments valid for syscall `n`.
+#[cfg(target_arch = "x86_64")]
 pub(crate) unsafe fn syscall3(n: usize, a: usize, b: usize, c: usize) -> isize {
     let r: isize;
     // SAFETY: the x86_64 syscall ABI: number in rax, arguments in rdi/rsi/rdx; rcx and
@@ -62,28 +63,70 @@ pub(crate) unsafe fn syscall3(n: usize, a: usize, b: usize, c: usize) -> isize {
     r
 }
 
+/// A raw three-argument syscall; returns the kernel's value (negative errno on failure).
+///
+/// # Safety
+/// The caller passes arguments valid for syscall `n`.
+#[cfg(target_arch = "aarch64")]
+pub(crate) unsafe fn syscall3(n: usize, a: usize, b: usize, c: usize) -> isize {
+    let r: isize;
+    // SAFETY: the aarch64 syscall ABI: number in x8, arguments in x0-x2, the result in x0.
+    unsafe {
+        core::arch::asm!(
+            "svc 0",
+            in("x8") n,
+            inlateout("x0") a as isize => r,
+            in("x1") b, in("x2") c,
+            options(nostack)
+        );
+    }
+    r
+}
+
 fn check(r: isize) -> Result<usize, Errno> {
     if (-4095..0).contains(&r) { Err(Errno::from_raw_os_error(-r as i32)) } else { Ok(r as usize) }
 }
 
+// The system call numbers (arch/x86/entry/syscalls/syscall_64.tbl; aarch64 has the
+// generic table, include/uapi/asm-generic/unistd.h, and no fork: clone does it).
+#[cfg(target_arch = "x86_64")]
 const SYS_CLONE: usize = 56;
-const SYS_FORK: usize = 57;
+#[cfg(target_arch = "x86_64")]
 const SYS_EXECVE: usize = 59;
+#[cfg(target_arch = "x86_64")]
 const SYS_EXIT_GROUP: usize = 231;
+#[cfg(target_arch = "aarch64")]
+const SYS_CLONE: usize = 220;
+#[cfg(target_arch = "aarch64")]
+const SYS_EXECVE: usize = 221;
+#[cfg(target_arch = "aarch64")]
+const SYS_EXIT_GROUP: usize = 94;
+
+/// SIGCHLD: the signal a forked child sends its parent when it ends.
+const SIGCHLD: usize = 17;
 
 /// End the process (all of it).
 pub fn exit(code: i32) -> ! {
     // SAFETY: exit_group takes a plain integer and does not return.
+    #[cfg(target_arch = "x86_64")]
     unsafe {
         core::arch::asm!("syscall", in("rax") SYS_EXIT_GROUP, in("rdi") code as isize, options(noreturn, nostack));
     }
+    // SAFETY: as above.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        core::arch::asm!("svc 0", in("x8") SYS_EXIT_GROUP, in("x0") code as isize, options(noreturn, nostack));
+    }
 }
 
-/// fork(2): `Ok(0)` in the child, the child's pid in the parent. /init is single-threaded,
-/// so the child may use everything the parent had (including the allocator).
+/// fork(2), as clone(2) with SIGCHLD and nothing shared (what glibc's fork does, and the
+/// only way on aarch64): `Ok(0)` in the child, the child's pid in the parent. /init is
+/// single-threaded, so the child may use everything the parent had (the allocator too).
 pub fn fork() -> Result<i32, Errno> {
-    // SAFETY: fork takes no arguments; both processes continue from here.
-    check(unsafe { syscall3(SYS_FORK, 0, 0, 0) }).map(|p| p as i32)
+    // SAFETY: clone with only an exit signal (no stack, thread ids or TLS read: their
+    // argument order differs between architectures, and none is used) copies the process;
+    // both continue from here.
+    check(unsafe { syscall3(SYS_CLONE, SIGCHLD, 0, 0) }).map(|p| p as i32)
 }
 
 /// fork(2) for a child that sends no signal when it ends (clone(2) with exit signal 0: a

@@ -156,7 +156,7 @@ pub fn remove(path: &str, dir: bool) {
 pub fn now_ms() -> u64 {
     let mut t = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime(CLOCK_MONOTONIC, &t) writes one struct timespec (Timespec is
-    // the kernel's __kernel_timespec layout on x86_64).
+    // the kernel's __kernel_timespec layout on 64-bit architectures).
     let r = unsafe { crate::process::syscall3(SYS_CLOCK_GETTIME, 1, &raw mut t as usize, 0) };
     if r != 0 {
         return 0;
@@ -164,7 +164,10 @@ pub fn now_ms() -> u64 {
     t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000
 }
 
+#[cfg(target_arch = "x86_64")]
 const SYS_CLOCK_GETTIME: usize = 228;
+#[cfg(target_arch = "aarch64")]
+const SYS_CLOCK_GETTIME: usize = 113;
 
 pub fn timespec_ms(ms: u64) -> rustix::time::Timespec {
     rustix::time::Timespec { tv_sec: (ms / 1000) as i64, tv_nsec: ((ms % 1000) * 1_000_000) as i64 }

@@ -100,11 +100,18 @@ impl ModuleDb {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() != 3 || f[0] != "alias" {
+            // `alias PATTERN MODULE`, where the pattern may hold spaces (depmod writes a
+            // module's MODULE_ALIAS as it is: arm64's "mt8183_mt6358_ts3a227_max98357 soc
+            // card"): the module is the last word, the pattern everything between.
+            let parsed = line
+                .strip_prefix("alias")
+                .filter(|r| r.starts_with(char::is_whitespace))
+                .and_then(|r| r.trim().rsplit_once(char::is_whitespace))
+                .map(|(p, m)| (p.trim_end(), m));
+            let Some((pattern, module)) = parsed.filter(|(p, _)| !p.is_empty()) else {
                 return Err(ParseError { file: "modules.alias", line: n + 1, msg: format!("bad line \"{line}\"") });
-            }
-            db.aliases.push((normalize_alias(f[1]), normalize(f[2])));
+            };
+            db.aliases.push((normalize_alias(pattern), normalize(module)));
         }
         for (n, line) in softdep.lines().enumerate() {
             let line = line.trim();
@@ -192,6 +199,28 @@ pub(crate) mod tests {
             builtin: builtin.into(),
             builtin_modinfo: modinfo.into(),
         }
+    }
+
+    /// An alias with spaces in it, as depmod writes arm64's sound-card aliases: the module
+    /// is the last word (the whole table was refused, and no module could be loaded).
+    #[test]
+    fn an_alias_may_hold_spaces() {
+        let t = Tables {
+            dep: b"kernel/sound/mt8183_mt6358_ts3a227_max98357.ko:\n".to_vec(),
+            alias: b"alias mt8183_mt6358_ts3a227_max98357 soc card mt8183_mt6358_ts3a227_max98357\nalias  x  \n"
+                .to_vec(),
+            ..Tables::default()
+        };
+        let e = ModuleDb::parse(&t).unwrap_err();
+        assert_eq!((e.file, e.line), ("modules.alias", 2), "a line without a module is still refused");
+        let t = Tables { alias: t.alias[..t.alias.iter().position(|&b| b == b'\n').unwrap() + 1].to_vec(), ..t };
+        let db = ModuleDb::parse(&t).unwrap();
+        assert_eq!(db.aliases.len(), 1);
+        assert_eq!(db.aliases[0].1, "mt8183_mt6358_ts3a227_max98357");
+        assert!(matches!(
+            db.resolve("mt8183_mt6358_ts3a227_max98357 soc card"),
+            crate::Resolved::Modules(m) if m == ["mt8183_mt6358_ts3a227_max98357"]
+        ));
     }
 
     #[test]
