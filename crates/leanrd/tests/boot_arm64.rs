@@ -165,22 +165,13 @@ fn x86_init_refused(s: &Setup) {
 }
 
 fn main() -> std::process::ExitCode {
-    type Case = (&'static str, fn(&Setup));
-    let cases: [Case; 3] = [
-        ("ext4_virtio_mmio", ext4_virtio_mmio),
-        ("btrfs_virtio_scsi_pci", btrfs_virtio_scsi_pci),
-        ("x86_init_refused", x86_init_refused),
-    ];
-    let trials = cases
-        .into_iter()
-        .map(|(name, f)| {
-            test(name, move || {
-                if let Some(s) = setup() {
-                    f(s)
-                }
-                Ok(())
-            })
-        })
-        .collect();
+    let trials = cases(
+        vec![
+            ("ext4_virtio_mmio", ext4_virtio_mmio),
+            ("btrfs_virtio_scsi_pci", btrfs_virtio_scsi_pci),
+            ("x86_init_refused", x86_init_refused),
+        ],
+        setup,
+    );
     run_tests(trials, cores())
 }

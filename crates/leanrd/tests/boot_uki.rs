@@ -368,24 +368,15 @@ fn uki_phases(s: &Setup) {
 }
 
 fn main() -> std::process::ExitCode {
-    type Uki = (&'static str, fn(&Setup));
-    let ukis: [Uki; 5] = [
-        ("uki_zstd", uki_zstd),
-        ("uki_phases", uki_phases),
-        ("uki_signed", uki_signed),
-        ("uki_reflinked", uki_reflinked),
-        ("uki_hostonly", uki_hostonly),
-    ];
-    let trials = ukis
-        .into_iter()
-        .map(|(name, f)| {
-            test(name, move || {
-                if let Some(s) = setup() {
-                    f(s)
-                }
-                Ok(())
-            })
-        })
-        .collect();
+    let trials = cases(
+        vec![
+            ("uki_zstd", uki_zstd),
+            ("uki_phases", uki_phases),
+            ("uki_signed", uki_signed),
+            ("uki_reflinked", uki_reflinked),
+            ("uki_hostonly", uki_hostonly),
+        ],
+        setup,
+    );
     run_tests(trials, cores())
 }

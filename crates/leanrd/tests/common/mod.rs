@@ -138,3 +138,24 @@ pub fn keyboard_host_on(t: &TempDir, luks_uuid: Option<&str>, nvme: bool) -> Fix
         .input("LNXSYSTM:00/LNXPWRBN:00/input/input0", POWER_BUTTON_KEYS);
     f
 }
+
+/// A named test body, given what its binary's setup made.
+#[allow(dead_code)]
+pub type Case<S> = (&'static str, fn(&S));
+
+/// Each case a test of its own, given what `setup` made once for the process; none runs
+/// (each is skipped, or fails in strict mode, inside `setup`) when it made nothing.
+#[allow(dead_code)] // not every test binary has cases
+pub fn cases<S: Sync + 'static>(cases: Vec<Case<S>>, setup: fn() -> Option<&'static S>) -> Vec<leanrd_testkit::Trial> {
+    cases
+        .into_iter()
+        .map(|(name, f)| {
+            test(name, move || {
+                if let Some(s) = setup() {
+                    f(s)
+                }
+                Ok(())
+            })
+        })
+        .collect()
+}
