@@ -120,7 +120,7 @@ impl Modules {
     }
 
     /// Whether loads are queued or running (begun by [`Modules::coldplug`] or
-    /// [`Modules::load_aliases`], which may return before they end).
+    /// [`Modules::add_aliases`], which may return before they end).
     pub fn loading(&self) -> bool {
         !self.queue.is_empty() || !self.running.is_empty()
     }

@@ -96,7 +96,6 @@ fn pcr_signature(
     layout: &uki::Layout,
     kernel: &Path,
 ) -> Result<Vec<u8>> {
-    use std::os::unix::fs::FileExt;
     let (Some(key), Some(public)) = (&a.pcr_private_key, &a.pcr_public_key) else { bail!("no PCR signing key") };
     let tool = first_file(&[
         r.sysroot.join("usr/lib/systemd/systemd-measure"),
@@ -115,10 +114,19 @@ fn pcr_signature(
         let path = match *name {
             ".linux" => kernel.to_path_buf(),
             ".initrd" => {
+                // The section's bytes as a file of their own: copied in the kernel
+                // (std's io::copy of a file range is copy_file_range), not through memory.
+                use std::io::{Read, Seek};
                 let p = dir.path().join("initrd");
-                let mut data = vec![0u8; layout.initrd_len as usize];
-                out.read_exact_at(&mut data, layout.initrd_offset).context("cannot read the UKI's .initrd back")?;
-                fs::write(&p, data).with_context(|| format!("{}: cannot write", p.display()))?;
+                let mut src = out.try_clone().context("cannot reopen the UKI")?;
+                src.seek(std::io::SeekFrom::Start(layout.initrd_offset))
+                    .context("cannot read the UKI's .initrd back")?;
+                let mut dst = fs::File::create(&p).with_context(|| format!("{}: cannot write", p.display()))?;
+                let n = std::io::copy(&mut src.take(layout.initrd_len), &mut dst)
+                    .with_context(|| format!("{}: cannot write", p.display()))?;
+                if n != layout.initrd_len {
+                    bail!("the UKI's .initrd ends {} bytes short", layout.initrd_len - n);
+                }
                 p
             }
             _ => match small.iter().find(|(n, _)| n == name) {
