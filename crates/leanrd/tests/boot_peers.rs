@@ -35,16 +35,22 @@ if grep -qw leanrd.test=peers /proc/cmdline; then
   built() {
     if [ "$1" = 0 ]; then say "LEANRD-PEER $2 built in $(( $(date +%s) - t0 )) s"; else say "LEANRD-PEER $2 failed"; tail -n 20 /root/peer.log; fi
   }
+  # A peer's image made on this machine by an earlier run is on the disk already (the test
+  # cache's peer-images): not made again.
   if command -v mkinitramfs >/dev/null; then
-    echo MODULES=dep > /etc/initramfs-tools/conf.d/leanrd-test
-    # zstd -1: Debian's -9 costs minutes under TCG; the format is the same.
-    t0=$(date +%s); mkinitramfs -c zstd -l 1 -o /boot/peer-itools-dep.img "$kver" >/root/peer.log 2>&1; built $? itools-dep
-    rm -f /etc/initramfs-tools/conf.d/leanrd-test
+    if [ -e /boot/peer-itools-dep.img ]; then say "LEANRD-PEER itools-dep cached"; else
+      echo MODULES=dep > /etc/initramfs-tools/conf.d/leanrd-test
+      # zstd -1: Debian's -9 costs minutes under TCG; the format is the same.
+      t0=$(date +%s); mkinitramfs -c zstd -l 1 -o /boot/peer-itools-dep.img "$kver" >/root/peer.log 2>&1; built $? itools-dep
+      rm -f /etc/initramfs-tools/conf.d/leanrd-test
+    fi
     t0=$(date +%s); leanrd build -k "$kver" -o /boot/peer-leanrd-host.img >/root/peer.log 2>&1; built $? leanrd-host
   fi
   if command -v dracut >/dev/null; then
-    t0=$(date +%s); dracut --hostonly --force --compress "zstd -1 -q -T0" /boot/peer-dracut-host.img "$kver" >/root/peer.log 2>&1
-    built $? dracut-host
+    if [ -e /boot/peer-dracut-host.img ]; then say "LEANRD-PEER dracut-host cached"; else
+      t0=$(date +%s); dracut --hostonly --force --compress "zstd -1 -q -T0" /boot/peer-dracut-host.img "$kver" >/root/peer.log 2>&1
+      built $? dracut-host
+    fi
   fi
 fi
 if grep -qwE 'leanrd.test=(peers|verify)' /proc/cmdline; then
@@ -88,6 +94,30 @@ fn itools_most(tree: &Path, kver: &str) {
     assert!(done, "mkinitramfs MODULES=most in a chroot: {log}");
 }
 
+/// The peers' images of a root (`flavour`), and the key they are cached by in the test cache
+/// (peer-images/KEY): what they are made from is the peer's root, the kernel and its modules,
+/// the hook that makes them and the machine it runs on (the first boot below: virtio-blk, 1
+/// GiB). Made under TCG they cost two minutes each; a run that finds them copies them into
+/// the root, and the hook makes only leanrd's.
+fn peer_images(flavour: &str, kernel: &Path, kver: &str) -> (&'static [&'static str], String) {
+    use leanrd_testkit::scenario::{file_key, key_of};
+    let images: &[&str] = match flavour {
+        "dracut" => &["peer-dracut-host.img"],
+        _ => &["peer-itools-dep.img", "peer-itools-most.img"],
+    };
+    let root = debian_root(flavour).expect("the peer's root");
+    let made = root.file_name().unwrap().to_string_lossy().into_owned();
+    let key = key_of(&[
+        b"peer-images-1 virtio-blk 1024M",
+        made.as_bytes(),
+        file_key(&root.join("var/lib/dpkg/status")).as_bytes(),
+        file_key(kernel).as_bytes(),
+        file_key(Path::new(&format!("/lib/modules/{kver}/modules.dep"))).as_bytes(),
+        HOOK.as_bytes(),
+    ]);
+    (images, key)
+}
+
 /// The report the hook wrote on a root's disk.
 fn report(t: &TempDir, disk: &Disk) -> String {
     let out = t.join("report.txt");
@@ -106,14 +136,21 @@ fn verify_verdicts_match_the_boots_of_peer_images() {
         let hook = tree.join("usr/local/sbin/leanrd-test-hook");
         fs::write(&hook, HOOK).unwrap();
         sh(&format!("chmod 755 {}", hook.display()));
-        if flavour == "initramfs-tools" {
+        let (images, key) = peer_images(flavour, &kernel, &kver);
+        let cached = leanrd_testkit::scenario::cached_if_made("peer-images", &key);
+        if let Some(dir) = &cached {
+            for i in images {
+                fs::copy(dir.join(i), tree.join("boot").join(i)).unwrap();
+            }
+            eprintln!("{flavour}: the peer's images made by an earlier run ({})", dir.display());
+        } else if flavour == "initramfs-tools" {
             itools_most(&tree, &kver);
         }
         let f = Fs { kind: "ext4", uuid: uuid(40 + n as u32), subvol: false };
         let fstab = format!("UUID={} / ext4 defaults 0 1\n", f.uuid);
         let disks = make(&t, &format!("peer-{flavour}"), true, Bus::VirtioBlk, &f, &tree, Some(&fstab));
         sh(&format!("rm -rf {}", tree.display()));
-        roots.push((flavour, f, disks.into_iter().next().unwrap()));
+        roots.push((flavour, f, disks.into_iter().next().unwrap(), cached.is_none().then_some((images, key))));
     }
     let univ = t.join("universal.img");
     let sysroot = prepare(&t, &kver, &init, "").unwrap();
@@ -133,7 +170,7 @@ fn verify_verdicts_match_the_boots_of_peer_images() {
     for (machine, bus, test) in [("virtio-blk", Bus::VirtioBlk, "peers"), ("AHCI", Bus::Ahci, "verify")] {
         let boots: Vec<Boot> = roots
             .iter()
-            .map(|(flavour, f, d)| {
+            .map(|(flavour, f, d, _)| {
                 let disk = Disk { path: d.path.clone(), gpt: d.gpt, bus };
                 let what = if test == "peers" { "builds its images" } else { "verify" };
                 let mut b = Boot::new(
@@ -146,14 +183,22 @@ fn verify_verdicts_match_the_boots_of_peer_images() {
                 b
             })
             .collect();
-        for ((b, o), (flavour, _, d)) in boots.iter().zip(run_all(&kernel, &boots)).zip(&roots) {
+        for ((b, o), (flavour, _, d, to_cache)) in boots.iter().zip(run_all(&kernel, &boots)).zip(&roots) {
             assert!(o.met, "{}: missing {:?}, unwanted {:?}\n{}", b.name, o.missing, o.unwanted, tail(&o.log));
             let text = report(&t, d);
             if test == "peers" {
                 let made: &[&str] =
                     if *flavour == "dracut" { &["dracut-host"] } else { &["itools-dep", "leanrd-host"] };
                 for m in made {
-                    assert!(text.contains(&format!("LEANRD-PEER {m} built")), "{}: {m} not built:\n{text}", b.name);
+                    let there = ["built", "cached"].iter().any(|how| text.contains(&format!("LEANRD-PEER {m} {how}")));
+                    assert!(there, "{}: {m} not built:\n{text}", b.name);
+                }
+                if let Some((images, key)) = to_cache {
+                    leanrd_testkit::scenario::cached("peer-images", key, |dir| {
+                        for i in *images {
+                            take_file(&t, d, false, &format!("boot/{i}"), &dir.join(i));
+                        }
+                    });
                 }
             }
             for (img, v) in verdicts(&text) {
@@ -166,17 +211,22 @@ fn verify_verdicts_match_the_boots_of_peer_images() {
     // 3. Every image boots its root on both machines.
     let mut boots = Vec::new();
     let mut cases = Vec::new();
-    for (flavour, f, d) in &roots {
+    for (flavour, f, d, _) in &roots {
         let images: BTreeSet<&String> = verdict.keys().map(|(i, _)| i).collect();
         for img in images {
             let file: PathBuf = t.join(format!("{flavour}-{img}.img"));
             if take_file_maybe(&t, d, &format!("boot/{img}.img"), &file).is_none() {
                 continue; // the other root's
             }
-            // Each /init's own way to end a failed boot soon: initramfs-tools reboots on
-            // panic=, dracut's emergency powers off with rd.shell=0.
-            let extra =
-                "quiet rd.retry=20 rd.timeout=40 rd.shell=0 rd.emergency=poweroff rootdelay=20 leanrd.timeout=20";
+            // Each /init's own way to end a failed boot soon, on its own command line:
+            // initramfs-tools waits rootdelay= for the root, then reboots on panic=; dracut's
+            // emergency powers off with rd.shell=0; leanrd gives up after leanrd.timeout= (its
+            // rootdelay= is the kernel's: a pause before looking, 20 s lost on every boot).
+            let extra = match img.split('-').nth(1) {
+                Some("itools") => "quiet rootdelay=20",
+                Some("dracut") => "quiet rd.retry=20 rd.timeout=40 rd.shell=0 rd.emergency=poweroff",
+                _ => "quiet leanrd.timeout=20",
+            };
             for (machine, bus) in [("virtio-blk", Bus::VirtioBlk), ("AHCI", Bus::Ahci)] {
                 let disk = Disk { path: d.path.clone(), gpt: d.gpt, bus };
                 let mut b = Boot::new(

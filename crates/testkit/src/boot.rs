@@ -204,13 +204,13 @@ pub fn run_console_acting(
             let _ = stdin.flush();
         }
         if stop.iter().any(|s| tail.contains(s.as_str())) {
-            // Let the console finish its line, then end the VM (`timeout` runs QEMU: kill both).
+            // Let the console finish its line, then end the VM (`timeout` runs QEMU: kill both)
+            // and take what it wrote meanwhile. Not a read before the kill: a console that
+            // stops at a prompt writes nothing more, and the read would wait out the timeout.
             std::thread::sleep(std::time::Duration::from_millis(500));
-            if let Ok(n) = stdout.read(&mut buf) {
-                log.extend_from_slice(&buf[..n]);
-            }
             let _ = Command::new("pkill").args(["-KILL", "-P", &child.id().to_string()]).status();
             let _ = child.kill();
+            let _ = stdout.read_to_end(&mut log);
             break;
         }
     }

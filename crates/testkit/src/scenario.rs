@@ -309,7 +309,7 @@ fn memo<T: Clone + Send + Sync + 'static>(key: &str, f: impl FnOnce() -> T) -> T
 }
 
 /// A hash of what something is made from, for cache keys.
-fn key_of(parts: &[&[u8]]) -> String {
+pub fn key_of(parts: &[&[u8]]) -> String {
     let mut h = Sha256::new();
     for p in parts {
         h.update((p.len() as u64).to_le_bytes());
@@ -318,7 +318,8 @@ fn key_of(parts: &[&[u8]]) -> String {
     h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
-fn file_key(path: &Path) -> String {
+/// [`key_of`] a file's content.
+pub fn file_key(path: &Path) -> String {
     key_of(&[&fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))])
 }
 
@@ -349,6 +350,17 @@ pub fn cached(kind: &str, key: &str, make: impl FnOnce(&Path)) -> PathBuf {
     }
     let _ = fs::File::open(&path).and_then(|f| f.set_modified(std::time::SystemTime::now()));
     path
+}
+
+/// The test cache's entry `kind/key` if it was made ([`cached`]), marked as used.
+pub fn cached_if_made(kind: &str, key: &str) -> Option<PathBuf> {
+    let dir =
+        Path::new(&std::env::var("LEANRD_TEST_CACHE").unwrap_or_else(|_| "/var/cache/leanrd-tests".into())).join(kind);
+    let lock = fs::File::create(dir.join(format!("{key}.lock"))).ok()?;
+    lock.lock().ok()?;
+    let path = dir.join(key);
+    fs::File::open(&path).and_then(|f| f.set_modified(std::time::SystemTime::now())).ok()?;
+    Some(path)
 }
 
 /// Remove the entries of `dir` (and partial ones a killed run left) not used for `age`,
@@ -420,9 +432,11 @@ fn suite(root: Root) -> Result<Option<Suite>, String> {
             Root::Debian13 => (root_kernel(&cached), String::new()),
         };
         let finish = finish_base(&path);
-        // The root by its packages' versions (a root made again may hold newer ones).
+        // The root by its packages' versions (a root made again may hold newer ones) and by
+        // how it was made (tools/debian-root names it so).
         let status = file_key(&cached.join("var/lib/dpkg/status"));
-        let key = key_of(&[DISKS.as_bytes(), status.as_bytes(), modules_key.as_bytes(), &finish]);
+        let made = cached.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let key = key_of(&[DISKS.as_bytes(), status.as_bytes(), made.as_bytes(), modules_key.as_bytes(), &finish]);
         Ok(Some(Suite { kver: kver_of(&kernel), kernel, init, base: Tree { path, key } }))
     })
 }
