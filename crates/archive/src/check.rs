@@ -35,8 +35,12 @@ struct Link {
 /// Collects problems while the reader walks the image.
 #[derive(Default)]
 pub struct Checker {
+    /// Every problem found, one line each, with where it is; empty when the kernel would unpack
+    /// the image as intended.
     pub problems: Vec<String>,
+    /// Segments walked.
     pub segments: usize,
+    /// Entries walked, over all segments (trailers not counted).
     pub entries: usize,
     /// (dev major, dev minor, ino, type) → first member: identity, data seen, name.
     links: HashMap<LinkKey, Link>,
@@ -45,6 +49,7 @@ pub struct Checker {
 }
 
 impl Checker {
+    /// A checker that has seen nothing yet.
     pub fn new() -> Checker {
         Checker::default()
     }

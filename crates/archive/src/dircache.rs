@@ -14,14 +14,23 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 /// What an entry needs of a source's `lstat`.
 #[derive(Debug, Clone, Copy)]
 pub struct Lstat {
+    /// File type and permission bits (`st_mode`).
     pub mode: u32,
+    /// Owner's user ID.
     pub uid: u32,
+    /// Owner's group ID.
     pub gid: u32,
+    /// Number of hard links to the file.
     pub nlink: u64,
+    /// Modification time, in seconds since the epoch (negative before it).
     pub mtime: i64,
+    /// The device holding the file (`st_dev`): with `ino`, the file's identity for hard links.
     pub dev: u64,
+    /// The device a character or block device node stands for (`st_rdev`); 0 for other files.
     pub rdev: u64,
+    /// Inode number on `dev`.
     pub ino: u64,
+    /// Size in bytes (a symlink's: its target's length).
     pub size: u64,
 }
 

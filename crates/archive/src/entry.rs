@@ -19,17 +19,29 @@ pub enum Data {
     Inline(Box<[u8]>),
     /// A regular file on disk, `size` bytes as seen when the input was read (newc sizes
     /// are 32-bit: see [`Data::file`]).
-    File { path: Box<Path>, size: u32 },
+    File {
+        /// The file to read the data from.
+        path: Box<Path>,
+        /// The data's length in bytes.
+        size: u32,
+    },
     /// A regular file at `root/NAME` (NAME: the entry's name), `size` bytes: what a tree
     /// input makes, so that 200,000 entries do not hold their path twice.
-    Tree { root: Arc<Path>, size: u32 },
+    Tree {
+        /// The tree's directory, shared by all its entries.
+        root: Arc<Path>,
+        /// The data's length in bytes.
+        size: u32,
+    },
 }
 
 /// A file larger than newc can describe.
 #[derive(Debug, thiserror::Error)]
 #[error("{}: {size} bytes is larger than newc's 4 GiB limit", path.display())]
 pub struct TooLarge {
+    /// The file that is too large.
     pub path: PathBuf,
+    /// Its size in bytes (4 GiB or more).
     pub size: u64,
 }
 
@@ -51,6 +63,7 @@ impl Data {
         Data::Inline(bytes.into())
     }
 
+    /// The data's length in bytes: the entry's newc `filesize`.
     pub fn len(&self) -> u64 {
         match self {
             Data::None => 0,
@@ -59,6 +72,7 @@ impl Data {
         }
     }
 
+    /// Whether there are no data bytes (as for [`Data::None`]).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -71,15 +85,27 @@ pub struct Entry {
     pub name: Box<[u8]>,
     /// File type and permission bits.
     pub mode: u32,
+    /// Owner's user ID.
     pub uid: u32,
+    /// Owner's group ID.
     pub gid: u32,
+    /// Link count; a regular file with more than one is a member of a hard-link set, which the
+    /// kernel links by (`dev_major`, `dev_minor`, `ino`).
     pub nlink: u32,
+    /// Modification time, in seconds since the epoch (newc keeps 32 bits).
     pub mtime: u32,
+    /// Inode number, as the header carries it (inputs number entries in order); the members of a
+    /// hard-link set share one.
     pub ino: u32,
+    /// Major number of the device the source file is on (c_maj); 0 unless `--keep-devno`.
     pub dev_major: u32,
+    /// Minor number of the device the source file is on (c_min); 0 unless `--keep-devno`.
     pub dev_minor: u32,
+    /// For a character or block device node, the major number it stands for; 0 otherwise.
     pub rdev_major: u32,
+    /// For a character or block device node, the minor number it stands for; 0 otherwise.
     pub rdev_minor: u32,
+    /// Where the data comes from (a regular file's contents, a symlink's target).
     pub data: Data,
 }
 
@@ -108,6 +134,7 @@ impl Entry {
         FileKind::from_mode(self.mode)
     }
 
+    /// Whether it is a regular file.
     pub fn is_regular(&self) -> bool {
         self.kind() == Some(FileKind::Regular)
     }
@@ -182,6 +209,7 @@ impl Normalize {
         self.mtime.or(self.clamp_mtime).unwrap_or(0)
     }
 
+    /// The owner (uid, gid) to store for a file owned by `uid`:`gid`: the `--owner` one when set.
     pub fn owner(&self, uid: u32, gid: u32) -> (u32, u32) {
         self.owner.unwrap_or((uid, gid))
     }

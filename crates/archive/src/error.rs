@@ -13,14 +13,19 @@ use crate::entry::TooLarge;
 use crate::manifest::ManifestError;
 use crate::output::OutputError;
 
+/// Why an operation of this library (or of leanrd-gen, which shares it) failed.
 #[derive(Debug, Error)]
 pub enum Error {
+    /// A manifest line that cannot be used.
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+    /// A file larger than newc's 4 GiB limit.
     #[error(transparent)]
     TooLarge(#[from] TooLarge),
+    /// An output file that could not be written.
     #[error(transparent)]
     Output(#[from] OutputError),
+    /// An I/O failure passed up as it is, without a place.
     #[error(transparent)]
     Io(#[from] io::Error),
     /// Input that is not what it must be; the message names where.
@@ -29,12 +34,15 @@ pub enum Error {
     /// What was being done (with the file or offset) when `source` happened.
     #[error("{what}")]
     Context {
+        /// What was being done, naming the file or offset.
         what: String,
+        /// The error it failed with.
         #[source]
         source: Box<dyn StdError + Send + Sync + 'static>,
     },
 }
 
+/// A result whose error is this crate's [`Error`](enum@Error) unless another is named.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
@@ -55,9 +63,12 @@ impl Error {
 }
 
 /// `.context(...)` and `.with_context(|| ...)` on results and options, as the CLI's anyhow
-/// has them, for this library's [`Error`].
+/// has them, for this library's [`Error`](enum@Error).
 pub trait Context<T> {
+    /// An error becomes an [`Error::Context`] saying `what` was being done, over the error; a None
+    /// becomes an [`Error::Invalid`] saying `what`.
     fn context(self, what: impl Into<String>) -> Result<T>;
+    /// As `context`, with the message made by `f` only when there is an error.
     fn with_context<C: Into<String>>(self, f: impl FnOnce() -> C) -> Result<T>;
 }
 

@@ -38,8 +38,11 @@ struct Request {
 pub struct Usage {
     /// Bytes in mapped extents (holes excluded).
     pub total: u64,
+    /// Bytes in extents the file system marks as shared with other files (reflinked).
     pub shared: u64,
+    /// Bytes in extents that belong to this file alone.
     pub exclusive: u64,
+    /// Number of mapped extents.
     pub extents: u64,
 }
 

@@ -16,10 +16,13 @@ use crate::write::{self, Stats};
 /// One segment to write.
 #[derive(Debug, Clone)]
 pub struct SegmentSpec {
+    /// The segment's entries, in archive order.
     pub entries: Vec<Entry>,
+    /// The segment's compression (`none` for an uncompressed segment).
     pub compress: Spec,
     /// Data alignment (uncompressed segments only; meaningless inside a compressed stream).
     pub data_align: Option<u64>,
+    /// Write `070702` headers with data checksums the kernel verifies.
     pub checksum: bool,
     /// Where this (compressed) segment's bytes are kept between builds: when the file is
     /// there, its bytes are the segment (copied in, nothing compressed); when it is not, the
@@ -31,9 +34,13 @@ pub struct SegmentSpec {
 /// What writing a segment did.
 #[derive(Debug, Clone)]
 pub struct SegmentStats {
+    /// Offset of its first byte in the image file.
     pub offset: u64,
+    /// Bytes it takes in the image file (compressed, for a compressed segment).
     pub len: u64,
+    /// The compression it was written with.
     pub compress: Spec,
+    /// What writing its archive did (for a reused segment, only the entry count and archive size).
     pub archive: Stats,
     /// Taken whole from its kept file ([`SegmentSpec::kept`]).
     pub reused: bool,

@@ -26,16 +26,28 @@ use crate::names::{check_name, find_conflict};
 #[derive(Debug, Clone)]
 pub enum Sources {
     /// Names under a directory (`--root`): each is read at `root/NAME`.
-    Tree { root: Arc<Path>, names: Vec<Box<[u8]>> },
+    Tree {
+        /// The directory the names are under.
+        root: Arc<Path>,
+        /// The names relative to `root`, as stored, in archive order.
+        names: Vec<Box<[u8]>>,
+    },
     /// A path list (`--paths`): each path is read as given and stored with leading `./`
     /// stripped; `line` is its line in the list, for errors.
-    List { origin: String, items: Vec<ListItem> },
+    List {
+        /// What errors call the list (`<stdin>`, a file name).
+        origin: String,
+        /// The list's paths, in archive order.
+        items: Vec<ListItem>,
+    },
 }
 
 /// One item of a path list.
 #[derive(Debug, Clone)]
 pub struct ListItem {
+    /// The path as the list gives it.
     pub path: Box<[u8]>,
+    /// Its line (item) number in the list, from 1; 0 when it has none.
     pub line: usize,
 }
 

@@ -30,7 +30,9 @@ pub struct Options {
 pub struct Placed<'a> {
     /// Offset of the header in the image file.
     pub offset: u64,
+    /// The newc header, with its padded name size and checksum.
     pub header: Header,
+    /// The name as stored, without the terminating NUL.
     pub name: &'a [u8],
     /// The entry it stands for; `None` for fillers and the trailer.
     pub entry: Option<&'a Entry>,
@@ -69,12 +71,14 @@ struct Extra {
 /// which keeps a plan of 200,000 entries small.
 #[derive(Debug, Clone)]
 pub struct Layout {
+    /// The entries, in archive order (fillers and the trailer are not among them).
     pub entries: Vec<Entry>,
     namesizes: Vec<u16>,
     checks: Vec<u32>,
     extras: Vec<Extra>,
     /// Image offset just past the archive (4-aligned).
     pub end: u64,
+    /// The options it was planned with.
     pub options: Options,
     /// Regular files big enough to be aligned.
     pub eligible: usize,
@@ -188,6 +192,7 @@ impl Layout {
         self.end - self.options.base
     }
 
+    /// Whether the archive has no entries (it still has its trailer).
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -2,7 +2,7 @@
 //!
 //! Data flow: an input ([`manifest`], [`input::tree`], [`input::paths`]) yields an ordered list
 //! of [`Entry`] values; [`layout::Layout::plan`] fixes every offset (name padding for data
-//! alignment, filler entries where the name cap forbids it); [`write`] puts the bytes in place,
+//! alignment, filler entries where the name cap forbids it); [`write`](mod@write) puts the bytes in place,
 //! cloning file data with `FICLONERANGE`/`copy_file_range` where it can. [`read`] streams
 //! images back, segment by segment, for `ls`, `extract`, `check`.
 //!
@@ -20,6 +20,8 @@
 //! assert!(checker.problems.is_empty());
 //! # Ok::<(), leanrd_archive::Error>(())
 //! ```
+
+#![deny(missing_docs)]
 
 pub mod check;
 pub mod dircache;

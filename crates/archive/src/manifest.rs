@@ -30,8 +30,11 @@ use crate::names::{canonical, check_name, find_conflict, kernel_conflict};
 #[derive(Debug, Error)]
 #[error("{file}:{line}: {msg}")]
 pub struct ManifestError {
+    /// The manifest's name, as the caller gave it (`origin`).
     pub file: String,
+    /// The line, counting from 1.
     pub line: usize,
+    /// What is wrong with the line.
     pub msg: String,
 }
 

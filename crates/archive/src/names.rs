@@ -92,7 +92,9 @@ pub fn kernel_conflict(name: &[u8], kind: Option<FileKind>) -> Option<String> {
 /// is not a directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Conflict {
+    /// Index of the entry whose name lies beneath `parent`.
     pub under: usize,
+    /// Index of the entry that is not a directory but has `under` beneath it.
     pub parent: usize,
 }
 

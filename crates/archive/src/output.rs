@@ -22,8 +22,11 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 #[error("{path}: {what}: {source}")]
 pub struct OutputError {
+    /// The file (or directory) the operation was on.
     pub path: PathBuf,
+    /// What failed, as a phrase (`cannot set the mode`).
     pub what: &'static str,
+    /// The I/O error.
     #[source]
     pub source: std::io::Error,
 }
@@ -125,6 +128,7 @@ impl AtomicFile {
         Ok(AtomicFile { dest: dest.to_path_buf(), dir, named, file, committed: false })
     }
 
+    /// The file to write the output into (a temporary until [`AtomicFile::commit`]).
     pub fn file(&self) -> &File {
         &self.file
     }

@@ -17,9 +17,11 @@ use leanrd_newc::{HEADER_LEN, Header, PATH_MAX, TRAILER, decode_name};
 /// Where a segment starts and what it is.
 #[derive(Debug, Clone)]
 pub struct Segment {
+    /// Its number in the image, from 0.
     pub index: usize,
     /// Offset of its first byte in the image file.
     pub offset: u64,
+    /// Its compression, recognised by its magic ([`Format::None`] for a plain cpio archive).
     pub format: Format,
     /// Its first bytes (up to [`SEGMENT_HEAD`]; fewer only where the image ends).
     pub head: Vec<u8>,
@@ -28,21 +30,28 @@ pub struct Segment {
 /// How a segment ended.
 #[derive(Debug, Clone)]
 pub struct SegmentEnd {
+    /// The segment's number in the image, from 0.
     pub index: usize,
+    /// Offset of the segment's first byte in the image file.
     pub offset: u64,
     /// Bytes in the image file.
     pub len: u64,
     /// Bytes of cpio data after decompression.
     pub uncompressed: u64,
+    /// Entries read in it (trailers not counted).
     pub entries: usize,
+    /// Whether its last header was the `TRAILER!!!` (the kernel needs none).
     pub trailer: bool,
 }
 
 /// One entry as read.
 #[derive(Debug, Clone)]
 pub struct ReadEntry {
+    /// The decoded newc header.
     pub header: Header,
+    /// The name as stored, without the terminating NUL.
     pub name: Vec<u8>,
+    /// The segment it is in, from 0.
     pub segment: usize,
     /// Offset of the header in the segment's (uncompressed) stream.
     pub stream_offset: u64,
@@ -51,6 +60,7 @@ pub struct ReadEntry {
 }
 
 impl ReadEntry {
+    /// The name as text, bytes that are not UTF-8 replaced (U+FFFD).
     pub fn name_lossy(&self) -> String {
         String::from_utf8_lossy(&self.name).into_owned()
     }
@@ -70,6 +80,7 @@ pub struct Summing<'a> {
 }
 
 impl<'a> Summing<'a> {
+    /// A reader over `r` whose sum starts at 0.
     pub fn new(r: &'a mut dyn Read) -> Summing<'a> {
         Summing { r, sum: 0 }
     }
@@ -91,10 +102,13 @@ impl Read for Summing<'_> {
 /// Something the kernel would not unpack as intended; the walk goes on.
 #[derive(Debug, Clone)]
 pub struct Problem {
+    /// The segment it is in, from 0.
     pub segment: usize,
     /// Image offset (uncompressed segments) or offset in the decompressed stream.
     pub offset: u64,
+    /// Whether the segment is compressed (then `offset` is in the decompressed stream).
     pub compressed: bool,
+    /// What is wrong, and what the kernel does with it.
     pub message: String,
 }
 
@@ -110,14 +124,18 @@ impl std::fmt::Display for Problem {
 
 /// Receives what the reader finds.
 pub trait Visitor {
+    /// A segment starts; an error ends the walk with it. Does nothing unless overridden.
     fn segment(&mut self, _s: &Segment) -> Result<()> {
         Ok(())
     }
     /// `data` yields the entry's `filesize` bytes; whatever is not read is skipped.
     fn entry(&mut self, e: &ReadEntry, data: &mut dyn Read) -> Result<()>;
+    /// A segment ended; an error ends the walk with it. Does nothing unless overridden.
     fn segment_end(&mut self, _s: &SegmentEnd) -> Result<()> {
         Ok(())
     }
+    /// Something the kernel would not unpack as intended; an error ends the walk with it. Does
+    /// nothing unless overridden.
     fn problem(&mut self, _p: &Problem) -> Result<()> {
         Ok(())
     }

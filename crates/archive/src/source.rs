@@ -34,14 +34,14 @@ impl Source for std::fs::File {
 }
 
 /// A byte range of a file read as the whole image: the `.initrd` section of a UKI.
-pub struct Window {
+pub(crate) struct Window {
     file: std::fs::File,
     pos: u64,
     end: u64,
 }
 
 impl Window {
-    pub fn new(file: std::fs::File, offset: u64, len: u64) -> Window {
+    pub(crate) fn new(file: std::fs::File, offset: u64, len: u64) -> Window {
         Window { file, pos: offset, end: offset.saturating_add(len) }
     }
 }

@@ -40,10 +40,13 @@ pub struct Parts<'a> {
 pub struct Layout {
     /// (name, file offset, size) of every added section.
     pub sections: Vec<(String, u64, u64)>,
+    /// File offset of the `.initrd` section's data (a multiple of the output's block size).
     pub initrd_offset: u64,
+    /// Length of the `.initrd` section's data (the initramfs image) in bytes.
     pub initrd_len: u64,
-    /// Bytes of the kernel cloned (shared with /boot/vmlinuz-KVER) and copied.
+    /// Bytes of the kernel cloned (shared with /boot/vmlinuz-KVER).
     pub kernel_cloned: u64,
+    /// Bytes of the kernel copied (where cloning was not possible).
     pub kernel_copied: u64,
 }
 
@@ -266,7 +269,7 @@ pub fn write(out: &File, stub: &Path, parts: &Parts, initrd: impl FnOnce(&File, 
     Ok(Layout { sections, initrd_offset, initrd_len, kernel_cloned, kernel_copied })
 }
 
-/// Write `data` into the section `name` that [`write`] kept room for ([`Parts::reserve`]):
+/// Write `data` into the section `name` that [`write()`] kept room for ([`Parts::reserve`]):
 /// its size becomes the data's, and the checksum is made again. The UKI is signed after.
 pub fn fill(out: &File, name: &str, data: &[u8]) -> Result<()> {
     let mut head = vec![0u8; 65536];
@@ -303,8 +306,11 @@ fn sections_with_headers(head: &[u8]) -> Vec<(Section, usize)> {
 /// size in memory: what systemd-stub measures; the file's raw data may be longer, padded).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Section {
+    /// The section's name (`.linux`, `.initrd`, ...), without NUL padding.
     pub name: String,
+    /// File offset of its data.
     pub offset: u64,
+    /// Its size in memory, in bytes.
     pub len: u64,
 }
 

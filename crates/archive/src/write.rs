@@ -33,15 +33,21 @@ const FLUSH_AT: usize = 1 << 20;
 /// What a write did.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
+    /// Entries written (fillers and the trailer not counted).
     pub entries: usize,
+    /// Bytes of the archive (uncompressed).
     pub bytes: u64,
+    /// Regular files big enough to be aligned.
     pub eligible: usize,
+    /// Of those, the ones whose data is aligned.
     pub aligned: usize,
+    /// Filler entries inserted because a name was too long to pad.
     pub fillers: usize,
     /// File data shared with its source (FICLONERANGE succeeded).
     pub cloned: u64,
     /// File data copied.
     pub copied: u64,
+    /// How long the write took (wall-clock).
     pub elapsed: Duration,
 }
 

@@ -26,13 +26,13 @@ pub(crate) struct Chunked<W> {
 impl<W: Write> Chunked<W> {
     /// Chunks of `chunk` bytes, `per_batch` of them compressed at a time on `threads`
     /// threads.
-    pub fn new(out: W, chunk: usize, per_batch: usize, threads: u32) -> Self {
+    pub(crate) fn new(out: W, chunk: usize, per_batch: usize, threads: u32) -> Self {
         let per_batch = per_batch.max(1);
         Chunked { out, chunk, per_batch, threads: threads.max(1), buf: Vec::new(), tail: Vec::new() }
     }
 
     /// Add input; whenever a batch is full, compress and emit it.
-    pub fn push(&mut self, mut b: &[u8], f: &(impl Fn(&[u8], &[u8]) -> Vec<u8> + Sync)) -> io::Result<()> {
+    pub(crate) fn push(&mut self, mut b: &[u8], f: &(impl Fn(&[u8], &[u8]) -> Vec<u8> + Sync)) -> io::Result<()> {
         let batch = self.chunk * self.per_batch;
         while !b.is_empty() {
             let take = (batch - self.buf.len()).min(b.len());
@@ -46,7 +46,7 @@ impl<W: Write> Chunked<W> {
     }
 
     /// Compress and emit what is buffered (the last chunk may be short).
-    pub fn emit(&mut self, f: &(impl Fn(&[u8], &[u8]) -> Vec<u8> + Sync)) -> io::Result<()> {
+    pub(crate) fn emit(&mut self, f: &(impl Fn(&[u8], &[u8]) -> Vec<u8> + Sync)) -> io::Result<()> {
         let (buf, tail) = (&self.buf, &self.tail);
         let jobs: Vec<(&[u8], &[u8])> = buf
             .chunks(self.chunk)

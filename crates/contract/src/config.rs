@@ -37,6 +37,7 @@ pub enum Capability {
 }
 
 impl Capability {
+    /// Every capability, for looking names up and listing the known ones.
     pub const ALL: [Capability; 7] = [
         Capability::Luks,
         Capability::Lvm,
@@ -47,6 +48,7 @@ impl Capability {
         Capability::Nvmf,
     ];
 
+    /// The capability's name: what a feature's `init =` and the configuration's `layer` line spell.
     pub fn name(self) -> &'static str {
         match self {
             Capability::Luks => "luks",
@@ -59,6 +61,7 @@ impl Capability {
         }
     }
 
+    /// The capability [`Capability::name`] spells `s`; None for an unknown name.
     pub fn from_name(s: &str) -> Option<Capability> {
         Capability::ALL.into_iter().find(|c| c.name() == s)
     }
@@ -67,7 +70,9 @@ impl Capability {
 /// A capability the image has, with the modules /init loads before using it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layer {
+    /// What /init can do with this layer.
     pub capability: Capability,
+    /// Module names and aliases /init loads before using the capability (may be empty).
     pub modules: Vec<String>,
 }
 
@@ -78,10 +83,16 @@ pub struct Layer {
 pub struct Mounts {
     /// The root, of any kind (a block device, an NFS export).
     pub root: Option<Root>,
+    /// The root's file system type, or a comma list of types to try (`rootfstype=`); None: the
+    /// type /init's probe finds.
     pub rootfstype: Option<String>,
+    /// The root's mount options (`rootflags=`), as given; None: the defaults.
     pub rootflags: Option<String>,
+    /// A separate /usr's device (`mount.usr=`); None: /usr is on the root.
     pub usr: Option<DeviceRef>,
+    /// /usr's file system type (`mount.usrfstype=`); None: the type /init's probe finds.
     pub usrfstype: Option<String>,
+    /// /usr's mount options (`mount.usrflags=`), as given; None: the defaults.
     pub usrflags: Option<String>,
 }
 
@@ -124,8 +135,9 @@ pub struct InitConfig {
     /// The NVMe over TCP subsystems (or discovery controllers) the root's devices come from,
     /// connected to when the command line names none.
     pub nvmf: Vec<NvmfTarget>,
-    /// This host's NVMe NQN and ID (host-only: the ones its controllers connected with).
+    /// This host's NVMe NQN (host-only: the one its controllers connected with).
     pub nvmf_hostnqn: Option<String>,
+    /// This host's NVMe host ID (host-only: the one its controllers connected with).
     pub nvmf_hostid: Option<String>,
 }
 
@@ -136,6 +148,7 @@ pub const KEYMAP_DIR: &str = "/etc/leanrd/keymaps";
 /// A crypttab entry in the image.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Crypt {
+    /// The crypttab line: name, device, key and options.
     pub entry: CryptEntry,
     /// Unlock it at boot whether or not anything names it.
     pub needed: bool,
@@ -145,7 +158,9 @@ pub struct Crypt {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {why}")]
 pub struct DecodeError {
+    /// The line of the text form, counting from 1.
     pub line: usize,
+    /// What is wrong with that line.
     pub why: String,
 }
 
@@ -201,6 +216,7 @@ impl InitConfig {
 /// and [`InitConfig::decode`] both go through [`FIELDS`], so no key can be written without
 /// being read, or read in a form it is not written in.
 pub struct Field {
+    /// The word that starts each of its lines (`kver`, `root`, `crypt`...).
     pub key: &'static str,
     /// What it tells /init.
     pub doc: &'static str,

@@ -17,7 +17,12 @@ pub enum CryptKey {
     /// A key file at this path in the image.
     File(String),
     /// A key file at `path` on another (removable) device: waited for, then the passphrase.
-    OnDevice { path: String, device: DeviceRef },
+    OnDevice {
+        /// The key file's path on that device's file system.
+        path: String,
+        /// The device holding the key file.
+        device: DeviceRef,
+    },
 }
 
 impl CryptKey {
@@ -63,11 +68,17 @@ pub struct CryptOptions {
     pub other_type: Option<String>,
     /// `discard`: pass discards down (cryptsetup `--allow-discards`).
     pub discard: bool,
-    /// `no-read-workqueue`, `no-write-workqueue`, `same-cpu-crypt`,
-    /// `submit-from-crypt-cpus`: dm-crypt performance flags.
+    /// `no-read-workqueue`: dm-crypt decrypts reads without its work queue (a performance flag,
+    /// cryptsetup `--perf-no_read_workqueue`).
     pub no_read_workqueue: bool,
+    /// `no-write-workqueue`: dm-crypt encrypts writes without its work queue (a performance
+    /// flag, cryptsetup `--perf-no_write_workqueue`).
     pub no_write_workqueue: bool,
+    /// `same-cpu-crypt`: dm-crypt encrypts on the CPU that submitted the I/O (a performance
+    /// flag, cryptsetup `--perf-same_cpu_crypt`).
     pub same_cpu_crypt: bool,
+    /// `submit-from-crypt-cpus`: dm-crypt submits writes from its encryption threads (a
+    /// performance flag, cryptsetup `--perf-submit_from_crypt_cpus`).
     pub submit_from_crypt_cpus: bool,
     /// `readonly` / `read-only`.
     pub readonly: bool,
@@ -75,8 +86,10 @@ pub struct CryptOptions {
     pub tries: u32,
     /// `timeout=`: seconds the passphrase prompt waits (0: no limit).
     pub timeout: u64,
-    /// `keyfile-offset=`, `keyfile-size=`: the part of the key file that is the key.
+    /// `keyfile-offset=`: where in the key file the key starts, in bytes; None: at its start.
     pub keyfile_offset: Option<u64>,
+    /// `keyfile-size=`: how many bytes of the key file are the key; None: all of it (from the
+    /// offset on).
     pub keyfile_size: Option<u64>,
     /// `keyfile-timeout=`: seconds to wait for a key file's device before asking.
     pub keyfile_timeout: Option<u64>,
@@ -84,10 +97,14 @@ pub struct CryptOptions {
     pub header: Option<String>,
     /// `key-slot=` / `keyslot=`.
     pub key_slot: Option<u32>,
-    /// `tpm2-device=` (`auto` or a path), `fido2-device=`, `pkcs11-uri=`: unlock with the
-    /// token enrolled in the LUKS2 header first.
+    /// `tpm2-device=` (`auto` or a path): unlock with the TPM2 token enrolled in the LUKS2
+    /// header first.
     pub tpm2_device: Option<String>,
+    /// `fido2-device=` (`auto` or a path): unlock with the FIDO2 token enrolled in the LUKS2
+    /// header first.
     pub fido2_device: Option<String>,
+    /// `pkcs11-uri=` (`auto` or a URI): unlock with the PKCS#11 token enrolled in the LUKS2
+    /// header first.
     pub pkcs11_uri: Option<String>,
     /// `token-timeout=`: seconds to wait for a token before asking.
     pub token_timeout: Option<u64>,
@@ -97,8 +114,9 @@ pub struct CryptOptions {
     pub headless: bool,
     /// `initramfs` (Debian's) and `x-initrd.attach` (systemd's): unlock it in the initramfs.
     pub initramfs: bool,
-    /// `noauto`, `nofail`: not needed for the boot.
+    /// `noauto`: not unlocked automatically at boot (not needed for the boot).
     pub noauto: bool,
+    /// `nofail`: the boot goes on if it cannot be unlocked (not needed for the boot).
     pub nofail: bool,
     /// `swap`, `tmp`: made with a random key at every boot (never in the initramfs).
     pub swap_or_tmp: bool,
@@ -303,14 +321,18 @@ pub struct CryptEntry {
     pub name: String,
     /// The encrypted device.
     pub device: DeviceRef,
+    /// Where its key comes from (the third field; a passphrase when absent).
     pub key: CryptKey,
+    /// The fourth field's options (the defaults when absent).
     pub options: CryptOptions,
 }
 
 /// A crypttab line that could not be used; `line` counts from 1.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CrypttabProblem {
+    /// The crypttab line, counting from 1.
     pub line: usize,
+    /// What could not be used, and why.
     pub why: String,
 }
 

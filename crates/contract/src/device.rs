@@ -14,11 +14,21 @@ pub enum DeviceRef {
     /// `LABEL=` or /dev/disk/by-label/ (udev's `\xNN` escapes undone).
     Label(String),
     /// `PARTUUID=` or /dev/disk/by-partuuid/, with the kernel's `/PARTNROFF=N`.
-    PartUuid { uuid: String, offset: i32 },
+    PartUuid {
+        /// The partition's UUID (GPT) or `SSSSSSSS-PP` (MBR disk signature and number).
+        uuid: String,
+        /// `PARTNROFF=`: the partition this many numbers after (or before) that one; 0: it.
+        offset: i32,
+    },
     /// `PARTLABEL=` or /dev/disk/by-partlabel/.
     PartLabel(String),
     /// `MAJOR:MINOR`, as the kernel accepts.
-    DevNo { major: u32, minor: u32 },
+    DevNo {
+        /// The device's major number.
+        major: u32,
+        /// The device's minor number.
+        minor: u32,
+    },
     /// /dev/mapper/NAME: a device-mapper device by its name.
     Mapper(String),
     /// /dev/NAME (or NAME): a kernel device name (sda2, nvme0n1p3, md0).
@@ -31,7 +41,9 @@ pub enum DeviceRef {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("\"{spec}\" is not a device: {why}")]
 pub struct DeviceRefError {
+    /// The reference as given.
     pub spec: String,
+    /// What is wrong with it.
     pub why: &'static str,
 }
 

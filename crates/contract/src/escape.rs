@@ -5,7 +5,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 /// One value as one word.
-pub fn word(s: &str) -> String {
+pub(crate) fn word(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if c == '%' || c.is_whitespace() || c.is_control() {
@@ -23,7 +23,7 @@ pub fn word(s: &str) -> String {
 }
 
 /// The value a word stands for; `None` for a broken escape or bytes that are not UTF-8.
-pub fn unword(w: &str) -> Option<String> {
+pub(crate) fn unword(w: &str) -> Option<String> {
     let b = w.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

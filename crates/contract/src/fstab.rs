@@ -12,8 +12,12 @@ pub const NOT_BLOCK_FSTYPES: &[&str] =
 /// One line of an fstab, its escapes undone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FstabEntry {
+    /// The first field: what is mounted (a device reference such as `UUID=...`, a /dev path, or a
+    /// server's export).
     pub spec: String,
+    /// The second field: the mount point (`none` for swap).
     pub file: String,
+    /// The third field: the file system type (`ext4`, `swap`, `nfs`, `auto`).
     pub vfstype: String,
     /// None when the line has no options field.
     pub mntops: Option<String>,

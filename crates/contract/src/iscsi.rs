@@ -17,9 +17,14 @@ pub const ISCSI_PORT: u16 = 3260;
 /// the command line only: an image never records them (it may be readable by others).
 #[derive(Clone, PartialEq, Eq, Default)]
 pub struct Chap {
+    /// The user name the initiator logs in with.
     pub user: String,
+    /// The initiator's password.
     pub password: String,
+    /// The user name the target answers with, for mutual authentication; None: the target is not
+    /// authenticated.
     pub in_user: Option<String>,
+    /// The target's password, for mutual authentication (with `in_user`).
     pub in_password: Option<String>,
 }
 
@@ -45,6 +50,7 @@ pub struct IscsiTarget {
     pub group: Option<u32>,
     /// The network interface to reach it through (dracut's NETDEV).
     pub netdev: Option<String>,
+    /// The CHAP credentials to log in with (command line only); None: no authentication.
     pub chap: Option<Chap>,
 }
 
@@ -54,6 +60,7 @@ pub struct IscsiTarget {
 pub struct IscsiError {
     /// The spec, with any credentials cut off.
     pub spec: String,
+    /// What is wrong with it.
     pub why: &'static str,
 }
 

@@ -16,6 +16,7 @@
 //! assert_eq!(InitConfig::decode(&text).unwrap(), c);
 //! ```
 
+#![deny(missing_docs)]
 #![no_std]
 
 extern crate alloc;

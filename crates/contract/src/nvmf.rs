@@ -7,9 +7,9 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
-/// The NVMe/TCP I/O port, and the discovery controllers' well-known one (as nvme-cli and
-/// libnvme default them).
+/// The NVMe/TCP I/O port (as nvme-cli and libnvme default it).
 pub const NVMF_PORT: u16 = 4420;
+/// The discovery controllers' well-known port (as nvme-cli and libnvme default it).
 pub const NVMF_DISCOVERY_PORT: u16 = 8009;
 /// The discovery subsystem's well-known name.
 pub const DISCOVERY_NQN: &str = "nqn.2014-08.org.nvmexpress.discovery";
@@ -31,7 +31,9 @@ pub struct NvmfTarget {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("\"{spec}\" is not an NVMe over TCP target: {why}")]
 pub struct NvmfError {
+    /// The text that was given.
     pub spec: String,
+    /// What is wrong with it.
     pub why: &'static str,
 }
 
@@ -43,6 +45,8 @@ pub fn option_value(s: &str) -> bool {
 }
 
 impl NvmfTarget {
+    /// The port to connect to: the given one, else [`NVMF_PORT`] for a subsystem or
+    /// [`NVMF_DISCOVERY_PORT`] for a discovery controller.
     pub fn port(&self) -> u16 {
         self.port.unwrap_or(if self.nqn.is_some() { NVMF_PORT } else { NVMF_DISCOVERY_PORT })
     }

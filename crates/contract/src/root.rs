@@ -34,14 +34,19 @@ pub struct LiveRoot {
 /// The kinds, by name (for messages, the proof and the docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum RootKind {
+    /// A block device ([`Root::Block`]).
     Block,
+    /// An NFS export ([`Root::Nfs`]).
     Nfs,
+    /// Live media ([`Root::Live`]).
     Live,
 }
 
 impl RootKind {
+    /// Every kind, in the order messages list them.
     pub const ALL: [RootKind; 3] = [RootKind::Block, RootKind::Nfs, RootKind::Live];
 
+    /// The kind's name in messages and the proof (`block`, `nfs`, `live`).
     pub fn name(self) -> &'static str {
         match self {
             RootKind::Block => "block",
@@ -72,21 +77,31 @@ pub enum NfsVersion {
 /// (the server's address, and option 17, the root path).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NfsRoot {
-    /// A host name, an IPv4 address, or an IPv6 address (written in brackets).
+    /// A host name, an IPv4 address, or an IPv6 address (written in brackets); None: the DHCP
+    /// server's address.
     pub server: Option<String>,
+    /// The exported directory (absolute, without ':'); None: the root path DHCP gives (option 17).
     pub path: Option<String>,
     /// mount(8)-style options (`vers=3,proto=tcp,ro`), as given.
     pub options: Option<String>,
+    /// Which protocol versions to try.
     pub version: NfsVersion,
 }
 
 /// Why `root=` (or `nfsroot=`) could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RootError {
+    /// A device reference (the block root's, or a live root's medium) that could not be read.
     #[error(transparent)]
     Device(#[from] DeviceRefError),
+    /// An NFS form (`nfs:`, `nfs4:`, `nfsroot=`) that could not be read.
     #[error("\"{spec}\" is not an NFS root: {why}")]
-    Nfs { spec: String, why: &'static str },
+    Nfs {
+        /// The text that was given.
+        spec: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
 }
 
 /// Split `[SERVER:]PATH[SEP OPTIONS]` (SEP is ':' for dracut's forms, ',' for `nfsroot=`); the
@@ -157,6 +172,7 @@ impl Root {
         Ok(Root::Block(DeviceRef::parse(spec)?))
     }
 
+    /// Which kind of root this is.
     pub fn kind(&self) -> RootKind {
         match self {
             Root::Block(_) => RootKind::Block,

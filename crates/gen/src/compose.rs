@@ -161,7 +161,7 @@ fn layer_modules(kernel: &Kernel, s: &Selected, universal: bool, set: &BTreeSet<
 
 /// What /init is told: the kernel, the root this image was built for, what to load first,
 /// and the capabilities the features turn on with the modules each needs.
-pub fn init_config(
+pub(crate) fn init_config(
     r: &Request,
     kernel: &Kernel,
     selected: &[Selected],
@@ -252,7 +252,7 @@ fn add_crypt(
 }
 
 /// The main segment's plan.
-pub fn main_plan(
+pub(crate) fn main_plan(
     r: &Request,
     kernel: &Kernel,
     selected: &[Selected],
@@ -326,7 +326,7 @@ fn microcode_files(r: &Request, host_only: bool) -> Vec<(&'static str, Vec<PathB
 
 /// The early microcode segment: the files [`microcode_files`] chose, concatenated per vendor
 /// into the one file the kernel's early loader reads.
-pub fn microcode(r: &Request, host_only: bool) -> Result<Option<Plan>> {
+pub(crate) fn microcode(r: &Request, host_only: bool) -> Result<Option<Plan>> {
     let mut plan = Plan::new(&r.sysroot);
     for (vendor, files) in microcode_files(r, host_only) {
         let mut blob = Vec::new();

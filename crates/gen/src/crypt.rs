@@ -26,6 +26,8 @@ pub struct CryptSelection {
     pub before_prompt: Vec<String>,
     /// Token features the containers need (`luks-tpm2`, `luks-fido2`, `luks-pkcs11`).
     pub token_features: BTreeSet<String>,
+    /// What the user must hear about: crypttab lines that cannot be used, containers /init
+    /// cannot open, key files or headers not found.
     pub warnings: Vec<String>,
 }
 

@@ -20,8 +20,11 @@ pub fn digest_path(image: &Path) -> PathBuf {
 
 /// One segment's entries and how it is written.
 pub struct SegmentInputs<'a> {
+    /// The segment's entries, in archive order.
     pub entries: &'a [Entry],
+    /// The segment's compression.
     pub compress: Spec,
+    /// Alignment of file data in bytes (uncompressed segments); None: not aligned.
     pub data_align: Option<u64>,
 }
 
@@ -39,6 +42,8 @@ pub struct Inputs {
     pub secret: Option<String>,
 }
 
+/// The digest of an image made of `segments`, files under `tmp` hashed by content; an error when
+/// such a file cannot be read or a source cannot be stat'ed.
 pub fn inputs(segments: &[SegmentInputs], tmp: &Path) -> Result<Inputs> {
     let hex = |h: Sha256| h.finalize().iter().map(|b| format!("{b:02x}")).collect::<String>();
     let mut h = Sha256::new();

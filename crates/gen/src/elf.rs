@@ -14,6 +14,7 @@ use crate::plan::{Plan, clean, host_path};
 /// Entries of /etc/ld.so.cache for this machine's ABI (x86-64: flags 0x0303).
 #[derive(Debug, Default, Clone)]
 pub struct LdCache {
+    /// Library name (soname) → path of the file, the first entry for a name winning, as in ld.so.
     pub libs: HashMap<String, String>,
 }
 
@@ -52,6 +53,7 @@ impl LdCache {
         Ok(LdCache { libs })
     }
 
+    /// The cache of the system at `sysroot`; empty when it has none or it cannot be read.
     pub fn load(sysroot: &Path) -> LdCache {
         fs::read(host_path(sysroot, "/etc/ld.so.cache")).ok().and_then(|b| LdCache::parse(&b).ok()).unwrap_or_default()
     }
@@ -137,6 +139,7 @@ pub(crate) fn info(data: &[u8], path: &Path) -> Result<Option<Info>> {
 
 /// Resolves binaries and their libraries into a [`Plan`].
 pub struct Resolver<'a> {
+    /// The plan the binaries and libraries are added to.
     pub plan: &'a mut Plan,
     cache: LdCache,
     done: BTreeSet<String>,
@@ -163,6 +166,7 @@ pub fn which_library(sysroot: &Path, lib: &str) -> Option<String> {
 }
 
 impl<'a> Resolver<'a> {
+    /// A resolver adding to `plan`, with the ld.so cache of the plan's sysroot.
     pub fn new(plan: &'a mut Plan) -> Resolver<'a> {
         let cache = LdCache::load(&plan.sysroot);
         Resolver { plan, cache, done: BTreeSet::new() }

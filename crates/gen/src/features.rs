@@ -31,13 +31,17 @@ pub enum When {
     Needed,
 }
 
+/// One feature, as its TOML file declares it (see [`FEATURE_KEYS`] for what each key means).
 #[derive(Debug, Clone, Deserialize, Default)]
 // Every field may be left out.
 #[serde(deny_unknown_fields, default)]
 pub struct Feature {
+    /// The feature's name: its file's name without `.toml`.
     #[serde(skip)]
     pub name: String,
+    /// What the feature is for (`leanrd build` lists features by it).
     pub description: String,
+    /// When it is in the image.
     pub when: When,
     /// Detected when the root's (or /usr's) file system type is one of these.
     pub fstypes: Vec<String>,
@@ -49,6 +53,8 @@ pub struct Feature {
     pub modules: Vec<String>,
     /// Modules added only in --universal builds.
     pub universal_modules: Vec<String>,
+    /// Programs, found in the sysroot's PATH directories (see `leanrd_contract::SEARCH_PATH`), each
+    /// with the shared libraries it needs.
     pub binaries: Vec<String>,
     /// The distribution package that provides the binaries (named in warnings).
     pub package: Option<String>,
@@ -60,6 +66,7 @@ pub struct Feature {
     pub libraries: Vec<String>,
     /// Files copied as they are (missing ones are skipped with a warning).
     pub files: Vec<String>,
+    /// Directories made in the image.
     pub dirs: Vec<String>,
     /// Firmware files under /lib/firmware.
     pub firmware: Vec<String>,
@@ -69,6 +76,7 @@ pub struct Feature {
     /// [`leanrd_contract::Capability`].
     #[serde(rename = "init")]
     pub init_name: Option<String>,
+    /// The capability `init_name` names, once the file is parsed.
     #[serde(skip)]
     pub init: Option<Capability>,
 }
@@ -77,8 +85,11 @@ pub struct Feature {
 /// reference (docs/features.md, leanrd-features(5)) is made from this table and the built-in
 /// features themselves; a test holds it against the keys [`Feature`] reads.
 pub struct FeatureKey {
+    /// The key in a feature file.
     pub key: &'static str,
+    /// The form of its value.
     pub value: &'static str,
+    /// What it does.
     pub doc: &'static str,
 }
 
@@ -204,6 +215,8 @@ pub fn reject_nul(text: &str, origin: &str) -> Result<()> {
     Ok(())
 }
 
+/// The feature `name` from its TOML `text`; an error, naming `origin` (and the line), for a NUL
+/// character, invalid TOML, an unknown key or an unknown `init` capability.
 pub fn parse(name: &str, text: &str, origin: &str) -> Result<Feature> {
     reject_nul(text, origin)?;
     let mut f: Feature = toml::from_str(text).map_err(|e| {

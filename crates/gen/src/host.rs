@@ -19,10 +19,16 @@ use crate::stack::StackLayer;
 /// One mounted file system that the image must be able to mount.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Mount {
+    /// Where it is mounted (mountinfo's fifth field, escapes undone).
     pub mountpoint: String,
+    /// The file system type (`ext4`, `btrfs`, `nfs4`).
     pub fstype: String,
+    /// What is mounted: the device (`/dev/mapper/root`) or the export (`SERVER:PATH`), escapes
+    /// undone.
     pub source: String,
+    /// The file system's device number (major, minor), as mountinfo gives it.
     pub dev: (u32, u32),
+    /// The per-mount options (`rw,relatime`).
     pub options: String,
     /// The directory of the file system mounted there (a btrfs subvolume: `/@`).
     pub fsroot: String,
@@ -33,7 +39,9 @@ pub struct Mount {
 /// What the image needs, as found on the host.
 #[derive(Debug, Clone, Default)]
 pub struct Facts {
+    /// The root's mount.
     pub root: Mount,
+    /// A separate /usr's mount; None when /usr is no mount point of its own.
     pub usr: Option<Mount>,
     /// Every modalias on the way from the root's block devices to the hardware.
     pub modaliases: BTreeSet<String>,
@@ -51,9 +59,10 @@ pub struct Facts {
     pub notes: Vec<String>,
     /// The dm-crypt devices in the stacks walked.
     pub crypt: Vec<CryptDev>,
-    /// Keyboards (input devices with letter keys), by sysfs name, and the modaliases and
-    /// drivers of the devices they hang off (see [`detect_keyboards`]).
+    /// Keyboards (input devices with letter keys), by sysfs name (see [`detect_keyboards`]).
     pub keyboards: Vec<String>,
+    /// The modaliases and drivers of the devices the keyboards hang off: loaded before a
+    /// passphrase is asked for.
     pub keyboard_modules: BTreeSet<String>,
     /// Every device on the way from what the boot needs (the root's, /usr's and the resume
     /// device's block devices, the keyboards) to the hardware, for the boot proof.
@@ -70,10 +79,11 @@ pub struct Facts {
     pub iscsi: Vec<IscsiTarget>,
     /// The initiator name those sessions logged in as.
     pub iscsi_initiator: Option<String>,
-    /// The NVMe over TCP subsystems the walked disks come from, and the host NQN and ID their
-    /// controllers connected with.
+    /// The NVMe over TCP subsystems the walked disks come from.
     pub nvmf: Vec<NvmfTarget>,
+    /// The host NQN their controllers connected with.
     pub nvmf_hostnqn: Option<String>,
+    /// The host ID their controllers connected with.
     pub nvmf_hostid: Option<String>,
 }
 
@@ -164,6 +174,7 @@ pub struct Link {
     pub serves: String,
     /// The device, as its sysfs path under /sys/devices.
     pub device: String,
+    /// Its modalias, when it has one.
     pub modalias: Option<String>,
     /// The driver bound to it: the module's name when sysfs tells it, else the driver's.
     pub driver: Option<String>,
@@ -197,6 +208,7 @@ impl CryptDev {
 /// The swap a hibernated system resumes from, as the image will name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResumeDev {
+    /// The swap device (for a swap file: the device holding it).
     pub device: DeviceRef,
     /// In pages, for a swap file.
     pub offset: Option<u64>,

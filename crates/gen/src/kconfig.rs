@@ -27,6 +27,7 @@ pub enum Origin {
 /// A kernel configuration (`CONFIG_X=y` lines; `# CONFIG_X is not set` is absent).
 #[derive(Debug, Clone)]
 pub struct KernelConfig {
+    /// Where the configuration was read from (or that none was found).
     pub origin: Origin,
     values: BTreeMap<String, String>,
 }
@@ -73,6 +74,7 @@ impl KernelConfig {
         self.values.get(sym).is_some_and(|v| v == "y")
     }
 
+    /// Whether a configuration was found (an unknown one answers no to every `y`).
     pub fn known(&self) -> bool {
         self.origin != Origin::Unknown
     }

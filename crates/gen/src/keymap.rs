@@ -29,13 +29,25 @@ pub enum Source {
     /// A keymap file (console-setup's cache).
     File(PathBuf),
     /// XKB settings for ckbcomp: model, layout, variant, options.
-    Xkb { model: String, layout: String, variant: String, options: String },
+    Xkb {
+        /// The keyboard model (`XKBMODEL`: `pc105`).
+        model: String,
+        /// The layout (`XKBLAYOUT`: `de`).
+        layout: String,
+        /// The layout's variant (`XKBVARIANT`: `nodeadkeys`); empty: the layout's default.
+        variant: String,
+        /// XKB options (`XKBOPTIONS`: `ctrl:nocaps`); empty: none.
+        options: String,
+    },
 }
 
 /// The keymap to compile, with the name /init knows it by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wanted {
+    /// The name /init knows it by: the image holds it as `NAME.bmap` under
+    /// `leanrd_contract::KEYMAP_DIR`.
     pub name: String,
+    /// What it is compiled from.
     pub source: Source,
     /// Where the setting was found, for messages.
     pub origin: String,

@@ -17,6 +17,8 @@
 //! # Ok::<(), leanrd_archive::Error>(())
 //! ```
 
+#![deny(missing_docs)]
+
 mod compose;
 pub mod crypt;
 pub mod digest;
@@ -47,15 +49,21 @@ pub use crate::request::{Request, Settings};
 /// What the generator decided.
 #[derive(Debug, Clone)]
 pub struct Generated {
+    /// The plan of the main segment: /init, its configuration, modules, programs and their files.
     pub main: Plan,
     /// The early uncompressed segment (CPU microcode), if any.
     pub early: Option<Plan>,
+    /// The names of the features in the image, in the order they were selected.
     pub features: Vec<String>,
+    /// Every kernel module in the image, by name.
     pub modules: BTreeSet<String>,
+    /// What the user must hear about: features, programs, files or firmware left out, modules
+    /// omitted, what host detection could not settle.
     pub warnings: Vec<String>,
     /// What the build decided or assumed that a user may want to know (how modules are
     /// stored, an unknown kernel configuration).
     pub notes: Vec<String>,
+    /// What host detection found; None for a universal image.
     pub facts: Option<Facts>,
     /// The boot proof of the main segment (host-only: against the host's facts; universal:
     /// the classes its features promise), and what it took (see [`proof`]).
@@ -74,6 +82,11 @@ fn host_facts(r: &Request) -> Result<Option<Facts>> {
     Ok(Some(f))
 }
 
+/// Decide what the image for `r` holds, and prove that its main segment boots (a failed proof
+/// is [`Generated::proof`]'s result, not an error). An error when a feature file or a feature
+/// named in `r` is invalid, the kernel's modules cannot be read, host detection fails, no
+/// driver is found for the host's root, a required binary or the /init executable is missing,
+/// or a file the plan needs cannot be read or written.
 pub fn generate(r: &Request) -> Result<Generated> {
     let all = features::load(r.features_dir.as_deref())?;
     features::check_names(&all, &r.include)?;

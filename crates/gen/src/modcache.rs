@@ -61,7 +61,9 @@ struct Facts {
 
 /// A module found in the cache: its decompressed file and its facts (as decompressed).
 pub struct Hit {
+    /// The cached decompressed module file, to put in the image.
     pub data: PathBuf,
+    /// What the decompressed module says of itself (vermagic, signature, firmware).
     pub file: ModuleFile,
 }
 

@@ -21,6 +21,8 @@ const DIRS: [&str; 5] =
 pub struct ModprobeConf {
     /// (module, parameters).
     pub options: Vec<(String, String)>,
+    /// Modules whose aliases are ignored (`blacklist MODULE`): never loaded for a modalias. Names
+    /// normalised.
     pub blacklist: Vec<String>,
     /// Whole `softdep MODULE pre: ... post: ...` lines.
     pub softdeps: Vec<String>,

@@ -32,8 +32,10 @@ pub enum ModuleStrategy {
 }
 
 impl ModuleStrategy {
+    /// Every strategy, for parsing names and listing the known ones.
     pub const ALL: [ModuleStrategy; 2] = [ModuleStrategy::Decompress, ModuleStrategy::Keep];
 
+    /// The strategy's name in leanrd.toml and on the command line (`decompress`, `keep`).
     pub fn name(self) -> &'static str {
         match self {
             ModuleStrategy::Decompress => "decompress",
@@ -60,14 +62,19 @@ impl FromStr for ModuleStrategy {
 
 /// The target kernel.
 pub struct Kernel {
+    /// The kernel release (`6.1.0-28-amd64`).
     pub kver: String,
     /// Image (and host) path of its module directory, e.g. /lib/modules/6.1.0-56-amd64.
     pub dir: String,
+    /// Its modules, aliases, dependencies and built-ins, from the module directory's modules.*
+    /// tables.
     pub db: ModuleDb,
+    /// Its configuration (unknown when none was found).
     pub config: KernelConfig,
     /// The module compression kept in the image (the kernel decompresses it and the strategy
     /// keeps it); every other compressed module is stored decompressed.
     pub kept: Option<ModuleCompression>,
+    /// How its compressed modules are stored (see [`Kernel::set_strategy`]).
     pub strategy: ModuleStrategy,
 }
 
@@ -150,6 +157,9 @@ struct Prepared {
 }
 
 impl Kernel {
+    /// Kernel `kver` of the system at `sysroot`, its modules under /lib/modules/KVER or
+    /// /usr/lib/modules/KVER; modules are stored decompressed until [`Kernel::set_strategy`]. An
+    /// error when there is no modules.dep for it, or its module tables cannot be read or parsed.
     pub fn load(sysroot: &Path, kver: &str) -> Result<Kernel> {
         let dir = ["/lib/modules", "/usr/lib/modules"]
             .iter()

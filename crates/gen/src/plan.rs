@@ -13,25 +13,40 @@ use leanrd_newc::FileKind;
 /// One planned entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Item {
+    /// A directory.
     Dir {
+        /// Permission bits (`0o755`).
         mode: u32,
     },
+    /// A regular file whose data is read from a file at build time.
     File {
+        /// The file on the build machine it is read from: under the sysroot, or a generated or
+        /// transformed file in the build's scratch directory, or the /init executable.
         src: PathBuf,
+        /// Permission bits.
         mode: u32,
     },
+    /// A symbolic link.
     Symlink {
+        /// Where it points, as stored (absolute, or relative to its directory).
         target: String,
     },
     /// Generated content (config), kept in memory.
     Inline {
+        /// The file's bytes.
         data: Vec<u8>,
+        /// Permission bits.
         mode: u32,
     },
+    /// A device node (`/dev/console`, `/dev/null`).
     Node {
+        /// Its file type (a character or block device).
         kind: FileKind,
+        /// Permission bits.
         perm: u32,
+        /// The device's major number.
         major: u32,
+        /// The device's minor number.
         minor: u32,
     },
 }
@@ -39,7 +54,9 @@ pub enum Item {
 /// Image path (absolute, no trailing slash) → item. Sorted, so parents come first.
 #[derive(Debug, Clone, Default)]
 pub struct Plan {
+    /// The root of the system the files are taken from; image paths are found under it.
     pub sysroot: PathBuf,
+    /// Every entry, by image path.
     pub items: BTreeMap<String, Item>,
     /// What the generator learnt of each module file it planned (image path → facts), so
     /// the boot proof need not decompress them again.
@@ -115,6 +132,7 @@ pub fn clean(p: &str) -> String {
 }
 
 impl Plan {
+    /// An empty plan taking files from `sysroot`.
     pub fn new(sysroot: &Path) -> Plan {
         Plan { sysroot: sysroot.to_path_buf(), items: BTreeMap::new(), modules: BTreeMap::new() }
     }

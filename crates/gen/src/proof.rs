@@ -27,9 +27,13 @@ use crate::stack::StackLayer;
 /// What a path is in an image.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Node {
+    /// A directory.
     Dir,
+    /// A regular file.
     File,
+    /// A symbolic link, with its target.
     Symlink(String),
+    /// Anything else (a device node, a fifo).
     Other,
 }
 
@@ -89,6 +93,8 @@ fn children_of<'a>(paths: impl Iterator<Item = &'a String>, dir: &str) -> Vec<St
 /// not firmware or microcode, whose presence is enough).
 #[derive(Debug, Default)]
 pub struct MemImage {
+    /// Image path → what is there, and its content when the proof reads it (see
+    /// [`MemImage::wants_data`]).
     pub nodes: BTreeMap<String, (Node, Option<Vec<u8>>)>,
 }
 
@@ -145,6 +151,7 @@ pub fn also_missing(result: &mut Result<Proven, Vec<String>>, why: String) {
 /// What the proof established.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Proven {
+    /// The kernel release the image was proven for.
     pub kver: String,
     /// Facts checked (drivers, file systems, programs, libraries).
     pub checks: usize,
@@ -708,8 +715,14 @@ fn nvmf_root(c: &mut Check, facts: &Facts) -> Vec<String> {
 /// kernel's module tree expanded: every storage controller, every cipher...), the file system
 /// of every feature that mounts one, and every program a feature brings, with its libraries.
 pub struct Promise {
+    /// Module names and aliases the features name (globs already expanded), each to be loadable
+    /// from the image when the kernel has it as a module.
     pub modules: Vec<String>,
+    /// File system types the features mount, each with its driver (`fs-TYPE`) loadable from the
+    /// image unless built in.
     pub fstypes: Vec<String>,
+    /// Programs the features bring, each to be in a `SEARCH_PATH` directory of the image with its
+    /// libraries and interpreter.
     pub programs: Vec<String>,
 }
 

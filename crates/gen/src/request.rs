@@ -18,29 +18,43 @@ use crate::modules::ModuleStrategy;
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
+    /// The kernel release to build for (`--kver`, command line only); None: the running kernel.
     #[serde(skip)]
     pub kver: Option<String>,
+    /// Root of the system to build for (`--sysroot`, command line only); None: /.
     #[serde(skip)]
     pub sysroot: Option<PathBuf>,
+    /// Where proc/ and sys/ are read for host detection (`--host-root`, command line only, for
+    /// fixture trees); None: /.
     #[serde(skip)]
     pub host_root: Option<PathBuf>,
+    /// Compression of the image (`compress`); None: zstd at its default level.
     #[serde(default, deserialize_with = "from_text")]
     pub compress: Option<Spec>,
+    /// Alignment of file data in an uncompressed image, in bytes, a multiple of 4 (`data_align`);
+    /// None: 4096 when uncompressed.
     #[serde(default, deserialize_with = "data_align")]
     pub data_align: Option<u64>,
+    /// Build a universal image, for any machine (`universal`); None: host-only.
     pub universal: Option<bool>,
+    /// Features to add whether or not the machine needs them (`include`).
     #[serde(default)]
     pub include: Vec<String>,
+    /// Features to leave out even where the machine needs them (`exclude`).
     #[serde(default)]
     pub exclude: Vec<String>,
     /// Modules never to put in the image, with every module that needs them (dracut's
     /// `omit_drivers`).
     #[serde(default)]
     pub omit_modules: Vec<String>,
+    /// The /init executable (`init`); None: the one [`find_init`] finds.
     pub init: Option<PathBuf>,
+    /// A directory of the user's own features (`features_dir`); None: /etc/leanrd/features.d under
+    /// the sysroot.
     pub features_dir: Option<PathBuf>,
     /// The image; `{kver}` is replaced by the kernel release.
     pub output: Option<String>,
+    /// Compression threads (`threads`); None: every core.
     pub threads: Option<u32>,
     /// How compressed modules are stored: `decompress` (at build time) or `keep` (when the
     /// kernel decompresses them).
@@ -275,23 +289,34 @@ pub struct Request {
     pub sysroot: PathBuf,
     /// Where proc/ and sys/ are read for host detection ("/" normally; a fixture in tests).
     pub host_root: PathBuf,
+    /// The kernel release the image is for (`6.1.0-28-amd64`).
     pub kver: String,
+    /// Whether the image is universal (boots on any machine) rather than host-only.
     pub universal: bool,
+    /// Features added whether or not the machine needs them.
     pub include: Vec<String>,
+    /// Features left out even where the machine needs them.
     pub exclude: Vec<String>,
     /// Module names (normalised) left out with all that depend on them.
     pub omit_modules: Vec<String>,
+    /// The directory of the user's own features, which add to or replace the built-in ones; None:
+    /// the built-in ones only.
     pub features_dir: Option<PathBuf>,
     /// The /init executable on the build machine.
     pub init: PathBuf,
     /// For transformed files (decompressed modules, microcode bundles).
     pub tmp: PathBuf,
+    /// The image's compression.
     pub compress: Spec,
+    /// Alignment of file data in an uncompressed image, in bytes; None: not aligned.
     pub data_align: Option<u64>,
+    /// Where the image is written (`{kver}` already replaced).
     pub output: PathBuf,
     /// Asked-for mode of the image (else kept from the image replaced, else private).
     pub image_mode: Option<u32>,
+    /// Compression threads.
     pub threads: u32,
+    /// How compressed modules are stored in the image.
     pub module_compression: ModuleStrategy,
     /// Where decompressed modules are cached between builds (see [`crate::modcache`]).
     pub module_cache: Option<PathBuf>,

@@ -14,7 +14,7 @@ use leanrd_contract::NOT_BLOCK_FSTYPES;
 
 /// What resolution decided.
 #[derive(Debug, Default)]
-pub struct Modules {
+pub(crate) struct Modules {
     /// Every module in the image (dependencies and soft dependencies included).
     pub set: BTreeSet<String>,
     /// Names, aliases and modaliases /init loads before looking for the root, in order.
@@ -96,7 +96,7 @@ fn omit(set: &mut BTreeSet<String>, omitted: &[String], db: &leanrd_kmod::Module
 /// fs-<type>); required features' modules are loaded up front.
 /// `extra`: modules, aliases or modaliases for the image that /init loads itself when it
 /// needs them (keyboards, a key file's device); those the kernel has no module for are left.
-pub fn modules(
+pub(crate) fn modules(
     r: &Request,
     kernel: &Kernel,
     selected: &[Selected],

@@ -13,7 +13,7 @@ use crate::request::Request;
 
 /// A feature in the image.
 #[derive(Debug, Clone)]
-pub struct Selected {
+pub(crate) struct Selected {
     pub feature: Feature,
     pub required: bool,
 }
@@ -31,7 +31,7 @@ fn detected(f: &Feature, facts: &Facts, sysroot: &Path) -> bool {
 /// Features that are only there because the build is universal and whose binaries the
 /// system lacks are left out (with a warning naming what to install): an image must not
 /// offer /init a capability it cannot use.
-pub fn available(selected: Vec<Selected>, sysroot: &Path, warnings: &mut Vec<String>) -> Vec<Selected> {
+pub(crate) fn available(selected: Vec<Selected>, sysroot: &Path, warnings: &mut Vec<String>) -> Vec<Selected> {
     selected
         .into_iter()
         .filter(|s| {
@@ -47,7 +47,7 @@ pub fn available(selected: Vec<Selected>, sysroot: &Path, warnings: &mut Vec<Str
         .collect()
 }
 
-pub fn select(all: &BTreeMap<String, Feature>, r: &Request, facts: Option<&Facts>) -> Vec<Selected> {
+pub(crate) fn select(all: &BTreeMap<String, Feature>, r: &Request, facts: Option<&Facts>) -> Vec<Selected> {
     let mut out = chosen(all, r, facts);
     // What the chosen need, as required as what needs it (load() checked the names), until
     // nothing changes: a requirement made required passes that on.

@@ -25,9 +25,11 @@ pub enum StackLayer {
 
 /// What one layer is and what booting through it takes.
 pub struct LayerDef {
+    /// Which layer this entry is for.
     pub layer: StackLayer,
     /// Its name in feature files and messages.
     pub name: &'static str,
+    /// What the layer is, for docs/features.md and leanrd-features(5).
     pub doc: &'static str,
     /// The program /init runs to open it, when one is needed.
     pub program: Option<&'static str>,
@@ -87,10 +89,12 @@ impl StackLayer {
         LAYERS.iter().find(|d| d.layer == self).expect("every layer is in LAYERS")
     }
 
+    /// Its name in feature files and messages.
     pub fn name(self) -> &'static str {
         self.def().name
     }
 
+    /// The layer named `s` in feature files; None for an unknown name.
     pub fn from_name(s: &str) -> Option<StackLayer> {
         LAYERS.iter().find(|d| d.name == s).map(|d| d.layer)
     }

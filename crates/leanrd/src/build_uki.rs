@@ -16,7 +16,7 @@ use leanrd_archive::uki;
 use leanrd_gen::Request;
 
 #[derive(Args, Default, Clone)]
-pub struct UkiArgs {
+pub(crate) struct UkiArgs {
     /// Write a Unified Kernel Image (an EFI executable: stub, kernel, initramfs, command line)
     /// instead of a plain initramfs; -o names it.
     #[arg(long)]
@@ -174,7 +174,7 @@ fn read(path: &Path, what: &str) -> Result<Vec<u8>> {
 }
 
 /// The host's command line without what belongs to the boot loader that started it.
-pub fn host_cmdline(text: &str) -> String {
+pub(crate) fn host_cmdline(text: &str) -> String {
     text.split_whitespace()
         .filter(|w| !w.starts_with("BOOT_IMAGE=") && !w.starts_with("initrd="))
         .collect::<Vec<_>>()
@@ -228,7 +228,7 @@ impl UkiArgs {
 }
 
 /// Write the UKI to `r.output`, atomically; returns its layout.
-pub fn write(a: &UkiArgs, r: &Request, segs: Vec<SegmentSpec>, mode: u32) -> Result<uki::Layout> {
+pub(crate) fn write(a: &UkiArgs, r: &Request, segs: Vec<SegmentSpec>, mode: u32) -> Result<uki::Layout> {
     let stub = match &a.stub {
         Some(p) => p.clone(),
         None => first_file(&[

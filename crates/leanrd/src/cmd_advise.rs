@@ -29,7 +29,7 @@ Examples:
 
 #[derive(Args)]
 #[command(after_long_help = ADVISE_EXAMPLES)]
-pub struct AdviseArgs {
+pub(crate) struct AdviseArgs {
     /// An image (any segments, any compression) or a directory tree to archive.
     input: PathBuf,
     /// Directory on the disk the image will live on (default: /boot if writable, else the
@@ -340,7 +340,7 @@ fn print_table(a: &AdviseArgs, dir: &Path, size_in: u64, rows: &[Row], reason: &
     outln!("method: {METHOD}");
 }
 
-pub fn run(a: AdviseArgs) -> Result<ExitCode> {
+pub(crate) fn run(a: AdviseArgs) -> Result<ExitCode> {
     let dir = match &a.on {
         Some(d) => d.clone(),
         None if writable(Path::new("/boot")) => PathBuf::from("/boot"),

@@ -17,15 +17,15 @@ use leanrd_contract::steplog;
 
 const EXAMPLES: &str = "\
 Examples:
-  leanrd analyze                                  this boot: /run/initramfs/leanrd.log and the journal
-  leanrd analyze --svg boot.svg                   the same, drawn
-  journalctl -b -1 -o short-monotonic | leanrd analyze -      the previous boot
+  sudo leanrd analyze                             this boot: /run/initramfs/leanrd.log (root's only) and the journal
+  sudo leanrd analyze --svg boot.svg              the same, drawn
+  sudo journalctl -b -1 -o short-monotonic | leanrd analyze -      the previous boot
   leanrd analyze serial.log                       a serial console captured with the kernel's timestamps
   leanrd analyze leanrd.log journal.txt --svg t.svg   several sources, merged by time";
 
 #[derive(Args)]
 #[command(after_long_help = EXAMPLES)]
-pub struct AnalyzeArgs {
+pub(crate) struct AnalyzeArgs {
     /// Logs to read (`-` for stdin): /init's record (/run/initramfs/leanrd.log), `dmesg`,
     /// `journalctl -o short-monotonic` (with systemd's lines up to multi-user), a serial
     /// capture. Without any: the record and this boot's journal (or dmesg).
@@ -467,7 +467,7 @@ fn default_sources() -> Vec<(String, String)> {
     v
 }
 
-pub fn run(a: AnalyzeArgs) -> Result<ExitCode> {
+pub(crate) fn run(a: AnalyzeArgs) -> Result<ExitCode> {
     let sources = if a.logs.is_empty() {
         default_sources()
     } else {

@@ -28,7 +28,7 @@ Examples:
 
 #[derive(Args, Default)]
 #[command(after_long_help = BUILD_EXAMPLES)]
-pub struct BuildArgs {
+pub(crate) struct BuildArgs {
     /// Kernel release (default: the running kernel).
     #[arg(short = 'k', long = "kver", value_name = "KVER")]
     kver: Option<String>,
@@ -277,7 +277,7 @@ fn specs(s: Segments, r: &Request, cache: Option<&ModuleCache>, modules_digest: 
 }
 
 /// The static /init built with leanrd (build.rs); empty when built without one.
-pub const EMBEDDED_INIT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/leanrd-init"));
+pub(crate) const EMBEDDED_INIT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/leanrd-init"));
 
 /// The embedded /init as a file in the build's scratch directory (the plan takes files).
 fn embedded_init(scratch: &Path) -> Result<PathBuf> {
@@ -289,7 +289,7 @@ fn embedded_init(scratch: &Path) -> Result<PathBuf> {
     Ok(p)
 }
 
-pub fn run(a: BuildArgs) -> Result<ExitCode> {
+pub(crate) fn run(a: BuildArgs) -> Result<ExitCode> {
     let start = Instant::now();
     if a.uki.uki && a.output.is_none() {
         anyhow::bail!("--uki needs -o FILE.efi (where the EFI executable goes)");

@@ -23,7 +23,7 @@ Examples:
 
 #[derive(Args)]
 #[command(after_long_help = CPIO_EXAMPLES)]
-pub struct CpioArgs {
+pub(crate) struct CpioArgs {
     /// gen_init_cpio manifest to archive (`-` for stdin).
     #[arg(conflicts_with_all = ["root", "paths"], required_unless_present_any = ["root", "paths"])]
     manifest: Option<PathBuf>,
@@ -103,7 +103,7 @@ fn entries(a: &CpioArgs, norm: &Normalize) -> Result<Vec<Entry>> {
     Ok(manifest::parse_with_env(&text, &origin, norm)?)
 }
 
-pub fn run(a: CpioArgs) -> Result<ExitCode> {
+pub(crate) fn run(a: CpioArgs) -> Result<ExitCode> {
     let mut norm = Normalize::from_env();
     norm.mtime = a.mtime;
     norm.owner = a.owner;

@@ -19,7 +19,7 @@ Examples:
 
 #[derive(Args)]
 #[command(after_long_help = HOOKS_EXAMPLES)]
-pub struct HooksArgs {
+pub(crate) struct HooksArgs {
     /// Install into this root instead of / (the hooks then build for that root).
     #[arg(long, value_name = "DIR")]
     sysroot: Option<PathBuf>,
@@ -142,7 +142,7 @@ fn disable_update_initramfs(conf: &Path, saved: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn run(a: HooksArgs) -> Result<ExitCode> {
+pub(crate) fn run(a: HooksArgs) -> Result<ExitCode> {
     let root = a.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
     let conf = root.join(UPDATE_CONF);
     let saved = root.join(format!("{UPDATE_CONF}.leanrd-orig"));

@@ -24,7 +24,7 @@ Examples:
 
 #[derive(Args)]
 #[command(after_long_help = INSPECT_EXAMPLES)]
-pub struct InspectArgs {
+pub(crate) struct InspectArgs {
     image: PathBuf,
     /// How many of the largest entries to show.
     #[arg(long, default_value_t = 10)]
@@ -40,7 +40,7 @@ Examples:
 
 #[derive(Args)]
 #[command(after_long_help = DIFF_EXAMPLES)]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     a: PathBuf,
     b: PathBuf,
 }
@@ -137,7 +137,7 @@ impl Visitor for Inspector {
     }
 }
 
-pub fn inspect(a: InspectArgs) -> Result<ExitCode> {
+pub(crate) fn inspect(a: InspectArgs) -> Result<ExitCode> {
     let f = File::open(&a.image).with_context(|| format!("{}: cannot open", a.image.display()))?;
     let mut v = Inspector::default();
     // A UKI: its .initrd section is the image; alignment counts in the file.
@@ -321,7 +321,7 @@ fn collect(p: &Path) -> Result<BTreeMap<(usize, Vec<u8>), Ident>> {
     Ok(c.0)
 }
 
-pub fn diff(a: DiffArgs) -> Result<ExitCode> {
+pub(crate) fn diff(a: DiffArgs) -> Result<ExitCode> {
     let (x, y) = (collect(&a.a)?, collect(&a.b)?);
     let mut n = 0;
     let mut spelled = 0;

@@ -39,7 +39,7 @@ Examples:
   leanrd extract -O IMG etc/leanrd/init.conf            a file's bytes on standard output
   leanrd extract --force IMG -C /tmp/x                  replace files already in /tmp/x
   leanrd extract IMG -F second.img -C /tmp/x            images one after another, as concatenated
-  curl -s URL | leanrd extract - -C /tmp/x              standard input, streamed";
+  cat /boot/initrd.img | leanrd extract - -C /tmp/x     standard input, streamed";
 
 /// Say which patterns matched no name (as tar does); true if any. A pattern that names a file
 /// was probably meant as another image.
@@ -65,7 +65,7 @@ fn select(parts: Option<&str>, patterns: &[OsString]) -> Result<Select> {
 
 #[derive(Args)]
 #[command(disable_help_flag = true, after_long_help = LS_EXAMPLES)]
-pub struct LsArgs {
+pub(crate) struct LsArgs {
     /// The image (`-` for stdin): newc or crc segments, any kernel compression, or a UKI.
     image: PathBuf,
     /// List only names matching one of these shell patterns (glob(7), as `cpio -i`: `*`
@@ -98,7 +98,7 @@ pub struct LsArgs {
 
 #[derive(Args)]
 #[command(after_long_help = EXTRACT_EXAMPLES)]
-pub struct ExtractArgs {
+pub(crate) struct ExtractArgs {
     /// The image (`-` for stdin): newc or crc segments, any kernel compression, or a UKI.
     image: PathBuf,
     /// Extract only names matching one of these shell patterns (glob(7), as `cpio -i`); the
@@ -143,7 +143,7 @@ Examples:
 
 #[derive(Args)]
 #[command(after_long_help = CHECK_EXAMPLES)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// The images (`-` for stdin).
     #[arg(required = true)]
     images: Vec<PathBuf>,
@@ -151,7 +151,7 @@ pub struct CheckArgs {
 
 /// Walk the image `p`: a file (read with seeks past data nobody reads) or `-`, standard
 /// input, streamed, whatever the compression.
-pub fn walk(p: &Path, v: &mut dyn Visitor) -> Result<()> {
+pub(crate) fn walk(p: &Path, v: &mut dyn Visitor) -> Result<()> {
     if p.as_os_str() == "-" {
         Ok(read_image(io::stdin(), v)?)
     } else {
@@ -362,7 +362,7 @@ impl Visitor for Counter {
     }
 }
 
-pub fn ls(a: LsArgs) -> Result<ExitCode> {
+pub(crate) fn ls(a: LsArgs) -> Result<ExitCode> {
     let images = images(&a.image, &a.more);
     let several = images.len() > 1;
     let select = select(a.parts.as_deref(), &a.patterns)?;
@@ -447,7 +447,7 @@ impl<W: Write> Visitor for Catter<'_, W> {
     }
 }
 
-pub fn extract(a: ExtractArgs) -> Result<ExitCode> {
+pub(crate) fn extract(a: ExtractArgs) -> Result<ExitCode> {
     let images = images(&a.image, &a.more);
     let select = select(a.parts.as_deref(), &a.patterns)?;
     if a.to_stdout {
@@ -504,7 +504,7 @@ pub fn extract(a: ExtractArgs) -> Result<ExitCode> {
     Ok(if errors > 0 || missed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-pub fn check(a: CheckArgs) -> Result<ExitCode> {
+pub(crate) fn check(a: CheckArgs) -> Result<ExitCode> {
     let mut failed = false;
     for img in &a.images {
         let mut c = Checker::new();

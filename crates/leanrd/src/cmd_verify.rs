@@ -24,7 +24,7 @@ Examples:
 
 #[derive(Args)]
 #[command(after_long_help = VERIFY_EXAMPLES)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     /// The image (default: SYSROOT/boot/initrd.img-KVER of the running kernel).
     image: Option<PathBuf>,
     /// The kernel the image is for (default: its configuration's, else its one module
@@ -112,7 +112,7 @@ fn running_kernel() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_string())
 }
 
-pub fn run(a: VerifyArgs) -> Result<ExitCode> {
+pub(crate) fn run(a: VerifyArgs) -> Result<ExitCode> {
     let sysroot = a.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
     let host_root = a.host_root.clone().unwrap_or_else(|| PathBuf::from("/"));
     let path = match &a.image {

@@ -98,8 +98,10 @@ enum Cmd {
         dir: Option<std::path::PathBuf>,
     },
     /// Print shell completions to stdout.
-    #[command(after_long_help = "Examples:\n  leanrd completions bash > /etc/bash_completion.d/leanrd\n  \
-                                 leanrd completions zsh > ~/.zfunc/_leanrd")]
+    #[command(
+        after_long_help = "Examples:\n  leanrd completions bash > ~/.local/share/bash-completion/completions/leanrd\n  \
+                                 leanrd completions zsh > ~/.zfunc/_leanrd"
+    )]
     Completions {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,

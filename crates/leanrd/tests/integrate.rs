@@ -364,3 +364,116 @@ fn build_refuses_a_module_of_another_kernel() {
     );
     assert_eq!(fs::read(&img).unwrap(), b"previous");
 }
+
+/// Every command example of every man page (section 1) runs, or says it needs root: those
+/// that start with `sudo` change or read this machine (/boot, the hooks, the journal), and are
+/// run on the VMs of the boot suites instead. The others run here, each in a directory of
+/// its own holding the files they name (IMG and the other images, a tree, a manifest, a
+/// serial log), in a mount namespace with /boot on a tmpfs: an example that writes there
+/// writes nothing on the host. Paths of this machine's images become the fixture image;
+/// a build for the running kernel gets `-k` when that kernel has no module tree here.
+#[test]
+fn every_man_page_example_runs_or_needs_root() {
+    if !is_root() || !have("unshare") || !have("jq") || !have("zstd") || !have("man") {
+        skip::<()>("the man pages' examples need root (a mount namespace), unshare, jq, zstd and man");
+        return;
+    }
+    let Some(kver) = kver() else { return };
+    let init = init_binary().expect("the static /init builds");
+    let t = TempDir::new("examples");
+    let pages = t.join("man");
+    ok(leanrd().args(["man", "--dir"]).arg(&pages));
+    // The fixtures every example's directory starts with.
+    let fx = t.join("fixtures");
+    for (path, body) in [
+        ("early/kernel/x86/microcode/GenuineIntel.bin", "microcode"),
+        ("main/etc/leanrd/init.conf", "root=/dev/vda1\n"),
+        ("main/init", "#!/bin/sh\n"),
+        ("main/usr/lib/modules/6.1.0-test/kernel/fs/ext4/ext4.ko", "module"),
+        ("tree/etc/hostname", "leanrd\n"),
+        ("more/etc/motd", "a second segment\n"),
+        ("home/.zfunc/.keep", ""),
+        ("home/.local/share/bash-completion/completions/.keep", ""),
+        ("tmp/.keep", ""),
+    ] {
+        let p = fx.join(path);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, body).unwrap();
+    }
+    let img = fx.join("IMG");
+    ok(leanrd().args(["cpio", "-c", "none", "--root"]).arg(fx.join("early")).arg("-o").arg(&img));
+    ok(leanrd().args(["cpio", "-c", "zstd", "--append", "--root"]).arg(fx.join("main")).arg("-o").arg(&img));
+    for copy in ["img", "old.img", "new.img", "a.img", "b.img", "second.img", "other.img"] {
+        fs::copy(&img, fx.join(copy)).unwrap();
+    }
+    sh(&format!("zstd -q {} -o {}", img.display(), fx.join("img.zst").display()));
+    fs::write(fx.join("manifest.txt"), "dir /etc 755 0 0\nfile /etc/hostname /etc/hostname 644 0 0\n").unwrap();
+    let serial = "[    1.000000] Run /init as init process\n[    1.100000] leanrd: root mounted\n\
+                  [    1.200000] leanrd: switching to the new root\n";
+    fs::write(fx.join("serial.log"), serial).unwrap();
+    fs::write(fx.join("leanrd.log"), "[    1.100000] leanrd: root mounted\n").unwrap();
+    fs::write(fx.join("journal.txt"), "[    2.000000] host systemd[1]: Startup finished in 1s.\n").unwrap();
+    let modules_here = Path::new("/lib/modules").join(running_kernel()).is_dir();
+    let (mut ran, mut marked, mut failed) = (0, 0, Vec::new());
+    let mut names: Vec<_> = fs::read_dir(&pages).unwrap().flatten().map(|e| e.path()).collect();
+    names.sort();
+    for page in names.iter().filter(|p| p.extension().is_some_and(|x| x == "1")) {
+        let text = fs::read_to_string(page).unwrap();
+        let Some(ex) = text.split(".SH EXAMPLES\n").nth(1) else {
+            failed.push(format!("{}: no EXAMPLES", page.display()));
+            continue;
+        };
+        let block = ex.split(".fi").next().unwrap_or_default();
+        for line in block.lines().filter(|l| l.starts_with("  ") && l.trim_start().len() + 2 == l.len()) {
+            let line = line.replace("\\-", "-");
+            let cmd = line.trim().split("  ").next().unwrap().trim().to_string();
+            if cmd.starts_with("sudo ") {
+                marked += 1;
+                continue;
+            }
+            let dir = t.join(format!("run-{ran}"));
+            sh(&format!("cp -a {} {}", fx.display(), dir.display()));
+            let mut run = cmd
+                .replace("/boot/initrd.img-$(uname -r)", "IMG")
+                .replace("/boot/initrd.img.old", "old.img")
+                .replace("/boot/initrd.img", "IMG")
+                .replace("/tmp/", &format!("{}/tmp/", dir.display()))
+                .replace("/srv/root", "/")
+                .replace("KVER", &kver);
+            if !modules_here && run.starts_with("leanrd build") && !run.contains(" -k ") {
+                run = run.replacen("leanrd build", &format!("leanrd build -k {kver}"), 1);
+            }
+            let bin = leanrd_testkit::boot::leanrd_path().parent().unwrap().display().to_string();
+            let o = Command::new("unshare")
+                .args([
+                    "-m",
+                    "sh",
+                    "-c",
+                    "mount --make-rprivate / && mount -t tmpfs leanrd-examples /boot && cd \"$1\" && eval \"$2\"",
+                    "sh",
+                ])
+                .arg(&dir)
+                .arg(&run)
+                .env("PATH", format!("{bin}:/usr/sbin:/usr/bin:/sbin:/bin"))
+                .env("HOME", dir.join("home"))
+                .env("LEANRD_INIT", &init)
+                .env("MANPAGER", "cat")
+                .env("MANWIDTH", "80")
+                .output()
+                .unwrap();
+            ran += 1;
+            if !o.status.success() {
+                let page = page.file_name().unwrap().to_string_lossy();
+                failed.push(format!("{page}: `{cmd}` (ran as `{run}`): {}", String::from_utf8_lossy(&o.stderr).trim()));
+            }
+        }
+    }
+    eprintln!("man page examples: {ran} ran, {marked} need root (sudo)");
+    assert!(failed.is_empty(), "examples that do not run:\n{}", failed.join("\n"));
+    assert!(ran >= 30 && marked >= 5, "{ran} ran, {marked} marked: the examples were not found");
+}
+
+/// The running kernel's release.
+fn running_kernel() -> String {
+    String::from_utf8(ok(Command::new("uname").arg("-r"))).unwrap().trim().to_string()
+}

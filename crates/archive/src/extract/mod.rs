@@ -68,6 +68,7 @@ pub struct Extractor {
     unselected_dirs: HashMap<Vec<u8>, leanrd_newc::Header>,
     /// mtime of a target directory itself (an entry named `.`).
     root_mtimes: Vec<(Rc<OwnedFd>, u32)>,
+    /// Regular files restored.
     pub files: usize,
     /// Entries skipped on purpose (device nodes without root).
     pub warnings: Vec<String>,
@@ -117,6 +118,8 @@ const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGIC
 const DIR_PATH: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
 
 impl Extractor {
+    /// An extraction into `dir`, created if it is not there; an error when it cannot be created or
+    /// opened.
     pub fn new(dir: &Path) -> Result<Extractor> {
         std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
         let root = rustix::fs::open(dir, DIR_PATH, Mode::empty())

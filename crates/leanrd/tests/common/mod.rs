@@ -1,5 +1,7 @@
 //! Helpers shared by the integration tests: leanrd-testkit, and the leanrd binary.
-#![allow(dead_code, unused_imports)]
+//! Each test crate includes it (`mod common;`) and uses a part of it: its `pub` items are for
+//! that crate, which the workspace's `unreachable_pub` cannot see.
+#![allow(dead_code, unused_imports, unreachable_pub)]
 
 /// The boot harness (crates/testkit): the Debian roots, disks, prep VMs and boots.
 pub mod debian {
