@@ -46,7 +46,7 @@ pub struct TooLarge {
 }
 
 /// newc stores sizes in 32 bits.
-pub fn newc_size(path: &Path, size: u64) -> Result<u32, TooLarge> {
+pub(crate) fn newc_size(path: &Path, size: u64) -> Result<u32, TooLarge> {
     u32::try_from(size).map_err(|_| TooLarge { path: path.to_path_buf(), size })
 }
 
@@ -215,7 +215,7 @@ impl Normalize {
     }
 
     /// Fill an entry's metadata from `lstat` of its source.
-    pub fn entry_from_metadata(&self, name: Box<[u8]>, md: &Lstat, ino: u32, data: Data) -> Entry {
+    pub(crate) fn entry_from_metadata(&self, name: Box<[u8]>, md: &Lstat, ino: u32, data: Data) -> Entry {
         let (uid, gid) = self.owner(md.uid, md.gid);
         let (dev_major, dev_minor) =
             if self.keep_devno { (rustix::fs::major(md.dev), rustix::fs::minor(md.dev)) } else { (0, 0) };

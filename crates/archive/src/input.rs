@@ -53,7 +53,7 @@ pub struct ListItem {
 
 /// Strip leading `./` (and the slashes after it) the way GNU cpio does; a name that would
 /// become empty is kept as it was.
-pub fn cpio_name(raw: &[u8]) -> &[u8] {
+pub(crate) fn cpio_name(raw: &[u8]) -> &[u8] {
     let mut p = raw;
     while p.len() >= 2 && p[0] == b'.' && p[1] == b'/' {
         p = &p[1..];

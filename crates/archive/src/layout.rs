@@ -50,7 +50,7 @@ impl Placed<'_> {
     }
 
     /// Header, name, NUL padding: the bytes from the header's offset to its data.
-    pub fn head_bytes(&self) -> Vec<u8> {
+    pub(crate) fn head_bytes(&self) -> Vec<u8> {
         leanrd_newc::encode_head(&self.header, self.name)
     }
 }
@@ -219,7 +219,7 @@ impl Layout {
 }
 
 /// "NAME cannot be unpacked: PARENT is a regular file, not a directory".
-pub fn conflict_message(entries: &[Entry], c: Conflict) -> String {
+pub(crate) fn conflict_message(entries: &[Entry], c: Conflict) -> String {
     let kind = FileKind::from_mode(entries[c.parent].mode).map(FileKind::name).unwrap_or("not a directory");
     format!(
         "{} cannot be unpacked: {} is {kind}, not a directory",

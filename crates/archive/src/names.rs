@@ -14,7 +14,7 @@ use leanrd_newc::{FileKind, PATH_MAX, TRAILER};
 use crate::entry::Entry;
 
 /// Check one name as stored (no leading `/`): 1 to 4095 bytes, no NUL, no `..` component.
-pub fn check_name(name: &[u8]) -> Result<(), String> {
+pub(crate) fn check_name(name: &[u8]) -> Result<(), String> {
     if name.is_empty() {
         return Err("empty name".into());
     }
@@ -81,7 +81,7 @@ fn parents(name: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// Why the kernel cannot create `name` (canonical) as a `kind` over what its rootfs holds
 /// before it unpacks an image ([`Namespace::new`]): /dev, with /dev/console in it, is not
 /// replaced by anything but a directory.
-pub fn kernel_conflict(name: &[u8], kind: Option<FileKind>) -> Option<String> {
+pub(crate) fn kernel_conflict(name: &[u8], kind: Option<FileKind>) -> Option<String> {
     (name == b"dev" && kind != Some(FileKind::Dir)).then(|| {
         let k = kind.map_or("file of unknown type", FileKind::name);
         format!("dev cannot be {k}: the kernel's /dev holds /dev/console, so it cannot be replaced")
@@ -129,7 +129,7 @@ pub fn canonical(name: &[u8]) -> Cow<'_, [u8]> {
 /// writer's rule: such an archive cannot be unpacked whichever comes first). Names are
 /// compared as the kernel resolves them ([`canonical`]). Costs one sort of indices; an
 /// already sorted list (a tree) skips it.
-pub fn find_conflict(entries: &[Entry]) -> Option<Conflict> {
+pub(crate) fn find_conflict(entries: &[Entry]) -> Option<Conflict> {
     let canon: Vec<Cow<[u8]>> = if entries.iter().all(|e| matches!(canonical(&e.name), Cow::Borrowed(_))) {
         Vec::new()
     } else {

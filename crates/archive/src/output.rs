@@ -235,7 +235,7 @@ fn is_dead(pid: i32) -> bool {
 /// Remove what a killed leanrd left in `dir`: entries named `PREFIX<pid>-<anything>SUFFIX`
 /// whose process no longer runs and which belong to us. Files and directories alike; errors
 /// are ignored (another run may be removing the same).
-pub fn remove_stale(dir: &Path, prefix: &std::ffi::OsStr, suffix: &[u8]) {
+pub(crate) fn remove_stale(dir: &Path, prefix: &std::ffi::OsStr, suffix: &[u8]) {
     let Ok(rd) = fs::read_dir(dir) else { return };
     let me = rustix::process::geteuid().as_raw();
     let prefix = prefix.as_bytes();

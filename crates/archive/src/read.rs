@@ -274,7 +274,7 @@ fn visit(s: &mut Stream, v: &mut dyn Visitor, e: &ReadEntry, at: u64) -> Result<
 }
 
 /// Explain bytes that are not a known segment start, when we recognise them.
-pub fn explain_junk(head: &[u8]) -> Option<&'static str> {
+pub(crate) fn explain_junk(head: &[u8]) -> Option<&'static str> {
     if head.starts_with(&[0x04, 0x22, 0x4d, 0x18]) {
         Some("an lz4 frame-format stream: the kernel reads only the legacy format (lz4 -l)")
     } else if head.starts_with(b"070707") {

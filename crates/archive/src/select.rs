@@ -83,7 +83,7 @@ impl Select {
     }
 
     /// Whether names are filtered (parents of a selected name may then be left out).
-    pub fn by_name(&self) -> bool {
+    pub(crate) fn by_name(&self) -> bool {
         !self.patterns.is_empty()
     }
 }

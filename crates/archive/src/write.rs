@@ -378,7 +378,7 @@ pub fn block_size(out: &File) -> u64 {
 /// The whole file `path` at offset `dst` of `out`: its whole blocks cloned when `dst` is
 /// block-aligned on a reflink file system, the rest copied in the kernel. Returns (cloned,
 /// copied) bytes.
-pub fn place_file(path: &Path, out: &File, dst: u64) -> Result<(u64, u64)> {
+pub(crate) fn place_file(path: &Path, out: &File, dst: u64) -> Result<(u64, u64)> {
     let size = std::fs::metadata(path).with_context(|| format!("{}: cannot stat", path.display()))?.len();
     let job = Job { path: Cow::Borrowed(path), size, dst };
     copy_job(&job, out, block_size(out), &AtomicBool::new(true))

@@ -34,7 +34,7 @@ pub struct CryptSelection {
 /// The token types in a LUKS2 header (`systemd-tpm2`, ...): the JSON area after the 4 KiB
 /// binary header (cryptsetup's format, luks2.h; read here rather than by running
 /// `cryptsetup luksDump`, which needs the device-mapper-free host to have cryptsetup).
-pub fn luks2_token_types(header: &[u8]) -> std::result::Result<Vec<String>, String> {
+pub(crate) fn luks2_token_types(header: &[u8]) -> std::result::Result<Vec<String>, String> {
     if header.len() < 4096 || &header[..6] != b"LUKS\xba\xbe" {
         return Err("not a LUKS header".into());
     }

@@ -93,7 +93,7 @@ pub(crate) struct Info {
 }
 
 /// An ELF file's e_machine (its architecture), from its header; None when it is no ELF.
-pub fn machine_of(data: &[u8]) -> Option<u16> {
+pub(crate) fn machine_of(data: &[u8]) -> Option<u16> {
     (data.starts_with(b"\x7fELF") && data.len() >= 20).then(|| {
         // EI_DATA (byte 5): 1 little-endian, 2 big-endian.
         let b = [data[18], data[19]];
@@ -102,7 +102,7 @@ pub fn machine_of(data: &[u8]) -> Option<u16> {
 }
 
 /// An e_machine's name, as the kernel's architectures are known.
-pub fn machine_name(m: u16) -> String {
+pub(crate) fn machine_name(m: u16) -> String {
     match m {
         3 => "i386".into(),
         8 => "mips".into(),
@@ -157,7 +157,7 @@ pub fn which(sysroot: &Path, name: &str) -> Option<String> {
 /// Where a library (a soname, or a path under a library directory such as
 /// `cryptsetup/libcryptsetup-token-systemd-tpm2.so`) is in the system, as ld.so's cache and
 /// default directories find it.
-pub fn which_library(sysroot: &Path, lib: &str) -> Option<String> {
+pub(crate) fn which_library(sysroot: &Path, lib: &str) -> Option<String> {
     let exists = |p: &str| host_path(sysroot, p).exists();
     if let Some(p) = LdCache::load(sysroot).libs.get(lib).filter(|p| exists(p)) {
         return Some(p.clone());
@@ -236,7 +236,7 @@ impl<'a> Resolver<'a> {
 
     /// The interpreter and libraries of a file that is not itself placed at its host path
     /// (e.g. /init).
-    pub fn add_dependencies_of(&mut self, file: &Path) -> Result<()> {
+    pub(crate) fn add_dependencies_of(&mut self, file: &Path) -> Result<()> {
         let data = fs::read(file).with_context(|| format!("{}: cannot read", file.display()))?;
         let Some(inf) = info(&data, file)? else { return Ok(()) };
         let mut names = BTreeSet::new();

@@ -175,7 +175,8 @@ pub const FEATURE_KEYS: &[FeatureKey] = &[
 ];
 
 /// The feature reference in Markdown: docs/features.md (the keys, then every built-in feature).
-pub fn features_markdown() -> Result<String> {
+#[cfg(test)]
+pub(crate) fn features_markdown() -> Result<String> {
     let mut s = String::from(
         "# Feature files\n\n<!-- Generated from crates/gen/src/features.rs (FEATURE_KEYS) and features/*.toml by \
          its unit tests (LEANRD_BLESS=1 rewrites it): edit those, not this. -->\n\n\
@@ -264,7 +265,8 @@ pub fn load(dir: Option<&Path>) -> Result<BTreeMap<String, Feature>> {
 /// One random mutation of TOML text (tokens that break strings, arrays and escapes put in,
 /// characters cut or changed), for the parsers' fuzz tests; `state` is the generator's.
 #[doc(hidden)]
-pub fn mutate_toml(state: &mut u64, text: &str) -> String {
+#[cfg(test)]
+pub(crate) fn mutate_toml(state: &mut u64, text: &str) -> String {
     let mut next = || {
         *state ^= *state << 13;
         *state ^= *state >> 7;
@@ -295,7 +297,7 @@ pub fn mutate_toml(state: &mut u64, text: &str) -> String {
 }
 
 /// Check names given on the command line.
-pub fn check_names(all: &BTreeMap<String, Feature>, names: &[String]) -> Result<()> {
+pub(crate) fn check_names(all: &BTreeMap<String, Feature>, names: &[String]) -> Result<()> {
     for n in names {
         if !all.contains_key(n) {
             bail!("unknown feature {n:?}; known: {}", all.keys().cloned().collect::<Vec<_>>().join(", "));

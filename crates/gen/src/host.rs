@@ -96,7 +96,7 @@ impl Facts {
 
 /// The root as the image records it: an NFS mount's `SERVER:PATH` and the version it
 /// mounted with (mountinfo's `vers=`); the server as its address, since a name needs DNS.
-pub fn nfs_root(m: &Mount) -> Result<NfsRoot> {
+pub(crate) fn nfs_root(m: &Mount) -> Result<NfsRoot> {
     let spec = format!("nfs:{}", m.source);
     let mut n = match Root::parse(&spec, None) {
         Ok(Root::Nfs(n)) => n,
@@ -486,7 +486,7 @@ pub(crate) fn resolve_name(root: &Path, d: &DeviceRef) -> Option<String> {
 }
 
 /// The UUID /dev/disk/by-uuid gives the block device `name`.
-pub fn by_uuid(root: &Path, name: &str) -> Option<String> {
+pub(crate) fn by_uuid(root: &Path, name: &str) -> Option<String> {
     let rd = fs::read_dir(root.join("dev/disk/by-uuid")).ok()?;
     rd.flatten()
         .find(|e| fs::read_link(e.path()).is_ok_and(|t| t.file_name().is_some_and(|n| n == name)))
@@ -813,7 +813,7 @@ fn ancestors(root: &Path, start: &Path, role: &str, serves: &str) -> Vec<Link> {
 /// Whether an input device's `capabilities/key` bitmap (hex words, most significant first,
 /// each as wide as the kernel's long) has every letter key: a keyboard, not a power button,
 /// a lid switch or a mouse.
-pub fn has_letter_keys(bitmap: &str) -> bool {
+pub(crate) fn has_letter_keys(bitmap: &str) -> bool {
     // KEY_Q..KEY_P, KEY_A..KEY_L, KEY_Z..KEY_M (linux/input-event-codes.h).
     const LETTERS: [std::ops::RangeInclusive<usize>; 3] = [16..=25, 30..=38, 44..=50];
     let words: Vec<u64> = bitmap.split_whitespace().rev().map(|w| u64::from_str_radix(w, 16).unwrap_or(0)).collect();
@@ -826,7 +826,7 @@ pub fn has_letter_keys(bitmap: &str) -> bool {
 /// vendor driver), its USB interface (usbhid) or I2C device (i2c-hid), the host controller
 /// (xhci_pci), or the serio port (atkbd) and i8042. The input device's own modalias is left
 /// out: it names input handlers (joydev, evbug...), not drivers.
-pub fn detect_keyboards(root: &Path, f: &mut Facts) {
+pub(crate) fn detect_keyboards(root: &Path, f: &mut Facts) {
     let Ok(rd) = fs::read_dir(root.join("sys/class/input")) else { return };
     let mut found: Vec<(String, PathBuf)> = rd
         .flatten()

@@ -83,7 +83,7 @@ impl KernelConfig {
     /// kernel/module/decompress.c (5.17 to today) exactly one of the gzip, xz and zstd
     /// decompressors is compiled, the one `CONFIG_MODULE_COMPRESS_*` chose, and only with
     /// `CONFIG_MODULE_DECOMPRESS=y`: a kernel that ships .ko.xz loads no .ko.zst.
-    pub fn module_decompression(&self) -> Option<ModuleCompression> {
+    pub(crate) fn module_decompression(&self) -> Option<ModuleCompression> {
         if !self.y("MODULE_DECOMPRESS") {
             return None;
         }
@@ -104,7 +104,7 @@ impl KernelConfig {
     /// Whether the kernel loads only signed modules (`CONFIG_MODULE_SIG_FORCE`; a kernel
     /// booted with `module.sig_enforce=1` or locked down by Secure Boot does too, which no
     /// configuration says: leanrd keeps every signature, so such boots load them as well).
-    pub fn sig_force(&self) -> bool {
+    pub(crate) fn sig_force(&self) -> bool {
         self.y("MODULE_SIG_FORCE")
     }
 
@@ -130,12 +130,12 @@ impl KernelConfig {
 }
 
 /// `MODULE_COMPRESS_XZ`: the symbol that selects a module compression (without CONFIG_).
-pub fn module_compress_symbol(c: &ModuleCompression) -> String {
+pub(crate) fn module_compress_symbol(c: &ModuleCompression) -> String {
     format!("MODULE_COMPRESS_{}", c.format.to_ascii_uppercase())
 }
 
 /// `RD_ZSTD`: the symbol that lets the kernel unpack an initramfs in `f` (None: uncompressed).
-pub fn rd_symbol(f: Format) -> Option<String> {
+pub(crate) fn rd_symbol(f: Format) -> Option<String> {
     (f != Format::None).then(|| format!("RD_{}", f.name().to_ascii_uppercase()))
 }
 

@@ -132,7 +132,7 @@ pub fn wanted(r: &Request, host_only: bool) -> Option<Wanted> {
 
 /// The console font the system sets (vconsole.conf's `FONT=`, console-setup's `FONTFACE=`),
 /// which /init does not load: for a build warning.
-pub fn font_setting(r: &Request) -> Option<String> {
+pub(crate) fn font_setting(r: &Request) -> Option<String> {
     let vconsole = host_path(&r.sysroot, "/etc/vconsole.conf");
     if let Ok(t) = fs::read_to_string(&vconsole)
         && let Some(f) = var(&shell_vars(&t), "FONT")
@@ -208,7 +208,7 @@ fn output(c: &mut Command, what: &str, input: Option<&[u8]>) -> Result<Vec<u8>> 
 
 /// The binary keymap: 7 bytes "bkeymap", 256 flag bytes (which of the kernel's keymaps are
 /// defined), then 128 16-bit entries per defined keymap.
-pub fn check_bkeymap(b: &[u8]) -> std::result::Result<usize, String> {
+pub(crate) fn check_bkeymap(b: &[u8]) -> std::result::Result<usize, String> {
     let body = b.strip_prefix(b"bkeymap").ok_or("not a binary keymap (no \"bkeymap\" magic)")?;
     if body.len() < 256 {
         return Err("truncated flags".into());

@@ -68,7 +68,7 @@ pub struct Hit {
 }
 
 /// The cache's base directory by the rules above; None when there is none.
-pub fn base_dir() -> Option<PathBuf> {
+pub(crate) fn base_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("LEANRD_CACHE_DIR") {
         return (!d.is_empty()).then(|| PathBuf::from(d));
     }

@@ -92,7 +92,7 @@ impl ModprobeConf {
     }
 
     /// Only what concerns the modules in `set` (and names a blacklist applies to).
-    pub fn for_modules(&self, set: &BTreeSet<String>) -> ModprobeConf {
+    pub(crate) fn for_modules(&self, set: &BTreeSet<String>) -> ModprobeConf {
         ModprobeConf {
             options: self.options.iter().filter(|(m, _)| set.contains(m)).cloned().collect(),
             blacklist: self.blacklist.iter().filter(|m| set.contains(*m)).cloned().collect(),

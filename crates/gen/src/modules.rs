@@ -183,7 +183,7 @@ impl Kernel {
     }
 
     /// Follow a module strategy: keep the format the kernel decompresses, or none.
-    pub fn set_strategy(&mut self, s: ModuleStrategy) {
+    pub(crate) fn set_strategy(&mut self, s: ModuleStrategy) {
         self.strategy = s;
         self.kept = match s {
             ModuleStrategy::Keep => self.config.module_decompression(),
@@ -334,7 +334,7 @@ impl Kernel {
 
     /// How the modules of `set` are stored, for the build's notes (None when none of them
     /// is compressed on the sysroot).
-    pub fn storage_note(&self, set: &BTreeSet<String>) -> Option<String> {
+    pub(crate) fn storage_note(&self, set: &BTreeSet<String>) -> Option<String> {
         let (mut kept, mut unpacked) = (BTreeMap::<&str, usize>::new(), BTreeMap::<&str, usize>::new());
         for rel in set.iter().filter_map(|n| self.db.paths.get(n)) {
             if let Some(c) = split_compression(rel).1 {

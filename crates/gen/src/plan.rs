@@ -64,7 +64,7 @@ pub struct Plan {
 }
 
 /// Join an absolute image path under the sysroot.
-pub fn host_path(sysroot: &Path, p: &str) -> PathBuf {
+pub(crate) fn host_path(sysroot: &Path, p: &str) -> PathBuf {
     sysroot.join(p.trim_start_matches('/'))
 }
 
@@ -73,7 +73,7 @@ pub fn host_path(sysroot: &Path, p: &str) -> PathBuf {
 /// is given each path walked and whether it is the last component, and answers with a
 /// symlink's target or None. The path reached, free of symlinks. One walk for the host's tree
 /// (the plan) and for an image's (the boot proof).
-pub fn walk_path<E>(
+pub(crate) fn walk_path<E>(
     path: &str,
     too_many: impl Fn(&str) -> E,
     mut step: impl FnMut(&str, bool) -> std::result::Result<Option<String>, E>,
@@ -105,7 +105,7 @@ pub fn walk_path<E>(
 
 /// An absolute path on the sysroot with every symlink on the way followed within it (an
 /// absolute target from the sysroot): where the file really is, as an image path.
-pub fn real_path(sysroot: &Path, path: &str) -> Result<String> {
+pub(crate) fn real_path(sysroot: &Path, path: &str) -> Result<String> {
     let too_many = |p: &str| leanrd_archive::invalid!("{}: too many levels of symbolic links", p);
     walk_path(path, too_many, |next, _| {
         let hp = host_path(sysroot, next);
@@ -158,7 +158,7 @@ impl Plan {
     }
 
     /// `path` with every planned symlink among its parents replaced by its target.
-    pub fn resolve_parents(&self, path: &str) -> String {
+    pub(crate) fn resolve_parents(&self, path: &str) -> String {
         let mut cur = String::new();
         let comps: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         let mut hops = 0;
@@ -186,7 +186,7 @@ impl Plan {
     /// Add a host file system path as it is on the host: every symlink on the way (e.g.
     /// `/lib -> usr/lib`, `/lib64/ld-linux-x86-64.so.2 -> ...`) becomes a symlink in the
     /// image and is followed. Returns the real (symlink-free) image path of the final file.
-    pub fn add_host_path(&mut self, path: &str) -> Result<String> {
+    pub(crate) fn add_host_path(&mut self, path: &str) -> Result<String> {
         let too_many = |p: &str| leanrd_archive::invalid!("{}: too many levels of symbolic links", p);
         walk_path(path, too_many, |next, last| {
             let hp = host_path(&self.sysroot, next);

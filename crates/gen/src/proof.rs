@@ -477,7 +477,7 @@ impl Check<'_> {
 
 /// Why kernel `kver` (with `config`, when known) would refuse a module stored as `f` under
 /// the name `rel` (/init passes MODULE_INIT_COMPRESSED_FILE by the name); None: it loads.
-pub fn unloadable(f: &ModuleFile, rel: &str, kver: &str, config: &KernelConfig) -> Option<String> {
+pub(crate) fn unloadable(f: &ModuleFile, rel: &str, kver: &str, config: &KernelConfig) -> Option<String> {
     if let Some(e) = &f.corrupt {
         return Some(e.clone());
     }
@@ -727,7 +727,7 @@ pub struct Promise {
 }
 
 /// Prove a universal image keeps its promise; Err lists what is missing.
-pub fn prove_universal(v: &dyn ImageView, p: &Promise, kernel: &Kernel) -> Result<Proven, Vec<String>> {
+pub(crate) fn prove_universal(v: &dyn ImageView, p: &Promise, kernel: &Kernel) -> Result<Proven, Vec<String>> {
     let mut missing = Vec::new();
     if !is_file(v, "/init") {
         missing.push("/init is not in the image".to_string());

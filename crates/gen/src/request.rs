@@ -225,7 +225,8 @@ pub fn setting_doc(key: &str) -> &'static str {
 }
 
 /// The settings reference in Markdown: docs/configuration.md.
-pub fn settings_markdown() -> String {
+#[cfg(test)]
+pub(crate) fn settings_markdown() -> String {
     let mut s = String::from(
         "# leanrd.toml\n\n<!-- Generated from crates/gen/src/request.rs (SETTINGS) by its unit tests \
          (LEANRD_BLESS=1 rewrites it): edit that, not this. -->\n\n\
@@ -359,7 +360,7 @@ impl Request {
 
 /// The /init executable: as given, else $LEANRD_INIT, leanrd-init next to the running
 /// program (or in a development tree's target/), /usr/lib/leanrd/, /usr/local/lib/leanrd/.
-pub fn find_init(explicit: Option<PathBuf>) -> Result<PathBuf> {
+pub(crate) fn find_init(explicit: Option<PathBuf>) -> Result<PathBuf> {
     if let Some(p) = explicit {
         return Ok(p);
     }

@@ -85,7 +85,7 @@ pub const LAYERS: &[LayerDef] = &[
 
 impl StackLayer {
     /// Its entry in [`LAYERS`].
-    pub fn def(self) -> &'static LayerDef {
+    pub(crate) fn def(self) -> &'static LayerDef {
         LAYERS.iter().find(|d| d.layer == self).expect("every layer is in LAYERS")
     }
 

@@ -90,7 +90,7 @@ pub struct Extractor {
 }
 
 /// Components of a safe relative name; an error for absolute names and `..`.
-pub fn safe_components(name: &[u8]) -> Result<Vec<&[u8]>, String> {
+pub(crate) fn safe_components(name: &[u8]) -> Result<Vec<&[u8]>, String> {
     if name.first() == Some(&b'/') {
         return Err("absolute name".into());
     }
