@@ -329,3 +329,117 @@ fn ci_runs_the_readmes_test_command() {
     let last = ci.lines().map(str::trim).rfind(|l| !l.is_empty() && !l.starts_with('#')).unwrap_or("");
     assert_eq!(last, command, ".ci/run's last command is not README.md's test command");
 }
+
+/// The code names a recipe's step uses: (step's first line, missing names). A step is a
+/// numbered item; the files it names (`crates/...rs`) must exist, and each name it puts in
+/// backticks (`Root::parse`, `RootKind::ALL`, `trailing_zeros`) must be a word of one of those
+/// files, or of their crates' sources when the step names a file of the crate only in passing.
+fn recipe_gaps(root: &Path, text: &str) -> Vec<String> {
+    let Some(recipes) = text.split("\n## Recipes\n").nth(1) else {
+        return vec!["docs/architecture.md has no Recipes section".into()];
+    };
+    let recipes = recipes.split("\n## ").next().unwrap_or_default();
+    let mut steps: Vec<String> = Vec::new();
+    for line in recipes.lines() {
+        let starts = line.split_once(". ").is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if starts {
+            steps.push(line.to_string());
+        } else if line.starts_with("   ") && !steps.is_empty() {
+            let last = steps.last_mut().unwrap();
+            last.push(' ');
+            last.push_str(line.trim());
+        } else if line.starts_with('#') || line.trim().is_empty() {
+            // A heading or a blank line ends a step only by the next one starting.
+        }
+    }
+    let is_ident = |w: &str| {
+        !w.is_empty()
+            && w.split("::").all(|p| {
+                p.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
+    };
+    let word_in = |hay: &str, w: &str| {
+        hay.match_indices(w).any(|(i, _)| {
+            let before = hay[..i].chars().next_back();
+            let after = hay[i + w.len()..].chars().next();
+            let edge = |c: Option<char>| c.is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
+            edge(before) && (edge(after) || w.ends_with('_'))
+        })
+    };
+    let mut gaps = Vec::new();
+    for step in &steps {
+        let mut files = Vec::new();
+        let mut missing = Vec::new();
+        for w in step.split(|c: char| c.is_whitespace() || "(),:;".contains(c)) {
+            let w = w.trim_matches(|c: char| "`.[]".contains(c));
+            if w.starts_with("crates/") && w.ends_with(".rs") && !w.contains("NAME") {
+                if root.join(w).is_file() {
+                    files.push(root.join(w));
+                } else {
+                    missing.push(format!("no file {w}"));
+                }
+            }
+        }
+        // A step about a feature file: the names are its keys, in the built-in feature files.
+        if step.contains("features/NAME.toml") {
+            let toml = fs::read_dir(root.join("features")).into_iter().flatten().flatten().map(|e| e.path());
+            files.extend(toml.filter(|p| p.extension().is_some_and(|x| x == "toml")));
+        }
+        let texts: Vec<String> = files.iter().map(|f| fs::read_to_string(f).unwrap_or_default()).collect();
+        let crates: BTreeSet<PathBuf> = files
+            .iter()
+            .filter(|f| f.strip_prefix(root).is_ok_and(|r| r.starts_with("crates")))
+            .filter_map(|f| f.strip_prefix(root).ok()?.iter().take(3).collect::<PathBuf>().into())
+            .collect();
+        let names: Vec<&str> =
+            step.split('`').skip(1).step_by(2).filter(|w| is_ident(w) && !w.contains("NAME")).collect();
+        for name in names {
+            let parts: Vec<&str> = name.split("::").collect();
+            let in_files = |texts: &[String]| parts.iter().all(|p| texts.iter().any(|t| word_in(t, p)));
+            if in_files(&texts) {
+                continue;
+            }
+            let wider: Vec<String> = crates
+                .iter()
+                .flat_map(|c| fs::read_dir(root.join(c)).into_iter().flatten().flatten())
+                .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
+                .map(|e| fs::read_to_string(e.path()).unwrap_or_default())
+                .collect();
+            if !in_files(&wider) {
+                missing.push(format!("`{name}`"));
+            }
+        }
+        if files.is_empty() && step.contains("crates/") {
+            missing.push("no file it names exists".into());
+        }
+        if !missing.is_empty() {
+            let head: String = step.chars().take(70).collect();
+            gaps.push(format!("{head}...: {}", missing.join(", ")));
+        }
+    }
+    if steps.len() < 10 {
+        gaps.push(format!("only {} recipe steps found", steps.len()));
+    }
+    gaps
+}
+
+#[test]
+fn the_architecture_recipes_name_what_the_code_has() {
+    let root = workspace();
+    let text = fs::read_to_string(root.join("docs/architecture.md")).expect("docs/architecture.md");
+    let gaps = recipe_gaps(&root, &text);
+    assert!(gaps.is_empty(), "docs/architecture.md's recipes name what the code lacks:\n{}", gaps.join("\n"));
+}
+
+#[test]
+fn a_recipe_naming_what_is_gone_is_found() {
+    let root = workspace();
+    let text = fs::read_to_string(root.join("docs/architecture.md")).expect("docs/architecture.md");
+    let renamed = text.replacen("`Root::parse`", "`Root::parse_root_spelling`", 1);
+    assert!(renamed != text, "the recipe for a root kind no longer names Root::parse");
+    let gaps = recipe_gaps(&root, &renamed);
+    assert!(gaps.iter().any(|g| g.contains("parse_root_spelling")), "{gaps:?}");
+    let moved = text.replacen("crates/compress/src/format.rs", "crates/compress/src/formats.rs", 1);
+    assert!(recipe_gaps(&root, &moved).iter().any(|g| g.contains("no file crates/compress/src/formats.rs")));
+}
