@@ -192,8 +192,12 @@ fn regressions() {
     // Archives the kernel unpacks as they say (a symlink replaced by a directory, a
     // directory by a symlink that later names go through): `check` passes them, and only
     // `extract` has to be careful. Every other one `check` must report.
-    let kernel_fine =
-        ["symlink-then-setuid-dir.cpio", "relative-symlink-then-dir.cpio", "dir-replaced-by-symlink.cpio"];
+    let kernel_fine = [
+        "symlink-then-setuid-dir.cpio",
+        "relative-symlink-then-dir.cpio",
+        "dir-replaced-by-symlink.cpio",
+        "absolute-name.cpio",
+    ];
     for (name, bytes) in corpus() {
         if name.ends_with(".cpio") {
             run_reader(&bytes, true, scratch.path(), &name);
@@ -352,4 +356,24 @@ fn corrupted_images_never_panic() {
     }
     // Most mutations must be noticed.
     assert!(errors > 600, "only {errors} of 1200 corrupted images were reported");
+}
+
+/// Found by the archive fuzz target (tests/corpus/absolute-name.cpio): an entry named `/0f`.
+/// The kernel unpacks it as `0f`, and `check` passed the image, but `extract` refused it
+/// ("absolute name"). Both now take it as the kernel does, inside the target directory.
+#[test]
+fn an_absolute_name_is_extracted_where_the_kernel_puts_it() {
+    let img = fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/absolute-name.cpio")).unwrap();
+    let mut c = Checker::new();
+    read_image(&img[..], &mut c).unwrap();
+    assert!(c.problems.is_empty(), "{:?}", c.problems);
+    let scratch = tempfile::tempdir().unwrap();
+    let target = scratch.path().join("x");
+    let mut x = Extractor::new(&target).unwrap();
+    let _ = read_image(&img[..], &mut x);
+    x.finish();
+    assert!(x.errors.is_empty(), "{:?}", x.errors);
+    assert!(target.join("0f").exists(), "/0f not extracted as 0f");
+    let beside: Vec<_> = fs::read_dir(scratch.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(beside, ["x"], "extract made {beside:?} outside its target");
 }
