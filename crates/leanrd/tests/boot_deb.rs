@@ -77,8 +77,11 @@ fn takes_over_and_gives_back(suite: &str) {
     sh(&format!("rm -rf {t}/usr/bin/leanrd {t}/usr/lib/leanrd", t = tree.display()));
     fs::copy("/etc/resolv.conf", tree.join("etc/resolv.conf")).unwrap();
     fs::copy(&deb, tree.join("tmp/leanrd.deb")).unwrap();
-    let cache = Path::new(&std::env::var("LEANRD_TEST_CACHE").unwrap_or_else(|_| "/var/cache/leanrd-tests".into()))
-        .join(if suite == "bookworm" { "apt-archives".to_string() } else { format!("apt-archives-{suite}") });
+    let cache = leanrd_testkit::scenario::test_cache().join(if suite == "bookworm" {
+        "apt-archives".to_string()
+    } else {
+        format!("apt-archives-{suite}")
+    });
     fs::create_dir_all(cache.join("partial")).unwrap();
     let apt = "apt-get -q -o APT::Sandbox::User=root";
 

@@ -29,8 +29,7 @@ fn cargo_install_gives_a_leanrd_whose_images_boot() {
     let Some(kernel) = kernel() else { return };
     let kver = kver_of(&kernel);
     let t = TempDir::new("install");
-    let cache = std::env::var("LEANRD_TEST_CACHE").unwrap_or_else(|_| "/var/cache/leanrd-tests".into());
-    let cache = Path::new(&cache);
+    let cache = &leanrd_testkit::scenario::test_cache();
     fs::create_dir_all(cache).unwrap();
     // One run at a time uses the copy and its target directory.
     let lock = fs::File::create(cache.join("install.lock")).unwrap();

@@ -327,12 +327,16 @@ pub fn file_key(path: &Path) -> String {
 /// the prep VMs or the layouts change.
 const DISKS: &str = "disks-1";
 
+/// The test cache: $LEANRD_TEST_CACHE, else /var/cache/leanrd-tests.
+pub fn test_cache() -> PathBuf {
+    std::env::var_os("LEANRD_TEST_CACHE").map_or_else(|| PathBuf::from("/var/cache/leanrd-tests"), PathBuf::from)
+}
+
 /// The test cache's entry `kind/key`, made by `make` (into a partial path, synced, then
 /// renamed) under a lock when missing. Its mtime is when it was last used: entries and
 /// leftover partial ones unused for a week are removed, once per process.
 pub fn cached(kind: &str, key: &str, make: impl FnOnce(&Path)) -> PathBuf {
-    let dir =
-        Path::new(&std::env::var("LEANRD_TEST_CACHE").unwrap_or_else(|_| "/var/cache/leanrd-tests".into())).join(kind);
+    let dir = test_cache().join(kind);
     fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     static SWEPT: OnceLock<()> = OnceLock::new();
     SWEPT.get_or_init(|| sweep(&dir, std::time::Duration::from_secs(7 * 86400)));
@@ -354,8 +358,7 @@ pub fn cached(kind: &str, key: &str, make: impl FnOnce(&Path)) -> PathBuf {
 
 /// The test cache's entry `kind/key` if it was made ([`cached`]), marked as used.
 pub fn cached_if_made(kind: &str, key: &str) -> Option<PathBuf> {
-    let dir =
-        Path::new(&std::env::var("LEANRD_TEST_CACHE").unwrap_or_else(|_| "/var/cache/leanrd-tests".into())).join(kind);
+    let dir = test_cache().join(kind);
     let lock = fs::File::create(dir.join(format!("{key}.lock"))).ok()?;
     lock.lock().ok()?;
     let path = dir.join(key);

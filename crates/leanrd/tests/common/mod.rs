@@ -142,12 +142,10 @@ pub fn keyboard_host_on(t: &TempDir, luks_uuid: Option<&str>, nvme: bool) -> Fix
 }
 
 /// A named test body, given what its binary's setup made.
-#[allow(dead_code)]
 pub type Case<S> = (&'static str, fn(&S));
 
 /// Each case a test of its own, given what `setup` made once for the process; none runs
 /// (each is skipped, or fails in strict mode, inside `setup`) when it made nothing.
-#[allow(dead_code)] // not every test binary has cases
 pub fn cases<S: Sync + 'static>(cases: Vec<Case<S>>, setup: fn() -> Option<&'static S>) -> Vec<leanrd_testkit::Trial> {
     cases
         .into_iter()
