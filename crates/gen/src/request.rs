@@ -1,7 +1,9 @@
 //! The request: what to build, from the command line and the configuration file merged in
-//! one place. Both give a [`Settings`] (the file is the same settings as the command line,
-//! the way ripgrep treats its config file as more arguments); [`Settings::over`] lays the
-//! command line over the file, and [`Request::new`] fills in the defaults.
+//! one place. Each setting is defined once, in [`SETTINGS`]: its key, its option, its help.
+//! `leanrd build`'s options are made from that table, and what they are given is read as
+//! more of the file (the way ripgrep treats its config file as more arguments):
+//! [`Settings::layered`] lays the command line's values over the file's and reads both with one
+//! deserializer into [`Settings`], and [`Request::new`] fills in the defaults.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -101,14 +103,22 @@ pub fn parse_mode(s: &str) -> Result<u32, String> {
 }
 
 /// One build setting, defined once: its key in leanrd.toml, its command-line option, the form
-/// of its value and what it does. The option's `--help` (and so leanrd-build(1)), leanrd.toml(5)
-/// and docs/configuration.md are made from it; a test holds the table against the keys
-/// [`Settings`] reads, and reads every example back.
+/// of its value and what it does. `leanrd build`'s options are made from it (so its `--help`,
+/// leanrd-build(1) and the completions), and so are leanrd.toml(5) and docs/configuration.md;
+/// a test holds the table against the keys [`Settings`] reads, and reads every example back.
+/// An option's value is read by the same deserializer as the file's ([`Settings::layered`]),
+/// so a value means the same in both and is refused with the same words.
 pub struct Setting {
     /// The key in leanrd.toml.
     pub key: &'static str,
     /// The command-line option that sets it too (and wins over the file).
     pub flag: &'static str,
+    /// The option's one-letter form, if it has one.
+    pub short: Option<char>,
+    /// How the option takes its value.
+    pub arg: ArgKind,
+    /// The option's value as `--help` names it (`FILE`, `N`); empty for a switch.
+    pub value_name: &'static str,
     /// The form of its value in the file.
     pub value: &'static str,
     /// What it does.
@@ -117,11 +127,43 @@ pub struct Setting {
     pub example: &'static str,
 }
 
+/// How a setting's command-line option takes its value, and the TOML value it becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgKind {
+    /// A switch with no value: `--universal` is `universal = true`.
+    Switch,
+    /// One value, a TOML string: `--compress xz` is `compress = "xz"`.
+    Text,
+    /// One value, a TOML integer: `--threads 2` is `threads = 2`.
+    Number,
+    /// Repeatable, a TOML array of strings: `--include a --include b` is `include = ["a", "b"]`.
+    List,
+}
+
+impl ArgKind {
+    /// The TOML value the option's `values` (as given, in order) stand for.
+    fn value(self, values: &[String]) -> Result<toml::Value, String> {
+        let one = || values.last().cloned().unwrap_or_default();
+        Ok(match self {
+            ArgKind::Switch => toml::Value::Boolean(true),
+            ArgKind::Text => toml::Value::String(one()),
+            ArgKind::Number => {
+                let v = one();
+                toml::Value::Integer(v.trim().parse().map_err(|_| format!("{v:?} is not a whole number"))?)
+            }
+            ArgKind::List => toml::Value::Array(values.iter().cloned().map(toml::Value::String).collect()),
+        })
+    }
+}
+
 /// Every setting leanrd.toml can hold.
 pub const SETTINGS: &[Setting] = &[
     Setting {
         key: "universal",
         flag: "--universal",
+        short: None,
+        arg: ArgKind::Switch,
+        value_name: "",
         value: "true|false",
         doc: "Every storage, file-system and crypto driver: an image that boots on any machine. Default: a host-only \
               image, holding what this machine needs to mount its root.",
@@ -130,6 +172,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         key: "compress",
         flag: "--compress",
+        short: Some('c'),
+        arg: ArgKind::Text,
+        value_name: "FORMAT[:LEVEL]",
         value: "\"FORMAT[:LEVEL]\"",
         doc: "Compression of the image: zstd, xz, lz4, gzip, lzo, bzip2 or none, with a level where the format has one \
               (zstd:19). none gives an uncompressed image aligned for reflinks. Default: zstd:3.",
@@ -138,6 +183,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         key: "data_align",
         flag: "--data-align",
+        short: None,
+        arg: ArgKind::Number,
+        value_name: "N",
         value: "N",
         doc: "Align every file's data in an uncompressed image to N bytes (a multiple of 4; the file system's block \
               size lets it be cloned from its source on XFS and Btrfs). Default: 4096 when uncompressed.",
@@ -146,6 +194,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         key: "include",
         flag: "--include",
+        short: None,
+        arg: ArgKind::List,
+        value_name: "FEATURE",
         value: "[\"FEATURE\", ...]",
         doc: "Features to add whether or not the machine needs them: rescue, live, nfs, iscsi, nvmf, luks, lvm, \
               mdraid, ... (features/*.toml in the source, or the guide's list). The file's and the command line's \
@@ -155,6 +206,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         key: "exclude",
         flag: "--exclude",
+        short: None,
+        arg: ArgKind::List,
+        value_name: "FEATURE",
         value: "[\"FEATURE\", ...]",
         doc: "Features to leave out even where the machine needs them (the boot proof then refuses an image that \
               would not boot).",
@@ -163,6 +217,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         key: "omit_modules",
         flag: "--omit-module",
+        short: None,
+        arg: ArgKind::List,
+        value_name: "MODULE",
         value: "[\"MODULE\", ...]",
         doc: "Modules never to put in the image, nor any module that needs them (dracut's omit_drivers); the boot \
               proof refuses the image if the machine needs one.",
@@ -171,6 +228,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         key: "init",
         flag: "--init",
+        short: None,
+        arg: ArgKind::Text,
+        value_name: "FILE",
         value: "\"PATH\"",
         doc: "The /init executable. Default: $LEANRD_INIT, else the one built into leanrd, else leanrd-init next to \
               leanrd or in /usr/lib/leanrd.",
@@ -179,6 +239,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         key: "features_dir",
         flag: "--features-dir",
+        short: None,
+        arg: ArgKind::Text,
+        value_name: "DIR",
         value: "\"DIR\"",
         doc: "A directory of features of your own, which add to the built-in ones or replace those of the same name. \
               Default: /etc/leanrd/features.d under the sysroot.",
@@ -187,6 +250,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         key: "output",
         flag: "--output",
+        short: Some('o'),
+        arg: ArgKind::Text,
+        value_name: "FILE",
         value: "\"PATH\"",
         doc: "Where the image goes; {kver} is replaced by the kernel release. Default: /boot/initrd.img-{kver} \
               under the sysroot.",
@@ -195,6 +261,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         key: "threads",
         flag: "--threads",
+        short: None,
+        arg: ArgKind::Number,
+        value_name: "N",
         value: "N",
         doc: "Compression threads. Default: every core.",
         example: "threads = 2",
@@ -202,6 +271,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         key: "module_compression",
         flag: "--module-compression",
+        short: None,
+        arg: ArgKind::Text,
+        value_name: "HOW",
         value: "\"decompress\"|\"keep\"",
         doc: "Compressed modules (.ko.xz, .ko.zst, .ko.gz): decompress them at build time, the image compressed \
               once (the default: it boots faster, see `leanrd advise`), or keep them compressed where the kernel \
@@ -212,17 +284,15 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         key: "image_mode",
         flag: "--image-mode",
+        short: None,
+        arg: ArgKind::Text,
+        value_name: "MODE",
         value: "0oMODE|\"MODE\"",
         doc: "Mode of the image, octal. Default: kept from the image replaced, else 0600. An image holding a file \
               that others may not read is never readable by others.",
         example: "image_mode = 0o640",
     },
 ];
-
-/// The documentation of the setting `key` (for the command line's `--help`).
-pub fn setting_doc(key: &str) -> &'static str {
-    SETTINGS.iter().find(|s| s.key == key).map_or("", |s| s.doc)
-}
 
 /// The settings reference in Markdown: docs/configuration.md.
 #[cfg(test)]
@@ -246,41 +316,59 @@ pub(crate) fn settings_markdown() -> String {
 }
 
 impl Settings {
-    /// The configuration file at `path`; a missing file is no settings unless `required`.
-    pub fn load(path: &Path, required: bool) -> Result<Settings> {
-        match fs::read_to_string(path) {
-            Ok(t) => Settings::parse(&t, path),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => Ok(Settings::default()),
-            Err(e) => Err(e).with_context(|| format!("{}: cannot read", path.display())),
-        }
-    }
-
     /// The settings in `text`, read from `path` (named in errors, with the line).
     pub fn parse(text: &str, path: &Path) -> Result<Settings> {
-        reject_nul(text, &path.display().to_string())?;
-        toml::from_str(text).map_err(|e| invalid!("{}: {}", path.display(), e.to_string().trim_end()))
+        Settings::parse_table(text, path)?.try_into().map_err(|e: toml::de::Error| invalid!("{}: {e}", path.display()))
     }
 
-    /// These settings over `lower`: a value given here wins; lists add up.
-    pub fn over(self, lower: Settings) -> Settings {
-        Settings {
-            kver: self.kver.or(lower.kver),
-            sysroot: self.sysroot.or(lower.sysroot),
-            host_root: self.host_root.or(lower.host_root),
-            compress: self.compress.or(lower.compress),
-            data_align: self.data_align.or(lower.data_align),
-            universal: self.universal.or(lower.universal),
-            include: self.include.into_iter().chain(lower.include).collect(),
-            exclude: self.exclude.into_iter().chain(lower.exclude).collect(),
-            omit_modules: self.omit_modules.into_iter().chain(lower.omit_modules).collect(),
-            init: self.init.or(lower.init),
-            features_dir: self.features_dir.or(lower.features_dir),
-            output: self.output.or(lower.output),
-            threads: self.threads.or(lower.threads),
-            module_compression: self.module_compression.or(lower.module_compression),
-            image_mode: self.image_mode.or(lower.image_mode),
-        }
+    /// `text` as a table whose every key and value [`Settings`] takes.
+    fn parse_table(text: &str, path: &Path) -> Result<toml::Table> {
+        reject_nul(text, &path.display().to_string())?;
+        let bad = |e: toml::de::Error| invalid!("{}: {}", path.display(), e.to_string().trim_end());
+        // Read as Settings first: its errors name the line, which a table's values have lost.
+        toml::from_str::<Settings>(text).map_err(bad)?;
+        toml::from_str(text).map_err(bad)
     }
+
+    /// The command line's settings over the configuration file at `path` (a missing file is no
+    /// settings unless `required`). `args` are the options given, by key: a switch's values are
+    /// ignored, a list's are in order, otherwise the last counts. A value given on the command
+    /// line wins; lists add up, the command line's first. Both are read by one deserializer.
+    pub fn layered(args: &[(&str, Vec<String>)], path: &Path, required: bool) -> Result<Settings> {
+        let mut table = match fs::read_to_string(path) {
+            Ok(t) => Settings::parse_table(&t, path)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => toml::Table::new(),
+            Err(e) => return Err(e).with_context(|| format!("{}: cannot read", path.display())),
+        };
+        for (key, values) in args {
+            let value = command_line_value(key, values).map_err(|e| {
+                let flag = SETTINGS.iter().find(|s| s.key == *key).map_or(*key, |s| s.flag);
+                invalid!("{flag} {}: {e}", values.last().map(String::as_str).unwrap_or_default())
+            })?;
+            match (table.get_mut(*key), value) {
+                (Some(toml::Value::Array(file)), toml::Value::Array(mut cli)) => {
+                    cli.append(file);
+                    *file = cli;
+                }
+                (_, value) => {
+                    table.insert(key.to_string(), value);
+                }
+            }
+        }
+        table.try_into().map_err(|e: toml::de::Error| invalid!("{}: {e}", path.display()))
+    }
+}
+
+/// The TOML value that the command-line option of the setting `key` stands for with `values`,
+/// checked on its own as the file's would be (so that an error is the option's, not the
+/// file's; the caller names the option).
+pub fn command_line_value(key: &str, values: &[String]) -> Result<toml::Value, String> {
+    let s = SETTINGS.iter().find(|s| s.key == key).ok_or_else(|| format!("{key}: not a setting"))?;
+    let value = s.arg.value(values)?;
+    let mut one = toml::Table::new();
+    one.insert(key.to_string(), value.clone());
+    one.try_into::<Settings>().map_err(|e| e.message().to_string())?;
+    Ok(value)
 }
 
 /// What to build, every default filled in.
@@ -438,18 +526,55 @@ pub(crate) mod tests {
 
     #[test]
     fn the_command_line_wins_and_lists_add_up() {
-        let file = Settings::parse(
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("leanrd.toml");
+        fs::write(
+            &file,
             "compress = \"xz:6\"\nthreads = 2\ninclude = [\"luks\"]\nimage_mode = \"0640\"\nmodule_compression = \"keep\"\n",
-            Path::new("f"),
         )
         .unwrap();
-        let cli = Settings { threads: Some(1), include: vec!["rescue".into()], ..Settings::default() };
-        let s = cli.over(file);
+        let args = |a: &[(&str, &[&str])]| -> Vec<(&'static str, Vec<String>)> {
+            a.iter()
+                .map(|(k, v)| {
+                    let key = SETTINGS.iter().find(|s| s.key == *k).unwrap().key;
+                    (key, v.iter().map(|x| x.to_string()).collect())
+                })
+                .collect()
+        };
+        let cli = args(&[("threads", &["1"]), ("include", &["rescue", "nfs"]), ("universal", &[])]);
+        let s = Settings::layered(&cli, &file, true).unwrap();
         assert_eq!(s.threads, Some(1));
         assert_eq!(s.compress.unwrap().to_string(), "xz:6");
-        assert_eq!(s.include, ["rescue", "luks"]);
+        assert_eq!(s.include, ["rescue", "nfs", "luks"]);
         assert_eq!(s.image_mode, Some(0o640));
         assert_eq!(s.module_compression, Some(ModuleStrategy::Keep));
+        assert_eq!(s.universal, Some(true));
+        // A missing file is no settings unless it was asked for.
+        let none = dir.path().join("none.toml");
+        assert_eq!(Settings::layered(&[], &none, false).unwrap(), Settings::default());
+        assert!(Settings::layered(&[], &none, true).unwrap_err().to_string().contains("none.toml: cannot read"));
+        // The command line's values are read as the file's, and an error names the option.
+        let e = |k: &str, v: &str| Settings::layered(&args(&[(k, &[v])]), &none, false).unwrap_err().to_string();
+        assert!(e("threads", "x").starts_with("--threads x: \"x\" is not a whole number"), "{}", e("threads", "x"));
+        assert!(e("data_align", "6").contains("--data-align 6: ") && e("data_align", "6").contains("multiple of 4"));
+        assert!(e("compress", "zip").starts_with("--compress zip: "), "{}", e("compress", "zip"));
+        assert!(e("image_mode", "9").starts_with("--image-mode 9: "), "{}", e("image_mode", "9"));
+        assert!(e("threads", "-1").starts_with("--threads -1: "), "{}", e("threads", "-1"));
+        // Every setting's example, given on the command line instead, means what it means in the file.
+        for x in SETTINGS {
+            let from_file = Settings::parse(x.example, Path::new("f")).unwrap();
+            let values: Vec<String> = match x.example.split_once(" = ").unwrap().1.parse::<toml::Value>() {
+                Ok(toml::Value::Array(a)) => a.iter().map(|v| v.as_str().unwrap().to_string()).collect(),
+                Ok(toml::Value::String(t)) => vec![t],
+                Ok(toml::Value::Boolean(_)) => vec![],
+                // The one text option the file also takes as an integer: the octal mode.
+                Ok(toml::Value::Integer(n)) if x.arg == ArgKind::Text => vec![format!("0{n:o}")],
+                Ok(v) => vec![v.to_string()],
+                Err(e) => panic!("{}: {e}", x.example),
+            };
+            let from_args = Settings::layered(&[(x.key, values)], &none, false).unwrap();
+            assert_eq!(from_args, from_file, "{}", x.key);
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@ use leanrd_archive::{Data, Entry, Normalize, manifest};
 use leanrd_compress::{Format, Spec};
 use leanrd_gen::digest::{Inputs, SegmentInputs, digest_path, inputs};
 use leanrd_gen::modcache::ModuleCache;
-use leanrd_gen::request::setting_doc;
+use leanrd_gen::request::{ArgKind, SETTINGS, command_line_value};
 use leanrd_gen::{Generated, Request, Settings, generate};
 
 const BUILD_EXAMPLES: &str = "\
@@ -32,48 +32,92 @@ pub(crate) struct BuildArgs {
     /// Kernel release (default: the running kernel).
     #[arg(short = 'k', long = "kver", value_name = "KVER")]
     kver: Option<String>,
-    // The settings the configuration file holds too: their help is leanrd_gen's SETTINGS.
-    #[arg(short, long, value_name = "FILE", help = setting_doc("output"))]
-    output: Option<PathBuf>,
-    #[arg(long, help = setting_doc("universal"))]
-    universal: bool,
     /// Root of the system to build for (binaries, libraries, modules, firmware).
     #[arg(long, value_name = "DIR")]
     sysroot: Option<PathBuf>,
     /// Configuration file (default: /etc/leanrd/leanrd.toml if present).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    #[arg(short, long, value_name = "FORMAT[:LEVEL]", help = setting_doc("compress"))]
-    compress: Option<Spec>,
-    #[arg(long, value_name = "N", value_parser = leanrd_archive::layout::parse_data_align, help = setting_doc("data_align"))]
-    data_align: Option<u64>,
     /// Print the image as a gen_init_cpio manifest (for `leanrd cpio`) and write no image.
     #[arg(long)]
     print_manifest: bool,
-    #[arg(long, value_name = "FEATURE", help = setting_doc("include"))]
-    include: Vec<String>,
-    #[arg(long, value_name = "FEATURE", help = setting_doc("exclude"))]
-    exclude: Vec<String>,
-    #[arg(long, value_name = "MODULE", help = setting_doc("omit_modules"))]
-    omit_module: Vec<String>,
-    #[arg(long, value_name = "FILE", help = setting_doc("init"))]
-    init: Option<PathBuf>,
-    #[arg(long, value_name = "DIR", help = setting_doc("features_dir"))]
-    features_dir: Option<PathBuf>,
     /// Where proc/ and sys/ are read for host detection (testing on fixture trees).
     #[arg(long, value_name = "DIR", hide = true)]
     host_root: Option<PathBuf>,
-    #[arg(long, value_name = "N", help = setting_doc("threads"))]
-    threads: Option<u32>,
-    #[arg(long, value_name = "HOW", help = setting_doc("module_compression"))]
-    module_compression: Option<leanrd_gen::modules::ModuleStrategy>,
     /// Rebuild even if nothing the image is made from has changed.
     #[arg(long)]
     force: bool,
-    #[arg(long, value_name = "MODE", value_parser = leanrd_gen::request::parse_mode, help = setting_doc("image_mode"))]
-    image_mode: Option<u32>,
+    #[command(flatten)]
+    settings: SettingArgs,
     #[command(flatten)]
     uki: crate::build_uki::UkiArgs,
+}
+
+/// The options that the configuration file's settings have too, made from leanrd_gen's
+/// SETTINGS table (their name, value and help) rather than declared here a second time; what
+/// was given, by key, is read by the same deserializer as the file (`Settings::layered`).
+#[derive(Default)]
+struct SettingArgs(Vec<(&'static str, Vec<String>)>);
+
+impl SettingArgs {
+    fn given(&self, key: &str) -> bool {
+        self.0.iter().any(|(k, _)| *k == key)
+    }
+}
+
+impl clap::FromArgMatches for SettingArgs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut s = SettingArgs::default();
+        s.update_from_arg_matches(m)?;
+        Ok(s)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for x in SETTINGS {
+            let given = match x.arg {
+                ArgKind::Switch => m.get_flag(x.key).then(Vec::new),
+                _ => m.get_many::<String>(x.key).map(|v| v.cloned().collect()),
+            };
+            if let Some(values) = given {
+                self.0.retain(|(k, _)| *k != x.key);
+                self.0.push((x.key, values));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Args for SettingArgs {
+    fn augment_args(mut cmd: clap::Command) -> clap::Command {
+        for x in SETTINGS {
+            let long = x.flag.trim_start_matches('-');
+            let mut arg = clap::Arg::new(x.key).long(long).help(x.doc);
+            if let Some(c) = x.short {
+                arg = arg.short(c);
+            }
+            arg = match x.arg {
+                ArgKind::Switch => arg.action(clap::ArgAction::SetTrue),
+                kind => {
+                    let key = x.key;
+                    let check = move |v: &str| command_line_value(key, &[v.to_string()]).map(|_| v.to_string());
+                    let a = arg.value_name(x.value_name).value_parser(check);
+                    let a = if kind == ArgKind::List { a.action(clap::ArgAction::Append) } else { a };
+                    // Completion of paths, by what the value names.
+                    match x.value_name {
+                        "FILE" => a.value_hint(clap::ValueHint::FilePath),
+                        "DIR" => a.value_hint(clap::ValueHint::DirPath),
+                        _ => a,
+                    }
+                }
+            };
+            cmd = cmd.arg(arg);
+        }
+        cmd
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
 }
 
 /// Entries with inline data get a real file in `dir`, so the printed manifest can be fed to
@@ -118,29 +162,6 @@ fn progress(start: Instant, what: &str) {
     use std::io::IsTerminal;
     if std::io::stderr().is_terminal() {
         eprintln!("leanrd: [{:6.3} s] {what}", start.elapsed().as_secs_f64());
-    }
-}
-
-impl BuildArgs {
-    /// The command line's settings (to lay over the configuration file's).
-    fn settings(&self) -> Settings {
-        Settings {
-            kver: self.kver.clone(),
-            sysroot: self.sysroot.clone(),
-            host_root: self.host_root.clone(),
-            compress: self.compress,
-            data_align: self.data_align,
-            universal: self.universal.then_some(true),
-            include: self.include.clone(),
-            exclude: self.exclude.clone(),
-            omit_modules: self.omit_module.clone(),
-            init: self.init.clone(),
-            features_dir: self.features_dir.clone(),
-            output: self.output.as_ref().map(|o| o.to_string_lossy().into_owned()),
-            threads: self.threads,
-            module_compression: self.module_compression,
-            image_mode: self.image_mode,
-        }
     }
 }
 
@@ -291,14 +312,17 @@ fn embedded_init(scratch: &Path) -> Result<PathBuf> {
 
 pub(crate) fn run(a: BuildArgs) -> Result<ExitCode> {
     let start = Instant::now();
-    if a.uki.uki && a.output.is_none() {
+    if a.uki.uki && !a.settings.given("output") {
         anyhow::bail!("--uki needs -o FILE.efi (where the EFI executable goes)");
     }
     let sysroot = a.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
     let cfg_path = a.config.clone().unwrap_or_else(|| sysroot.join("etc/leanrd/leanrd.toml"));
-    let file = Settings::load(&cfg_path, a.config.is_some())?;
+    let mut settings = Settings::layered(&a.settings.0, &cfg_path, a.config.is_some())?;
+    // The command line's alone: the file does not choose the system it is read from.
+    settings.kver = a.kver.clone();
+    settings.sysroot = a.sysroot.clone();
+    settings.host_root = a.host_root.clone();
     let scratch = output::scratch_dir("build")?;
-    let mut settings = a.settings().over(file);
     if settings.init.is_none() && std::env::var_os("LEANRD_INIT").is_none() && !EMBEDDED_INIT.is_empty() {
         settings.init = Some(embedded_init(scratch.path())?);
     }
