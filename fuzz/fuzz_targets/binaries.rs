@@ -24,8 +24,8 @@ use std::sync::OnceLock;
 
 use leanrd_archive::read::{ReadEntry, Visitor, read_image, read_image_file};
 use leanrd_archive::uki;
-use leanrd_gen::elf::LdCache;
-use leanrd_gen::modules::ModuleFile;
+use leanrd_gen::LdCache;
+use leanrd_gen::ModuleFile;
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Default)]
@@ -146,8 +146,8 @@ fuzz_target!(|data: &[u8]| {
     let m = ModuleFile::read(data, None);
     if m.compression.is_none() {
         assert_eq!(m.elf, data.starts_with(b"\x7fELF"));
-        assert_eq!(m.signed, data.ends_with(leanrd_gen::modules::MODULE_SIG_STRING));
-        assert_eq!(m.firmware, leanrd_gen::modules::modinfo(data, "firmware"));
+        assert_eq!(m.signed, data.ends_with(leanrd_gen::MODULE_SIG_STRING));
+        assert_eq!(m.firmware, leanrd_gen::modinfo(data, "firmware"));
         assert!(m.corrupt.is_none());
     }
 });

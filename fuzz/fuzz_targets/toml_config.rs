@@ -48,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(f.init, f.init_name.as_deref().and_then(leanrd_contract::Capability::from_name));
             // Stack layers are only names the table has, and read back by them.
             for l in &f.stack {
-                assert_eq!(leanrd_gen::stack::StackLayer::from_name(l.name()), Some(*l));
+                assert_eq!(leanrd_gen::StackLayer::from_name(l.name()), Some(*l));
             }
         }
     }

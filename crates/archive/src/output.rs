@@ -6,7 +6,7 @@
 //! `O_TMPFILE` (vfat, some network file systems) a named `.NAME.leanrd-PID-N.tmp` is used.
 //! [`AtomicFile::commit`] fsyncs, sets the final mode, names the file and renames it over the
 //! destination. Temporaries of our own naming whose process is gone are removed by the next
-//! run ([`remove_stale`]), both here and for the build's scratch directory.
+//! run (`remove_stale`), both here and for the build's scratch directory.
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};

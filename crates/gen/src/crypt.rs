@@ -15,7 +15,7 @@ use crate::request::Request;
 
 /// What the image gets for its encrypted devices.
 #[derive(Debug, Default)]
-pub struct CryptSelection {
+pub(crate) struct CryptSelection {
     /// The entries for /init's configuration.
     pub entries: Vec<Crypt>,
     /// Files to copy, private (0600): (path in the image, source).
@@ -102,7 +102,7 @@ fn same_device(host_root: &Path, e: &CryptEntry, c: &host::CryptDev) -> bool {
 /// image: then every entry that may be unlocked at boot is carried for its name, key and
 /// options, and is unlocked only when the command line or the root asks for it (or, with
 /// Debian's `initramfs` option, always).
-pub fn select(r: &Request, facts: Option<&Facts>) -> CryptSelection {
+pub(crate) fn select(r: &Request, facts: Option<&Facts>) -> CryptSelection {
     let mut s = CryptSelection::default();
     let path = host_path(&r.sysroot, "/etc/crypttab");
     let text = fs::read_to_string(&path).unwrap_or_default();

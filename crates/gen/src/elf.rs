@@ -147,7 +147,7 @@ pub struct Resolver<'a> {
 
 /// Where binary `name` is in the system at `sysroot`: an absolute path as it is, else the
 /// first of [`leanrd_contract::SEARCH_PATH`] that has it.
-pub fn which(sysroot: &Path, name: &str) -> Option<String> {
+pub(crate) fn which(sysroot: &Path, name: &str) -> Option<String> {
     if name.starts_with('/') {
         return host_path(sysroot, name).exists().then(|| name.to_string());
     }

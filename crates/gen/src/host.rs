@@ -59,7 +59,7 @@ pub struct Facts {
     pub notes: Vec<String>,
     /// The dm-crypt devices in the stacks walked.
     pub crypt: Vec<CryptDev>,
-    /// Keyboards (input devices with letter keys), by sysfs name (see [`detect_keyboards`]).
+    /// Keyboards (input devices with letter keys), by sysfs name (see `detect_keyboards`).
     pub keyboards: Vec<String>,
     /// The modaliases and drivers of the devices the keyboards hang off: loaded before a
     /// passphrase is asked for.
@@ -332,7 +332,7 @@ pub fn detect(root: &Path) -> Result<Facts> {
 }
 
 /// Everything host-only detection finds: the root's and /usr's stacks ([`detect`]), the
-/// resume device ([`detect_resume`]) and the keyboards ([`detect_keyboards`]).
+/// resume device ([`detect_resume`]) and the keyboards (`detect_keyboards`).
 pub fn detect_all(root: &Path, sysroot: &Path) -> Result<Facts> {
     let mut f = detect(root)?;
     detect_resume(root, sysroot, &mut f).context("detecting the resume device")?;

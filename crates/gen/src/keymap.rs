@@ -23,7 +23,7 @@ use crate::request::Request;
 
 /// Where a keymap comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// A kbd keymap by name (`de-latin1`), looked up in the system's keymap directories.
     Named(String),
     /// A keymap file (console-setup's cache).
@@ -43,7 +43,7 @@ pub enum Source {
 
 /// The keymap to compile, with the name /init knows it by.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Wanted {
+pub(crate) struct Wanted {
     /// The name /init knows it by: the image holds it as `NAME.bmap` under
     /// `leanrd_contract::KEYMAP_DIR`.
     pub name: String,
@@ -78,7 +78,7 @@ fn safe_name(s: &str) -> String {
 }
 
 /// The keymap the system's configuration asks for; None for the kernel's US keymap.
-pub fn wanted(r: &Request, host_only: bool) -> Option<Wanted> {
+pub(crate) fn wanted(r: &Request, host_only: bool) -> Option<Wanted> {
     let cmdline = if host_only {
         fs::read_to_string(r.host_root.join("proc/cmdline")).unwrap_or_default()
     } else {
@@ -221,7 +221,7 @@ pub(crate) fn check_bkeymap(b: &[u8]) -> std::result::Result<usize, String> {
 }
 
 /// Compile the keymap into `dir`; the file written.
-pub fn compile(r: &Request, w: &Wanted, dir: &Path) -> Result<PathBuf> {
+pub(crate) fn compile(r: &Request, w: &Wanted, dir: &Path) -> Result<PathBuf> {
     let loadkeys = |file: Option<&Path>, input: Option<&[u8]>| -> Result<Vec<u8>> {
         let mut c = Command::new("loadkeys");
         // -u: the console runs in Unicode; characters past ASCII are kept as Unicode.

@@ -2,7 +2,7 @@
 //!
 //! request ([`request`]: command line and configuration merged once) → host facts
 //! ([`host`]) → feature selection (`select`, over [`features`] registered from
-//! features/*.toml) → resolution (`resolve`: modules; [`elf`]: libraries; firmware) → plan
+//! features/*.toml) → resolution (`resolve`: modules; `elf`: libraries; firmware) → plan
 //! (`compose`, into a [`plan::Plan`]) → image (`leanrd build` hands the plan to the
 //! archiver). Nothing is staged: entries point at their source files. What /init is told
 //! is one [`leanrd_contract::InitConfig`].
@@ -20,31 +20,38 @@
 #![deny(missing_docs)]
 
 mod compose;
-pub mod crypt;
-pub mod digest;
-pub mod elf;
+mod crypt;
+mod digest;
+mod elf;
 pub mod features;
 pub mod host;
-pub mod kconfig;
-pub mod keymap;
-pub mod modcache;
-pub mod modprobe;
-pub mod modules;
+mod kconfig;
+mod keymap;
+mod modcache;
+mod modprobe;
+mod modules;
 pub mod plan;
 pub mod proof;
 pub mod request;
 mod resolve;
 mod select;
-pub mod stack;
+mod stack;
 
 use std::collections::BTreeSet;
 
 use leanrd_archive::error::{Context, Result};
 
 use crate::host::Facts;
-use crate::modules::Kernel;
 use crate::plan::Plan;
+// The surface: the stages' namespaces above (request, host, features, plan, proof) and, here,
+// what the command line, the tests and the fuzz targets name from the private stages.
+pub use crate::digest::{Inputs, SegmentInputs, digest_path, inputs};
+pub use crate::elf::{LdCache, Resolver};
+pub use crate::kconfig::check_image_compression;
+pub use crate::modcache::ModuleCache;
+pub use crate::modules::{Kernel, MODULE_MAX, MODULE_SIG_STRING, ModuleFile, ModuleStrategy, modinfo};
 pub use crate::request::{Request, Settings};
+pub use crate::stack::{LAYERS, LayerDef, StackLayer};
 
 /// What the generator decided.
 #[derive(Debug, Clone)]

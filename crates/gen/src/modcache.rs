@@ -31,11 +31,11 @@ use sha2::{Digest, Sha256};
 use crate::modules::ModuleFile;
 
 /// Entries unused this long are removed.
-pub const UNUSED_DAYS: u64 = 30;
+pub(crate) const UNUSED_DAYS: u64 = 30;
 
 /// Compressed module segments kept per kernel release (a host-only and a universal image,
 /// each under both module strategies).
-pub const KEPT_SEGMENTS: usize = 4;
+pub(crate) const KEPT_SEGMENTS: usize = 4;
 
 /// The layout of entries; a change makes every older entry a miss.
 const VERSION: &str = "leanrd-modcache-1";
@@ -208,7 +208,7 @@ impl ModuleCache {
 
     /// Where the compressed segment of module files whose inputs have the digest `key` is
     /// kept (the image writer copies it in when it is there, and keeps it when it is not).
-    /// The [`KEPT_SEGMENTS`] of this release used last stay; older ones go.
+    /// The `KEPT_SEGMENTS` of this release used last stay; older ones go.
     pub fn segment(&self, key: &str) -> PathBuf {
         let path = self.dir.join(format!("segment-{key}"));
         if path.exists() {

@@ -74,7 +74,7 @@ pub struct Kernel {
     /// The module compression kept in the image (the kernel decompresses it and the strategy
     /// keeps it); every other compressed module is stored decompressed.
     pub kept: Option<ModuleCompression>,
-    /// How its compressed modules are stored (see [`Kernel::set_strategy`]).
+    /// How its compressed modules are stored (see `Kernel::set_strategy`).
     pub strategy: ModuleStrategy,
 }
 
@@ -158,7 +158,7 @@ struct Prepared {
 
 impl Kernel {
     /// Kernel `kver` of the system at `sysroot`, its modules under /lib/modules/KVER or
-    /// /usr/lib/modules/KVER; modules are stored decompressed until [`Kernel::set_strategy`]. An
+    /// /usr/lib/modules/KVER; modules are stored decompressed until `Kernel::set_strategy`. An
     /// error when there is no modules.dep for it, or its module tables cannot be read or parsed.
     pub fn load(sysroot: &Path, kver: &str) -> Result<Kernel> {
         let dir = ["/lib/modules", "/usr/lib/modules"]
@@ -410,7 +410,7 @@ fn modinfo_records(data: &[u8]) -> Vec<(String, String)> {
 }
 
 /// The running kernel's release (the default target).
-pub fn running_kernel() -> Result<String> {
+pub(crate) fn running_kernel() -> Result<String> {
     let p = "/proc/sys/kernel/osrelease";
     let r = fs::read_to_string(p).with_context(|| format!("{p}: cannot read the running kernel's release (use -k)"))?;
     let r = r.trim().to_string();

@@ -49,7 +49,7 @@ pub struct Settings {
     /// `omit_drivers`).
     #[serde(default)]
     pub omit_modules: Vec<String>,
-    /// The /init executable (`init`); None: the one [`find_init`] finds.
+    /// The /init executable (`init`); None: the one `find_init` finds.
     pub init: Option<PathBuf>,
     /// A directory of the user's own features (`features_dir`); None: /etc/leanrd/features.d under
     /// the sysroot.
@@ -407,7 +407,7 @@ pub struct Request {
     pub threads: u32,
     /// How compressed modules are stored in the image.
     pub module_compression: ModuleStrategy,
-    /// Where decompressed modules are cached between builds (see [`crate::modcache`]).
+    /// Where decompressed modules are cached between builds (see `crate::modcache`).
     pub module_cache: Option<PathBuf>,
 }
 

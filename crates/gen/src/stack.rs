@@ -1,7 +1,7 @@
 //! The layers a root's block stack can have between its file system and the hardware, in one
 //! table: host detection records them, feature files name them (`stack = [...]`), the boot
 //! proof checks each against the program and /init capability it needs, and the feature
-//! reference lists them, all from [`LAYERS`].
+//! reference and leanrd-features(5) list them, all from [`LAYERS`].
 
 use leanrd_contract::Capability;
 

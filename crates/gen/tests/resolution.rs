@@ -8,11 +8,11 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::process::Command;
 
-use leanrd_gen::elf::Resolver;
+use leanrd_gen::Kernel;
+use leanrd_gen::Resolver;
+use leanrd_gen::StackLayer;
 use leanrd_gen::host;
-use leanrd_gen::modules::Kernel;
 use leanrd_gen::plan::{Item, Plan};
-use leanrd_gen::stack::StackLayer;
 use leanrd_testkit::*;
 
 #[test]

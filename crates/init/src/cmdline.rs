@@ -28,7 +28,7 @@ pub struct Cmdline {
     pub luks_uuids: Vec<String>,
     /// rd.luks.name=UUID=NAME: mapper names.
     pub luks_names: Vec<(String, String)>,
-    /// rd.luks.key=[UUID=]PATH[:DEVICE]: a key file in the image or on a device, for one
+    /// `rd.luks.key=[UUID=]PATH[:DEVICE]`: a key file in the image or on a device, for one
     /// container (by UUID) or for all.
     pub luks_keys: Vec<(Option<String>, CryptKey)>,
     /// rd.luks.options=[UUID=]OPTIONS: crypttab options, for one container or for those

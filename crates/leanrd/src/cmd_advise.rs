@@ -213,7 +213,7 @@ fn decompressed_modules(raw: &Path, out: &Path) -> Result<Option<(usize, Duratio
                 && let Some(f) = Format::from_name(c.format)
             {
                 let t = Instant::now();
-                data = leanrd_compress::decompress_vec_max(f, &data, leanrd_gen::modules::MODULE_MAX)?;
+                data = leanrd_compress::decompress_vec_max(f, &data, leanrd_gen::MODULE_MAX)?;
                 self.took += t.elapsed();
                 self.count += 1;
                 name = plain.as_bytes().to_vec();

@@ -11,10 +11,10 @@ use leanrd_archive::image::{self, SegmentSpec};
 use leanrd_archive::output::{self, AtomicFile, DEFAULT_IMAGE_MODE};
 use leanrd_archive::{Data, Entry, Normalize, manifest};
 use leanrd_compress::{Format, Spec};
-use leanrd_gen::digest::{Inputs, SegmentInputs, digest_path, inputs};
-use leanrd_gen::modcache::ModuleCache;
+use leanrd_gen::ModuleCache;
 use leanrd_gen::request::{ArgKind, SETTINGS, command_line_value};
 use leanrd_gen::{Generated, Request, Settings, generate};
+use leanrd_gen::{Inputs, SegmentInputs, digest_path, inputs};
 
 const BUILD_EXAMPLES: &str = "\
 Examples:

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use leanrd_archive::names::{canonical, symlink_target};
 use leanrd_archive::read::{ReadEntry, Visitor, read_image_file};
-use leanrd_gen::modules::Kernel;
+use leanrd_gen::Kernel;
 use leanrd_gen::proof::{self, MemImage, Node};
 use leanrd_newc::FileKind;
 use serde_json::json;
@@ -138,7 +138,7 @@ pub(crate) fn run(a: VerifyArgs) -> Result<ExitCode> {
     // The kernel must unpack every segment's compression (CONFIG_RD_*).
     if let Some(k) = &kernel {
         for f in formats {
-            if let Err(e) = leanrd_gen::kconfig::check_image_compression(&k.config, f, &kver) {
+            if let Err(e) = leanrd_gen::check_image_compression(&k.config, f, &kver) {
                 proof::also_missing(&mut result, e);
             }
         }

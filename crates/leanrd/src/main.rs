@@ -178,6 +178,11 @@ fn features_page() -> anyhow::Result<String> {
     for k in leanrd_gen::features::FEATURE_KEYS {
         s += &format!(".TP\n\\fB{}\\fR = {}\n{}\n", roff(k.key), roff(k.value), roff(k.doc));
     }
+    s += ".SH STACK LAYERS\nWhat \\fBstack\\fR names: the layers a root's block stack can have between its file \
+          system and the hardware.\n";
+    for d in leanrd_gen::LAYERS {
+        s += &format!(".TP\n\\fB{}\\fR\n{}\n", roff(d.name), roff(d.doc));
+    }
     s += ".SH BUILT\\-IN FEATURES\n";
     for (name, f) in leanrd_gen::features::load(None)? {
         let when = format!("{:?}", f.when).to_lowercase();

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
-use leanrd_gen::modules::Kernel;
+use leanrd_gen::Kernel;
 
 /// `leanrd build -k KVER --host-root FIXTURE --init INIT EXTRA...` (host detection from the
 /// fixture, a stand-in /init).

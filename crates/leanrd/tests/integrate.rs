@@ -228,6 +228,10 @@ fn config_file_settings_and_errors() {
     }
     let init = String::from_utf8(ok(leanrd().args(["man", "init"]))).unwrap();
     assert!(init.contains("rd.luks.uuid") && init.contains(".SH EXAMPLES"), "{init}");
+    let features = String::from_utf8(ok(leanrd().args(["man", "features"]))).unwrap();
+    for d in leanrd_gen::LAYERS {
+        assert!(features.contains(&format!("\\fB{}\\fR\n{}", d.name, d.doc.replace('-', "\\-"))), "{}", d.name);
+    }
     let config = String::from_utf8(ok(leanrd().args(["man", "config"]))).unwrap();
     assert!(config.contains("module_compression") && config.contains(".SH EXAMPLES"), "{config}");
     // An option's help is its setting's text (one definition for both).

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use leanrd_gen::elf::Resolver;
-use leanrd_gen::modules::Kernel;
+use leanrd_gen::Kernel;
+use leanrd_gen::Resolver;
 use leanrd_gen::plan::{Item, Plan};
 
 /// The lvm configuration for a system without udev.

@@ -2,7 +2,7 @@
 //!
 //! The rules, each against a name an archive can plant:
 //! - names are checked: an absolute name is taken from the target directory, as the kernel takes
-//!   it from the root it unpacks into; `..` is refused ([`safe_components`]);
+//!   it from the root it unpacks into; `..` is refused (`safe_components`);
 //! - every parent directory is opened with `openat2(RESOLVE_BENEATH)`, so a symlink in the
 //!   archive can never send a later entry outside the target directory;
 //! - an existing name is replaced, never followed: a directory entry over a symlink (or any

@@ -30,7 +30,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Print RELEASE<TAB>VMLINUZ of the kernel a suite boots (the newest, by version order).
+    /// Print `RELEASE<TAB>VMLINUZ` of the kernel a suite boots (the newest, by version order).
     Kernel {
         #[arg(long, default_value = "bookworm", value_parser = ["bookworm", "trixie"])]
         suite: String,
