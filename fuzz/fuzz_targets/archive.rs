@@ -21,8 +21,8 @@ use std::fs;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 
-use leanrd_archive::check::Checker;
-use leanrd_archive::extract::Extractor;
+use leanrd_archive::Checker;
+use leanrd_archive::Extractor;
 use leanrd_archive::read::{Problem, ReadEntry, Segment, SegmentEnd, Visitor, read_image, read_image_file};
 use leanrd_newc::Header;
 use libfuzzer_sys::fuzz_target;

@@ -15,8 +15,8 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use leanrd_archive::check::Checker;
-use leanrd_archive::entry::{Data, Entry};
+use leanrd_archive::Checker;
+use leanrd_archive::{Data, Entry};
 use leanrd_archive::layout::{self, Layout};
 use leanrd_archive::read::{ReadEntry, Visitor, read_image};
 use leanrd_archive::{Normalize, manifest};

@@ -13,7 +13,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 
 /// What an entry needs of a source's `lstat`.
 #[derive(Debug, Clone, Copy)]
-pub struct Lstat {
+pub(crate) struct Lstat {
     /// File type and permission bits (`st_mode`).
     pub mode: u32,
     /// Owner's user ID.
@@ -69,7 +69,7 @@ impl From<&rustix::fs::Stat> for Lstat {
 
 /// The last parent directory looked in, kept open.
 #[derive(Default)]
-pub struct DirCache {
+pub(crate) struct DirCache {
     dir: Option<(PathBuf, OwnedFd)>,
 }
 
@@ -89,7 +89,7 @@ impl DirCache {
     }
 
     /// `lstat(path)`.
-    pub fn lstat(&mut self, path: &Path) -> io::Result<Lstat> {
+    pub(crate) fn lstat(&mut self, path: &Path) -> io::Result<Lstat> {
         match self.split(path) {
             Some((fd, base)) => Ok(Lstat::from(&rustix::fs::statat(fd, base, AtFlags::SYMLINK_NOFOLLOW)?)),
             None => Ok(Lstat::from(&std::fs::symlink_metadata(path)?)),
@@ -97,7 +97,7 @@ impl DirCache {
     }
 
     /// `open(path, O_RDONLY)`.
-    pub fn open(&mut self, path: &Path) -> io::Result<File> {
+    pub(crate) fn open(&mut self, path: &Path) -> io::Result<File> {
         match self.split(path) {
             Some((fd, base)) => {
                 Ok(File::from(rustix::fs::openat(fd, base, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?))

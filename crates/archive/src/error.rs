@@ -93,7 +93,7 @@ impl<T> Context<T> for Option<T> {
 /// An [`Error::Invalid`] from a format string.
 #[macro_export]
 macro_rules! invalid {
-    ($($t:tt)*) => { $crate::error::Error::Invalid(format!($($t)*)) };
+    ($($t:tt)*) => { $crate::Error::Invalid(format!($($t)*)) };
 }
 
 /// Return an [`Error::Invalid`] from a format string.
@@ -102,7 +102,7 @@ macro_rules! bail {
     ($($t:tt)*) => { return Err($crate::invalid!($($t)*)) };
 }
 
-pub use crate::{bail, invalid};
+pub(crate) use crate::{bail, invalid};
 
 #[cfg(test)]
 mod tests {

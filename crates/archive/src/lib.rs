@@ -7,7 +7,7 @@
 //! images back, segment by segment, for `ls`, `extract`, `check`.
 //!
 //! ```
-//! use leanrd_archive::{Layout, Normalize, check::Checker, image, layout, manifest, read};
+//! use leanrd_archive::{Checker, Layout, Normalize, image, layout, manifest, read};
 //! use leanrd_compress::{Format, Spec};
 //!
 //! let text = b"dir /etc 755 0 0\nslink /etc/mtab /proc/mounts 777 0 0\n";
@@ -23,11 +23,11 @@
 
 #![deny(missing_docs)]
 
-pub mod check;
-pub mod dircache;
-pub mod entry;
-pub mod error;
-pub mod extract;
+mod check;
+mod dircache;
+mod entry;
+mod error;
+mod extract;
 pub mod fiemap;
 pub mod image;
 pub mod input;
@@ -36,11 +36,16 @@ pub mod manifest;
 pub mod names;
 pub mod output;
 pub mod read;
-pub mod select;
+mod select;
 mod source;
 pub mod uki;
 pub mod write;
 
-pub use entry::{Data, Entry, Normalize};
-pub use error::{Error, Result};
+// The surface: the namespaces above (reading, writing, layout, inputs, outputs, UKIs, names,
+// extents) and, here, the types every user of the crate handles.
+pub use check::Checker;
+pub use entry::{Data, Entry, Normalize, first_secret};
+pub use error::{Context, Error, Result};
+pub use extract::Extractor;
 pub use layout::Layout;
+pub use select::Select;

@@ -10,8 +10,8 @@ use std::fs;
 use std::io::Read;
 use std::path::Path;
 
-use leanrd_archive::check::Checker;
-use leanrd_archive::extract::Extractor;
+use leanrd_archive::Checker;
+use leanrd_archive::Extractor;
 use leanrd_archive::layout::{self, Layout};
 use leanrd_archive::read::{ReadEntry, Visitor, read_image};
 use leanrd_archive::{Normalize, image, manifest};

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use leanrd_archive::error::{Context, Result, bail};
+use leanrd_archive::{Context, Result, bail};
 use leanrd_contract::{CONFIG_PATH, DeviceRef, InitConfig, Layer, Root};
 use leanrd_kmod::Resolved;
 

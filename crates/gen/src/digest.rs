@@ -5,8 +5,8 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use leanrd_archive::error::{Context, Result};
 use leanrd_archive::output::is_secret;
+use leanrd_archive::{Context, Result};
 use leanrd_archive::{Data, Entry};
 use leanrd_compress::Spec;
 use sha2::{Digest, Sha256};

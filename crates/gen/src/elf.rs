@@ -7,7 +7,7 @@ use std::fs;
 use std::path::Path;
 
 use goblin::elf::Elf;
-use leanrd_archive::error::{Context, Result, bail};
+use leanrd_archive::{Context, Result, bail};
 
 use crate::plan::{Plan, clean, host_path};
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use leanrd_archive::error::{Context, Result, bail, invalid};
+use leanrd_archive::{Context, Result, bail, invalid};
 use leanrd_contract::Capability;
 use serde::Deserialize;
 

@@ -12,7 +12,7 @@ use leanrd_contract::{
     fstab_entries, unescape_octal,
 };
 
-use leanrd_archive::error::{Context, Result, bail};
+use leanrd_archive::{Context, Result, bail};
 
 use crate::stack::StackLayer;
 

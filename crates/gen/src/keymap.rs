@@ -16,7 +16,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use leanrd_archive::error::{Context, Result, bail};
+use leanrd_archive::{Context, Result, bail};
 
 use crate::plan::host_path;
 use crate::request::Request;

@@ -39,7 +39,7 @@ mod stack;
 
 use std::collections::BTreeSet;
 
-use leanrd_archive::error::{Context, Result};
+use leanrd_archive::{Context, Result};
 
 use crate::host::Facts;
 use crate::plan::Plan;

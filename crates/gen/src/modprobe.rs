@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
-use leanrd_archive::error::{Context, Result};
+use leanrd_archive::{Context, Result};
 use leanrd_kmod::normalize;
 
 use crate::plan::host_path;

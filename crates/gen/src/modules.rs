@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use goblin::elf::Elf;
-use leanrd_archive::error::{Context, Result, bail};
+use leanrd_archive::{Context, Result, bail};
 use leanrd_compress::Format;
 use leanrd_kmod::{ModuleCompression, ModuleDb, Resolved, Tables, split_compression};
 

@@ -6,7 +6,7 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-use leanrd_archive::error::{Context, Result, bail};
+use leanrd_archive::{Context, Result, bail};
 use leanrd_archive::{Data, Entry, Normalize};
 use leanrd_newc::FileKind;
 

@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use leanrd_archive::error::{Context, Result, invalid};
+use leanrd_archive::{Context, Result, invalid};
 use leanrd_compress::{Format, Spec};
 use serde::{Deserialize, Deserializer};
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use leanrd_archive::error::{Result, bail};
+use leanrd_archive::{Result, bail};
 use leanrd_kmod::Resolved;
 
 use crate::host::Facts;

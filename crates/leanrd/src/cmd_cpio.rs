@@ -134,7 +134,7 @@ pub(crate) fn run(a: CpioArgs) -> Result<ExitCode> {
         Some(path) => {
             // New archives get 0666 less the umask, as a shell redirection would; one that
             // holds a file others may not read is not readable by others either.
-            let secret = leanrd_archive::entry::first_secret(&seg.entries, a.manifest.is_none()).is_some();
+            let secret = leanrd_archive::first_secret(&seg.entries, a.manifest.is_none()).is_some();
             let mode = output::output_mode(path, None, 0o666 & !output::umask(), secret);
             let out = AtomicFile::create(path)?;
             let mut start = 0;

@@ -9,11 +9,11 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use leanrd_archive::check::Checker;
-use leanrd_archive::extract::Extractor;
+use leanrd_archive::Checker;
+use leanrd_archive::Extractor;
+use leanrd_archive::Select;
 use leanrd_archive::names::{escape, symlink_target};
 use leanrd_archive::read::{Problem, ReadEntry, Segment, Summing, Visitor, read_image, read_image_file};
-use leanrd_archive::select::Select;
 use leanrd_compress::Format;
 use leanrd_newc::FileKind;
 use serde_json::json;
