@@ -14,13 +14,26 @@ use crate::params;
 pub struct Cmdline {
     /// `root=`, `rootfstype=`, `rootflags=`, `mount.usr=`, `mount.usrfstype=`, `mount.usrflags=`.
     pub mounts: Mounts,
+    /// `rw`: mount the root read-write (its file system checked first when the image has the
+    /// checker); false: `ro`, read-only, the default. The last of the two given wins.
     pub rw: bool,
+    /// `init=`: the program to start in the root; None: the first of /sbin/init, /etc/init,
+    /// /bin/init and /bin/sh that exists.
     pub init: Option<String>,
+    /// `rootwait`: wait for the root (and, for a network root, for DHCP and the storage server)
+    /// however long it takes, ignoring `timeout`.
     pub rootwait: bool,
+    /// `rootdelay=`: seconds to pause before looking for the root (0: none).
     pub rootdelay: u64,
+    /// `panic=`: seconds to wait before rebooting when the boot fails and there is no rescue shell
+    /// (negative: at once); None or 0: wait forever with the diagnosis on the screen.
     pub panic: Option<i64>,
+    /// `quiet`: the kernel's; read but unused (/init prints only errors in any case).
     pub quiet: bool,
+    /// `leanrd.debug`: send every step to the kernel log (/dev/kmsg) as it happens.
     pub debug: bool,
+    /// `leanrd.shell`: open the rescue shell (when the image has one) just before the switch to
+    /// the root.
     pub shell: bool,
     /// Seconds to wait for root (leanrd.timeout=, default 30).
     pub timeout: u64,
@@ -36,30 +49,37 @@ pub struct Cmdline {
     pub luks_options: Vec<(Option<String>, CryptOptions)>,
     /// rd.luks.crypttab=0: ignore the image's crypttab entries.
     pub no_crypttab: bool,
-    /// rd.luks=0 / rd.lvm=0 / rd.md=0 turn the steps off.
+    /// `rd.luks=0`: unlock no LUKS container.
     pub no_luks: bool,
     /// rd.vconsole.keymap= / vconsole.keymap=: the keymap (one the image holds) to apply.
     pub keymap: Option<String>,
+    /// `rd.lvm=0`: activate no LVM volume group.
     pub no_lvm: bool,
+    /// `rd.md=0`: assemble no md RAID array.
     pub no_md: bool,
     /// `MODULE.PARAM=VALUE` words: parameters for a module when it is loaded, as modprobe
     /// takes them from the command line (after modprobe.d's, so they win).
     pub module_options: Vec<(String, String)>,
     /// `modprobe.blacklist=` and `rd.driver.blacklist=` (comma lists, repeatable).
     pub blacklist: Vec<String>,
-    /// `rd.driver.pre=`: load first; `rd.driver.post=`: load once the devices are found.
+    /// `rd.driver.pre=`: modules to load first, before the image's own list.
     pub driver_pre: Vec<String>,
+    /// `rd.driver.post=`: modules to load once the root's devices are found, before it is mounted.
     pub driver_post: Vec<String>,
     /// `rd.leanrd.coldplug=all`: load drivers for every device at boot, not only storage and
     /// input.
     pub coldplug_all: bool,
-    /// `resume=`: the swap holding a hibernation image; `resume_offset=` (pages) for a swap
-    /// file; `noresume`; `resumedelay=` (seconds to pause before looking for it) and
-    /// `resumewait` (wait for it however long it takes), as the kernel takes them.
+    /// `resume=`: the swap device holding a hibernation image, as the kernel takes it; None:
+    /// the one the image recorded, if any.
     pub resume: Option<DeviceRef>,
+    /// `resume_offset=`: where a swap file starts on the resume device, in pages; None: the
+    /// offset the image recorded with its resume device, if any.
     pub resume_offset: Option<u64>,
+    /// `noresume`: boot afresh; a hibernation image found is discarded, as the kernel does.
     pub noresume: bool,
+    /// `resumedelay=`: seconds to pause before looking for the resume device (0: none).
     pub resumedelay: u64,
+    /// `resumewait`: wait for the resume device however long it takes.
     pub resumewait: bool,
     /// `fsck.mode=`: auto (the default), skip or force.
     pub fsck_mode: FsckMode,
@@ -107,8 +127,11 @@ pub struct LiveCmd {
     pub overlay: Option<DeviceRef>,
     /// `rd.live.overlay.size=`: the tmpfs upper layer's size (MiB, or tmpfs's `size=` form).
     pub overlay_size: Option<String>,
-    /// `rd.live.dir=` and `rd.live.squashimg=` (dracut's), `live-media-path=` (Debian's).
+    /// `rd.live.dir=` (dracut's) or `live-media-path=` (Debian's): the directory on the medium
+    /// holding the image, without leading or trailing '/'; None: LiveOS, else live.
     pub dir: Option<String>,
+    /// `rd.live.squashimg=`: the image's file name (no '/') in that directory; None:
+    /// squashfs.img, else filesystem.squashfs or any *.squashfs there.
     pub squashimg: Option<String>,
 }
 
@@ -117,8 +140,9 @@ pub struct LiveCmd {
 pub struct NvmfCmd {
     /// `rd.nvmf.discover=tcp,TRADDR,[HOST_TRADDR],[TRSVCID]` (repeatable).
     pub targets: Vec<NvmfTarget>,
-    /// `rd.nvmf.hostnqn=`, `rd.nvmf.hostid=`.
+    /// `rd.nvmf.hostnqn=`: this host's NQN; None: the one the image recorded, else the kernel's.
     pub hostnqn: Option<String>,
+    /// `rd.nvmf.hostid=`: this host's ID; None: the one the image recorded, else the kernel's.
     pub hostid: Option<String>,
     /// `rd.nvmf.nostatic`: not the subsystems the image recorded.
     pub nostatic: bool,
@@ -215,9 +239,12 @@ impl IscsiWords {
 /// Whether to check a file system the initramfs mounts read-write (systemd's `fsck.mode=`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum FsckMode {
+    /// Check when the checker finds the file system needs it: the default.
     #[default]
     Auto,
+    /// Never check.
     Skip,
+    /// Check even a file system that looks clean (`-f`; fsck.fat has no such option).
     Force,
 }
 
@@ -227,7 +254,9 @@ pub enum FsckRepair {
     /// What is safe to repair without asking.
     #[default]
     Preen,
+    /// Repair everything, answering yes to every question (`-y`).
     Yes,
+    /// Repair nothing: only report (`-n`).
     No,
 }
 

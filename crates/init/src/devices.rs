@@ -16,8 +16,9 @@ pub struct Dev {
     pub name: String,
     /// (major, minor).
     pub devno: (u32, u32),
-    /// For a partition: its disk and its number there.
+    /// For a partition: its disk's kernel name (sda for sda2); None: not a partition.
     pub disk: Option<String>,
+    /// Its partition number on `disk` (sysfs `partition`); 0: not a partition.
     pub partno: u32,
     /// A device-mapper device's name (/dev/mapper/NAME).
     pub dm_name: Option<String>,
@@ -25,10 +26,13 @@ pub struct Dev {
     pub slaves: Vec<String>,
     /// A btrfs member: whether its file system has all its devices (None: not asked).
     pub complete: Option<bool>,
+    /// What its contents say (type, UUID, label), with PARTUUID and PARTLABEL from its disk's
+    /// partition table.
     pub probe: probe::Probe,
 }
 
 impl Dev {
+    /// Its device node: /dev/NAME.
     pub fn path(&self) -> String {
         format!("/dev/{}", self.name)
     }

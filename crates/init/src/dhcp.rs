@@ -10,15 +10,21 @@ use alloc::vec::Vec;
 
 use crate::netconf::Ipv4;
 
+/// The UDP port DHCP servers listen on.
 pub const SERVER_PORT: u16 = 67;
+/// The UDP port DHCP clients listen on (replies are sent to it).
 pub const CLIENT_PORT: u16 = 68;
 const MAGIC: [u8; 4] = [99, 130, 83, 99];
 
-/// DHCP message types (option 53).
+/// Message type (option 53) DHCPDISCOVER: a client looking for servers.
 pub const DISCOVER: u8 = 1;
+/// Message type DHCPOFFER: a server offering an address.
 pub const OFFER: u8 = 2;
+/// Message type DHCPREQUEST: a client asking for the address offered.
 pub const REQUEST: u8 = 3;
+/// Message type DHCPACK: the server granting the lease.
 pub const ACK: u8 = 5;
+/// Message type DHCPNAK: the server refusing the request.
 pub const NAK: u8 = 6;
 
 /// The options asked for: subnet mask, router, DNS, host name, domain, root path, MTU,
@@ -27,12 +33,17 @@ const PARAMS: [u8; 10] = [1, 3, 6, 12, 15, 17, 26, 28, 51, 54];
 
 /// What a client sends: DISCOVER, or REQUEST for an offered address.
 pub struct Query<'a> {
+    /// The message type (option 53): [`DISCOVER`] or [`REQUEST`].
     pub kind: u8,
+    /// The transaction ID, chosen by the client; replies carry it back.
     pub xid: u32,
+    /// The client's Ethernet address: chaddr, and the client identifier (option 61).
     pub mac: [u8; 6],
+    /// Seconds since the client began the exchange.
     pub secs: u16,
     /// REQUEST: the offered address and the server that offered it.
     pub requested: Option<(Ipv4, Ipv4)>,
+    /// Option 12: the client's host name (`ip=`'s); None, empty or over 255 bytes: not sent.
     pub hostname: Option<&'a str>,
 }
 
@@ -78,33 +89,51 @@ impl Query<'_> {
 /// A server's reply, as far as the boot uses it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Reply {
+    /// The message type (option 53): [`OFFER`], [`ACK`], [`NAK`], ...
     pub kind: u8,
+    /// The transaction ID of the query answered.
     pub xid: u32,
+    /// The client Ethernet address the reply is for.
     pub chaddr: [u8; 6],
     /// yiaddr: the address offered.
     pub address: Ipv4,
     /// siaddr: the next server (the kernel's default NFS server).
     pub next_server: Ipv4,
+    /// Option 1: the subnet mask; None: not given (the client takes the address class's).
     pub mask: Option<Ipv4>,
+    /// Option 3: the routers, in order of preference (the first is the default gateway); empty:
+    /// none given.
     pub routers: Vec<Ipv4>,
+    /// Option 6: the DNS servers, in order of preference; empty: none given.
     pub dns: Vec<Ipv4>,
+    /// Option 12: the client's host name, as the server gives it.
     pub hostname: Option<String>,
+    /// Option 15: the DNS domain name.
     pub domain: Option<String>,
     /// Option 17: the root path (`[SERVER:]PATH[,OPTIONS]`).
     pub root_path: Option<String>,
+    /// Option 26: the interface MTU, in bytes (read, not applied).
     pub mtu: Option<u16>,
+    /// Option 28: the broadcast address (read, not used: it is derived from the mask).
     pub broadcast: Option<Ipv4>,
+    /// Option 51: the lease time, in seconds (for the step log).
     pub lease_secs: Option<u32>,
+    /// Option 54: the server identifier (its address), sent back in the REQUEST.
     pub server_id: Option<Ipv4>,
 }
 
 /// Why a packet is not a reply to us: for the step log, never fatal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bad {
+    /// Shorter than the fixed header and the magic cookie (240 bytes).
     Short,
+    /// Not a BOOTREPLY for Ethernet (op 2, htype 1, hlen 6).
     NotReply,
+    /// No DHCP magic cookie after the fixed header (a plain BOOTP message).
     NoMagic,
+    /// An option's length runs past the end of its area.
     Truncated,
+    /// No message type (option 53).
     NoType,
 }
 

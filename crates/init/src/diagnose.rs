@@ -7,17 +7,25 @@ use alloc::string::String;
 
 use crate::devices::Dev;
 
+/// The diagnosis of a failed boot: what went wrong and what the machine had.
 pub struct Report<'a> {
+    /// Why the boot failed: the error that stopped it.
     pub why: &'a str,
+    /// The kernel command line, its secrets redacted.
     pub cmdline: &'a str,
+    /// The block devices found, with what probing found on each.
     pub devs: &'a [Dev],
+    /// The modules that failed to load: name, and why.
     pub failed: &'a BTreeMap<String, String>,
+    /// How many modules are loaded.
     pub loaded: usize,
     /// The module tables' error, the configuration's, the command line's, helpers'.
     pub notes: &'a [String],
 }
 
 impl Report<'_> {
+    /// The report as console text: one `leanrd: ` line per heading or note, and a line per block
+    /// device with its TYPE, UUID, LABEL, PARTUUID and PARTLABEL.
     pub fn text(&self) -> String {
         let mut s = format!(
             "leanrd: cannot boot: {}\nleanrd: kernel command line: {}\nleanrd: block devices seen:\n",

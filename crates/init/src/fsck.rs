@@ -26,6 +26,9 @@ pub enum Verdict {
     CheckerFailed,
 }
 
+/// What a checker's wait status (as waitpid gives it; -1: lost) means: exit status 0 or 1
+/// mounts, 2 or 3 reboots, another with the 4 bit set is uncorrected; anything else (8, 16,
+/// killed, lost) is the checker's failure.
 pub fn verdict(wait_status: i32) -> Verdict {
     match exit_code(wait_status) {
         Some(0 | 1) => Verdict::Mount,

@@ -19,6 +19,7 @@ use crate::sys::{self, strerror};
 
 /// The targets, with what the command line (else the image) says of logging in.
 pub struct Iscsi {
+    /// The targets to log in to, in order: the command line's, else the image's.
     pub targets: Vec<IscsiTarget>,
     /// `root=iscsi:`: the root is the first target's LUN.
     pub lun_root: bool,

@@ -38,9 +38,19 @@ pub struct Implanted {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Checked {
     /// The sum matches: the bytes read.
-    Passed { md5: String, bytes: u64 },
+    Passed {
+        /// The sum, 32 lower-case hex digits.
+        md5: String,
+        /// How many bytes it covers (the ISO's size less the skipped sectors).
+        bytes: u64,
+    },
     /// The medium is not what was implanted.
-    Failed { implanted: String, read: String },
+    Failed {
+        /// The sum implantisomd5 recorded, 32 lower-case hex digits.
+        implanted: String,
+        /// The sum of what was read, 32 lower-case hex digits.
+        read: String,
+    },
     /// No implanted sum (or no ISO 9660 volume descriptor): nothing to check against.
     NotImplanted,
 }

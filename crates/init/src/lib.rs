@@ -16,6 +16,7 @@
 //! rustix's raw syscalls ([`sys`]), with `alloc` for strings and tables. The library is
 //! `no_std` so that its unit tests run on the host with std.
 
+#![deny(missing_docs)]
 #![cfg_attr(not(test), no_std)]
 
 extern crate alloc;
@@ -67,17 +68,24 @@ use sys::eprint;
 
 /// The boot's state, handed from stage to stage.
 pub struct Init {
+    /// The step log.
     pub log: Log,
+    /// The kernel command line's settings, parsed.
     pub cmd: Cmdline,
+    /// What the generator decided, read from [`leanrd_contract::CONFIG_PATH`]; the default when
+    /// that is missing or unreadable (a note says why).
     pub conf: InitConfig,
+    /// The module tables and what has been loaded.
     pub mods: Modules,
     /// The kernel command line as shown (its secrets redacted).
     pub cmdline_text: String,
     /// What went wrong on the way, for the diagnosis.
     pub notes: Vec<String>,
-    /// The arguments and environment the kernel gave /init (command-line words it did not
-    /// know, such as `single`, and `HOME`, `TERM`, `x=y`): handed on to the root's init.
+    /// The arguments the kernel gave /init (`argv[0]`, then command-line words it did not
+    /// know, such as `single`): handed on to the root's init, after its own name.
     pub args: Vec<String>,
+    /// The environment the kernel gave /init (`HOME`, `TERM`, `x=y` words): handed on to the
+    /// root's init; empty: `HOME=/` and `TERM=linux`.
     pub env: Vec<String>,
     /// What unlocking remembers between passes (the passphrase given, containers given up).
     pub luks: luks::State,

@@ -34,6 +34,8 @@ const OVERLAY: &str = "/run/initramfs/overlayfs";
 /// Where images are looked for, in order, when the command line names none.
 const IMAGES: [&str; 2] = ["LiveOS/squashfs.img", "live/filesystem.squashfs"];
 
+/// A live root: the medium (and a persistent overlay's device) to wait for, then an image on
+/// it mounted under an overlayfs on [`NEWROOT`].
 pub struct LiveSource {
     want: LiveRoot,
     waiter: MediumWaiter,
@@ -48,6 +50,8 @@ pub struct MediumWaiter {
 }
 
 impl LiveSource {
+    /// The source for `want`, waiting for its medium (`boot=live`: any ISO 9660 one) and for
+    /// `rd.live.overlay=`'s device when given.
     pub fn new(init: &Init, want: LiveRoot) -> LiveSource {
         let named = want.medium.clone().map(|d| DeviceWaiter::new("live medium", d));
         let overlay = init.cmd.live.overlay.clone().map(|d| DeviceWaiter::new("live overlay", d));

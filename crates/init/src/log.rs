@@ -17,6 +17,8 @@ pub use leanrd_contract::steplog::SAVED;
 /// needs (the kernel log still gets every line with `leanrd.debug`).
 const RECORD_MAX: usize = 256 * 1024;
 
+/// The step log: timestamped lines kept in memory (at most 256 KiB) for
+/// /run/initramfs/leanrd.log, and written to /dev/kmsg as well with `leanrd.debug`.
 pub struct Log {
     kmsg: Option<OwnedFd>,
     record: String,

@@ -47,10 +47,17 @@ pub struct State {
 /// One container to open.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job<'a> {
+    /// The LUKS device.
     pub dev: &'a Dev,
+    /// Its LUKS UUID, as its header gives it.
     pub uuid: String,
+    /// The mapper name to open it as (/dev/mapper/NAME): `rd.luks.name=`'s, else crypttab's,
+    /// else `luks-UUID`.
     pub name: String,
+    /// Its key: `rd.luks.key=`'s for it, else for all, else crypttab's; else the passphrase.
     pub key: CryptKey,
+    /// Its crypttab options: `rd.luks.options=`'s for it, else its crypttab entry's; with no
+    /// entry, `rd.luks.options=`'s for all, else none.
     pub options: CryptOptions,
     /// Try its enrolled tokens first (crypttab names a token device, or nothing is known
     /// about it).

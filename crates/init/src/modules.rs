@@ -16,14 +16,19 @@ use crate::sys::{self, Errno, strerror};
 /// The module tables in the image and what has been loaded.
 pub struct Modules {
     dir: String,
+    /// The image's module tables under /lib/modules/KVER (dependencies, aliases, soft
+    /// dependencies); empty when they could not be read (see `table_error`).
     pub db: ModuleDb,
     /// Parameters by module name: the configuration's (modprobe.d), then the command line's.
     options: Vec<(String, String)>,
     /// Modules never loaded: modprobe.d's blacklist, `modprobe.blacklist=`, `rd.driver.blacklist=`.
     blacklist: Vec<String>,
+    /// The modules in the kernel (normalised names): those /proc/modules listed at start, and
+    /// each loaded since.
     pub loaded: BTreeSet<String>,
     /// Modules that did not load, with why (see [`load_error`]).
     pub failed: BTreeMap<String, String>,
+    /// Every modalias offered so far (coldplug's and uevents'), each acted on once.
     pub seen_aliases: BTreeSet<String>,
     /// Load drivers for every device (`rd.leanrd.coldplug=all`), not only [`boot_device`]s.
     pub coldplug_all: bool,
@@ -46,6 +51,10 @@ pub struct Modules {
 }
 
 impl Modules {
+    /// The tables under /lib/modules/`kver`, with the modules already loaded. `options`:
+    /// (module, `PARAM=VALUE`) pairs, passed in order when the module loads (a later value
+    /// wins); `blacklist`: modules never to load. A table that cannot be read leaves the
+    /// tables empty and says why in `table_error`.
     pub fn open(kver: &str, options: Vec<(String, String)>, blacklist: Vec<String>) -> Modules {
         let dir = format!("/lib/modules/{kver}");
         let tables = Tables::read(|f| match sys::read(&format!("{dir}/{f}")) {

@@ -25,8 +25,11 @@ use leanrd_contract::DeviceRef;
 /// A network interface, from /sys/class/net.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Iface {
+    /// Its name (eth0, enp1s0).
     pub name: String,
+    /// Its interface index (sysfs `ifindex`), as rtnetlink and packet sockets name it.
     pub index: u32,
+    /// Its MAC (sysfs `address`).
     pub mac: [u8; 6],
 }
 
@@ -52,7 +55,9 @@ pub fn interfaces() -> Vec<Iface> {
 /// What the command line asks of the network.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Wanted {
+    /// `ip=` values, in command-line order; empty: DHCP.
     pub ip: Vec<IpParam>,
+    /// `BOOTIF=`: the MAC of the only interface to use; None: any.
     pub bootif: Option<[u8; 6]>,
     /// `ifname=NAME:MAC`.
     pub names: Vec<(String, [u8; 6])>,
@@ -114,18 +119,30 @@ impl Wanted {
 /// The configuration an interface got.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Configured {
+    /// The interface's name.
     pub iface: String,
+    /// Its interface index.
     pub index: u32,
+    /// Its MAC.
     pub mac: [u8; 6],
+    /// How it was configured, as ipconfig's `PROTO` says: `dhcp`, or `none` (a static address,
+    /// or no IPv4 configuration at all).
     pub proto: &'static str,
+    /// Its IPv4 address; 0.0.0.0 when it got none (`ip=off`, `ip=dhcp6`).
     pub address: Ipv4,
+    /// The subnet's prefix length (24 for 255.255.255.0); 0 with no address.
     pub prefix: u8,
+    /// The default route's gateway; None: no default route was set.
     pub gateway: Option<Ipv4>,
+    /// The DNS servers, DHCP's or `ip=`'s, in order of preference.
     pub dns: Vec<Ipv4>,
     /// The server DHCP or `ip=` named (siaddr, or the server identifier).
     pub server: Option<Ipv4>,
+    /// DHCP's root path (option 17, `[SERVER:]PATH[,OPTIONS]`); None: not given, or not DHCP.
     pub root_path: Option<String>,
+    /// The host name: DHCP's, else `ip=`'s; None: neither gave one.
     pub hostname: Option<String>,
+    /// DHCP's DNS domain (option 15); None: not given, or not DHCP.
     pub domain: Option<String>,
 }
 
@@ -196,6 +213,7 @@ impl Waiter for NetWaiter {
 }
 
 impl NetWaiter {
+    /// A waiter for an interface `want` can use; no renames yet.
     pub fn new(want: Wanted) -> NetWaiter {
         NetWaiter(want, Vec::new())
     }
@@ -252,13 +270,14 @@ impl Msg {
 }
 
 /// A NETLINK_ROUTE socket.
-pub struct Rtnl {
+pub(crate) struct Rtnl {
     fd: OwnedFd,
     seq: u32,
 }
 
 impl Rtnl {
-    pub fn open() -> Result<Rtnl, Errno> {
+    /// A NETLINK_ROUTE socket, bound for the kernel's acknowledgements.
+    pub(crate) fn open() -> Result<Rtnl, Errno> {
         let fd = rustix::net::socket_with(AddressFamily::NETLINK, SocketType::RAW, SocketFlags::CLOEXEC, None)?;
         rustix::net::bind(&fd, &rustix::net::netlink::SocketAddrNetlink::new(0, 0))?;
         Ok(Rtnl { fd, seq: 1 })

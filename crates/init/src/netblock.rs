@@ -71,6 +71,8 @@ pub struct DiskWaiter {
     inner: DeviceWaiter,
 }
 
+/// A root on block devices a network transport brings in: wait for an interface, bring the
+/// network up and connect the transports, then wait for the root's disk and mount it.
 pub struct NetBlockSource {
     transports: Vec<Box<dyn Transport>>,
     net: NetWaiter,

@@ -23,6 +23,7 @@ pub fn ipv4(s: &str) -> Option<Ipv4> {
     parts.next().is_none().then_some(out)
 }
 
+/// An IPv4 address in dotted-decimal form (`10.0.0.5`).
 pub fn show(a: Ipv4) -> String {
     format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])
 }
@@ -59,9 +60,13 @@ pub enum Method {
 /// A static configuration: the kernel's `client-ip:server-ip:gw-ip:netmask:hostname:device:...`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Static {
+    /// The address (client-ip).
     pub address: Ipv4,
+    /// The subnet's prefix length, from the netmask (the address class's when none is given).
     pub prefix: u8,
+    /// The default gateway (gw-ip); None: no default route.
     pub gateway: Option<Ipv4>,
+    /// The DNS servers (dns0-ip, dns1-ip); empty: none.
     pub dns: Vec<Ipv4>,
 }
 
@@ -70,6 +75,7 @@ pub struct Static {
 pub struct IpParam {
     /// The interface it is for, when it names one.
     pub device: Option<String>,
+    /// How to configure that interface (or all of them).
     pub method: Method,
     /// The host name to use (and to send with DHCP).
     pub hostname: Option<String>,

@@ -21,17 +21,24 @@ use crate::root::{NEWROOT, RootSource};
 use crate::sys::{self, Errno, strerror};
 use crate::wait::Waiter;
 
+/// A root on NFS: the network first, then the mount.
 pub struct NfsSource {
+    /// What `root=` (and `nfsroot=`) say; what they leave open comes from the lease.
     pub want: NfsRoot,
+    /// Waits for an interface the network configuration can use.
     pub waiter: NetWaiter,
 }
 
 /// Where to mount from, once the lease is known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
+    /// The server: a host name, an IPv4 address, or an IPv6 address in brackets.
     pub server: String,
+    /// The export's path on the server.
     pub path: String,
+    /// Mount options as given (comma-separated); None: none.
     pub options: Option<String>,
+    /// Which protocol versions to try.
     pub version: NfsVersion,
 }
 

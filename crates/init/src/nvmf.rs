@@ -29,8 +29,12 @@ const NVME_NQN_NVME: u8 = 2;
 
 /// The targets, with the host's identity.
 pub struct Nvmf {
+    /// The controllers to connect to (discovery controllers, or subsystems by NQN): the command
+    /// line's, else the image's.
     pub targets: Vec<NvmfTarget>,
+    /// This host's NQN (`hostnqn=`): the command line's, else the image's; None: the kernel's.
     pub hostnqn: Option<String>,
+    /// This host's ID (`hostid=`): the command line's, else the image's; None: the kernel's.
     pub hostid: Option<String>,
 }
 
@@ -70,8 +74,11 @@ impl Nvmf {
 /// One subsystem a discovery log page lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
+    /// The subsystem's NQN (SUBNQN).
     pub nqn: String,
+    /// Its transport address (TRADDR), as the log page writes it.
     pub address: String,
+    /// Its TCP port (TRSVCID).
     pub port: u16,
 }
 

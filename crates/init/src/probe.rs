@@ -17,10 +17,18 @@ pub const LUKS: &str = "crypto_LUKS";
 /// What a device says about itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Probe {
+    /// The type, as blkid names it (ext4, xfs, btrfs, vfat, f2fs, iso9660, swap, [`LUKS`],
+    /// [`MD_MEMBER`], [`LVM_MEMBER`], ...); None: nothing recognised.
     pub fstype: Option<String>,
+    /// The UUID, as blkid writes it (8-4-4-4-12 hex; XXXX-XXXX for vfat; a timestamp for ISO
+    /// 9660); None: none, or all zeros.
     pub uuid: Option<String>,
+    /// The label (`LABEL=`); None: none set.
     pub label: Option<String>,
+    /// The partition's PARTUUID, from its disk's table (filled in by [`crate::devices::scan`],
+    /// not [`probe_fs`]); None: not a partition, or not in the table.
     pub partuuid: Option<String>,
+    /// The partition's GPT name (PARTLABEL); None: MBR, unnamed, or not a partition.
     pub partlabel: Option<String>,
 }
 
@@ -51,8 +59,9 @@ fn cstr(b: &[u8]) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-/// The type blkid gives an md RAID member, and an LVM physical volume.
+/// The type blkid gives an md RAID member.
 pub const MD_MEMBER: &str = "linux_raid_member";
+/// The type blkid gives an LVM physical volume.
 pub const LVM_MEMBER: &str = "LVM2_member";
 
 /// A member of a block stack: an md superblock (v1.1 at 0, v1.2 at 4 KiB, v1.0 near the end,
@@ -203,15 +212,21 @@ pub fn probe_fs<Fd: AsFd>(fd: Fd) -> Probe {
 /// The type blkid gives an ISO 9660 file system (a CD, or a live image written to a stick).
 pub const ISO9660: &str = "iso9660";
 
-/// The types blkid gives a swap area, and one holding a hibernation image.
+/// The type blkid gives a swap area.
 pub const SWAP: &str = "swap";
+/// The type blkid gives a swap area holding a hibernation image (the kernel's signature in
+/// place of swap's).
 pub const HIBERNATED: &str = "swsuspend";
 
 /// One partition-table entry: 1-based number, PARTUUID, PARTLABEL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartEntry {
+    /// The partition's number, from 1 (the 2 of sda2).
     pub number: u32,
+    /// The GPT entry's unique GUID in lower-case hex, or for MBR the disk signature and the number
+    /// (`xxxxxxxx-NN`).
     pub partuuid: String,
+    /// The GPT entry's name; None for MBR, or when empty.
     pub partlabel: Option<String>,
 }
 

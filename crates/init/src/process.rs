@@ -166,6 +166,8 @@ pub struct Exec {
 }
 
 impl Exec {
+    /// `path` to run with the argument vector `args` (`argv[0]` first) and the environment `env`
+    /// (`NAME=VALUE` strings); a string with a NUL byte in it is passed empty.
     pub fn new(path: &str, args: &[&str], env: &[&str]) -> Exec {
         let c = |s: &str| CString::new(s).unwrap_or_default();
         let mut strings: Vec<CString> = alloc::vec![c(path)];

@@ -28,9 +28,11 @@ impl Drop for Secret {
 
 /// How asking ended.
 pub enum Answer {
+    /// The line typed (not empty), without its Enter.
     Line(Secret),
     /// Ctrl-C or an empty line.
     Cancelled,
+    /// Nothing was entered within the time allowed.
     TimedOut,
     /// No console could be opened.
     NoConsole,
@@ -39,8 +41,11 @@ pub enum Answer {
 /// What a byte did to the line being typed.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Edit {
+    /// The line goes on (the byte was kept, edited with, or ignored).
     More,
+    /// Enter: the line is complete.
     Done,
+    /// Ctrl-C or Ctrl-D: give up.
     Cancel,
 }
 
@@ -49,11 +54,13 @@ pub enum Edit {
 /// Escape sequences (arrow keys) are dropped.
 #[derive(Default)]
 pub struct Line {
-    pub buf: Vec<u8>,
+    /// The bytes typed so far (UTF-8 as typed), zeroed when cleared.
+    pub(crate) buf: Vec<u8>,
     escape: u8,
 }
 
 impl Line {
+    /// Take one byte typed, and say what it did.
     pub fn feed(&mut self, b: u8) -> Edit {
         if self.escape > 0 {
             // ESC [ ... final byte (0x40..0x7e); ESC X: two bytes.
@@ -93,6 +100,7 @@ impl Line {
         }
     }
 
+    /// Empty the line, zeroing what was typed.
     pub fn clear(&mut self) {
         for b in self.buf.iter_mut() {
             // SAFETY: as in Secret::drop.
@@ -155,6 +163,8 @@ pub fn say_everywhere(text: &str) {
 }
 
 impl Consoles {
+    /// Open every console [`console_names`] lists (else /dev/console), each put in no-echo
+    /// character mode with pending input flushed; one that cannot be opened is left out.
     #[inline(never)] // out of line: a smaller /init (measured)
     pub fn open() -> Consoles {
         let mut ttys = Vec::new();
@@ -180,6 +190,7 @@ impl Consoles {
         Consoles { ttys }
     }
 
+    /// The consoles open, by kernel name (tty1, ttyS0).
     pub fn names(&self) -> Vec<&str> {
         self.ttys.iter().map(|t| t.name.as_str()).collect()
     }

@@ -23,6 +23,7 @@ pub const WAIT_MS: u64 = 5_000;
 /// Where the hibernation image is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resume {
+    /// The swap device (or the device holding the swap file).
     pub device: DeviceRef,
     /// In pages: where a swap file's header is on its device.
     pub offset: Option<u64>,
@@ -42,6 +43,7 @@ pub fn given(init: &Init) -> Option<Resume> {
 
 /// Waits for the resume device, giving up after a while.
 pub struct ResumeWaiter {
+    /// The waiter for the device itself; it holds the device once found.
     pub dev: DeviceWaiter,
     give_up_ms: Option<u64>,
 }
@@ -83,7 +85,12 @@ impl Waiter for ResumeWaiter {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Action {
     /// Write these to /sys/power/resume_offset (if any) and /sys/power/resume.
-    Resume { devno: (u32, u32), offset: Option<u64> },
+    Resume {
+        /// The device's number (major, minor), written as `MAJOR:MINOR`.
+        devno: (u32, u32),
+        /// Where the swap file's header is on it, in pages; None: none written (a swap partition).
+        offset: Option<u64>,
+    },
     /// Nothing; why, for the log and the diagnosis.
     Skip(String),
 }

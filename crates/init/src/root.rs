@@ -14,6 +14,7 @@ use crate::devices::Dev;
 use crate::sys::{self, Errno, strerror};
 use crate::wait::{DeviceWaiter, Waiter};
 
+/// Where the root is mounted in the initramfs, and moved to / from at the switch.
 pub const NEWROOT: &str = "/newroot";
 
 /// Where the root comes from: what to wait for, then how to mount it on [`NEWROOT`]. A block
@@ -38,6 +39,8 @@ pub trait RootSource {
     }
     /// What must appear before the root can be mounted.
     fn waiter(&mut self) -> &mut dyn Waiter;
+    /// Mount the root on [`NEWROOT`] once the waiter has found what it needs; Err says why it
+    /// could not be.
     fn mount(&mut self, init: &mut Init) -> Result<(), String>;
 }
 

@@ -35,6 +35,8 @@ pub fn eprint(s: &str) {
     write_all(fd, s.as_bytes());
 }
 
+/// Write all of `b` to `fd`, retrying short writes and EINTR; false when a write fails or
+/// writes nothing.
 pub fn write_all<Fd: AsFd>(fd: Fd, mut b: &[u8]) -> bool {
     while !b.is_empty() {
         match rustix::io::write(&fd, b) {
@@ -47,10 +49,13 @@ pub fn write_all<Fd: AsFd>(fd: Fd, mut b: &[u8]) -> bool {
     true
 }
 
+/// Open `path` read-only (close-on-exec).
 pub fn open(path: &str) -> Result<OwnedFd, Errno> {
     rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
 }
 
+/// Open an existing `path` write-only (close-on-exec): no create, no truncate, as sysfs, procfs
+/// and device nodes want.
 pub fn open_write(path: &str) -> Result<OwnedFd, Errno> {
     rustix::fs::open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())
 }
@@ -90,6 +95,8 @@ pub fn read_at<Fd: AsFd>(fd: Fd, off: u64, len: usize) -> Option<Vec<u8>> {
     Some(b)
 }
 
+/// Write `data` to an existing file (a sysfs or procfs attribute, a device node) with one
+/// [`write_all`]; `Errno::IO` when not all of it was written.
 pub fn write_file(path: &str, data: &str) -> Result<(), Errno> {
     let fd = open_write(path)?;
     if write_all(&fd, data.as_bytes()) { Ok(()) } else { Err(Errno::IO) }
@@ -105,10 +112,12 @@ pub fn write_file_mode(path: &str, data: &str, mode: u32) -> Result<(), Errno> {
     if write_all(&fd, data.as_bytes()) { Ok(()) } else { Err(Errno::IO) }
 }
 
+/// Whether `path` exists (following links; a dangling link does not).
 pub fn exists(path: &str) -> bool {
     rustix::fs::stat(path).is_ok()
 }
 
+/// Whether `path` is a directory (following links).
 pub fn is_dir(path: &str) -> bool {
     rustix::fs::stat(path).is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Directory)
 }
@@ -138,6 +147,8 @@ pub fn list_dir(path: &str) -> Result<Vec<(String, FileType)>, Errno> {
     Ok(out)
 }
 
+/// A symbolic link's target as it is written (lossy UTF-8); `None` when `path` is not a link
+/// or cannot be read.
 pub fn readlink(path: &str) -> Option<String> {
     rustix::fs::readlink(path, Vec::new()).ok().map(|c| c.to_string_lossy().into_owned())
 }
@@ -169,10 +180,12 @@ const SYS_CLOCK_GETTIME: usize = 228;
 #[cfg(target_arch = "aarch64")]
 const SYS_CLOCK_GETTIME: usize = 113;
 
+/// A duration of `ms` milliseconds as a timespec.
 pub fn timespec_ms(ms: u64) -> rustix::time::Timespec {
     rustix::time::Timespec { tv_sec: (ms / 1000) as i64, tv_nsec: ((ms % 1000) * 1_000_000) as i64 }
 }
 
+/// Sleep for `ms` milliseconds (nanosleep; a signal may end it early).
 pub fn sleep_ms(ms: u64) {
     let _ = rustix::thread::nanosleep(&timespec_ms(ms));
 }

@@ -18,8 +18,12 @@ use crate::wait::DeviceWaiter;
 /// A /usr to mount: the device, and the type and options when something said them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Usr {
+    /// The device holding /usr.
     pub device: DeviceRef,
+    /// Its file system type (a comma list is tried in order); None: the probe's.
     pub fstype: Option<String>,
+    /// Its mount options, fstab-style (flags such as `rw` and `noatime`, and the file system's
+    /// own); None: none, read-only.
     pub options: Option<String>,
 }
 

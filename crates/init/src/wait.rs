@@ -24,7 +24,9 @@ use crate::devices::{self, Dev};
 
 /// What the loop needs from the system.
 pub trait Platform {
+    /// Milliseconds on the monotonic clock.
     fn now_ms(&self) -> u64;
+    /// Sleep `ms` milliseconds (without a uevent source, between polls).
     fn sleep_ms(&mut self, ms: u64);
     /// Probe every block device.
     fn scan(&mut self) -> Vec<Dev>;
@@ -52,6 +54,7 @@ pub trait Platform {
     fn events(&mut self, ms: u64) -> (bool, bool);
     /// The device number of a block device node.
     fn devno_of(&self, path: &str) -> Option<(u32, u32)>;
+    /// A line for the step log.
     fn debug(&mut self, msg: &str);
 }
 
@@ -78,15 +81,21 @@ pub trait Waiter {
 /// A btrfs member whose file system lacks devices does not satisfy it either, unless
 /// `degraded` (the mount option that accepts missing members).
 pub struct DeviceWaiter {
+    /// What the device is for, as messages name it before `=`: `root`, `mount.usr`, `resume`, ...
     pub role: &'static str,
+    /// The device wanted.
     pub want: DeviceRef,
+    /// The device that satisfied it (for a LUKS container, the unlocked device on top); None:
+    /// not yet.
     pub found: Option<Dev>,
+    /// Whether a btrfs member whose file system lacks devices satisfies it (`rootflags=degraded`).
     pub degraded: bool,
     /// The device was seen, but its btrfs file system had members missing.
     pub incomplete: Option<Dev>,
 }
 
 impl DeviceWaiter {
+    /// A waiter for `want`, as `role`, with nothing found yet and not `degraded`.
     pub fn new(role: &'static str, want: DeviceRef) -> DeviceWaiter {
         DeviceWaiter { role, want, found: None, degraded: false, incomplete: None }
     }
@@ -129,13 +138,17 @@ impl Waiter for DeviceWaiter {
 pub struct Timing {
     /// `rootwait`: no timeout.
     pub forever: bool,
+    /// How long to wait, in milliseconds (ignored when `forever`).
     pub timeout_ms: u64,
 }
 
 /// The waiters that were not satisfied in time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TimedOut {
+    /// The timeout that ran out, in whole seconds.
     pub seconds: u64,
+    /// What was not found: each unsatisfied waiter's description (those that can be given up on
+    /// left out).
     pub missing: Vec<String>,
 }
 

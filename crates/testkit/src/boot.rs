@@ -117,9 +117,15 @@ pub fn assert_released(image: &Path) {
 /// What a VM's console showed: the console, how long the VM ran, how long it waited for a
 /// slot, and when each asked-for mark first showed (seconds from QEMU's start).
 pub struct Console {
+    /// Everything the serial console showed (lossy UTF-8), with a `[test: monitor ...]` line
+    /// for each monitor command typed.
     pub console: String,
+    /// How long the VM ran: from QEMU's start, once it had a slot, to its end.
     pub ran: std::time::Duration,
+    /// How long it waited for a VM slot.
     pub waited: std::time::Duration,
+    /// Each of the marks asked for that showed, with when it first did: seconds from QEMU's
+    /// start.
     pub marks: std::collections::BTreeMap<String, f64>,
 }
 
@@ -150,7 +156,10 @@ pub fn run_console(cmd: Command, answer: Option<&str>, stop: &[String], marks: &
 /// QEMU's human monitor on a unix socket, and what to type on it when the console shows what:
 /// (console text, monitor command), each at most once.
 pub struct Monitor<'a> {
+    /// The monitor's unix socket.
     pub socket: &'a Path,
+    /// (console text, monitor command) pairs, in order: each command is typed once the console
+    /// shows its text, after the one before it was.
     pub on: &'a [(String, String)],
 }
 
@@ -257,6 +266,7 @@ fn monitor_command(socket: &Path, command: &str) -> String {
 /// parameters, the initramfs's step log, and `leanrd build` with `leanrd.test=selfbuild`.
 /// Shared with bench/debian.py.
 pub const REPORT: &str = include_str!("../../../tools/boot-report/leanrd-report");
+/// The systemd unit that runs [`REPORT`] (as /usr/local/sbin/leanrd-report) in multi-user.target.
 pub const UNIT: &str = include_str!("../../../tools/boot-report/leanrd-report.service");
 
 /// What every Debian boot test starts from: root and the tools `need`, the kernel to boot,
@@ -376,27 +386,39 @@ pub fn add_tools(tree: &Path, init: &Path) {
 #[derive(Clone, Copy, PartialEq, Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Bus {
+    /// A virtio-blk disk (`-drive if=virtio`): /dev/vdX in the guest. The default.
     #[default]
     VirtioBlk,
+    /// A SCSI disk on a virtio-scsi controller: /dev/sdX.
     VirtioScsi,
+    /// An NVMe controller of its own (serial leanrdN): /dev/nvmeXn1.
     Nvme,
+    /// A SATA disk on an ICH9 AHCI controller: /dev/sdX.
     Ahci,
 }
 
 /// One file system on a disk image: on one GPT partition from 1 MiB, or on the whole disk.
 #[derive(Clone, Debug)]
 pub struct Disk {
+    /// The raw image file.
     pub path: PathBuf,
+    /// Whether the file system is on the one GPT partition ([`PART_OFFSET`], [`PART_BYTES`] long)
+    /// rather than the whole disk.
     pub gpt: bool,
+    /// How QEMU attaches it.
     pub bus: Bus,
 }
 
+/// A disk image's size in bytes (2 GiB; the file is sparse).
 pub const DISK_BYTES: u64 = 2 << 30;
+/// Where the GPT partition starts, in bytes (1 MiB).
 pub const PART_OFFSET: u64 = 1 << 20;
 /// The partition: from 1 MiB, leaving 1 MiB at the end for the backup GPT.
 pub const PART_BYTES: u64 = DISK_BYTES - 2 * PART_OFFSET;
 
 impl Disk {
+    /// The shell command that attaches the file system's part of the image to a free loop device
+    /// (read-only when `readonly`) and prints the device's path.
     pub fn losetup(&self, readonly: bool) -> String {
         let ro = if readonly { "-r " } else { "" };
         if self.gpt {
@@ -412,11 +434,16 @@ const FORGET_BTRFS: &str = "btrfs device scan --forget >/dev/null 2>&1 || true\n
 
 /// A file system to make: its type, UUID, and whether the tree goes in subvolume @.
 pub struct Fs<'a> {
+    /// The file system's type: `ext4`, `xfs` or `btrfs`.
     pub kind: &'a str,
+    /// Its UUID.
     pub uuid: String,
+    /// Whether the tree goes in subvolume @ (btrfs).
     pub subvol: bool,
 }
 
+/// The shell command that makes `fs` on `devs`: a device, or two separated by a space for a
+/// btrfs raid1 (data and metadata). Panics for another type.
 pub fn mkfs(fs: &Fs, devs: &str) -> String {
     let u = &fs.uuid;
     match fs.kind {
@@ -526,6 +553,8 @@ pub fn in_chroot(tree: &Path, apt_cache: Option<&Path>, cmd: &str) -> (bool, Str
     (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
 }
 
+/// QEMU arguments for 1 GiB of memory and `disks`, in order, each on its bus (with one
+/// virtio-scsi or AHCI controller as needed); `snapshot`: writes are not kept.
 pub fn qemu_args(disks: &[&Disk], snapshot: bool) -> Vec<String> {
     let mut a: Vec<String> = ["-m", "1024"].map(String::from).to_vec();
     let snap = if snapshot { ",snapshot=on" } else { "" };
@@ -554,11 +583,17 @@ pub fn qemu_args(disks: &[&Disk], snapshot: bool) -> Vec<String> {
 
 /// One boot: its image, command line, disks, and what its console must and must not show.
 pub struct Boot {
+    /// Its name, in messages and in its console's file ([`console_path`]).
     pub name: String,
+    /// The initramfs image QEMU loads (`-initrd`), with [`Start::Kernel`].
     pub image: PathBuf,
+    /// The kernel command line, after `console=ttyS0 panic=-1` (with [`Start::Kernel`]).
     pub append: String,
+    /// More QEMU arguments: the disks ([`qemu_args`]), a NIC, ...
     pub qemu: Vec<String>,
+    /// Texts the console must show.
     pub expect: Vec<String>,
+    /// Texts the console must not show.
     pub reject: Vec<String>,
     /// A passphrase to type on the serial console when asked.
     pub answer: Option<&'static str>,
@@ -588,6 +623,9 @@ pub enum Start {
 }
 
 impl Boot {
+    /// A boot of `image` with the command line `append` and the QEMU arguments `qemu`, QEMU
+    /// loading the kernel: it must show the report's `LEANRD-STATE running` and `LEANRD-DONE`
+    /// and no systemd start job left waiting, and is killed after 420 s.
     pub fn new(name: &str, image: &Path, append: &str, qemu: Vec<String>) -> Boot {
         Boot {
             name: name.into(),
@@ -605,18 +643,22 @@ impl Boot {
             monitor: Vec::new(),
         }
     }
+    /// Also require `s` on the console.
     pub fn expect(mut self, s: &str) -> Boot {
         self.expect.push(s.into());
         self
     }
+    /// Also refuse `s` on the console.
     pub fn reject(mut self, s: &str) -> Boot {
         self.reject.push(s.into());
         self
     }
+    /// End the VM as soon as the console shows `s` (a failure it need not wait out).
     pub fn stop(mut self, s: &str) -> Boot {
         self.stop.push(s.into());
         self
     }
+    /// Type `pass` when asked for a passphrase, and require the prompt for sda3_crypt.
     pub fn typing(mut self, pass: &'static str) -> Boot {
         self.answer = Some(pass);
         self.expect("Enter passphrase for sda3_crypt")
@@ -625,9 +667,13 @@ impl Boot {
 
 /// A boot's console and whether it showed all that was expected and nothing rejected.
 pub struct Outcome {
+    /// The whole serial console.
     pub log: String,
+    /// Whether it showed everything expected and nothing rejected.
     pub met: bool,
+    /// The expected texts it did not show.
     pub missing: Vec<String>,
+    /// The rejected texts it showed.
     pub unwanted: Vec<String>,
 }
 
@@ -743,10 +789,12 @@ pub fn run_keep(kernel: &Path, boots: &[Boot]) -> (Vec<String>, Vec<Outcome>) {
     (failed, outcomes)
 }
 
+/// The disks of a boot with a separate /usr: the root's, then /usr's.
 pub fn with_usr<'a>(root: &'a [Disk], usr: &'a [Disk]) -> Vec<&'a Disk> {
     root.iter().chain(usr).collect()
 }
 
+/// A UUID for a test file system: `n` in the first field, this process's ID in the last.
 pub fn uuid(n: u32) -> String {
     format!("{n:08x}-dead-beef-0000-{:012x}", std::process::id())
 }
@@ -775,7 +823,9 @@ pub const PASS: &str = "leanrd-debian-passphrase";
 /// The encrypted disk as Debian's installer lays it out: GPT, an ESP, /boot (ext4, not
 /// encrypted), and LUKS2 holding the ext4 root, named sda3_crypt by /etc/crypttab.
 pub const LUKS_DISK_MB: u64 = 2400;
+/// Where /boot's partition starts on that disk, in MiB (after a 16 MiB ESP at 1 MiB).
 pub const BOOT_START_MB: u64 = 17;
+/// The size of /boot's partition (and its ext4 image), in MiB; LUKS takes the rest of the disk.
 pub const BOOT_MB: u64 = 96;
 
 /// The encrypted root disk, made in a prep VM (the container) from ext4 images made here:

@@ -45,9 +45,13 @@ pub fn memory_args(mib: u64) -> Vec<String> {
 /// How a VM starts: a kernel and an initramfs, or UEFI firmware.
 #[derive(Clone, Debug)]
 pub enum Start {
+    /// QEMU loads the kernel and the initramfs itself (`-kernel`, `-initrd`, `-append`).
     Kernel {
+        /// The kernel image (vmlinuz).
         kernel: PathBuf,
+        /// The initramfs image.
         initrd: PathBuf,
+        /// The kernel command line, after `console=ttyS0 panic=-1`.
         append: String,
     },
     /// OVMF, starting what the disks hold (an ESP's \EFI\BOOT\BOOTX64.EFI).
@@ -57,7 +61,9 @@ pub enum Start {
 /// One benchmark boot, as data.
 #[derive(Clone, Debug)]
 pub struct VmBoot {
+    /// How the VM starts.
     pub start: Start,
+    /// The disks, attached in order; each image must exist.
     pub disks: Vec<Disk>,
     /// The disks' writes go to a temporary overlay (the images stay as they are).
     pub snapshot: bool,
@@ -65,9 +71,13 @@ pub struct VmBoot {
     pub memory_mib: Option<u64>,
     /// More QEMU arguments, after all the others.
     pub extra: Vec<String>,
+    /// A passphrase to type (with Enter) at the first "Enter passphrase" on the console.
     pub answer: Option<String>,
+    /// Console texts that end the VM at once (a boot that has failed).
     pub stop: Vec<String>,
+    /// Console texts to time: when each first shows, in seconds from QEMU's start.
     pub marks: Vec<String>,
+    /// Seconds before the VM is killed.
     pub secs: u64,
     /// The network namespace QEMU runs in (a [`crate::netlab::NetLab`]'s).
     pub netns: Option<String>,

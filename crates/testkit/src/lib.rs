@@ -2,6 +2,8 @@
 //! published): temporary directories, loop-mounted file systems, tree descriptions, the
 //! installed kernel and QEMU, and fixture proc/sys trees for host detection.
 
+#![deny(missing_docs)]
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -24,6 +26,8 @@ pub fn ok(c: &mut Command) -> Vec<u8> {
     o.stdout
 }
 
+/// Run `c` with `input` on its standard input, capturing its output; panics when it cannot be
+/// started.
 pub fn run_stdin(c: &mut Command, input: &[u8]) -> Output {
     use std::io::Write;
     let mut child = c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
@@ -31,10 +35,12 @@ pub fn run_stdin(c: &mut Command, input: &[u8]) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// Whether the shell finds `tool` (`command -v`).
 pub fn have(tool: &str) -> bool {
     Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().map(|o| o.status.success()).unwrap_or(false)
 }
 
+/// Whether this process runs as root (by the owner of /proc/self: the effective uid).
 pub fn is_root() -> bool {
     rustix_euid() == 0
 }
@@ -47,6 +53,8 @@ fn rustix_euid() -> u32 {
 pub struct TempDir(pub PathBuf);
 
 impl TempDir {
+    /// A new empty directory leanrd-TAG-PID-N in $LEANRD_TEST_TMP, else the system's temporary
+    /// directory ([`remove_temp_dirs`] removes it too if it is never dropped).
     pub fn new(tag: &str) -> TempDir {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let base = std::env::var_os("LEANRD_TEST_TMP").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
@@ -60,9 +68,11 @@ impl TempDir {
         LIVE.lock().unwrap().insert(p.clone());
         TempDir(p)
     }
+    /// Its path.
     pub fn path(&self) -> &Path {
         &self.0
     }
+    /// `p` inside it.
     pub fn join(&self, p: impl AsRef<Path>) -> PathBuf {
         self.0.join(p)
     }
@@ -90,12 +100,15 @@ pub fn remove_temp_dirs() {
 /// A loop-mounted file system of `kind` ("xfs" or "btrfs"), unmounted on drop. None when
 /// not root or the mkfs tool is missing.
 pub struct LoopFs {
+    /// The directory holding the mount point (`mnt`); the image file is beside it (DIR.img).
     pub dir: TempDir,
     img: PathBuf,
     mounted: bool,
 }
 
 impl LoopFs {
+    /// Make a `size` image (truncate's form: `300M`), `mkfs.KIND` it and loop-mount it; None
+    /// ([`skip`]) when not root or `mkfs.KIND` is missing.
     pub fn new(kind: &str, size: &str) -> Option<LoopFs> {
         if !is_root() || !have(&format!("mkfs.{kind}")) {
             return skip(&format!("needs root and mkfs.{kind}"));
@@ -110,6 +123,7 @@ impl LoopFs {
         assert!(st.success(), "mount {kind}");
         Some(LoopFs { dir, img, mounted: true })
     }
+    /// The mount point: DIR/mnt.
     pub fn path(&self) -> PathBuf {
         self.dir.join("mnt")
     }
@@ -359,9 +373,10 @@ pub fn qemu_command(kernel: &Path, initrd: &Path, append: &str, extra: &[&str], 
     c
 }
 
-/// UEFI firmware for x86-64 guests (Debian's ovmf): its code, and the variable store every
-/// firmware boot starts from (a copy: the firmware writes to it).
+/// UEFI firmware for x86-64 guests (Debian's ovmf): its code, mapped read-only.
 pub const OVMF_CODE: &str = "/usr/share/OVMF/OVMF_CODE_4M.fd";
+/// OVMF's variable store, the one every firmware boot starts from: boots use a copy (the
+/// firmware writes to it).
 pub const OVMF_VARS: &str = "/usr/share/OVMF/OVMF_VARS_4M.fd";
 
 /// The QEMU (TCG) command line of a UEFI boot: OVMF with `vars` as its variable store, no
@@ -517,6 +532,8 @@ fn priority_waiting(dir: &Path) -> bool {
     waiting
 }
 
+/// Take a VM slot (see [`VmSlot`]), waiting for one: free slots go to processes that called
+/// [`vm_priority`] first. Panics after two hours without one.
 pub fn vm_slot() -> VmSlot {
     let asked = std::time::Instant::now();
     let n = std::env::var("LEANRD_VM_SLOTS")
@@ -589,6 +606,8 @@ pub fn kver() -> Option<String> {
     }
 }
 
+/// The modules `modprobe -S KVER --show-depends WHAT` would load, by name: `what` (a module
+/// or an alias), its dependencies, and its own soft dependencies.
 pub fn modprobe_set(kver: &str, what: &str) -> BTreeSet<String> {
     let o = Command::new("modprobe").args(["-S", kver, "--show-depends", what]).output().unwrap();
     String::from_utf8_lossy(&o.stdout)
@@ -622,10 +641,14 @@ pub fn expected_modules(kver: &str, what: &str, softdeps: &str) -> BTreeSet<Stri
 /// Build a fixture proc/sys tree. `devs` are (sysfs path under sys/devices, modalias, driver)
 /// for the hardware chain; `block` is the root's block device path under sys/devices.
 pub struct Fixture {
+    /// The tree's top: proc/ and sys/ (and dev/ when made) under it, as the detection reads them
+    /// from /.
     pub root: PathBuf,
 }
 
 impl Fixture {
+    /// An empty tree `name` in `t`: proc/self/mountinfo holding `mountinfo`, empty sys/devices and
+    /// sys/dev/block.
     pub fn new(t: &TempDir, name: &str, mountinfo: &str) -> Fixture {
         let root = t.join(name);
         fs::create_dir_all(root.join("proc/self")).unwrap();
@@ -634,6 +657,8 @@ impl Fixture {
         fs::write(root.join("proc/self/mountinfo"), mountinfo).unwrap();
         Fixture { root }
     }
+    /// A device at `path` under sys/devices: with a `modalias` file and a `driver` link (to
+    /// sys/bus/x/drivers/DRIVER) when given.
     pub fn dev(&self, path: &str, modalias: Option<&str>, driver: Option<&str>) -> &Self {
         let d = self.root.join("sys/devices").join(path);
         fs::create_dir_all(&d).unwrap();
@@ -675,6 +700,8 @@ impl Fixture {
         symlink(format!("../../{name}"), d.join(uuid)).unwrap();
         self
     }
+    /// A device-mapper device `name` (dm-N) under sys/devices/virtual/block: its dm/uuid, and
+    /// `slaves` links to the devices (paths under sys/devices) it is built on.
     pub fn dm(&self, name: &str, uuid: &str, slaves: &[&str]) -> &Self {
         let d = self.root.join("sys/devices/virtual/block").join(name);
         fs::create_dir_all(d.join("dm")).unwrap();
@@ -739,9 +766,12 @@ pub const KEYBOARD_KEYS: &str = "ffffffffffffffff fffffffffffffffe";
 /// A power button's.
 pub const POWER_BUTTON_KEYS: &str = "10000000000000 0";
 
+/// The modalias of a virtio block device's PCI function (virtio-pci, storage class).
 pub const VIRTIO_PCI: &str = "pci:v00001AF4d00001001sv00001AF4sd00000002bc01sc00i00";
+/// The modalias of an NVMe controller's PCI function (QEMU's: class 01, subclass 08, NVMe).
 pub const NVME_PCI: &str = "pci:v00008086d00005845sv00001AF4sd00001100bc01sc08i02";
 
+/// A machine whose root is ext4 on vda1, a partition of a virtio disk at PCI 00:04.0.
 pub fn virtio_ext4(t: &TempDir) -> Fixture {
     let f = Fixture::new(
         t,
@@ -821,6 +851,8 @@ pub fn nfs_virtio(t: &TempDir, name: &str) -> Fixture {
     f
 }
 
+/// A machine with an NVMe disk at PCI 00:05.0: nvme0n1 (259:0) with partition nvme0n1p2
+/// (259:2); the root as `mountinfo` says.
 pub fn nvme_base(t: &TempDir, name: &str, mountinfo: &str) -> Fixture {
     let f = Fixture::new(t, name, mountinfo);
     f.dev("pci0000:00/0000:00:05.0", Some(NVME_PCI), Some("nvme"))
@@ -858,6 +890,7 @@ pub fn md_raid1_sata(t: &TempDir) -> Fixture {
     f
 }
 
+/// The mountinfo of a btrfs root: subvolume @ of the file system on /dev/vda2, device 0:31.
 pub const BTRFS_MOUNTINFO: &str = "22 1 0:31 /@ / rw,relatime shared:1 - btrfs /dev/vda2 rw,space_cache=v2,subvol=/@\n";
 
 /// A btrfs raid1 root on two virtio disks, in subvolume @: mountinfo shows device 0:31.

@@ -18,8 +18,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::TempDir;
 
-/// The server's address on the bridge, and a name dnsmasq answers for it.
+/// The servers' address on the bridge (NFS, iSCSI, DHCP and DNS).
 pub const SERVER: &str = "10.77.0.1";
+/// A name dnsmasq answers with [`SERVER`]'s address.
 pub const SERVER_NAME: &str = "nfs.leanrd.test";
 
 /// What the lab's servers do.
@@ -41,7 +42,10 @@ pub struct LabSpec<'a> {
 /// subsystem's file as its namespace 1, at [`NVMF_SERVER`]:4420 (with the discovery
 /// subsystem on the same port).
 pub struct NvmfSpec<'a> {
+    /// The target VM's kernel (vmlinuz-RELEASE); its modules come from the host's
+    /// /lib/modules/RELEASE.
     pub kernel: &'a Path,
+    /// The subsystems: each NQN with the image file that is its namespace 1.
     pub subsystems: &'a [(&'a str, &'a Path)],
 }
 
@@ -53,7 +57,11 @@ pub const TOOLS: [&str; 5] = ["ip", "ganesha.nfsd", "rpcbind", "dnsmasq", "qemu-
 /// And for iSCSI targets.
 pub const ISCSI_TOOLS: [&str; 2] = ["tgtd", "tgtadm"];
 
+/// A running lab: its namespace, servers and taps; the servers are ended and the namespace
+/// deleted on drop.
 pub struct NetLab {
+    /// The network namespace's name (`lrPID-N-NAME`, at most 30 characters), for
+    /// [`in_netns`].
     pub ns: String,
     dir: TempDir,
     children: Mutex<Vec<Child>>,
@@ -319,6 +327,7 @@ impl NetLab {
         Ok(a)
     }
 
+    /// The lab's working directory: the servers' configurations and logs (`WHAT.log`).
     pub fn dir(&self) -> PathBuf {
         self.dir.0.clone()
     }

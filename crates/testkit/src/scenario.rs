@@ -82,8 +82,11 @@ pub enum Stack {
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FsKind {
+    /// `ext4`.
     Ext4,
+    /// `xfs`.
     Xfs,
+    /// `btrfs`: the only kind that takes `subvol` and `members = 2`.
     Btrfs,
     /// A 16 MiB disk with nothing on it.
     Blank,
@@ -115,12 +118,15 @@ pub enum Holds {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Volume {
+    /// The file system on it.
     pub fs: FsKind,
+    /// How QEMU attaches its disks (default `virtio-blk`).
     #[serde(default)]
     pub bus: Bus,
     /// On a GPT partition from 1 MiB rather than the whole disk.
     #[serde(default)]
     pub gpt: bool,
+    /// What it holds (default the root).
     #[serde(default)]
     pub holds: Holds,
     /// btrfs: the tree in subvolume @ (and `rootflags=subvol=@`).
@@ -141,12 +147,18 @@ fn one() -> usize {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
+    /// The root booted.
     pub root: Root,
+    /// The image booted (default `universal`).
     #[serde(default)]
     pub image: Image,
+    /// The layer between the disks and the file systems (default `plain`).
     #[serde(default)]
     pub stack: Stack,
+    /// The volumes, attached in this order: exactly one holds the root, at most one /usr.
     pub disks: Vec<Volume>,
+    /// The kernel command line, `{root}` and `{usr}` in it standing for what [`Scenario`] says
+    /// (default empty).
     #[serde(default)]
     pub cmdline: String,
     /// Console text every boot of the scenario must show (beside the state `running`).
@@ -158,9 +170,10 @@ pub struct Scenario {
     /// self-built: the storage drivers (with what modprobe adds) its own image holds, exactly.
     #[serde(default)]
     pub drivers: Vec<String>,
-    /// self-built: paths its own image holds, and does not.
+    /// self-built: paths its own image must hold (as `leanrd ls` lists them).
     #[serde(default)]
     pub own_image_has: Vec<String>,
+    /// self-built: paths its own image must not hold.
     #[serde(default)]
     pub own_image_lacks: Vec<String>,
     /// `leanrd analyze` reads the boot's record and journal and draws it.
