@@ -85,6 +85,9 @@ pub struct Facts {
     pub nvmf_hostnqn: Option<String>,
     /// The host ID their controllers connected with.
     pub nvmf_hostid: Option<String>,
+    /// The CPU's modalias (/sys/devices/system/cpu/modalias: `cpu:type:x86,ven...:feature:,...`),
+    /// which says the features a module bound to CPU features (crc32c_intel: SSE4.2) needs.
+    pub cpu_modalias: Option<String>,
 }
 
 impl Facts {
@@ -337,6 +340,7 @@ pub fn detect_all(root: &Path, sysroot: &Path) -> Result<Facts> {
     let mut f = detect(root)?;
     detect_resume(root, sysroot, &mut f).context("detecting the resume device")?;
     detect_keyboards(root, &mut f);
+    f.cpu_modalias = read_trim(&root.join("sys/devices/system/cpu/modalias")).filter(|m| m.starts_with("cpu:"));
     Ok(f)
 }
 

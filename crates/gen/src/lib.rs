@@ -131,6 +131,7 @@ pub fn generate(r: &Request) -> Result<Generated> {
     let microcode = selected.iter().any(|s| s.feature.microcode);
     let early = if microcode { compose::microcode(r, facts.is_some())? } else { None };
     warnings.extend(mods.warnings);
+    notes.extend(mods.notes);
     warnings.extend(facts.iter().flat_map(|f| f.notes.iter().cloned()));
     warnings.extend(more);
     let features = selected.iter().map(|s| s.feature.name.clone()).collect();

@@ -1,7 +1,7 @@
 //! Module resolution: from the selected features and the host's devices to the set of
 //! modules in the image, and the list /init loads before looking for the root.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use leanrd_archive::{Result, bail};
 use leanrd_kmod::Resolved;
@@ -20,6 +20,8 @@ pub(crate) struct Modules {
     /// Names, aliases and modaliases /init loads before looking for the root, in order.
     pub load: Vec<String>,
     pub warnings: Vec<String>,
+    /// What the user may want to know: modules this machine's CPU cannot run, left out.
+    pub notes: Vec<String>,
 }
 
 /// A feature's module entries, globs (containing `/`) expanded over the module tree.
@@ -129,7 +131,75 @@ pub(crate) fn modules(
         }
         load.retain(|m| !gone.contains(&leanrd_kmod::normalize(m)));
     }
+    let mut notes = Vec::new();
+    if let Some(cpu) = facts.and_then(|x| x.cpu_modalias.as_deref()) {
+        let gone = not_for_this_cpu(&mut set, cpu, &kernel.db);
+        if !gone.is_empty() {
+            notes.push(format!("left out, as this CPU lacks what they need: {}", gone.join(", ")));
+        }
+        load.retain(|m| !gone.contains(&leanrd_kmod::normalize(m)));
+    }
     let mut seen = BTreeSet::new();
     load.retain(|m| seen.insert(m.clone()));
-    Ok(Modules { set, load, warnings })
+    Ok(Modules { set, load, warnings, notes })
+}
+
+/// Host-only: take out of `set` the modules bound to CPU features (they have
+/// `cpu:type:...:feature:...` aliases: crc32c_intel needs SSE4.2, sha256_ssse3 one of SSSE3, AVX,
+/// AVX2 or SHA-NI) of which none matches this CPU's modalias `cpu`. Their init checks the CPU
+/// and fails with ENODEV, after the kernel has read and checked the module; a soft dependency's alias (`crc32c`) brings both them and
+/// the generic module, which stays. One that a module kept depends on stays too. Returns those
+/// taken out.
+fn not_for_this_cpu(set: &mut BTreeSet<String>, cpu: &str, db: &leanrd_kmod::ModuleDb) -> Vec<String> {
+    let mut cpu_aliases: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (pat, m) in db.aliases.iter().filter(|(p, m)| p.starts_with("cpu:") && set.contains(m)) {
+        cpu_aliases.entry(m).or_default().push(pat);
+    }
+    let mut gone: BTreeSet<String> = cpu_aliases
+        .iter()
+        .filter(|(_, pats)| !pats.iter().any(|p| leanrd_kmod::fnmatch(p.as_bytes(), cpu.as_bytes())))
+        .map(|(m, _)| m.to_string())
+        .collect();
+    let needed: BTreeSet<String> =
+        set.iter().filter(|m| !gone.contains(*m)).flat_map(|m| db.deps.get(m).into_iter().flatten().cloned()).collect();
+    gone.retain(|m| !needed.contains(m));
+    set.retain(|m| !gone.contains(m));
+    gone.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use leanrd_kmod::{ModuleDb, Tables};
+
+    /// A CPU without SSE4.2 (feature 0094) but with SSSE3 (0089): crc32c_intel cannot run, and
+    /// goes unless a module kept depends on it; sha256_ssse3 can, and stays; a module with no
+    /// CPU alias is never touched.
+    #[test]
+    fn modules_this_cpu_cannot_run_are_left_out() {
+        let t = Tables {
+            dep: b"kernel/crypto/crc32c_generic.ko:\nkernel/arch/x86/crypto/crc32c-intel.ko:\n\
+                   kernel/arch/x86/crypto/sha256-ssse3.ko:\nkernel/fs/jbd2/jbd2.ko:\n\
+                   kernel/x/needs-intel.ko: kernel/arch/x86/crypto/crc32c-intel.ko\n"
+                .to_vec(),
+            alias: b"alias crc32c crc32c_intel\nalias cpu:type:x86,ven*fam*mod*:feature:*0094* crc32c_intel\n\
+                     alias crc32c crc32c_generic\nalias cpu:type:x86,ven*fam*mod*:feature:*0089* sha256_ssse3\n\
+                     alias cpu:type:x86,ven*fam*mod*:feature:*013D* sha256_ssse3\n"
+                .to_vec(),
+            ..Tables::default()
+        };
+        let db = ModuleDb::parse(&t).unwrap();
+        let cpu = "cpu:type:x86,ven0000fam0006mod0055:feature:,0000,0001,0089,0093,0095";
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        let mut set = names(&["crc32c_generic", "crc32c_intel", "sha256_ssse3", "jbd2"]);
+        assert_eq!(not_for_this_cpu(&mut set, cpu, &db), ["crc32c_intel"]);
+        assert_eq!(set, names(&["crc32c_generic", "sha256_ssse3", "jbd2"]));
+        // With SSE4.2, nothing goes.
+        let mut all = names(&["crc32c_generic", "crc32c_intel", "sha256_ssse3", "jbd2"]);
+        assert!(not_for_this_cpu(&mut all, &format!("{cpu},0094"), &db).is_empty());
+        // A module kept that depends on it keeps it.
+        let mut set = names(&["crc32c_intel", "needs_intel"]);
+        assert!(not_for_this_cpu(&mut set, cpu, &db).is_empty());
+        assert_eq!(set.len(), 2);
+    }
 }
