@@ -100,6 +100,10 @@ impl Init {
         btrfs::mark(self, &mut devs);
         let mut notes: Vec<String> = self.mods.table_error.iter().cloned().collect();
         notes.extend(self.notes.iter().cloned());
+        let late = self.mods.still_loading();
+        if !late.is_empty() {
+            notes.push(format!("still loading (their initialisation has not returned): {}", late.join(" ")));
+        }
         let r = diagnose::Report {
             why,
             cmdline: &self.cmdline_text,
@@ -206,6 +210,8 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
     let (options, blacklist) = module_settings(&conf, &cmd);
     let mut mods = Modules::open(&kver, options, blacklist);
     mods.coldplug_all = cmd.coldplug_all;
+    // A load the boot waits for waits no longer than the root would be waited for.
+    mods.wait_ms = if cmd.rootwait { u64::MAX } else { cmd.timeout.saturating_mul(1000) };
     // Network drivers by coldplug only when the boot needs the network (a network root is
     // known once the root is chosen: root::source turns this on too).
     mods.net = cmd.neednet;

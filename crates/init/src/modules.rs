@@ -38,6 +38,10 @@ pub struct Modules {
     pub optical: bool,
     /// Why the image's module tables could not be read, if they could not.
     pub table_error: Option<String>,
+    /// The longest [`Modules::load_many`] waits (ms) before it goes on without the loads
+    /// still running (a driver whose initialisation hangs); `u64::MAX`: as long as they take,
+    /// as modprobe does (the kernel's module helper).
+    pub wait_ms: u64,
     /// Modules to load, waiting for a dependency to be done.
     queue: Vec<String>,
     /// Modules loading, each in a child (its pid).
@@ -87,6 +91,7 @@ impl Modules {
             net: false,
             optical: false,
             table_error,
+            wait_ms: u64::MAX,
             queue: Vec::new(),
             running: Vec::new(),
             deferred: Vec::new(),
@@ -141,18 +146,44 @@ impl Modules {
             || self.db.softdeps.get(m).is_some_and(|(pre, _)| pre.iter().any(|s| busy(&leanrd_kmod::normalize(s))))
     }
 
-    /// Load several names/aliases with everything they need, and wait until those are done.
+    /// Load several names/aliases with everything they need, and wait until those are done,
+    /// or [`Modules::wait_ms`] have passed: then those still loading (a driver whose
+    /// initialisation hangs) are named and go on in the background, and so do the modules
+    /// that wait for them; the boot goes on, and its own timeout says what is missing.
     /// Loads run concurrently: each module starts (finit_module in a child) as soon as its
     /// dependencies and pre-softdeps are done, not when a whole "wave" is, so a slow module
     /// (ext4) does not hold back an unrelated chain (virtio_pci, then virtio_blk). Loads
     /// begun before (coldplug's) go on meanwhile, and may still be running on return.
     pub fn load_many(&mut self, whats: &[String], log: &mut Log) -> usize {
         let wanted = self.enqueue(whats);
+        let bounded = self.wait_ms != u64::MAX;
+        let end = sys::now_ms().saturating_add(self.wait_ms);
         let mut n = 0;
         while wanted.iter().any(|m| self.in_progress(m)) {
-            n += self.step(true, log).0;
+            if bounded && sys::now_ms() >= end {
+                let late: Vec<&str> = wanted.iter().filter(|m| self.in_progress(m)).map(String::as_str).collect();
+                log.step(&format!(
+                    "still loading after {} s, going on without: {}",
+                    self.wait_ms / 1000,
+                    late.join(" ")
+                ));
+                break;
+            }
+            // A bounded wait never loads in this process: a finit_module that does not return
+            // could not be left behind. It looks for ended loads every millisecond instead
+            // (quiet children send no signal, and waitpid has no timeout).
+            let (loaded, ended) = self.step(!bounded, log);
+            n += loaded;
+            if bounded && !ended {
+                sys::sleep_ms(1);
+            }
         }
         n
+    }
+
+    /// The modules still loading (started and not ended): named in a diagnosis.
+    pub fn still_loading(&self) -> Vec<&str> {
+        self.running.iter().map(|(_, m)| m.as_str()).collect()
     }
 
     /// Go on with the loads in progress until they are done, `ms` have passed, or `stop`

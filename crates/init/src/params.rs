@@ -354,8 +354,9 @@ pub static PARAMS: &[Param] = &[
             p.c.timeout = v.number();
             Ok(())
         },
-        "How long to wait for the root (and each device it needs) before saying why it is missing. \
-         Default: 30.",
+        "How long to wait for the root (and each device it needs) before saying why it is missing, and for a \
+         module the boot loads before going on without it (its initialisation hangs: it is named, and goes on \
+         loading in the background). Default: 30.",
         "leanrd.timeout=90"
     ),
     param!(

@@ -300,7 +300,7 @@ const CASES: &[Case] = &[
 
 /// What the cases boot, made once per process by the first case that runs.
 struct Matrix {
-    _t: TempDir,
+    dir: TempDir,
     _usr: (TempDir, TempDir),
     kernel: PathBuf,
     images: [PathBuf; 3],
@@ -390,7 +390,7 @@ fn make_matrix() -> Option<Matrix> {
     let root_plain = fs_image(&tc, &root_c, "ext4", "99999999-0000-1111-2222-444444444444", "splitroot2");
     let usr_fs = fs_image(&tf, &usr_tree, "xfs", USR_UUID, "usr");
     Some(Matrix {
-        _t: t,
+        dir: t,
         _usr: (tf, tc),
         kernel,
         images: [host_img, univ, modimg],
@@ -485,7 +485,20 @@ fn faults() -> Result<(), String> {
         root.to_string(),
         format!("-m 128 -drive file={disk},if=virtio,format=raw,snapshot=on"),
     );
-    let boots = [vanish, slow, small];
+    // A module whose initialisation never returns (an out-of-tree test module that sleeps
+    // uninterruptibly for an hour), in the listed modules of its own image: /init waits for
+    // it as long as it would wait for the root (leanrd.timeout), names it, and boots.
+    let hang = hanging_module_image(m).map(|img| {
+        let mut b = boot(
+            "fault_module_hangs",
+            format!("{root} leanrd.timeout=8 leanrd.debug"),
+            format!("-drive file={disk},if=virtio,format=raw,snapshot=on"),
+        );
+        b.image = img;
+        b
+    });
+    let Some(hang) = hang else { return Ok(()) };
+    let boots = [vanish, slow, small, hang];
     let outcomes = common::debian::run_all(&m.kernel, &boots);
     let mut bad = Vec::new();
     for (b, o) in boots.iter().zip(&outcomes) {
@@ -495,6 +508,15 @@ fn faults() -> Result<(), String> {
             // Either the root was mounted before the disk went, or /init says why it cannot boot.
             "fault_disk_vanishes" => ended(&[MARK, "leanrd: cannot boot: "]),
             "fault_slow_disk" => ended(&[MARK]),
+            // It boots, and said which module it went on without, twice: when the listed
+            // modules were loaded and when it left the initramfs.
+            "fault_module_hangs"
+                if log.contains("still loading after 8 s, going on without: leanrd_hang")
+                    && log.contains("left to the kernel: leanrd_hang") =>
+            {
+                ended(&[MARK])
+            }
+            "fault_module_hangs" => None,
             // The kernel cannot unpack it or runs out of memory: it says so and the VM ends.
             _ => ended(&["Initramfs unpacking failed", "Out of memory", "Kernel panic", "leanrd: cannot boot: "]),
         };
@@ -511,6 +533,57 @@ fn faults() -> Result<(), String> {
         }
     }
     if bad.is_empty() { Ok(()) } else { Err(bad.join("\n\n")) }
+}
+
+/// A universal image whose `hang` feature (`--include hang`) lists leanrd_hang, a module
+/// built here against the kernel's headers whose init sleeps for an hour; None (a skip) without
+/// the headers (linux-headers-amd64).
+fn hanging_module_image(m: &Matrix) -> Option<PathBuf> {
+    let kver = kver_of(&m.kernel);
+    let build = format!("/lib/modules/{kver}/build");
+    if !Path::new(&build).join("Makefile").exists() {
+        return skip(&format!("no headers for {kver} to build a test module: apt install linux-headers-amd64"));
+    }
+    let t = m.dir.join("hang");
+    let src = t.join("src");
+    fs::create_dir_all(&src).unwrap();
+    fs::write(
+        src.join("leanrd_hang.c"),
+        "#include <linux/module.h>\n#include <linux/delay.h>\n\
+         static int __init hang_init(void) { pr_info(\"leanrd_hang: sleeping\\n\"); ssleep(3600); return 0; }\n\
+         static void __exit hang_exit(void) {}\nmodule_init(hang_init);\nmodule_exit(hang_exit);\n\
+         MODULE_LICENSE(\"GPL\");\nMODULE_DESCRIPTION(\"leanrd's test: an initialisation that does not return\");\n",
+    )
+    .unwrap();
+    fs::write(src.join("Makefile"), "obj-m := leanrd_hang.o\n").unwrap();
+    ok(Command::new("make").args(["-s", "-C", &build]).arg(format!("M={}", src.display())).arg("modules"));
+    // A sysroot with the kernel's modules (hard links; the tables copied, since depmod
+    // writes them anew) and the test module.
+    let sr = t.join("sysroot");
+    let mods = sr.join(format!("lib/modules/{kver}"));
+    fs::create_dir_all(mods.parent().unwrap()).unwrap();
+    sh(&format!(
+        "cp -al /lib/modules/{kver} {m} 2>/dev/null || cp -a /lib/modules/{kver} {m}; rm -f {m}/modules.* {m}/build; \
+         mkdir -p {m}/extra; cp {src}/leanrd_hang.ko {m}/extra/; cp /lib/modules/{kver}/modules.order \
+         /lib/modules/{kver}/modules.builtin* {m}/; depmod -b {sr} {kver}",
+        m = mods.display(),
+        src = src.display(),
+        sr = sr.display()
+    ));
+    let feats = t.join("features");
+    fs::create_dir_all(&feats).unwrap();
+    fs::write(feats.join("hang.toml"), "when = \"requested\"\nmodules = [\"leanrd_hang\"]\n").unwrap();
+    let img = t.join("hang.img");
+    ok(leanrd()
+        .args(["build", "-k", &kver, "--universal", "--include", "hang", "--sysroot"])
+        .arg(&sr)
+        .arg("--features-dir")
+        .arg(&feats)
+        .arg("--init")
+        .arg(init_binary()?)
+        .arg("-o")
+        .arg(&img));
+    Some(img)
 }
 
 fn main() -> std::process::ExitCode {

@@ -832,7 +832,9 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
             return Err(format!("{name}: crypttab's entry is not in its own image's init.conf:\n{conf}"));
         }
     }
-    let second = boot(&format!("{name}, its own image"), &own, "", true);
+    // A host-only image holds no module that cannot start on its machine (a driver for
+    // hardware it lacks, or crc32c_intel on a CPU without SSE4.2): /init would say ENODEV.
+    let second = boot(&format!("{name}, its own image"), &own, "", true).reject("No such device (errno 19)");
     let failed = run(&su.kernel, &[second]);
     if failed.is_empty() { Ok(()) } else { Err(format!("{name}: the boot of its own image failed")) }
 }
