@@ -121,10 +121,23 @@ pub struct Setting {
     pub value_name: &'static str,
     /// The form of its value in the file.
     pub value: &'static str,
-    /// What it does.
+    /// What it does; `{formats}` stands for the compression formats' names ([`Setting::text`]).
     pub doc: &'static str,
     /// A line of TOML setting it.
     pub example: &'static str,
+}
+
+impl Setting {
+    /// What it does, as the help, the man page and the reference say it: [`Setting::doc`] with
+    /// the compression formats' names put in (from [`Format::ALL`], never listed by hand).
+    pub fn text(&self) -> String {
+        let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+        let formats = match names.split_last() {
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        self.doc.replace("{formats}", &formats)
+    }
 }
 
 /// How a setting's command-line option takes its value, and the TOML value it becomes.
@@ -176,8 +189,8 @@ pub const SETTINGS: &[Setting] = &[
         arg: ArgKind::Text,
         value_name: "FORMAT[:LEVEL]",
         value: "\"FORMAT[:LEVEL]\"",
-        doc: "Compression of the image: zstd, xz, lz4, gzip, lzo, bzip2 or none, with a level where the format has one \
-              (zstd:19). none gives an uncompressed image aligned for reflinks. Default: zstd:3.",
+        doc: "Compression of the image: {formats}, with a level where the format has one (zstd:19). none gives an \
+              uncompressed image aligned for reflinks. Default: zstd:3.",
         example: "compress = \"xz\"",
     },
     Setting {
@@ -305,7 +318,7 @@ pub(crate) fn settings_markdown() -> String {
          option on the command line wins over the file (lists add up).\n\n",
     );
     for x in SETTINGS {
-        s += &format!("- `{} = {}` (`{}`): {}\n", x.key, x.value, x.flag, x.doc);
+        s += &format!("- `{} = {}` (`{}`): {}\n", x.key, x.value, x.flag, x.text());
     }
     s += "\n## Example\n\n```toml\n";
     for x in SETTINGS {
@@ -487,7 +500,7 @@ pub(crate) mod tests {
             let s = Settings::parse(x.example, Path::new("f")).unwrap_or_else(|e| panic!("{}: {e}", x.example));
             assert_ne!(s, Settings::default(), "{} changed nothing", x.example);
             assert!(x.example.starts_with(&format!("{} = ", x.key)), "{}", x.example);
-            assert!(x.doc.ends_with('.'), "{}", x.key);
+            assert!(x.text().ends_with('.') && !x.text().contains("{formats}"), "{}", x.key);
         }
         // The file the package installs: its commented lines, uncommented, are settings.
         let shipped = include_str!("../../../packaging/leanrd.toml");

@@ -91,7 +91,7 @@ impl Args for SettingArgs {
     fn augment_args(mut cmd: clap::Command) -> clap::Command {
         for x in SETTINGS {
             let long = x.flag.trim_start_matches('-');
-            let mut arg = clap::Arg::new(x.key).long(long).help(x.doc);
+            let mut arg = clap::Arg::new(x.key).long(long).help(x.text());
             if let Some(c) = x.short {
                 arg = arg.short(c);
             }

@@ -207,7 +207,13 @@ fn config_page() -> String {
         )
     );
     for x in leanrd_gen::request::SETTINGS {
-        s += &format!(".TP\n\\fB{}\\fR = {} (\\fB{}\\fR)\n{}\n", roff(x.key), roff(x.value), roff(x.flag), roff(x.doc));
+        s += &format!(
+            ".TP\n\\fB{}\\fR = {} (\\fB{}\\fR)\n{}\n",
+            roff(x.key),
+            roff(x.value),
+            roff(x.flag),
+            roff(&x.text())
+        );
     }
     s += ".SH EXAMPLES\n.nf\n";
     for x in leanrd_gen::request::SETTINGS {

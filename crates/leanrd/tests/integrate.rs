@@ -238,7 +238,7 @@ fn config_file_settings_and_errors() {
     let flat = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
     let help = flat(&String::from_utf8(ok(leanrd().args(["build", "--help"]))).unwrap());
     for x in leanrd_gen::request::SETTINGS {
-        assert!(help.contains(&flat(x.doc)), "{}: not its setting's text in --help:\n{help}", x.flag);
+        assert!(help.contains(&flat(&x.text())), "{}: not its setting's text in --help:\n{help}", x.flag);
     }
     let bash = String::from_utf8(ok(leanrd().args(["completions", "bash"]))).unwrap();
     assert!(bash.contains("install-hooks") && bash.contains("--data-align"));
