@@ -513,6 +513,17 @@ pub(crate) mod tests {
         Settings::parse(&uncommented, Path::new("packaging/leanrd.toml")).unwrap();
     }
 
+    /// The features the `include` setting's help names as examples are built-in ones.
+    #[test]
+    fn the_features_named_in_the_help_exist() {
+        let all = crate::features::load(None).unwrap();
+        let doc = SETTINGS.iter().find(|s| s.key == "include").unwrap().doc;
+        let list = doc.split_once(": ").unwrap().1.split(", ...").next().unwrap();
+        for name in list.split(", ") {
+            assert!(all.contains_key(name), "{name} in the help of include is no built-in feature");
+        }
+    }
+
     /// The keys serde names in `e` (its "unknown field ..., expected one of ..." error) are
     /// `documented`, no more and no fewer.
     pub(crate) fn assert_same_keys<'a>(e: &str, documented: impl Iterator<Item = &'a str>) {
