@@ -44,7 +44,7 @@ pub mod write;
 // The surface: the namespaces above (reading, writing, layout, inputs, outputs, UKIs, names,
 // extents) and, here, the types every user of the crate handles.
 pub use check::Checker;
-pub use entry::{Data, Entry, Normalize, first_secret};
+pub use entry::{Data, Entry, Normalize, TooLarge, first_secret};
 pub use error::{Context, Error, Result};
 pub use extract::Extractor;
 pub use layout::Layout;

@@ -86,8 +86,11 @@ pub struct Facts {
     /// The host ID their controllers connected with.
     pub nvmf_hostid: Option<String>,
     /// The CPU's modalias (/sys/devices/system/cpu/modalias: `cpu:type:x86,ven...:feature:,...`),
-    /// which says the features a module bound to CPU features (crc32c_intel: SSE4.2) needs.
+    /// which says the features a module bound to CPU features (crc32c_intel: SSE4.2) needs. Its
+    /// feature numbers are the running kernel's.
     pub cpu_modalias: Option<String>,
+    /// The running kernel's release (/proc/sys/kernel/osrelease).
+    pub running_kernel: Option<String>,
 }
 
 impl Facts {
@@ -341,6 +344,7 @@ pub fn detect_all(root: &Path, sysroot: &Path) -> Result<Facts> {
     detect_resume(root, sysroot, &mut f).context("detecting the resume device")?;
     detect_keyboards(root, &mut f);
     f.cpu_modalias = read_trim(&root.join("sys/devices/system/cpu/modalias")).filter(|m| m.starts_with("cpu:"));
+    f.running_kernel = read_trim(&root.join("proc/sys/kernel/osrelease")).filter(|k| !k.is_empty());
     Ok(f)
 }
 

@@ -47,8 +47,8 @@ use crate::plan::Plan;
 // what the command line, the tests and the fuzz targets name from the private stages.
 pub use crate::digest::{Inputs, SegmentInputs, digest_path, inputs};
 pub use crate::elf::{LdCache, Resolver};
-pub use crate::kconfig::check_image_compression;
-pub use crate::modcache::ModuleCache;
+pub use crate::kconfig::{KernelConfig, Origin, check_image_compression};
+pub use crate::modcache::{Hit, ModuleCache};
 pub use crate::modules::{Kernel, MODULE_MAX, MODULE_SIG_STRING, ModuleFile, ModuleStrategy, modinfo};
 pub use crate::request::{Request, Settings};
 pub use crate::stack::{LAYERS, LayerDef, StackLayer};

@@ -132,8 +132,19 @@ pub(crate) fn modules(
         load.retain(|m| !gone.contains(&leanrd_kmod::normalize(m)));
     }
     let mut notes = Vec::new();
-    if let Some(cpu) = facts.and_then(|x| x.cpu_modalias.as_deref()) {
-        let gone = not_for_this_cpu(&mut set, cpu, &kernel.db);
+    // The CPU's modalias numbers its features as the running kernel does, which the target's
+    // module aliases need not: only for the running kernel's release.
+    if let Some(x) = facts
+        && let Some(cpu) = x.cpu_modalias.as_deref()
+        && x.running_kernel.as_deref() == Some(r.kver.as_str())
+    {
+        // What the machine's devices and the running kernel name stays, as udev would load it.
+        let mut keep: BTreeSet<String> = BTreeSet::new();
+        for a in x.modaliases.iter().chain(&x.keyboard_modules) {
+            keep.extend(kernel.db.match_alias(a));
+        }
+        keep.extend(x.drivers.iter().chain(&x.modules).map(|m| leanrd_kmod::normalize(m)));
+        let gone = not_for_this_cpu(&mut set, cpu, &keep, &kernel.db);
         if !gone.is_empty() {
             notes.push(format!("left out, as this CPU lacks what they need: {}", gone.join(", ")));
         }
@@ -148,11 +159,16 @@ pub(crate) fn modules(
 /// `cpu:type:...:feature:...` aliases: crc32c_intel needs SSE4.2, sha256_ssse3 one of SSSE3, AVX,
 /// AVX2 or SHA-NI) of which none matches this CPU's modalias `cpu`. Their init checks the CPU
 /// and fails with ENODEV, after the kernel has read and checked the module; a soft dependency's alias (`crc32c`) brings both them and
-/// the generic module, which stays. One that a module kept depends on stays too. Returns those
-/// taken out.
-fn not_for_this_cpu(set: &mut BTreeSet<String>, cpu: &str, db: &leanrd_kmod::ModuleDb) -> Vec<String> {
+/// the generic module, which stays. One in `keep` (a device of the machine's asks for it)
+/// stays, and so does one that a module kept depends on. Returns those taken out.
+fn not_for_this_cpu(
+    set: &mut BTreeSet<String>,
+    cpu: &str,
+    keep: &BTreeSet<String>,
+    db: &leanrd_kmod::ModuleDb,
+) -> Vec<String> {
     let mut cpu_aliases: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (pat, m) in db.aliases.iter().filter(|(p, m)| p.starts_with("cpu:") && set.contains(m)) {
+    for (pat, m) in db.aliases.iter().filter(|(p, m)| p.starts_with("cpu:") && set.contains(m) && !keep.contains(m)) {
         cpu_aliases.entry(m).or_default().push(pat);
     }
     let mut gone: BTreeSet<String> = cpu_aliases
@@ -192,14 +208,18 @@ mod tests {
         let cpu = "cpu:type:x86,ven0000fam0006mod0055:feature:,0000,0001,0089,0093,0095";
         let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
         let mut set = names(&["crc32c_generic", "crc32c_intel", "sha256_ssse3", "jbd2"]);
-        assert_eq!(not_for_this_cpu(&mut set, cpu, &db), ["crc32c_intel"]);
+        let none = BTreeSet::new();
+        assert_eq!(not_for_this_cpu(&mut set, cpu, &none, &db), ["crc32c_intel"]);
         assert_eq!(set, names(&["crc32c_generic", "sha256_ssse3", "jbd2"]));
         // With SSE4.2, nothing goes.
         let mut all = names(&["crc32c_generic", "crc32c_intel", "sha256_ssse3", "jbd2"]);
-        assert!(not_for_this_cpu(&mut all, &format!("{cpu},0094"), &db).is_empty());
+        assert!(not_for_this_cpu(&mut all, &format!("{cpu},0094"), &none, &db).is_empty());
+        // One a device of the machine's asks for stays.
+        let mut set = names(&["crc32c_intel"]);
+        assert!(not_for_this_cpu(&mut set, cpu, &names(&["crc32c_intel"]), &db).is_empty());
         // A module kept that depends on it keeps it.
         let mut set = names(&["crc32c_intel", "needs_intel"]);
-        assert!(not_for_this_cpu(&mut set, cpu, &db).is_empty());
+        assert!(not_for_this_cpu(&mut set, cpu, &none, &db).is_empty());
         assert_eq!(set.len(), 2);
     }
 }

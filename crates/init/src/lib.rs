@@ -103,6 +103,10 @@ impl Init {
         let late = self.mods.still_loading();
         if !late.is_empty() {
             notes.push(format!("still loading (their initialisation has not returned): {}", late.join(" ")));
+            let behind = self.mods.waiting();
+            if !behind.is_empty() {
+                notes.push(format!("not started, waiting for those: {}", behind.join(" ")));
+            }
         }
         let r = diagnose::Report {
             why,
@@ -174,6 +178,14 @@ fn mount_api_filesystems() {
     let _ = sys::mount("tmpfs", "/run", "tmpfs", nosuid | nodev, Some("mode=0755"));
 }
 
+/// How long a module load is waited for (ms): no longer than the root would be
+/// (`leanrd.timeout`, at least a second), without end with `rootwait`. The kernel's module
+/// helper waits as long: a `mount` in PID 1 that asks for a file system's module whose load
+/// hangs then fails, rather than waiting with it.
+fn load_wait_ms(cmd: &Cmdline) -> u64 {
+    if cmd.rootwait { u64::MAX } else { cmd.timeout.max(1).saturating_mul(1000) }
+}
+
 /// The program: /init as PID 1, the module helper otherwise, with the arguments and
 /// environment the kernel passed. Never returns.
 pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
@@ -182,7 +194,7 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
             let conf = read_config(&mut Vec::new());
             let cmd = Cmdline::parse(&sys::read_string("/proc/cmdline").unwrap_or_default());
             let (options, blacklist) = module_settings(&conf, &cmd);
-            sys::exit(modules::helper_main(&args, options, blacklist));
+            sys::exit(modules::helper_main(&args, options, blacklist, load_wait_ms(&cmd)));
         }
         eprint("leanrd-init: this is an initramfs /init and must run as PID 1\n");
         sys::exit(1);
@@ -210,8 +222,7 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
     let (options, blacklist) = module_settings(&conf, &cmd);
     let mut mods = Modules::open(&kver, options, blacklist);
     mods.coldplug_all = cmd.coldplug_all;
-    // A load the boot waits for waits no longer than the root would be waited for.
-    mods.wait_ms = if cmd.rootwait { u64::MAX } else { cmd.timeout.saturating_mul(1000) };
+    mods.wait_ms = load_wait_ms(&cmd);
     // Network drivers by coldplug only when the boot needs the network (a network root is
     // known once the root is chosen: root::source turns this on too).
     mods.net = cmd.neednet;

@@ -42,6 +42,9 @@ pub struct Modules {
     /// still running (a driver whose initialisation hangs); `u64::MAX`: as long as they take,
     /// as modprobe does (the kernel's module helper).
     pub wait_ms: u64,
+    /// Modules a bounded wait went on without (their initialisation has not returned): not
+    /// waited for again.
+    given_up: BTreeSet<String>,
     /// Modules to load, waiting for a dependency to be done.
     queue: Vec<String>,
     /// Modules loading, each in a child (its pid).
@@ -92,6 +95,7 @@ impl Modules {
             optical: false,
             table_error,
             wait_ms: u64::MAX,
+            given_up: BTreeSet::new(),
             queue: Vec::new(),
             running: Vec::new(),
             deferred: Vec::new(),
@@ -155,26 +159,34 @@ impl Modules {
     /// (ext4) does not hold back an unrelated chain (virtio_pci, then virtio_blk). Loads
     /// begun before (coldplug's) go on meanwhile, and may still be running on return.
     pub fn load_many(&mut self, whats: &[String], log: &mut Log) -> usize {
-        let wanted = self.enqueue(whats);
+        let mut wanted = self.enqueue(whats);
+        // One given up on before is not waited for again (its load goes on).
+        wanted.retain(|m| !self.given_up.contains(m));
         let bounded = self.wait_ms != u64::MAX;
         let end = sys::now_ms().saturating_add(self.wait_ms);
         let mut n = 0;
         while wanted.iter().any(|m| self.in_progress(m)) {
-            if bounded && sys::now_ms() >= end {
-                let late: Vec<&str> = wanted.iter().filter(|m| self.in_progress(m)).map(String::as_str).collect();
-                log.step(&format!(
-                    "still loading after {} s, going on without: {}",
-                    self.wait_ms / 1000,
-                    late.join(" ")
-                ));
-                break;
-            }
             // A bounded wait never loads in this process: a finit_module that does not return
             // could not be left behind. It looks for ended loads every millisecond instead
             // (quiet children send no signal, and waitpid has no timeout).
             let (loaded, ended) = self.step(!bounded, log);
             n += loaded;
-            if bounded && !ended {
+            if !bounded {
+                continue;
+            }
+            if sys::now_ms() >= end {
+                let late: Vec<String> = wanted.iter().filter(|m| self.in_progress(m)).cloned().collect();
+                if !late.is_empty() {
+                    log.step(&format!(
+                        "still loading after {} s, going on without: {}",
+                        self.wait_ms / 1000,
+                        late.join(" ")
+                    ));
+                    self.given_up.extend(late);
+                }
+                break;
+            }
+            if !ended {
                 sys::sleep_ms(1);
             }
         }
@@ -184,6 +196,11 @@ impl Modules {
     /// The modules still loading (started and not ended): named in a diagnosis.
     pub fn still_loading(&self) -> Vec<&str> {
         self.running.iter().map(|(_, m)| m.as_str()).collect()
+    }
+
+    /// The modules queued and not started, each waiting for one in progress (a dependency).
+    pub fn waiting(&self) -> Vec<&str> {
+        self.queue.iter().map(String::as_str).collect()
     }
 
     /// Go on with the loads in progress until they are done, `ms` have passed, or `stop`
@@ -261,6 +278,8 @@ impl Modules {
             match if alone { Err(Errno::AGAIN) } else { sys::fork_quiet() } {
                 Ok(0) => sys::exit(finit(&path, &opts).err().map_or(0, |e| e.raw_os_error())),
                 Ok(pid) => self.running.push((pid, m)),
+                // A wait that must end loads in no other process than a child.
+                Err(e) if !hang => done.push((m, Err(format!("its load could not start: fork: {}", sys::strerror(e))))),
                 Err(_) => done.push((m, finit(&path, &opts).map_err(|e| load_error(&path, e)))),
             }
         }
@@ -471,15 +490,16 @@ pub fn load_error(path: &str, e: Errno) -> String {
 }
 
 /// The kernel's module helper: `/init -q -- MODULE...`. Exits 1, as modprobe does, when a
-/// module is unknown or fails to load.
-pub fn helper_main(args: &[String], options: Vec<(String, String)>, blacklist: Vec<String>) -> i32 {
+/// module is unknown or fails to load, or (after `wait_ms`) has not finished loading.
+pub fn helper_main(args: &[String], options: Vec<(String, String)>, blacklist: Vec<String>, wait_ms: u64) -> i32 {
     let names: Vec<String> = args.iter().skip(1).filter(|a| !a.starts_with('-')).cloned().collect();
     let kver = sys::read_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
     let mut mods = Modules::open(&kver, options, blacklist);
+    mods.wait_ms = wait_ms;
     let mut log = Log::quiet();
     let missing = names.iter().any(|n| matches!(mods.db.resolve(n), Resolved::Missing));
     mods.load_many(&names, &mut log);
-    if mods.failed.is_empty() && !missing { 0 } else { 1 }
+    if mods.failed.is_empty() && !missing && !mods.loading() { 0 } else { 1 }
 }
 
 #[cfg(test)]
