@@ -162,7 +162,9 @@ impl ArgKind {
             ArgKind::Text => toml::Value::String(one()),
             ArgKind::Number => {
                 let v = one();
-                toml::Value::Integer(v.trim().parse().map_err(|_| format!("{v:?} is not a whole number"))?)
+                toml::Value::Integer(
+                    v.parse().map_err(|_| format!("{v:?} is not a whole number (of at most 63 bits)"))?,
+                )
             }
             ArgKind::List => toml::Value::Array(values.iter().cloned().map(toml::Value::String).collect()),
         })
@@ -580,6 +582,7 @@ pub(crate) mod tests {
         // The command line's values are read as the file's, and an error names the option.
         let e = |k: &str, v: &str| Settings::layered(&args(&[(k, &[v])]), &none, false).unwrap_err().to_string();
         assert!(e("threads", "x").starts_with("--threads x: \"x\" is not a whole number"), "{}", e("threads", "x"));
+        assert!(e("threads", " 2").contains("not a whole number"), "{}", e("threads", " 2"));
         assert!(e("data_align", "6").contains("--data-align 6: ") && e("data_align", "6").contains("multiple of 4"));
         assert!(e("compress", "zip").starts_with("--compress zip: "), "{}", e("compress", "zip"));
         assert!(e("image_mode", "9").starts_with("--image-mode 9: "), "{}", e("image_mode", "9"));

@@ -99,7 +99,14 @@ impl Args for SettingArgs {
                 ArgKind::Switch => arg.action(clap::ArgAction::SetTrue),
                 kind => {
                     let key = x.key;
-                    let check = move |v: &str| command_line_value(key, &[v.to_string()]).map(|_| v.to_string());
+                    // Read as the file's value would be; a path must be UTF-8, as in the file.
+                    use clap::builder::TypedValueParser;
+                    let check = clap::builder::OsStringValueParser::new().try_map(move |v| {
+                        let v = v
+                            .into_string()
+                            .map_err(|v| format!("{v:?} is not UTF-8, which leanrd.toml's values are"))?;
+                        command_line_value(key, std::slice::from_ref(&v)).map(|_| v)
+                    });
                     let a = arg.value_name(x.value_name).value_parser(check);
                     let a = if kind == ArgKind::List { a.action(clap::ArgAction::Append) } else { a };
                     // Completion of paths, by what the value names.
