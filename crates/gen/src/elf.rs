@@ -11,7 +11,46 @@ use leanrd_archive::{Context, Result, bail};
 
 use crate::plan::{Plan, clean, host_path};
 
-/// Entries of /etc/ld.so.cache for this machine's ABI (x86-64: flags 0x0303).
+/// The ABIs leanrd resolves libraries for: each one's ld.so.cache flags and the directories
+/// its ld.so searches last. The target's comes from its files (their ELF e_machine), never
+/// from the build machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Abi {
+    /// ELF e_machine.
+    machine: u16,
+    /// glibc's dl-cache.h: FLAG_ELF_LIBC6 with FLAG_X8664_LIB64 or FLAG_AARCH64_LIB64.
+    cache_flags: i32,
+    /// The system directories of Debian's multiarch ld.so for it, in its order.
+    dirs: &'static [&'static str],
+}
+
+const ABIS: &[Abi] = &[
+    Abi {
+        machine: 62,
+        cache_flags: 0x0303,
+        dirs: &["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"],
+    },
+    Abi {
+        machine: 183,
+        cache_flags: 0x0a03,
+        dirs: &["/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"],
+    },
+];
+
+/// The ELF e_machine leanrd itself is built for.
+pub(crate) const HOST_MACHINE: u16 = if cfg!(target_arch = "aarch64") { 183 } else { 62 };
+
+fn abi(machine: u16) -> &'static Abi {
+    ABIS.iter().find(|a| a.machine == machine).unwrap_or(&ABIS[0])
+}
+
+/// The directories ld.so searches last for objects of ELF machine `machine`.
+pub(crate) fn default_dirs(machine: u16) -> &'static [&'static str] {
+    abi(machine).dirs
+}
+
+/// Entries of /etc/ld.so.cache for one ABI (x86-64: flags 0x0303; aarch64: 0x0a03). A cache
+/// lists the libraries of every architecture its system has, each with its flags.
 #[derive(Debug, Default, Clone)]
 pub struct LdCache {
     /// Library name (soname) → path of the file, the first entry for a name winning, as in ld.so.
@@ -19,12 +58,18 @@ pub struct LdCache {
 }
 
 const CACHE_MAGIC: &[u8] = b"glibc-ld.so.cache1.1";
-const FLAGS_X86_64: i32 = 0x0303;
 
 impl LdCache {
-    /// Parse the `glibc-ld.so.cache1.1` format (the only one glibc ≥ 2.32 writes).
-    /// Hand-written: no crate reads it; the layout is from glibc's dl-cache.h.
+    /// Parse the `glibc-ld.so.cache1.1` format (the only one glibc ≥ 2.32 writes): its x86-64
+    /// entries. Hand-written: no crate reads it; the layout is from glibc's dl-cache.h.
     pub fn parse(b: &[u8]) -> Result<LdCache> {
+        LdCache::parse_for(b, 62)
+    }
+
+    /// The entries of the cache `b` for objects of ELF machine `machine` (62 x86-64, 183
+    /// aarch64).
+    pub fn parse_for(b: &[u8], machine: u16) -> Result<LdCache> {
+        let want = abi(machine).cache_flags;
         if !b.starts_with(CACHE_MAGIC) || b.len() < 48 {
             bail!("not a glibc-ld.so.cache1.1 file");
         }
@@ -38,7 +83,7 @@ impl LdCache {
             let flags = u32_at(e)? as i32;
             let key = u32_at(e + 4)? as usize;
             let value = u32_at(e + 8)? as usize;
-            if flags != FLAGS_X86_64 {
+            if flags != want {
                 continue;
             }
             let s = |o: usize| -> Option<String> {
@@ -53,23 +98,39 @@ impl LdCache {
         Ok(LdCache { libs })
     }
 
-    /// The cache of the system at `sysroot`; empty when it has none or it cannot be read.
-    pub fn load(sysroot: &Path) -> LdCache {
-        fs::read(host_path(sysroot, "/etc/ld.so.cache")).ok().and_then(|b| LdCache::parse(&b).ok()).unwrap_or_default()
+    /// The cache of the system at `sysroot` for objects of ELF machine `machine`; empty when it
+    /// has none or it cannot be read.
+    pub fn load(sysroot: &Path, machine: u16) -> LdCache {
+        fs::read(host_path(sysroot, "/etc/ld.so.cache"))
+            .ok()
+            .and_then(|b| LdCache::parse_for(&b, machine).ok())
+            .unwrap_or_default()
     }
 }
 
-pub(crate) const DEFAULT_DIRS: &[&str] =
-    &["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"];
+/// The ELF machine of the system at `sysroot`: its shell's (or init's), else leanrd's own.
+pub(crate) fn sysroot_machine(sysroot: &Path) -> u16 {
+    ["/bin/sh", "/usr/bin/sh", "/sbin/init", "/usr/lib/systemd/systemd"]
+        .iter()
+        .find_map(|p| {
+            let mut head = [0u8; 20];
+            let mut f = fs::File::open(host_path(sysroot, p)).ok()?;
+            std::io::Read::read_exact(&mut f, &mut head).ok()?;
+            machine_of(&head)
+        })
+        .unwrap_or(HOST_MACHINE)
+}
 
-/// Where ld.so finds the DT_NEEDED name `lib`: the DT_RPATH chain, DT_RUNPATH, ld.so.cache,
-/// the default directories, in that order. `exists` says whether a path is there: in the
-/// host's tree (the generator) or in an image (the boot proof).
+/// Where ld.so finds the DT_NEEDED name `lib` of an object of ELF machine `machine`: the
+/// DT_RPATH chain, DT_RUNPATH, ld.so.cache (`cache`: its entries for that machine), the
+/// default directories, in that order. `exists` says whether a path is there: in the host's
+/// tree (the generator) or in an image (the boot proof).
 pub(crate) fn search(
     lib: &str,
     rpath: &[String],
     runpath: &[String],
     cache: &LdCache,
+    machine: u16,
     exists: impl Fn(&str) -> bool,
 ) -> Option<String> {
     if let Some(p) = rpath.iter().chain(runpath).map(|d| format!("{d}/{lib}")).find(|p| exists(p)) {
@@ -78,7 +139,7 @@ pub(crate) fn search(
     if let Some(p) = cache.libs.get(lib).filter(|p| exists(p)) {
         return Some(p.clone());
     }
-    DEFAULT_DIRS.iter().map(|d| format!("{d}/{lib}")).find(|p| exists(p))
+    default_dirs(machine).iter().map(|d| format!("{d}/{lib}")).find(|p| exists(p))
 }
 
 /// What ld.so reads of an ELF object.
@@ -141,7 +202,9 @@ pub(crate) fn info(data: &[u8], path: &Path) -> Result<Option<Info>> {
 pub struct Resolver<'a> {
     /// The plan the binaries and libraries are added to.
     pub plan: &'a mut Plan,
-    cache: LdCache,
+    /// The sysroot's ld.so.cache entries, by the ELF machine they are for (read when an
+    /// object of that machine first needs them).
+    caches: Vec<(u16, LdCache)>,
     done: BTreeSet<String>,
 }
 
@@ -159,17 +222,17 @@ pub(crate) fn which(sysroot: &Path, name: &str) -> Option<String> {
 /// default directories find it.
 pub(crate) fn which_library(sysroot: &Path, lib: &str) -> Option<String> {
     let exists = |p: &str| host_path(sysroot, p).exists();
-    if let Some(p) = LdCache::load(sysroot).libs.get(lib).filter(|p| exists(p)) {
+    let machine = sysroot_machine(sysroot);
+    if let Some(p) = LdCache::load(sysroot, machine).libs.get(lib).filter(|p| exists(p)) {
         return Some(p.clone());
     }
-    DEFAULT_DIRS.iter().map(|d| format!("{d}/{lib}")).find(|p| exists(p))
+    default_dirs(machine).iter().map(|d| format!("{d}/{lib}")).find(|p| exists(p))
 }
 
 impl<'a> Resolver<'a> {
     /// A resolver adding to `plan`, with the ld.so cache of the plan's sysroot.
     pub fn new(plan: &'a mut Plan) -> Resolver<'a> {
-        let cache = LdCache::load(&plan.sysroot);
-        Resolver { plan, cache, done: BTreeSet::new() }
+        Resolver { plan, caches: Vec::new(), done: BTreeSet::new() }
     }
 
     /// Find a binary by name in the usual directories (or take an absolute path).
@@ -217,7 +280,8 @@ impl<'a> Resolver<'a> {
             if names.contains(lib) {
                 continue;
             }
-            let found = if lib.contains('/') { Some(lib.clone()) } else { self.find(lib, &rpath, &runpath) };
+            let found =
+                if lib.contains('/') { Some(lib.clone()) } else { self.find(lib, &rpath, &runpath, inf.machine) };
             match found {
                 Some(p) => next.push(p),
                 None => bail!("{}: needs {lib}, which is not found", hp.display()),
@@ -230,8 +294,16 @@ impl<'a> Resolver<'a> {
         Ok(())
     }
 
-    fn find(&self, lib: &str, rpath: &[String], runpath: &[String]) -> Option<String> {
-        search(lib, rpath, runpath, &self.cache, |p| host_path(&self.plan.sysroot, p).exists())
+    fn find(&mut self, lib: &str, rpath: &[String], runpath: &[String], machine: u16) -> Option<String> {
+        let i = match self.caches.iter().position(|(m, _)| *m == machine) {
+            Some(i) => i,
+            None => {
+                self.caches.push((machine, LdCache::load(&self.plan.sysroot, machine)));
+                self.caches.len() - 1
+            }
+        };
+        let sysroot = &self.plan.sysroot;
+        search(lib, rpath, runpath, &self.caches[i].1, machine, |p| host_path(sysroot, p).exists())
     }
 
     /// The interpreter and libraries of a file that is not itself placed at its host path
@@ -244,7 +316,7 @@ impl<'a> Resolver<'a> {
             self.add_object(interp, &[], &mut names)?;
         }
         for lib in &inf.needed {
-            match self.find(lib, &[], &[]) {
+            match self.find(lib, &[], &[], inf.machine) {
                 Some(p) => self.add_object(&p, &[], &mut names)?,
                 None => bail!("{}: needs {lib}, which is not found", file.display()),
             }
@@ -255,7 +327,8 @@ impl<'a> Resolver<'a> {
     /// Libraries loaded with dlopen that a binary needs but does not list (e.g. libgcc_s
     /// for pthread_cancel): add them if present.
     pub fn add_library_if_present(&mut self, lib: &str) -> Result<()> {
-        if let Some(p) = self.find(lib, &[], &[]) {
+        let machine = sysroot_machine(&self.plan.sysroot);
+        if let Some(p) = self.find(lib, &[], &[], machine) {
             self.add_object(&p, &[], &mut BTreeSet::new())?;
         }
         Ok(())
@@ -287,6 +360,58 @@ mod tests {
         };
         let c = LdCache::parse(&b).unwrap();
         assert!(c.libs.get("libc.so.6").is_some_and(|p| p.ends_with("/libc.so.6")), "{:?}", c.libs.get("libc.so.6"));
+    }
+
+    /// A glibc-ld.so.cache1.1 file with `entries` (flags, soname, path).
+    fn cache_file(entries: &[(i32, &str, &str)]) -> Vec<u8> {
+        let mut head = CACHE_MAGIC.to_vec();
+        head.extend((entries.len() as u32).to_le_bytes());
+        head.resize(48, 0);
+        let mut strings = Vec::new();
+        let base = 48 + entries.len() * 24;
+        let mut table = Vec::new();
+        for (flags, name, path) in entries {
+            let key = base + strings.len();
+            strings.extend(name.as_bytes());
+            strings.push(0);
+            let value = base + strings.len();
+            strings.extend(path.as_bytes());
+            strings.push(0);
+            table.extend(flags.to_le_bytes());
+            table.extend((key as u32).to_le_bytes());
+            table.extend((value as u32).to_le_bytes());
+            table.extend([0u8; 12]);
+        }
+        [head, table, strings].concat()
+    }
+
+    /// A system with both architectures' libraries (multiarch): each ABI sees its own entries
+    /// and searches its own directories last; the sysroot's machine is its shell's.
+    #[test]
+    fn each_abi_has_its_own_cache_entries_and_directories() {
+        let b = cache_file(&[
+            (0x0a03, "libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6"),
+            (0x0303, "libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6"),
+            (0x0003, "libc.so.6", "/lib/i386-linux-gnu/libc.so.6"),
+        ]);
+        let x86 = LdCache::parse_for(&b, 62).unwrap();
+        let arm = LdCache::parse_for(&b, 183).unwrap();
+        assert_eq!(x86.libs["libc.so.6"], "/lib/x86_64-linux-gnu/libc.so.6");
+        assert_eq!(arm.libs["libc.so.6"], "/lib/aarch64-linux-gnu/libc.so.6");
+        assert_eq!(LdCache::parse(&b).unwrap().libs, x86.libs);
+        // Not in the cache: the ABI's own directories.
+        let there = |p: &str| p == "/usr/lib/aarch64-linux-gnu/libz.so.1" || p == "/usr/lib/x86_64-linux-gnu/libz.so.1";
+        let empty = LdCache::default();
+        assert_eq!(search("libz.so.1", &[], &[], &empty, 183, there).unwrap(), "/usr/lib/aarch64-linux-gnu/libz.so.1");
+        assert_eq!(search("libz.so.1", &[], &[], &empty, 62, there).unwrap(), "/usr/lib/x86_64-linux-gnu/libz.so.1");
+        // A sysroot whose shell is aarch64.
+        let t = tempfile::tempdir().unwrap();
+        fs::create_dir_all(t.path().join("bin")).unwrap();
+        let mut sh = fs::read("/proc/self/exe").unwrap()[..64].to_vec();
+        sh[18..20].copy_from_slice(&183u16.to_le_bytes());
+        fs::write(t.path().join("bin/sh"), &sh).unwrap();
+        assert_eq!(sysroot_machine(t.path()), 183);
+        assert_eq!(sysroot_machine(&t.path().join("none")), HOST_MACHINE);
     }
 
     #[test]

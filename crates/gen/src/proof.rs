@@ -213,7 +213,8 @@ struct Check<'a> {
     checks: usize,
     elf_done: BTreeSet<String>,
     objects: BTreeMap<String, Object>,
-    ldcache: Option<LdCache>,
+    /// The image's ld.so.cache entries for the machine last asked about.
+    ldcache: Option<(u16, LdCache)>,
 }
 
 /// A file exec is asked to run: ELF (what ld.so reads of it), or a script with the
@@ -378,15 +379,17 @@ impl Check<'_> {
     }
 
     /// Where ld.so finds a DT_NEEDED name in the image (the image's own /etc/ld.so.cache).
-    fn find_library(&mut self, lib: &str, rpath: &[String], runpath: &[String]) -> Option<String> {
+    fn find_library(&mut self, lib: &str, rpath: &[String], runpath: &[String], machine: u16) -> Option<String> {
         let v = self.v;
-        let cache = self.ldcache.get_or_insert_with(|| {
-            resolve(v, "/etc/ld.so.cache")
+        if self.ldcache.as_ref().is_none_or(|(m, _)| *m != machine) {
+            let cache = resolve(v, "/etc/ld.so.cache")
                 .and_then(|p| v.data(&p))
-                .and_then(|b| LdCache::parse(&b).ok())
-                .unwrap_or_default()
-        });
-        crate::elf::search(lib, rpath, runpath, cache, |p| is_file(v, p))
+                .and_then(|b| LdCache::parse_for(&b, machine).ok())
+                .unwrap_or_default();
+            self.ldcache = Some((machine, cache));
+        }
+        let (_, cache) = self.ldcache.as_ref().expect("just set");
+        crate::elf::search(lib, rpath, runpath, cache, machine, |p| is_file(v, p))
     }
 
     /// A program starts: its ELF interpreter and every library it loads are in the image.
@@ -451,7 +454,7 @@ impl Check<'_> {
                 let found = if lib.contains('/') {
                     Some(lib.clone()).filter(|p| is_file(self.v, p))
                 } else {
-                    self.find_library(lib, &rpath, &runpath)
+                    self.find_library(lib, &rpath, &runpath, obj.machine)
                 };
                 let p = found.ok_or_else(|| format!("{who}: library {lib} (needed by {at}) is not in the image"))?;
                 let p = resolve(self.v, &p).unwrap_or(p);
