@@ -12,7 +12,10 @@
 //! - what it reports can be matched and shown: no NUL in a type, UUID, label or partition
 //!   label (a `DeviceRef` cannot hold one); a UUID or PARTUUID is non-empty, and one of the
 //!   shapes blkid writes for the type;
-//! - partitions are numbered from 1, increasing, each PARTUUID distinct in form.
+//! - partitions are numbered from 1, increasing, each PARTUUID distinct in form;
+//! - a LUKS2 header's tokens (leanrd_contract::luks2, which /init reads to know which tokens
+//!   want a PIN) come in the order of their numbers, each number once, and are the same when
+//!   read from the image's first 64 KiB and from exactly the header's size.
 
 #![no_main]
 
@@ -40,6 +43,15 @@ fuzz_target!(|data: &[u8]| {
             _ => hex_uuid(u),
         };
         assert!(ok, "a {t} UUID of an odd shape: {u:?}");
+    }
+
+    let head = leanrd_fuzz::read_image_at(f, 0, 64 * 1024);
+    let tokens = leanrd_contract::luks2::tokens(&head);
+    assert!(tokens.windows(2).all(|w| w[0].id < w[1].id), "{tokens:?}");
+    if let Some(size) = leanrd_contract::luks2::header_size(&head)
+        && size <= head.len()
+    {
+        assert_eq!(leanrd_contract::luks2::tokens(&leanrd_fuzz::read_image_at(f, 0, size)), tokens);
     }
 
     let parts = partitions(f);

@@ -27,6 +27,7 @@ mod device;
 mod escape;
 mod fstab;
 mod iscsi;
+pub mod luks2;
 mod nvmf;
 mod root;
 pub mod steplog;

@@ -17,8 +17,9 @@ pub const STARTED: &str = "leanrd-init ";
 pub const ROOT_FOUND: &str = "root is ";
 /// A LUKS device is being opened: `unlocking DEV as NAME`.
 pub const UNLOCKING: &str = "unlocking ";
-/// A passphrase is asked for (the wait is the user's).
-pub const ASKING: &str = "asking for the passphrase";
+/// A secret is asked for, the wait being the user's: `asking for the passphrase of NAME on
+/// CONSOLES`, or `asking for the TPM2 PIN of NAME on CONSOLES`.
+pub const ASKING: &str = "asking for the ";
 /// Opened: `DEV unlocked as /dev/mapper/NAME with HOW`.
 pub const UNLOCKED: &str = " unlocked as ";
 /// The root file system is mounted.

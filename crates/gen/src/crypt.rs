@@ -31,31 +31,14 @@ pub(crate) struct CryptSelection {
     pub warnings: Vec<String>,
 }
 
-/// The token types in a LUKS2 header (`systemd-tpm2`, ...): the JSON area after the 4 KiB
-/// binary header (cryptsetup's format, luks2.h; read here rather than by running
-/// `cryptsetup luksDump`, which needs the device-mapper-free host to have cryptsetup).
-pub(crate) fn luks2_token_types(header: &[u8]) -> std::result::Result<Vec<String>, String> {
-    if header.len() < 4096 || &header[..6] != b"LUKS\xba\xbe" {
-        return Err("not a LUKS header".into());
-    }
-    if u16::from_be_bytes([header[6], header[7]]) != 2 {
-        return Ok(Vec::new()); // LUKS1: no tokens
-    }
-    let size = u64::from_be_bytes(header[8..16].try_into().unwrap_or_default()) as usize;
-    let end = size.min(header.len());
-    if end <= 4096 {
-        return Err(format!("header size {size}"));
-    }
-    let json = &header[4096..end];
-    let json = &json[..json.iter().position(|b| *b == 0).unwrap_or(json.len())];
-    let v: serde_json::Value = serde_json::from_slice(json).map_err(|e| format!("its JSON: {e}"))?;
-    let mut types: Vec<String> = v["tokens"]
-        .as_object()
-        .map(|t| t.values().filter_map(|x| x["type"].as_str().map(str::to_string)).collect())
-        .unwrap_or_default();
+/// The token types in a LUKS2 header (`systemd-tpm2`, ...), sorted, each once; none for a
+/// header that is not LUKS2 (read here rather than by running `cryptsetup luksDump`, which
+/// needs the device-mapper-free host to have cryptsetup).
+pub(crate) fn luks2_token_types(header: &[u8]) -> Vec<String> {
+    let mut types: Vec<String> = leanrd_contract::luks2::tokens(header).into_iter().map(|t| t.kind).collect();
     types.sort();
     types.dedup();
-    Ok(types)
+    types
 }
 
 /// The token feature for an entry's options and a header's token types.
@@ -77,17 +60,18 @@ fn token_features(o: &CryptOptions, header_types: &[String]) -> Vec<&'static str
 /// The token types in the LUKS2 header of a host block device (by kernel name); none when it
 /// cannot be read (a fixture, or not root).
 fn host_token_types(host_root: &Path, name: &str) -> Vec<String> {
-    use std::io::Read;
-    let mut b = vec![0u8; 64 * 1024];
-    let Ok(mut f) = fs::File::open(host_root.join("dev").join(name)) else { return Vec::new() };
-    let mut n = 0;
-    while n < b.len() {
-        match f.read(&mut b[n..]) {
-            Ok(0) | Err(_) => break,
-            Ok(k) => n += k,
-        }
+    use std::os::unix::fs::FileExt;
+    let Ok(f) = fs::File::open(host_root.join("dev").join(name)) else { return Vec::new() };
+    let mut head = vec![0u8; leanrd_contract::luks2::BINARY_HEADER];
+    if f.read_exact_at(&mut head, 0).is_err() {
+        return Vec::new();
     }
-    luks2_token_types(&b[..n]).unwrap_or_default()
+    let Some(size) = leanrd_contract::luks2::header_size(&head) else { return Vec::new() };
+    let mut all = vec![0u8; size];
+    if f.read_exact_at(&mut all, 0).is_err() {
+        return Vec::new();
+    }
+    luks2_token_types(&all)
 }
 
 /// Whether a crypttab entry's device is the one a dm-crypt device sits on.
@@ -322,16 +306,16 @@ mod tests {
         h[8..16].copy_from_slice(&16384u64.to_be_bytes());
         let json = br#"{"keyslots":{},"tokens":{"0":{"type":"systemd-tpm2","keyslots":["1"]},"1":{"type":"systemd-tpm2"},"2":{"type":"systemd-fido2"}},"segments":{}}"#;
         h[4096..4096 + json.len()].copy_from_slice(json);
-        assert_eq!(luks2_token_types(&h).unwrap(), ["systemd-fido2", "systemd-tpm2"]);
-        let feats = token_features(&CryptOptions::default(), &luks2_token_types(&h).unwrap());
+        assert_eq!(luks2_token_types(&h), ["systemd-fido2", "systemd-tpm2"]);
+        let feats = token_features(&CryptOptions::default(), &luks2_token_types(&h));
         assert_eq!(feats, ["luks-tpm2", "luks-fido2"]);
         h[4096..4096 + 12].copy_from_slice(br#"{"tokens":{}"#);
         h[4096 + 12] = b'}';
         h[4096 + 13..4096 + json.len()].fill(0);
-        assert_eq!(luks2_token_types(&h).unwrap(), Vec::<String>::new());
-        assert!(luks2_token_types(&h[..100]).is_err());
+        assert_eq!(luks2_token_types(&h), Vec::<String>::new());
+        assert!(luks2_token_types(&h[..100]).is_empty());
         h[6..8].copy_from_slice(&1u16.to_be_bytes());
-        assert_eq!(luks2_token_types(&h).unwrap(), Vec::<String>::new(), "LUKS1 has no tokens");
+        assert_eq!(luks2_token_types(&h), Vec::<String>::new(), "LUKS1 has no tokens");
         let (o, _) = CryptOptions::parse("tpm2-device=auto");
         assert_eq!(token_features(&o, &[]), ["luks-tpm2"]);
     }

@@ -34,6 +34,7 @@ pub mod keymap;
 pub mod live;
 pub mod log;
 pub mod luks;
+pub mod luks2;
 pub mod modules;
 pub mod net;
 pub mod netblock;

@@ -288,9 +288,33 @@ fn open(init: &mut Init, job: &Job, consoles: &mut Option<Consoles>, events: Opt
     // without cryptsetup trying the tokens again at every one.
     if init.conf.layer(Capability::Token).is_some() {
         if job.token {
-            match try_key(&args, &["--token-only"], None) {
-                Tried::Opened => return opened(init, job, "its enrolled token"),
-                _ => init.log.step(&format!("no token opened {dev} (a TPM's PCRs changed, or none enrolled)")),
+            // TPM2 tokens sealed with a PIN are tried only with one typed: each other token
+            // alone, with nothing on cryptsetup's input (it would ask for a PIN there).
+            let tokens = crate::luks2::read_tokens(job.options.header.as_deref().unwrap_or(&dev));
+            let pinned: Vec<String> =
+                tokens.iter().filter(|t| t.is_tpm2() && t.pin).map(|t| t.id.to_string()).collect();
+            let tried = if pinned.is_empty() {
+                matches!(try_key(&args, &["--token-only"], None), Tried::Opened)
+            } else {
+                tokens.iter().filter(|t| !(t.is_tpm2() && t.pin)).any(|t| {
+                    let id = t.id.to_string();
+                    matches!(try_key(&args, &["--token-only", "--token-id", &id], Some(b"")), Tried::Opened)
+                })
+            };
+            if tried {
+                return opened(init, job, "its enrolled token");
+            }
+            init.log.step(&format!("no token opened {dev} (a TPM's PCRs changed, or none enrolled)"));
+            if !pinned.is_empty() && !job.options.headless {
+                let mut attempt = |pin: &Secret| {
+                    let tried =
+                        pinned.iter().map(|id| try_key(&args, &["--token-only", "--token-id", id], Some(&pin.0)));
+                    // Whatever failed (a wrong PIN, PCRs that changed), the PIN is asked again.
+                    tried.into_iter().find(|t| matches!(t, Tried::Opened)).unwrap_or(Tried::WrongKey)
+                };
+                if ask(init, job, Asked::TpmPin, consoles, events, &mut attempt).is_some() {
+                    return opened(init, job, "its TPM2 token and the PIN typed");
+                }
             }
         }
         args.insert(args.len() - 2, "--disable-external-tokens".into());
@@ -323,7 +347,31 @@ fn open(init: &mut Init, job: &Job, consoles: &mut Option<Consoles>, events: Opt
         init.notes.push(format!("{dev} ({}): no key opened it, and headless forbids asking", job.name));
         return false;
     }
-    ask(init, job, &args, consoles, events)
+    match ask(init, job, Asked::Passphrase, consoles, events, &mut |p| try_key(&args, &["--key-file=-"], Some(&p.0))) {
+        Some(secret) => {
+            init.luks.cached = Some(secret);
+            opened(init, job, "the passphrase typed")
+        }
+        None => false,
+    }
+}
+
+/// What a prompt asks for.
+#[derive(Clone, Copy)]
+enum Asked {
+    /// A passphrase of a key slot.
+    Passphrase,
+    /// The PIN of a TPM2 token (`systemd-cryptenroll --tpm2-with-pin=yes`).
+    TpmPin,
+}
+
+impl Asked {
+    fn noun(self) -> &'static str {
+        match self {
+            Asked::Passphrase => "passphrase",
+            Asked::TpmPin => "TPM2 PIN",
+        }
+    }
 }
 
 fn opened(init: &mut Init, job: &Job, how: &str) -> bool {
@@ -336,26 +384,30 @@ fn opened(init: &mut Init, job: &Job, how: &str) -> bool {
     true
 }
 
-/// The prompt, `tries=` times (0: until it opens or is given up).
+/// The prompt for `asked` on every console, `tries=` times (0: until it opens or is given
+/// up), each answer handed to `attempt`; the answer that opened the container, or None (why
+/// is in the notes).
 fn ask(
     init: &mut Init,
     job: &Job,
-    args: &[String],
+    asked: Asked,
     consoles: &mut Option<Consoles>,
     events: Option<BorrowedFd<'_>>,
-) -> bool {
+    attempt: &mut dyn FnMut(&Secret) -> Tried,
+) -> Option<Secret> {
     let dev = job.dev.path();
+    let what = asked.noun();
     let c = consoles.get_or_insert_with(Consoles::open);
     if !init.luks.keymap_done {
         init.luks.keymap_done = true;
         apply_keymap(init, c);
     }
-    init.log.step(&format!("{} of {} on {}", leanrd_contract::steplog::ASKING, job.name, c.names().join(", ")));
+    init.log.step(&format!("{}{what} of {} on {}", leanrd_contract::steplog::ASKING, job.name, c.names().join(", ")));
     let tries = job.options.tries;
     let mut n = 0u32;
     loop {
         n += 1;
-        let prompt = format!("Enter passphrase for {} ({dev}): ", job.name);
+        let prompt = format!("Enter {what} for {} ({dev}): ", job.name);
         let (mods, log) = (&mut init.mods, &mut init.log);
         let mut on_event = || {
             if let Some(fd) = events {
@@ -368,35 +420,32 @@ fn ask(
         let secret = match answer {
             Answer::Line(s) => s,
             Answer::Cancelled => {
-                init.notes.push(format!("the passphrase for {dev} ({}) was not given", job.name));
-                return false;
+                init.notes.push(format!("the {what} for {dev} ({}) was not given", job.name));
+                return None;
             }
             Answer::TimedOut => {
-                init.notes.push(format!("no passphrase for {dev} ({}) within {} s", job.name, job.options.timeout));
-                return false;
+                init.notes.push(format!("no {what} for {dev} ({}) within {} s", job.name, job.options.timeout));
+                return None;
             }
             Answer::NoConsole => {
-                init.notes.push(format!("{dev} ({}): no console to ask for its passphrase on", job.name));
-                return false;
+                init.notes.push(format!("{dev} ({}): no console to ask for its {what} on", job.name));
+                return None;
             }
         };
-        match try_key(args, &["--key-file=-"], Some(&secret.0)) {
-            Tried::Opened => {
-                init.luks.cached = Some(secret);
-                return opened(init, job, "the passphrase typed");
-            }
+        match attempt(&secret) {
+            Tried::Opened => return Some(secret),
             Tried::WrongKey if tries == 0 || n < tries => {
                 let left = if tries == 0 { String::new() } else { format!(" ({} left)", tries - n) };
-                c.say(&format!("leanrd: wrong passphrase for {}{left}\r\n", job.name));
+                c.say(&format!("leanrd: wrong {what} for {}{left}\r\n", job.name));
             }
             Tried::WrongKey => {
-                c.say(&format!("leanrd: wrong passphrase for {}\r\n", job.name));
-                init.notes.push(format!("{dev} ({}): wrong passphrase, {tries} tries", job.name));
-                return false;
+                c.say(&format!("leanrd: wrong {what} for {}\r\n", job.name));
+                init.notes.push(format!("{dev} ({}): wrong {what}, {tries} tries", job.name));
+                return None;
             }
             Tried::Failed(e) => {
                 init.notes.push(format!("{e} for {dev} ({})", job.name));
-                return false;
+                return None;
             }
         }
     }

@@ -152,8 +152,9 @@ fn timeline(mut lines: Vec<Line>) -> Timeline {
                     tl.modules.push((m.to_string(), t - ms as f64 / 1000.0, t, 0));
                 } else if let Some(d) = s.strip_prefix(steplog::ROOT_FOUND) {
                     tl.marks.push((format!("root device {d}"), t));
-                } else if s.starts_with(steplog::ASKING) {
-                    tl.marks.push(("passphrase asked".into(), t));
+                } else if let Some(what) = s.strip_prefix(steplog::ASKING) {
+                    let what = what.split(" of ").next().unwrap_or(what);
+                    tl.marks.push((format!("{what} asked"), t));
                 } else if s.contains(steplog::UNLOCKED) {
                     tl.marks.push(("unlocked".into(), t));
                 } else if s == steplog::ROOT_MOUNTED {

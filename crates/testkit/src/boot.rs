@@ -165,8 +165,22 @@ pub struct Monitor<'a> {
 
 /// [`run_console`], also typing commands on QEMU's monitor as the console asks ([`Monitor`]).
 pub fn run_console_acting(
-    mut cmd: Command,
+    cmd: Command,
     answer: Option<&str>,
+    stop: &[String],
+    marks: &[String],
+    monitor: Option<Monitor>,
+) -> Console {
+    let answers: Vec<(&str, &str)> = answer.map(|a| ("Enter passphrase", a)).into_iter().collect();
+    run_console_answering(cmd, &answers, stop, marks, monitor)
+}
+
+/// [`run_console_acting`] answering several prompts on the serial console: each (prompt,
+/// text) pair in order, `text` typed with Enter once `prompt` shows after the answer before
+/// it was typed (the same prompt asked again is a new one).
+pub fn run_console_answering(
+    mut cmd: Command,
+    answers: &[(&str, &str)],
     stop: &[String],
     marks: &[String],
     monitor: Option<Monitor>,
@@ -181,7 +195,7 @@ pub fn run_console_acting(
     let mut stdout = child.stdout.take().unwrap();
     let mut log = Vec::new();
     let mut buf = [0u8; 4096];
-    let mut answered = answer.is_none();
+    let (mut answered, mut answered_at) = (0, 0);
     let mut seen = std::collections::BTreeMap::new();
     let mut acted = 0;
     loop {
@@ -206,11 +220,14 @@ pub fn run_console_acting(
             let said = monitor_command(m.socket, what);
             log.extend(format!("\n[test: monitor `{what}`: {}]\n", said.trim()).bytes());
         }
-        if !answered && tail.contains("Enter passphrase") {
-            answered = true;
+        if let Some((prompt, text)) = answers.get(answered)
+            && String::from_utf8_lossy(&log[answered_at.min(log.len())..]).contains(prompt)
+        {
+            answered += 1;
             std::thread::sleep(std::time::Duration::from_millis(300));
-            let _ = stdin.write_all(format!("{}\r", answer.unwrap_or_default()).as_bytes());
+            let _ = stdin.write_all(format!("{text}\r").as_bytes());
             let _ = stdin.flush();
+            answered_at = log.len();
         }
         if stop.iter().any(|s| tail.contains(s.as_str())) {
             // Let the console finish its line, then end the VM (`timeout` runs QEMU: kill both)
