@@ -49,8 +49,9 @@ pub fn from_fstab(text: &str) -> Option<Usr> {
         .into_iter()
         .filter(|e| e.file.trim_end_matches('/') == "/usr")
         // A /usr that is not on a block device (network, tmpfs, overlay) or not to be
-        // mounted at boot is left to the system.
-        .filter(|e| !e.noauto() && !NOT_BLOCK_FSTYPES.contains(&e.vfstype.as_str()))
+        // mounted at boot is left to the system; a swap line is no mount, whatever its
+        // second field says (systemd's fstab-generator makes it a swap unit).
+        .filter(|e| !e.noauto() && e.vfstype != "swap" && !NOT_BLOCK_FSTYPES.contains(&e.vfstype.as_str()))
         .filter_map(|e| {
             let device = DeviceRef::parse(&e.spec).ok()?;
             let fstype = Some(e.vfstype).filter(|t| t != "auto");
@@ -127,6 +128,11 @@ mod tests {
         assert_eq!(from_fstab("UUID=1 / ext4 defaults 0 1\n#UUID=2 /usr xfs defaults 0 2\n"), None);
         assert_eq!(from_fstab("server:/usr /usr nfs4 ro 0 0\ntmpfs /usr tmpfs defaults 0 0\n"), None);
         assert_eq!(from_fstab("UUID=2 /usr xfs noauto,ro 0 0\n"), None);
+        // Found by fuzz/ `crypttab_fstab`: a swap line naming /usr as its mount point was
+        // taken for /usr, and the boot tried to mount a swap file there.
+        assert_eq!(from_fstab("/swapfile /usr swap sw 5 0\n"), None);
+        let u = from_fstab("UUID=2 /usr xfs defaults 0 2\n/swapfile /usr swap sw 0 0\n").unwrap();
+        assert_eq!(u.device, DeviceRef::Uuid("2".into()));
     }
 
     #[test]
