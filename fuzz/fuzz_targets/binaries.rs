@@ -8,7 +8,8 @@
 //! - nothing panics;
 //! - a UKI's `.initrd` is read through its window as the same archive as those bytes alone;
 //! - a stub the UKI writer accepts gives a UKI whose `.initrd` the reader finds where the
-//!   writer put it, and lists as the archive written there;
+//!   writer put it, and lists as the archive written there, and whose first `.sbat` is the
+//!   merged one the writer was given;
 //! - ld.so.cache entries that parse, written back as a cache (a reference writer of glibc's
 //!   format), parse to the same entries;
 //! - a module's facts are the bytes' (ELF magic, signature mark, `.modinfo` firmware).
@@ -72,10 +73,16 @@ fn uki_writer(data: &[u8]) {
     let (stub, kernel, out_path) = paths();
     std::fs::write(stub, data).unwrap();
     let out = File::options().read(true).write(true).create(true).truncate(true).open(out_path).unwrap();
+    // A merged .sbat, as long as the stub's own and a line per 64 bytes of input: over the
+    // stub's where it fits, else a section of its own.
+    let own = uki::section_data(data, ".sbat").unwrap_or_default();
+    let extra: String = (0..data.len() / 64).map(|i| format!("fuzz{i},1,F,fuzz,1,x\n")).collect();
+    let sbat = uki::merge_sbat(&[own, format!("{}\n{extra}", uki::SBAT_HEADER).as_bytes()]);
     let parts = uki::Parts {
         small: vec![(".osrel", b"ID=fuzz\n".to_vec()), (".cmdline", b"quiet".to_vec())],
         reserve: vec![(".pcrsig", 64)],
         kernel,
+        sbat: Some(sbat.clone()),
     };
     let r = uki::write(&out, stub, &parts, |f, at| {
         f.write_all_at(INITRD, at)?;
@@ -91,6 +98,10 @@ fn uki_writer(data: &[u8]) {
         Some((layout.initrd_offset, layout.initrd_len)),
         "the reader does not find the .initrd the writer wrote"
     );
+    // The .sbat shim reads (the first section so named) is the merged one.
+    let mut all = vec![0u8; out.metadata().unwrap().len() as usize];
+    out.read_exact_at(&mut all, 0).unwrap();
+    assert_eq!(uki::section_data(&all, ".sbat"), Some(sbat.as_slice()), "the UKI's .sbat is not the merged one");
     let mut names = Names::default();
     let r = read_image_file(out.try_clone().unwrap(), &mut names);
     let mut want = Names::default();

@@ -33,6 +33,66 @@ pub struct Parts<'a> {
     pub reserve: Vec<(&'a str, u64)>,
     /// The kernel image (`.linux`, the last section: cloned to the end of the file).
     pub kernel: &'a Path,
+    /// The `.sbat` section's text ([`merge_sbat`]), in place of the stub's own: over its data
+    /// where it fits, else as a section of its own (the stub's renamed `.sbat-st`, which
+    /// nothing reads). None: the stub's is kept.
+    pub sbat: Option<Vec<u8>>,
+}
+
+/// The first line of every SBAT text: the format's own generation.
+pub const SBAT_HEADER: &str = "sbat,1,SBAT Version,sbat,1,https://github.com/rhboot/shim/blob/main/SBAT.md";
+
+/// The line ukify adds for the UKI itself, when the user gives no SBAT text of their own.
+pub const SBAT_UKI: &str = "uki,1,UKI,uki,1,https://uapi-group.org/specifications/specs/unified_kernel_image/";
+
+/// One `.sbat` text from several (the stub's, the kernel's, the user's), as ukify merges them:
+/// the header line once and first, then every other line of each in order, each line once,
+/// ending with a NUL. A text whose first line is not an SBAT header is left out.
+pub fn merge_sbat(texts: &[&[u8]]) -> Vec<u8> {
+    let mut lines: Vec<String> = Vec::new();
+    for t in texts {
+        let t = String::from_utf8_lossy(t);
+        let t = t.trim_end_matches('\0');
+        let mut it = t.lines().map(str::trim).filter(|l| !l.is_empty());
+        if !it.next().is_some_and(|first| first.starts_with("sbat,")) {
+            continue;
+        }
+        for l in it {
+            if !lines.iter().any(|x| x == l) {
+                lines.push(l.to_string());
+            }
+        }
+    }
+    let mut out = String::from(SBAT_HEADER);
+    for l in lines {
+        out.push('\n');
+        out.push_str(&l);
+    }
+    out.push_str("\n\0");
+    out.into_bytes()
+}
+
+/// The architecture a PE image is for, as Rust's target triples spell it (`x86_64` for
+/// IMAGE_FILE_MACHINE_AMD64, `aarch64` for ARM64); None for another or for no PE image.
+pub fn pe_arch(image: &[u8]) -> Option<&'static str> {
+    let pe_off = u32::from_le_bytes(image.get(0x3c..0x40)?.try_into().ok()?) as usize;
+    if !image.starts_with(b"MZ") || image.get(pe_off..pe_off.checked_add(4)?)? != b"PE\0\0" {
+        return None;
+    }
+    match u16::from_le_bytes(image.get(pe_off + 4..pe_off + 6)?.try_into().ok()?) {
+        0x8664 => Some("x86_64"),
+        0xaa64 => Some("aarch64"),
+        _ => None,
+    }
+}
+
+/// The data of the section `name` of the PE image `image` (its size in memory, as far as
+/// the file holds it); None when there is no such section or `image` is no PE image.
+pub fn section_data<'a>(image: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    let s = sections(image).into_iter().find(|s| s.name == name)?;
+    let start = usize::try_from(s.offset).ok()?;
+    let end = start.checked_add(usize::try_from(s.len).ok()?)?.min(image.len());
+    image.get(start..end)
 }
 
 /// Where the sections went.
@@ -65,6 +125,9 @@ struct Stub {
     va_end: u64,
     /// Where the section table must end (SizeOfHeaders, the first section's raw data).
     table_limit: usize,
+    /// The stub's `.sbat`: its index in the section table, file offset, raw size, and the
+    /// room it has in memory (up to the next section).
+    sbat: Option<(usize, u64, u64, u64)>,
 }
 
 fn u32_at(b: &[u8], o: usize) -> u32 {
@@ -127,6 +190,13 @@ fn parse_stub(path: &Path) -> Result<Stub> {
     // A signed stub: its signature would not cover the new sections; drop it (the UKI is
     // signed as a whole when asked). goblin says whether there is one; the entry (the fifth
     // data directory) is 112 + 4 × 8 bytes into a PE32+ optional header.
+    let sbat = pe.sections.iter().position(|x| x.name().unwrap_or("") == ".sbat").map(|i| {
+        let x = &pe.sections[i];
+        let va = x.virtual_address as u64;
+        let next = pe.sections.iter().map(|y| y.virtual_address as u64).filter(|&v| v > va).min();
+        let room = next.map_or(align(va + 1, (wh.section_alignment as u64).max(1)), |n| n) - va;
+        (i, x.pointer_to_raw_data as u64, x.size_of_raw_data as u64, room)
+    });
     let cert = oh.data_directories.get_certificate_table().is_some_and(|d| d.virtual_address != 0);
     let mut bytes = bytes;
     if cert {
@@ -144,6 +214,7 @@ fn parse_stub(path: &Path) -> Result<Stub> {
         file_end,
         va_end,
         table_limit,
+        sbat,
     })
 }
 
@@ -181,10 +252,48 @@ fn checksum(f: &File, len: u64, field: u64) -> Result<u32> {
 pub fn write(out: &File, stub: &Path, parts: &Parts, initrd: impl FnOnce(&File, u64) -> Result<u64>) -> Result<Layout> {
     let mut s = parse_stub(stub)?;
     let block = crate::write::block_size(out).max(PAGE);
-    let count = parts.small.len() + parts.reserve.len() + 2;
+    // The .sbat: over the stub's where it fits in the file and in memory, else a section of
+    // its own with the stub's renamed (shim reads the first section named .sbat).
+    let mut small: Vec<(&str, &[u8])> = parts.small.iter().map(|(n, d)| (*n, d.as_slice())).collect();
+    if let Some(data) = &parts.sbat {
+        let len = data.len() as u64;
+        match s.sbat {
+            Some((i, file, raw, room))
+                if len <= raw
+                    && len <= room
+                    && file as usize >= s.table_limit
+                    && s.table + (i + 1) * SECTION_HEADER <= s.table_limit =>
+            {
+                let (file, raw) = (file as usize, raw as usize);
+                s.bytes[file..file + raw].fill(0);
+                s.bytes[file..file + data.len()].copy_from_slice(data);
+                put_u32(&mut s.bytes, s.table + i * SECTION_HEADER + 8, len as u32);
+            }
+            _ => {
+                // Every one of the stub's (a stub may have more than one).
+                for i in 0..s.nsections {
+                    let h = s.table + i * SECTION_HEADER;
+                    if let Some(name) = s.bytes.get_mut(h..h + 8).filter(|n| *n == b".sbat\0\0\0") {
+                        name.copy_from_slice(b".sbat-st");
+                    }
+                }
+                small.insert(0, (".sbat", data.as_slice()));
+            }
+        }
+    }
+    let count = small.len() + parts.reserve.len() + 2;
     if s.table + (s.nsections + count) * SECTION_HEADER > s.table_limit {
+        let why = match (&parts.sbat, s.sbat) {
+            (Some(d), Some((_, _, raw, room))) if small.first().is_some_and(|x| x.0 == ".sbat") => format!(
+                "; the merged .sbat ({} bytes) does not fit over the stub's either ({} bytes in the file, {} in memory)",
+                d.len(),
+                raw,
+                room
+            ),
+            _ => String::new(),
+        };
         bail!(
-            "{}: no room in its headers for {count} more section headers ({} bytes left)",
+            "{}: no room in its headers for {count} more section headers ({} bytes left){why}",
             stub.display(),
             s.table_limit.saturating_sub(s.table + s.nsections * SECTION_HEADER)
         );
@@ -207,7 +316,7 @@ pub fn write(out: &File, stub: &Path, parts: &Parts, initrd: impl FnOnce(&File, 
         Ok(h)
     };
     out.set_len(0).context("cannot truncate the output")?;
-    for (name, data) in &parts.small {
+    for (name, data) in &small {
         file_at = align(file_at, s.file_align);
         let raw = align(data.len() as u64, s.file_align);
         out.write_all_at(data, file_at).context("cannot write the UKI")?;
@@ -429,7 +538,8 @@ mod tests {
         std::fs::write(&kernel, b"kernel").unwrap();
         let out =
             File::options().read(true).write(true).create(true).truncate(true).open(t.path().join("uki")).unwrap();
-        let parts = Parts { small: vec![(".cmdline", b"quiet".to_vec())], reserve: Vec::new(), kernel: &kernel };
+        let parts =
+            Parts { small: vec![(".cmdline", b"quiet".to_vec())], reserve: Vec::new(), kernel: &kernel, sbat: None };
         let l = write(&out, &stub, &parts, |f, at| {
             f.write_all_at(b"070701", at)?;
             Ok(at + 6)
@@ -458,7 +568,7 @@ mod tests {
         let out =
             File::options().read(true).write(true).create(true).truncate(true).open(t.path().join("uki")).unwrap();
         // The test stub's headers have room for three more sections.
-        let parts = Parts { small: Vec::new(), reserve: vec![(".pcrsig", 3000)], kernel: &kernel };
+        let parts = Parts { small: Vec::new(), reserve: vec![(".pcrsig", 3000)], kernel: &kernel, sbat: None };
         let l = write(&out, &stub, &parts, |f, at| {
             f.write_all_at(b"070701", at)?;
             Ok(at + 6)
@@ -483,6 +593,76 @@ mod tests {
         let e = fill(&out, ".pcrsig", &[b' '; 5000]).unwrap_err().to_string();
         assert!(e.contains("more than the"), "{e}");
         assert!(fill(&out, ".nothere", b"x").is_err());
+    }
+
+    #[test]
+    fn sbat_texts_merge_as_ukify_merges_them() {
+        let stub = format!("{SBAT_HEADER}\nsystemd,1,The systemd Developers,systemd,252,https://systemd.io/\n\0");
+        let kernel = format!("{SBAT_HEADER}\r\nlinux,1,The Linux Developers,linux,6.14,https://linux.org\n");
+        let user =
+            format!("{SBAT_HEADER}\n{SBAT_UKI}\nsystemd,1,The systemd Developers,systemd,252,https://systemd.io/");
+        let m = merge_sbat(&[stub.as_bytes(), b"not,an sbat text\nx,1", kernel.as_bytes(), user.as_bytes()]);
+        let want = format!(
+            "{SBAT_HEADER}\nsystemd,1,The systemd Developers,systemd,252,https://systemd.io/\n\
+             linux,1,The Linux Developers,linux,6.14,https://linux.org\n{SBAT_UKI}\n\0"
+        );
+        assert_eq!(String::from_utf8(m).unwrap(), want);
+        assert_eq!(merge_sbat(&[]), format!("{SBAT_HEADER}\n\0").into_bytes());
+    }
+
+    /// A stub's .sbat: the merged text goes over it where it fits (its size in memory is the
+    /// new text's), else into a .sbat of its own, the stub's renamed so that shim, which reads
+    /// the first .sbat, reads the merged one.
+    #[test]
+    fn the_merged_sbat_replaces_the_stubs() {
+        let t = tempfile::tempdir().unwrap();
+        let stub = t.path().join("stub.efi");
+        let mut b = pe(Some((0x200, 0x100)));
+        let h = 0x58 + 240;
+        b[h..h + 8].copy_from_slice(b".sbat\0\0\0");
+        put_u32(&mut b, h + 16, 0x200);
+        b.resize(0x400, 0);
+        let own = format!("{SBAT_HEADER}\nsystemd,1,x,systemd,252,https://systemd.io/\n");
+        b[0x200..0x200 + own.len()].copy_from_slice(own.as_bytes());
+        std::fs::write(&stub, &b).unwrap();
+        let kernel = t.path().join("vmlinuz");
+        std::fs::write(&kernel, b"kernel").unwrap();
+        let uki = |sbat: Vec<u8>| -> (Vec<Section>, Vec<u8>) {
+            let out =
+                File::options().read(true).write(true).create(true).truncate(true).open(t.path().join("uki")).unwrap();
+            let parts = Parts { small: Vec::new(), reserve: Vec::new(), kernel: &kernel, sbat: Some(sbat) };
+            write(&out, &stub, &parts, |f, at| {
+                f.write_all_at(b"070701", at)?;
+                Ok(at + 6)
+            })
+            .unwrap();
+            let all = std::fs::read(t.path().join("uki")).unwrap();
+            (sections(&all), all)
+        };
+        let merged = merge_sbat(&[own.as_bytes(), format!("{SBAT_HEADER}\n{SBAT_UKI}").as_bytes()]);
+        let (secs, all) = uki(merged.clone());
+        let names: Vec<&str> = secs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, [".sbat", ".initrd", ".linux"]);
+        assert_eq!(section_data(&all, ".sbat"), Some(merged.as_slice()));
+        let long = merge_sbat(&[
+            merged.as_slice(),
+            format!("{SBAT_HEADER}\n{}", (0..60).map(|i| format!("c{i},1,b\n")).collect::<String>()).as_bytes(),
+        ]);
+        let (secs, all) = uki(long.clone());
+        let names: Vec<&str> = secs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, [".sbat-st", ".sbat", ".initrd", ".linux"]);
+        assert_eq!(section_data(&all, ".sbat"), Some(long.as_slice()));
+    }
+
+    #[test]
+    fn a_pe_image_says_its_architecture() {
+        let mut b = pe(None);
+        assert_eq!(pe_arch(&b), Some("x86_64"));
+        b[0x44..0x46].copy_from_slice(&0xaa64u16.to_le_bytes());
+        assert_eq!(pe_arch(&b), Some("aarch64"));
+        b[0x44..0x46].copy_from_slice(&0x14cu16.to_le_bytes());
+        assert_eq!(pe_arch(&b), None, "i386");
+        assert_eq!(pe_arch(b"MZ"), None);
     }
 
     #[test]

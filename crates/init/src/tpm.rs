@@ -143,6 +143,44 @@ fn measure(word: &str) -> Result<Vec<(&'static str, Vec<u8>)>, String> {
     parse_event_response(&buf[..n])
 }
 
+/// systemd's userspace measurement log: what userspace extended into which PCR, beside the
+/// firmware's event log (systemd-pcrlock and `systemd-analyze pcrs` read it to explain PCR
+/// 11's value). /run goes to the root, whose systemd appends its own phases.
+pub const MEASURE_LOG: &str = "/run/log/systemd/tpm2-measure.log";
+
+/// One record of [`MEASURE_LOG`], as systemd writes it for a phase (tpm2-util.c,
+/// `tpm2_userspace_log`): JSON-SEQ (RFC 7464: RS, one compact JSON object, LF) with the PCR,
+/// each bank's digest, and the phase word as a `phase` event.
+pub fn measure_log_record(pcr: u32, digests: &[(&str, Vec<u8>)], word: &str) -> String {
+    let hex = |d: &[u8]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let digests: Vec<String> =
+        digests.iter().map(|(alg, d)| format!("{{\"hashAlg\":\"{alg}\",\"digest\":\"{}\"}}", hex(d))).collect();
+    // The word is one of the phases: no character JSON would need escaped.
+    format!(
+        "\u{1e}{{\"pcr\":{pcr},\"digests\":[{}],\"content_type\":\"systemd\",\"content\":{{\"string\":\"{word}\",\"eventType\":\"phase\"}}}}\n",
+        digests.join(",")
+    )
+}
+
+/// Append a record to [`MEASURE_LOG`] (created 0600 as systemd creates it, under an exclusive
+/// lock as systemd takes it, one write).
+fn log_measurement(record: &str) -> Result<(), String> {
+    use rustix::fs::{FlockOperation, Mode, OFlags};
+    sys::mkdir_p("/run/log/systemd");
+    let fd = rustix::fs::open(
+        MEASURE_LOG,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::APPEND | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NOCTTY,
+        Mode::from_raw_mode(0o600),
+    )
+    .map_err(|e| format!("{MEASURE_LOG}: {}", strerror(e)))?;
+    rustix::fs::flock(&fd, FlockOperation::LockExclusive).map_err(|e| format!("{MEASURE_LOG}: {}", strerror(e)))?;
+    match rustix::io::write(&fd, record.as_bytes()) {
+        Ok(n) if n == record.len() => Ok(()),
+        Ok(n) => Err(format!("{MEASURE_LOG}: wrote {n} of {} bytes", record.len())),
+        Err(e) => Err(format!("{MEASURE_LOG}: {}", strerror(e))),
+    }
+}
+
 /// Measure a phase and log it (a failure is logged: the boot goes on, and a policy bound to
 /// the phase then does not unseal, so the passphrase is asked for).
 fn phase(init: &mut Init, word: &str) -> bool {
@@ -150,6 +188,9 @@ fn phase(init: &mut Init, word: &str) -> bool {
         Ok(d) => {
             let banks: Vec<&str> = d.iter().map(|(n, _)| *n).collect();
             init.log.step(&format!("PCR 11 extended with {word} ({})", banks.join(", ")));
+            if let Err(e) = log_measurement(&measure_log_record(PCR_KERNEL_BOOT, &d, word)) {
+                init.log.error(&format!("the measurement of {word} is not in the log: {e}"));
+            }
             true
         }
         Err(e) => {
@@ -212,6 +253,24 @@ pub fn leave(init: &mut Init) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The record systemd writes for a phase, byte for byte (a JSON-SEQ record: RS, the
+    /// object, LF; keys in systemd's order).
+    #[test]
+    fn a_phase_is_logged_as_systemd_logs_it() {
+        let d = [("sha1", alloc::vec![0xab; 20]), ("sha256", alloc::vec![0x01; 32])];
+        let r = measure_log_record(11, &d, "enter-initrd");
+        let want = format!(
+            "\u{1e}{{\"pcr\":11,\"digests\":[{{\"hashAlg\":\"sha1\",\"digest\":\"{}\"}},{{\"hashAlg\":\"sha256\",\
+             \"digest\":\"{}\"}}],\"content_type\":\"systemd\",\"content\":{{\"string\":\"enter-initrd\",\
+             \"eventType\":\"phase\"}}}}\n",
+            "ab".repeat(20),
+            "01".repeat(32)
+        );
+        assert_eq!(r, want);
+        let v: serde_json::Value = serde_json::from_str(r.trim_start_matches('\u{1e}')).unwrap();
+        assert_eq!(v["digests"][1]["digest"], "01".repeat(32));
+    }
 
     #[test]
     fn the_command_is_tpm2_pcr_event_with_a_password_session() {

@@ -28,8 +28,8 @@ pub(crate) struct UkiArgs {
     /// Read the UKI's command line from a file.
     #[arg(long, value_name = "FILE", requires = "uki")]
     cmdline_file: Option<PathBuf>,
-    /// The EFI stub (default: SYSROOT/usr/lib/systemd/boot/efi/linuxx64.efi.stub, then the
-    /// build machine's).
+    /// The EFI stub (default: SYSROOT/usr/lib/systemd/boot/efi/linuxARCH.efi.stub for the
+    /// system's architecture, x64 or aa64, then the build machine's when it is the same).
     #[arg(long, value_name = "FILE", requires = "uki")]
     stub: Option<PathBuf>,
     /// The kernel image (default: SYSROOT/boot/vmlinuz-KVER, else the module directory's
@@ -71,10 +71,16 @@ pub(crate) struct UkiArgs {
     /// before 253: a device path, or a TCTI such as swtpm:host=HOST,port=PORT).
     #[arg(long, value_name = "DEVICE", requires = "pcr_private_key")]
     pcr_tpm2_device: Option<String>,
+    /// SBAT lines for the UKI's .sbat: a text starting with the `sbat,1,...` header line, or
+    /// @FILE holding one (ukify's default adds a `uki,1,UKI,...` line); repeated for several.
+    /// The .sbat is merged, as ukify merges it, from the stub's, the kernel's (where it has
+    /// one) and these. Default: the stub's, and the kernel's where it has one.
+    #[arg(long, value_name = "TEXT|@FILE", requires = "uki")]
+    sbat: Vec<String>,
 }
 
-/// The sections systemd-measure takes, by its options; `.uname` only where it knows it
-/// (systemd 253 and later, whose stub measures it too).
+/// The sections systemd-measure takes, by its options; `.uname` and `.sbat` only where it
+/// knows them (systemd 253 and 254 and later, whose stubs measure them too).
 const MEASURED: &[(&str, &str)] = &[
     (".linux", "--linux"),
     (".osrel", "--osrel"),
@@ -82,6 +88,7 @@ const MEASURED: &[(&str, &str)] = &[
     (".initrd", "--initrd"),
     (".splash", "--splash"),
     (".uname", "--uname"),
+    (".sbat", "--sbat"),
     (".pcrpkey", "--pcrpkey"),
 ];
 
@@ -199,6 +206,30 @@ impl UkiArgs {
         Ok(Some(host_cmdline(&t)))
     }
 
+    /// The UKI's .sbat: the stub's, the kernel's and --sbat's lines merged; None when there is
+    /// nothing beside the stub's own (it stays as it is).
+    fn sbat(&self, stub: &Path, kernel: &Path) -> Result<Option<Vec<u8>>> {
+        let kernel = read(kernel, "kernel image")?;
+        let kernel = uki::section_data(&kernel, ".sbat");
+        if kernel.is_none() && self.sbat.is_empty() {
+            return Ok(None);
+        }
+        let stub = read(stub, "EFI stub")?;
+        let mut texts: Vec<Vec<u8>> =
+            [uki::section_data(&stub, ".sbat"), kernel].into_iter().flatten().map(<[u8]>::to_vec).collect();
+        for t in &self.sbat {
+            let text = match t.strip_prefix('@') {
+                Some(f) => read(Path::new(f), "SBAT text")?,
+                None => t.clone().into_bytes(),
+            };
+            if !text.starts_with(b"sbat,") {
+                bail!("--sbat {t}: an SBAT text starts with its header line ({})", uki::SBAT_HEADER);
+            }
+            texts.push(text);
+        }
+        Ok(Some(uki::merge_sbat(&texts.iter().map(Vec::as_slice).collect::<Vec<_>>())))
+    }
+
     /// The small sections, in ukify's order.
     fn sections(&self, r: &Request) -> Result<Vec<(&'static str, Vec<u8>)>> {
         let mut v = Vec::new();
@@ -231,11 +262,21 @@ impl UkiArgs {
 pub(crate) fn write(a: &UkiArgs, r: &Request, segs: Vec<SegmentSpec>, mode: u32) -> Result<uki::Layout> {
     let stub = match &a.stub {
         Some(p) => p.clone(),
-        None => first_file(&[
-            r.sysroot.join("usr/lib/systemd/boot/efi/linuxx64.efi.stub"),
-            PathBuf::from("/usr/lib/systemd/boot/efi/linuxx64.efi.stub"),
-        ])
-        .context("no EFI stub: install systemd-boot-efi (linuxx64.efi.stub) or pass --stub")?,
+        None => {
+            // The stub of the system's architecture: the build machine's only when it is that.
+            let efi = match leanrd_gen::target_arch(&r.sysroot, Some(&r.kver)) {
+                Some("aarch64") => "aa64",
+                _ => "x64",
+            };
+            let name = format!("usr/lib/systemd/boot/efi/linux{efi}.efi.stub");
+            let mut candidates = vec![r.sysroot.join(&name)];
+            if leanrd_gen::sysroot_is_native(&r.sysroot, Some(&r.kver)) {
+                candidates.push(Path::new("/").join(&name));
+            }
+            first_file(&candidates).with_context(|| {
+                format!("no EFI stub: install systemd-boot-efi (linux{efi}.efi.stub) in the system or pass --stub")
+            })?
+        }
     };
     let kernel = match &a.linux {
         Some(k) if k.is_file() => k.clone(),
@@ -252,6 +293,14 @@ pub(crate) fn write(a: &UkiArgs, r: &Request, segs: Vec<SegmentSpec>, mode: u32)
             })?
         }
     };
+    // A stub for another architecture than the system's would not start its kernel.
+    let target = leanrd_gen::target_arch(&r.sysroot, Some(&r.kver));
+    let stub_arch = uki::pe_arch(&read(&stub, "EFI stub")?);
+    if let (Some(t), Some(s)) = (target, stub_arch)
+        && t != s
+    {
+        bail!("{}: the EFI stub is for {s}, and the system (its kernel) for {t}", stub.display());
+    }
     let mut small = a.sections(r)?;
     let mut reserve = Vec::new();
     if let Some(p) = &a.pcr_public_key {
@@ -260,7 +309,8 @@ pub(crate) fn write(a: &UkiArgs, r: &Request, segs: Vec<SegmentSpec>, mode: u32)
         let n = a.pcr_bank.len().max(1) * a.pcr_phase.len().max(1);
         reserve.push((".pcrsig", 4096 + 1024 * n as u64));
     }
-    let parts = uki::Parts { small: small.clone(), reserve, kernel: &kernel };
+    let sbat = a.sbat(&stub, &kernel)?;
+    let parts = uki::Parts { small: small.clone(), reserve, kernel: &kernel, sbat: sbat.clone() };
     let out = AtomicFile::create(&r.output)?;
     let threads = r.threads;
     let mut layout = uki::write(out.file(), &stub, &parts, |f, at| {
@@ -268,6 +318,11 @@ pub(crate) fn write(a: &UkiArgs, r: &Request, segs: Vec<SegmentSpec>, mode: u32)
         Ok(stats.last().map_or(at, |s| s.offset + s.len))
     })?;
     if a.pcr_private_key.is_some() {
+        // What the stub measures: the merged .sbat, or the stub's own.
+        let stub_bytes = read(&stub, "EFI stub")?;
+        if let Some(t) = sbat.or_else(|| uki::section_data(&stub_bytes, ".sbat").map(<[u8]>::to_vec)) {
+            small.push((".sbat", t));
+        }
         let sig = pcr_signature(a, r, &small, out.file(), &layout, &kernel)?;
         uki::fill(out.file(), ".pcrsig", &sig)?;
         for s in layout.sections.iter_mut().filter(|s| s.0 == ".pcrsig") {

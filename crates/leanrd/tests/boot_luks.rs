@@ -39,12 +39,29 @@ fn tools_ok() -> bool {
     true
 }
 
+/// What the root does before its marker when a third disk holds the tools (the signed-policy
+/// test): it runs the initramfs's own cryptsetup and TPM2 token plugin (the image extracted
+/// onto that disk) against the root's container with the same TPM and the same signature,
+/// now that PCR 11 holds leave-initrd, and says how it went.
+const UNSEAL: &str = "b=/bin/busybox\n\
+    if $b grep -qw leanrd.test.unseal /proc/cmdline; then\n\
+      $b mount -t ext4 -o ro /dev/vdc /tools && \\\n\
+      for d in dev proc sys run; do $b mount --bind /$d /tools/$d; done\n\
+      c=/usr/sbin/cryptsetup; [ -x /tools$c ] || c=/sbin/cryptsetup\n\
+      $b echo ROOT-TOOLS $($b chroot /tools $c --version) > /dev/ttyS0\n\
+      [ -e /run/systemd/tpm2-pcr-signature.json ] && $b echo ROOT-SIG-PRESENT > /dev/ttyS0\n\
+      [ -e /dev/tpmrm0 ] && $b echo ROOT-TPM-PRESENT > /dev/ttyS0\n\
+      $b chroot /tools $c open --test-passphrase --token-only /dev/vdb3 </dev/null >/dev/ttyS0 2>&1\n\
+      $b echo ROOT-UNSEAL-RC=$? > /dev/ttyS0\n\
+    fi\n";
+
 /// The root: busybox, and an init that prints the marker on the console and on the serial
 /// line (the console is the VT in most boots here), then powers off.
 fn root_tree(t: &TempDir) -> PathBuf {
-    let r = busybox_root(t, &["dev", "proc", "sys", "run"]);
+    // /tools: where the signed-policy test's tools disk is mounted (the root is read-only).
+    let r = busybox_root(t, &["dev", "proc", "sys", "run", "tools"]);
     let init = format!(
-        "#!/bin/sh\nm=\"{MARK} $(/bin/busybox cat /proc/uptime) $(/bin/busybox grep ' / ' /proc/mounts)\"\n\
+        "#!/bin/sh\n{UNSEAL}m=\"{MARK} $(/bin/busybox cat /proc/uptime) $(/bin/busybox grep ' / ' /proc/mounts)\"\n\
          /bin/busybox echo \"$m\"\n/bin/busybox echo \"$m\" > /dev/ttyS0\n\
          /bin/busybox echo \"MAPPED $(/bin/busybox ls /dev/mapper | /bin/busybox tr '\\n' ' ')\" > /dev/ttyS0\n\
          /bin/busybox poweroff -f\n"
@@ -421,6 +438,12 @@ fn main() -> std::process::ExitCode {
         }
         Ok(())
     }));
+    trials.push(test("tpm2_pin_asked_on_the_consoles_and_a_wrong_one_refused", || {
+        if let Some(s) = setup() {
+            tpm2_pin(s)
+        }
+        Ok(())
+    }));
     trials.push(test("tpm2_unseals_and_refuses_a_changed_pcr", || {
         if let Some(s) = setup() {
             tpm2(&s.kernel, &s.t, &s.kver, &s.init, &s.disk)
@@ -497,6 +520,101 @@ fn tpm2(kernel: &Path, t: &TempDir, kver: &str, init: &Path, disk: &Path) {
     let want = ["no token opened /dev/vda3", "Enter passphrase for sda3_crypt", "with the passphrase typed", MARK];
     assert!(want.iter().all(|w| log.contains(w)), "TPM2 with PCR 1 changed:\n{}", tail(&log));
     eprintln!("tpm2-pcr-changed: token refused, passphrase asked and accepted");
+}
+
+/// A TPM2 token sealed with a PIN (`systemd-cryptenroll --tpm2-with-pin=yes`, PCR 1): /init
+/// reads the token from the LUKS2 header, tries no PIN on its own, and asks for the PIN on
+/// every console. A wrong PIN is refused with the tries left shown, then the right one opens
+/// the container with nothing else typed. Three wrong PINs (crypttab's tries=) and /init goes
+/// on to the passphrase.
+fn tpm2_pin(s: &Setup) {
+    let plugin = "/usr/lib/x86_64-linux-gnu/cryptsetup/libcryptsetup-token-systemd-tpm2.so";
+    if !have("swtpm") || !have("systemd-cryptenroll") || !Path::new(plugin).exists() {
+        skip::<()>(&format!("TPM2 PIN: needs swtpm, systemd-cryptenroll and {plugin} (apt install swtpm systemd)"));
+        return;
+    }
+    const PIN: &str = "4711";
+    let t = &s.t;
+    let disk = t.join("tpm-pin.disk");
+    sh(&format!("cp --sparse=always {} {}", s.disk.display(), disk.display()));
+    let body = format!(
+        "mkdir -p /run/systemd && PASSWORD='{PASS}' NEWPIN='{PIN}' $systemd_cryptenroll --tpm2-device=auto \
+         --tpm2-pcrs=1 --tpm2-with-pin=yes /dev/vda3 && $cryptsetup luksDump /dev/vda3 | grep -q systemd-tpm2 && \
+         sync && echo PREP-DONE"
+    );
+    let modules = ["virtio_pci", "virtio_blk", "dm_mod", "dm_crypt"];
+    let tools = ["cryptsetup", "systemd-cryptenroll"];
+    let Some(prep) = common::prep::image(&t.join("tpm-pin-prep"), &s.kver, &tools, &modules, "vda3", &body, None)
+    else {
+        return;
+    };
+    let state = t.join("tpm-pin-state");
+    let machine = |tpm: &Swtpm| -> Vec<String> {
+        let mut v = vec![
+            "-drive".to_string(),
+            format!("file={},if=virtio,format=raw,snapshot=on", disk.display()),
+            "-smbios".into(),
+            "type=1,serial=leanrd-a".into(),
+        ];
+        v.extend(tpm.args.iter().cloned());
+        v
+    };
+    {
+        let tpm = Swtpm::start(&state);
+        let mut q = machine(&tpm);
+        q[1] = q[1].replace(",snapshot=on", "");
+        let log = qemu_boot(&s.kernel, &prep, "quiet", &q.iter().map(String::as_str).collect::<Vec<_>>(), 300);
+        assert!(log.contains("PREP-DONE"), "enrolling the TPM2 token with a PIN failed:\n{}", tail(&log));
+    }
+    let tab = format!("sda3_crypt UUID={LUKS_UUID} none luks,discard,tpm2-device=auto\n");
+    let sr = host_sysroot(t, "sr-tpm-pin", &[("crypttab", tab.as_bytes(), 0o644)]);
+    let img = t.join("host-tpm-pin.img");
+    build(&s.kver, &s.init, &sr, Some(&keyboard_host(&TempDir::new("tpmpinhost"), Some(LUKS_UUID))), &img);
+    let boot = |name: &str, answers: &[(&str, &str)]| -> String {
+        let tpm = Swtpm::start(&state);
+        let q = machine(&tpm);
+        let q: Vec<&str> = q.iter().map(String::as_str).collect();
+        let append = "console=ttyS0 leanrd.debug root=/dev/mapper/sda3_crypt panic=-1";
+        let cmd = leanrd_testkit::qemu_command(&s.kernel, &img, append, &q, 240);
+        let stop = ["leanrd: cannot boot".to_string()];
+        keep(name, leanrd_testkit::boot::run_console_answering(cmd, answers, &stop, &[], None).console)
+    };
+    let prompt = "Enter TPM2 PIN for sda3_crypt";
+    let log = boot("tpm2-pin", &[(prompt, "1234"), (prompt, PIN)]);
+    let want = [
+        "asking for the TPM2 PIN of sda3_crypt",
+        "leanrd: wrong TPM2 PIN for sda3_crypt (2 left)",
+        "unlocked as /dev/mapper/sda3_crypt with its TPM2 token and the PIN typed",
+        MARK,
+    ];
+    expect_all("TPM2 PIN", &log, &want);
+    assert!(!log.contains("Enter passphrase"), "asked for a passphrase with the PIN right:\n{}", tail(&log));
+    eprintln!("tpm2-pin: a wrong PIN refused (2 tries left), the right one unsealed the key");
+    let log =
+        boot("tpm2-pin-wrong", &[(prompt, "1111"), (prompt, "2222"), (prompt, "3333"), ("Enter passphrase", PASS)]);
+    let want = [
+        "leanrd: wrong TPM2 PIN for sda3_crypt (1 left)",
+        "Enter passphrase for sda3_crypt",
+        "unlocked as /dev/mapper/sda3_crypt with the passphrase typed",
+        MARK,
+    ];
+    expect_all("TPM2 PIN wrong three times", &log, &want);
+    let refused = log.matches("leanrd: wrong TPM2 PIN for sda3_crypt").count();
+    assert_eq!(refused, 3, "three wrong PINs, each refused once on the one console:\n{}", tail(&log));
+    eprintln!("tpm2-pin-wrong: three wrong PINs, then the passphrase");
+}
+
+/// The console of the boot `name`, kept under target/boot-logs as luks-NAME.log.
+fn keep(name: &str, log: String) -> String {
+    let kept = leanrd_testkit::boot::console_path(&format!("luks-{name}"));
+    let _ = fs::create_dir_all(kept.parent().unwrap()).and_then(|()| fs::write(&kept, &log));
+    log
+}
+
+/// Every text of `want` is in the boot's console, or the test fails naming the missing ones.
+fn expect_all(what: &str, log: &str, want: &[&str]) {
+    let missing: Vec<&&str> = want.iter().filter(|w| !log.contains(**w)).collect();
+    assert!(missing.is_empty(), "{what}: missing {missing:?}:\n{}", tail(log));
 }
 
 /// A software TPM on a TCP port, for systemd-measure (before systemd 253 it computes policy
@@ -592,8 +710,9 @@ fn tpm2_signed(s: &Setup) {
     let host_dir = TempDir::new("tpmsignedhost");
     let host = keyboard_host(&host_dir, Some(LUKS_UUID));
     let measure_tpm = TcpTpm::start(&t.join("measure-tpm"));
-    let uki = |key: &str| -> PathBuf {
-        let out = t.join(format!("signed-by-{key}.efi"));
+    let cmdline = "console=ttyS0 leanrd.debug root=/dev/mapper/sda3_crypt panic=-1";
+    let uki_as = |key: &str, name: &str, cmdline: &str, linux: &Path| -> PathBuf {
+        let out = t.join(format!("{name}.efi"));
         let o = leanrd()
             .args(["build", "-k", &s.kver, "--init"])
             .arg(&s.init)
@@ -601,8 +720,8 @@ fn tpm2_signed(s: &Setup) {
             .arg(&sr)
             .arg("--host-root")
             .arg(&host.root)
-            .args(["--uki", "--cmdline", "console=ttyS0 leanrd.debug root=/dev/mapper/sda3_crypt panic=-1", "--linux"])
-            .arg(&s.kernel)
+            .args(["--uki", "--cmdline", cmdline, "--linux"])
+            .arg(linux)
             .arg("--pcr-private-key")
             .arg(keys.join(format!("{key}.key")))
             .arg("--pcr-public-key")
@@ -616,18 +735,39 @@ fn tpm2_signed(s: &Setup) {
         assert!(shown.contains(".pcrsig") && shown.contains("sha256 PCR 11: policy"), "{shown}");
         out
     };
+    let uki = |key: &str| uki_as(key, &format!("signed-by-{key}"), cmdline, &s.kernel);
     let (signed, other) = (uki("pcr"), uki("other"));
+    // Signed with the same key: a new kernel (here the same kernel with 4 KiB appended, so
+    // that every measurement of .linux differs) with another command line (which also has the
+    // root try the token after leave-initrd). One boot shows both: the policy follows the key,
+    // not the sections' values.
+    let unseal_cmdline = format!("{cmdline} leanrd.test.unseal");
+    let kernel2 = t.join("vmlinuz-new");
+    let mut k = fs::read(&s.kernel).unwrap();
+    k.extend(std::iter::repeat_n(0xa5u8, 4096));
+    fs::write(&kernel2, k).unwrap();
+    let new_kernel = uki_as("pcr", "signed-new-kernel-other-cmdline", &unseal_cmdline, &kernel2);
     drop(measure_tpm);
-    let boot = |name: &str, efi: &Path| -> String {
-        let esp = t.join(format!("{name}.esp"));
-        let mb = fs::metadata(efi).unwrap().len() / (1 << 20) + 16;
-        sh(&format!(
-            "rm -f {i} && mkfs.vfat -C {i} {k} >/dev/null && mmd -i {i} ::/EFI ::/EFI/BOOT && \
-             mcopy -i {i} {e} ::/EFI/BOOT/BOOTX64.EFI",
-            i = esp.display(),
-            k = mb * 1024,
-            e = efi.display()
-        ));
+    // The signed UKI with its .cmdline changed after signing (the same length, in place).
+    let tampered = t.join("signed-cmdline-changed.efi");
+    let mut bytes = fs::read(&signed).unwrap();
+    let sec = leanrd_archive::uki::sections(&bytes).into_iter().find(|x| x.name == ".cmdline").unwrap();
+    let range = sec.offset as usize..(sec.offset + sec.len) as usize;
+    let at = bytes[range.clone()].windows(8).position(|w| w == b"panic=-1").unwrap() + range.start;
+    bytes[at..at + 8].copy_from_slice(b"panic=-2");
+    fs::write(&tampered, bytes).unwrap();
+    // The initramfs's own tools, on a disk of their own for the root to run.
+    let tools_dir = t.join("signed-tools");
+    let _ = fs::remove_dir_all(&tools_dir);
+    ok(leanrd().arg("extract").arg(&signed).arg("-C").arg(&tools_dir));
+    let tools_disk = t.join("signed-tools.disk");
+    sh(&format!(
+        "rm -f {d} && truncate -s 160M {d} && mke2fs -q -t ext4 -d {s} {d}",
+        d = tools_disk.display(),
+        s = tools_dir.display()
+    ));
+    let boot_with = |name: &str, efi: &Path, more: &[String]| -> String {
+        let esp = esp(t, name, efi, "BOOTX64.EFI");
         let vars = t.join(format!("{name}.vars"));
         fs::copy(OVMF_VARS, &vars).unwrap();
         let tpm = Swtpm::start(&state);
@@ -639,14 +779,13 @@ fn tpm2_signed(s: &Setup) {
             "-drive".into(),
             format!("file={},format=raw,if=virtio,snapshot=on", disk.display()),
         ];
+        args.extend(more.iter().cloned());
         args.extend(tpm.args.iter().cloned());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let stop = ["Enter passphrase".to_string(), "leanrd: cannot boot".to_string()];
-        let log = leanrd_testkit::boot::run_console(firmware_command(&vars, &args, 300), None, &stop, &[]).console;
-        let kept = leanrd_testkit::boot::console_path(&format!("luks-{name}"));
-        let _ = fs::create_dir_all(kept.parent().unwrap()).and_then(|()| fs::write(&kept, &log));
-        log
+        keep(name, leanrd_testkit::boot::run_console(firmware_command(&vars, &args, 300), None, &stop, &[]).console)
     };
+    let boot = |name: &str, efi: &Path| boot_with(name, efi, &[]);
     let log = boot("tpm2-signed", &signed);
     let want = [
         "/.extra/tpm2-pcr-signature.json handed on",
@@ -654,8 +793,7 @@ fn tpm2_signed(s: &Setup) {
         "unlocked as /dev/mapper/sda3_crypt with its enrolled token",
         MARK,
     ];
-    let missing: Vec<&&str> = want.iter().filter(|w| !log.contains(**w)).collect();
-    assert!(missing.is_empty(), "signed policy: missing {missing:?}:\n{}", tail(&log));
+    expect_all("signed policy", &log, &want);
     assert!(!log.contains("Enter passphrase"), "asked for a passphrase with the signature there:\n{}", tail(&log));
     eprintln!("tpm2-signed: unsealed by the UKI's signature of PCR 11 at enter-initrd");
     let log = boot("tpm2-signed-by-another-key", &other);
@@ -665,4 +803,40 @@ fn tpm2_signed(s: &Setup) {
         tail(&log)
     );
     eprintln!("tpm2-signed-by-another-key: the token refused, the passphrase was asked");
+    let log = boot("tpm2-signed-cmdline-changed", &tampered);
+    assert!(
+        log.contains("no token opened /dev/vdb3") && log.contains("Enter passphrase for sda3_crypt"),
+        "a UKI whose .cmdline changed after signing unsealed:\n{}",
+        tail(&log)
+    );
+    eprintln!("tpm2-signed-cmdline-changed: PCR 11 has no signature, the passphrase was asked");
+    // The new kernel and command line, signed with the same key, open it; then the booted
+    // root, with PCR 11 past leave-initrd, tries the same token with the same tools and
+    // signature.
+    let tools_drive = ["-drive".to_string(), format!("file={},format=raw,if=virtio,readonly=on", tools_disk.display())];
+    let log = boot_with("tpm2-signed-new-kernel-other-cmdline", &new_kernel, &tools_drive);
+    let want = [
+        "unlocked as /dev/mapper/sda3_crypt with its enrolled token",
+        "PCR 11 extended with leave-initrd",
+        "ROOT-SIG-PRESENT",
+        "ROOT-TPM-PRESENT",
+        "ROOT-TOOLS cryptsetup 2.",
+        MARK,
+    ];
+    expect_all("a new kernel and command line signed with the same key", &log, &want);
+    let rc = log.split("ROOT-UNSEAL-RC=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or("");
+    assert!(!rc.is_empty() && rc != "0", "the booted root unsealed the initramfs's key (rc {rc:?}):\n{}", tail(&log));
+    // Refused by the token plugin for want of a signed PCR 11 value (systemd 252: "Couldn't
+    // find signature for this PCR bank, PCR index and public key."), not for a missing tool.
+    let said = log.split("ROOT-TPM-PRESENT").nth(1).and_then(|r| r.split("ROOT-UNSEAL-RC=").next()).unwrap_or("");
+    let said = said.to_lowercase();
+    assert!(
+        said.contains("signature") || said.contains("token"),
+        "the root's cryptsetup failed, but not for the token: {said:?}\n{}",
+        tail(&log)
+    );
+    eprintln!(
+        "tpm2-signed-new-kernel-other-cmdline: unsealed with no re-enrolment; the booted root could not \
+         (cryptsetup exit status {rc})"
+    );
 }

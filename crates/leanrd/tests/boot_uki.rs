@@ -23,20 +23,15 @@ use common::*;
 const MARK: &str = "LEANRD-UKI-ROOT-OK";
 /// The root's line with PCR 11 (sha256) as it found it.
 const PCR11: &str = "LEANRD-PCR11";
+/// systemd's userspace measurement log, as /init leaves it in /run, and the marks the root
+/// prints it between.
+const MLOG: &str = "/run/log/systemd/tpm2-measure.log";
+const MLOG_MARK: &str = "LEANRD-MEASURE-LOG";
 const STUB: &str = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub";
 
 /// A FAT ESP holding `efi` as the removable-media boot path.
 fn esp(t: &TempDir, name: &str, efi: &Path) -> PathBuf {
-    let img = t.join(format!("{name}.esp"));
-    let _ = fs::remove_file(&img);
-    let mb = fs::metadata(efi).unwrap().len() / (1 << 20) + 16;
-    sh(&format!(
-        "mkfs.vfat -C {i} {k} >/dev/null && mmd -i {i} ::/EFI ::/EFI/BOOT && mcopy -i {i} {e} ::/EFI/BOOT/BOOTX64.EFI",
-        i = img.display(),
-        k = mb * 1024,
-        e = efi.display()
-    ));
-    img
+    common::esp(t, name, efi, "BOOTX64.EFI")
 }
 
 /// Boot an ESP with OVMF and the root disk; the console.
@@ -110,6 +105,8 @@ fn setup() -> Option<&'static Setup> {
                 "#!/bin/sh\n/bin/busybox mount -t proc proc /proc\n/bin/busybox mount -t sysfs sys /sys\n\
                  /bin/busybox echo {MARK} $(/bin/busybox cat /proc/cmdline)\n\
                  /bin/busybox echo {PCR11} $(/bin/busybox cat /sys/class/tpm/tpm0/pcr-sha256/11 2>/dev/null)\n\
+                 if [ -e {MLOG} ]; then /bin/busybox echo {MLOG_MARK}-BEGIN; /bin/busybox tr -d '\\036' < {MLOG}; \
+                 /bin/busybox echo {MLOG_MARK}-END; fi\n\
                  /bin/busybox poweroff -f\n"
             ),
         )
@@ -365,6 +362,28 @@ fn uki_phases(s: &Setup) {
         "{tail}"
     );
     eprintln!("phases: PCR 11 sha256 {got} = systemd-measure --phase=enter-initrd:leave-initrd");
+    // The measurement log explains the two extends: one record each, in order, with the
+    // digest the TPM extended (sha256 of the word).
+    let records: Vec<serde_json::Value> = log
+        .split(&format!("{MLOG_MARK}-BEGIN"))
+        .nth(1)
+        .and_then(|r| r.split(&format!("{MLOG_MARK}-END")).next())
+        .unwrap_or_else(|| panic!("the root found no {MLOG}:\n{tail}"))
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{MLOG}: {e}: {l}")))
+        .collect();
+    let words: Vec<&str> = records.iter().filter_map(|r| r["content"]["string"].as_str()).collect();
+    assert_eq!(words, ["enter-initrd", "leave-initrd"], "{records:?}");
+    for (r, word) in records.iter().zip(words) {
+        let o = Command::new("sh").arg("-c").arg(format!("printf %s {word} | sha256sum")).output().unwrap();
+        let want = String::from_utf8_lossy(&o.stdout).split_whitespace().next().unwrap_or_default().to_string();
+        let sha256 = r["digests"].as_array().into_iter().flatten().find(|d| d["hashAlg"] == "sha256");
+        assert_eq!(sha256.and_then(|d| d["digest"].as_str()), Some(want.as_str()), "{r}");
+        assert_eq!((r["pcr"].as_u64(), r["content"]["eventType"].as_str()), (Some(11), Some("phase")), "{r}");
+    }
+    eprintln!("phases: {MLOG} holds enter-initrd and leave-initrd with their digests");
 }
 
 fn main() -> std::process::ExitCode {

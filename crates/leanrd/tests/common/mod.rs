@@ -30,6 +30,21 @@ pub fn boot_typing(
     boot_console_timed(kernel, initrd, append, extra, Some(answer), &[], secs).console
 }
 
+/// A FAT ESP at `t/NAME.esp` holding `efi` as the removable-media boot path
+/// \EFI\BOOT\`file` (BOOTX64.EFI, BOOTAA64.EFI), with 16 MiB to spare.
+pub fn esp(t: &TempDir, name: &str, efi: &std::path::Path, file: &str) -> PathBuf {
+    let img = t.join(format!("{name}.esp"));
+    let _ = std::fs::remove_file(&img);
+    let mb = std::fs::metadata(efi).unwrap().len() / (1 << 20) + 16;
+    sh(&format!(
+        "mkfs.vfat -C {i} {k} >/dev/null && mmd -i {i} ::/EFI ::/EFI/BOOT && mcopy -i {i} {e} ::/EFI/BOOT/{file}",
+        i = img.display(),
+        k = mb * 1024,
+        e = efi.display()
+    ));
+    img
+}
+
 /// A busybox root (see [`busybox_root`], with dev, proc, sys, run and tmp) whose /sbin/init is
 /// this shell script, busybox as `$b`.
 pub fn busybox_script_root(t: &TempDir, script: &str) -> PathBuf {
