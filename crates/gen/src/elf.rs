@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use goblin::elf::Elf;
 use leanrd_archive::{Context, Result, bail};
@@ -108,9 +108,46 @@ impl LdCache {
     }
 }
 
+/// Whether the system at `sysroot` is of the architecture leanrd itself is built for (the
+/// one whose /init leanrd carries): by [`target_machine`].
+pub fn sysroot_is_native(sysroot: &Path, kver: Option<&str>) -> bool {
+    target_machine(sysroot, kver) == HOST_MACHINE
+}
+
+/// The architecture of the system at `sysroot` ([`target_machine`]) as Rust's target
+/// triples spell it (`x86_64`, `aarch64`); None for one leanrd builds no /init for.
+pub fn target_arch(sysroot: &Path, kver: Option<&str>) -> Option<&'static str> {
+    machine_arch(target_machine(sysroot, kver))
+}
+
+/// The ELF machine of the system at `sysroot`, which its /init must be built for: its
+/// kernel's (the first module modules.dep lists for `kver`, else for any release there),
+/// else its programs' ([`sysroot_machine`]). Never the build machine's, unless nothing in
+/// the sysroot says.
+pub(crate) fn target_machine(sysroot: &Path, kver: Option<&str>) -> u16 {
+    let module_machine = |dir: &Path| -> Option<u16> {
+        let dep = fs::read_to_string(dir.join("modules.dep")).ok()?;
+        let first = dep.lines().find_map(|l| l.split(':').next().filter(|m| !m.is_empty()))?;
+        let data = fs::read(dir.join(first)).ok()?;
+        machine_of(&data).or_else(|| {
+            let f = leanrd_compress::Format::detect(&data)?;
+            machine_of(&leanrd_compress::decompress_vec_max(f, &data, crate::modules::MODULE_MAX).ok()?)
+        })
+    };
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for base in ["usr/lib/modules", "lib/modules"] {
+        let base = sysroot.join(base);
+        match kver {
+            Some(k) => dirs.push(base.join(k)),
+            None => dirs.extend(fs::read_dir(&base).into_iter().flatten().flatten().map(|e| e.path())),
+        }
+    }
+    dirs.iter().find_map(|d| module_machine(d)).unwrap_or_else(|| sysroot_machine(sysroot))
+}
+
 /// The ELF machine of the system at `sysroot`: its shell's (or init's), else leanrd's own.
 pub(crate) fn sysroot_machine(sysroot: &Path) -> u16 {
-    ["/bin/sh", "/usr/bin/sh", "/sbin/init", "/usr/lib/systemd/systemd"]
+    ["/bin/sh", "/usr/bin/sh", "/sbin/init", "/usr/lib/systemd/systemd", "/bin/busybox", "/usr/bin/busybox"]
         .iter()
         .find_map(|p| {
             let mut head = [0u8; 20];
@@ -163,6 +200,16 @@ pub(crate) fn machine_of(data: &[u8]) -> Option<u16> {
 }
 
 /// An e_machine's name, as the kernel's architectures are known.
+/// The architecture of ELF machine `m` as Rust's target triples spell it (`x86_64`,
+/// `aarch64`): the ones leanrd's /init is built for; None for the others.
+pub(crate) fn machine_arch(m: u16) -> Option<&'static str> {
+    match m {
+        62 => Some("x86_64"),
+        183 => Some("aarch64"),
+        _ => None,
+    }
+}
+
 pub(crate) fn machine_name(m: u16) -> String {
     match m {
         3 => "i386".into(),
@@ -412,6 +459,19 @@ mod tests {
         fs::write(t.path().join("bin/sh"), &sh).unwrap();
         assert_eq!(sysroot_machine(t.path()), 183);
         assert_eq!(sysroot_machine(&t.path().join("none")), HOST_MACHINE);
+        // The kernel says first: a module of the release asked for, or of any release there.
+        let m = t.path().join("usr/lib/modules/9.9-arm64");
+        fs::create_dir_all(m.join("kernel")).unwrap();
+        fs::write(m.join("modules.dep"), "kernel/a.ko:\n").unwrap();
+        let mut elf = vec![0u8; 64];
+        elf[..4].copy_from_slice(b"\x7fELF");
+        elf[4] = 2;
+        elf[5] = 1;
+        elf[18..20].copy_from_slice(&62u16.to_le_bytes());
+        fs::write(m.join("kernel/a.ko"), &elf).unwrap();
+        assert_eq!(target_machine(t.path(), Some("9.9-arm64")), 62, "the module's machine, not the programs'");
+        assert_eq!(target_machine(t.path(), None), 62);
+        assert_eq!(target_machine(t.path(), Some("other")), 183, "no such release: the programs say");
     }
 
     #[test]

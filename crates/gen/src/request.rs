@@ -247,8 +247,9 @@ pub const SETTINGS: &[Setting] = &[
         arg: ArgKind::Text,
         value_name: "FILE",
         value: "\"PATH\"",
-        doc: "The /init executable. Default: $LEANRD_INIT, else the one built into leanrd, else leanrd-init next to \
-              leanrd or in /usr/lib/leanrd.",
+        doc: "The /init executable. Default: $LEANRD_INIT, else the one built into leanrd when the sysroot has \
+              leanrd's architecture, else leanrd-init (another architecture's: leanrd-init-ARCH, such as \
+              leanrd-init-aarch64) next to leanrd or in /usr/lib/leanrd.",
         example: "init = \"/usr/lib/leanrd/leanrd-init\"",
     },
     Setting {
@@ -446,7 +447,7 @@ impl Request {
             exclude: s.exclude,
             omit_modules: s.omit_modules.iter().map(|m| leanrd_kmod::normalize(m)).collect(),
             features_dir: Some(s.features_dir.unwrap_or_else(|| sysroot.join("etc/leanrd/features.d"))),
-            init: find_init(s.init)?,
+            init: find_init(s.init, crate::elf::target_machine(&sysroot, Some(&kver)))?,
             tmp: tmp.to_path_buf(),
             data_align: s.data_align.or((compress.format == Format::None).then_some(4096)),
             compress,
@@ -461,36 +462,81 @@ impl Request {
     }
 }
 
-/// The /init executable: as given, else $LEANRD_INIT, leanrd-init next to the running
-/// program (or in a development tree's target/), /usr/lib/leanrd/, /usr/local/lib/leanrd/.
-pub(crate) fn find_init(explicit: Option<PathBuf>) -> Result<PathBuf> {
+/// The /init executable for a system of ELF machine `machine` (the sysroot's): as given,
+/// else $LEANRD_INIT, else the first of [`init_candidates`] that is there.
+pub(crate) fn find_init(explicit: Option<PathBuf>, machine: u16) -> Result<PathBuf> {
     if let Some(p) = explicit {
         return Ok(p);
     }
     if let Some(p) = std::env::var_os("LEANRD_INIT") {
         return Ok(PathBuf::from(p));
     }
-    let mut candidates = Vec::new();
-    if let Ok(exe) = std::env::current_exe()
-        && let Some(dir) = exe.parent()
-    {
-        candidates.push(dir.join("leanrd-init"));
-        // A development tree: target/release/leanrd and target/<triple>/init/leanrd-init.
+    let exe = std::env::current_exe().ok();
+    let candidates = init_candidates(exe.as_deref().and_then(Path::parent), machine);
+    candidates.iter().find(|p| p.is_file()).cloned().with_context(|| {
+        let arch = crate::elf::machine_arch(machine).unwrap_or("ARCH");
+        format!(
+            "no /init for {} found (looked for {}): build it with `cargo build --profile init -p \
+             leanrd-init --features standalone --target {arch}-unknown-linux-gnu` ({}see the README) or pass --init",
+            crate::elf::machine_name(machine),
+            candidates.iter().map(|c| c.display().to_string()).collect::<Vec<_>>().join(", "),
+            if machine == crate::elf::HOST_MACHINE { "" } else { "tools/arm64 init for aarch64; " },
+        )
+    })
+}
+
+/// Where an /init for ELF machine `machine` may be, in order, beside leanrd in `exe_dir`: the
+/// build machine's own is `leanrd-init`, another architecture's `leanrd-init-ARCH`
+/// (`leanrd-init-aarch64`); beside it, in a development tree (target/release/leanrd and
+/// target/ARCH-unknown-linux-gnu/init/leanrd-init), in /usr/lib/leanrd/ and in
+/// /usr/local/lib/leanrd/. One x86-64 leanrd builds images for both architectures this way: it
+/// carries its own /init and finds the other one installed beside it.
+pub(crate) fn init_candidates(exe_dir: Option<&Path>, machine: u16) -> Vec<PathBuf> {
+    let name = match crate::elf::machine_arch(machine) {
+        Some(_) if machine == crate::elf::HOST_MACHINE => "leanrd-init".to_string(),
+        Some(arch) => format!("leanrd-init-{arch}"),
+        None => return Vec::new(),
+    };
+    let arch = crate::elf::machine_arch(machine).unwrap_or_default();
+    let mut v = Vec::new();
+    if let Some(dir) = exe_dir {
+        v.push(dir.join(&name));
         if let Some(target) = dir.parent() {
-            candidates.push(target.join("x86_64-unknown-linux-gnu/init/leanrd-init"));
+            v.push(target.join(format!("{arch}-unknown-linux-gnu/init/leanrd-init")));
         }
     }
-    candidates.push(PathBuf::from("/usr/lib/leanrd/leanrd-init"));
-    candidates.push(PathBuf::from("/usr/local/lib/leanrd/leanrd-init"));
-    candidates.into_iter().find(|p| p.is_file()).context(
-        "no /init binary found: build it with `cargo build --profile init -p leanrd-init --features \
-         standalone --target x86_64-unknown-linux-gnu` (see README) or pass --init",
-    )
+    for dir in ["/usr/lib/leanrd", "/usr/local/lib/leanrd"] {
+        v.push(Path::new(dir).join(&name));
+    }
+    v
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// Each architecture's /init by its own name: the build machine's `leanrd-init`, another's
+    /// `leanrd-init-ARCH`, beside leanrd and in the development tree by its target triple.
+    #[test]
+    fn each_architecture_has_its_own_init() {
+        let exe = Path::new("/x/target/release");
+        let native = init_candidates(Some(exe), crate::elf::HOST_MACHINE);
+        let arch = crate::elf::machine_arch(crate::elf::HOST_MACHINE).unwrap();
+        assert_eq!(native[0], Path::new("/x/target/release/leanrd-init"));
+        assert_eq!(native[1], PathBuf::from(format!("/x/target/{arch}-unknown-linux-gnu/init/leanrd-init")));
+        assert_eq!(native[2], Path::new("/usr/lib/leanrd/leanrd-init"));
+        let other = if crate::elf::HOST_MACHINE == 62 { 183 } else { 62 };
+        let oarch = crate::elf::machine_arch(other).unwrap();
+        let foreign = init_candidates(Some(exe), other);
+        assert_eq!(foreign[0], PathBuf::from(format!("/x/target/release/leanrd-init-{oarch}")));
+        assert_eq!(foreign[1], PathBuf::from(format!("/x/target/{oarch}-unknown-linux-gnu/init/leanrd-init")));
+        assert_eq!(foreign[3], PathBuf::from(format!("/usr/local/lib/leanrd/leanrd-init-{oarch}")));
+        assert!(init_candidates(Some(exe), 243).is_empty(), "no /init is built for riscv");
+        if std::env::var_os("LEANRD_INIT").is_none() {
+            let e = find_init(None, 243).unwrap_err().to_string();
+            assert!(e.starts_with("no /init for riscv found"), "{e}");
+        }
+    }
 
     /// The table and the keys the file takes are the same set (serde names every key it
     /// expects when it meets one it does not), and every example is read back as a change.

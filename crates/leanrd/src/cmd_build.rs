@@ -330,7 +330,12 @@ pub(crate) fn run(a: BuildArgs) -> Result<ExitCode> {
     settings.sysroot = a.sysroot.clone();
     settings.host_root = a.host_root.clone();
     let scratch = output::scratch_dir("build")?;
-    if settings.init.is_none() && std::env::var_os("LEANRD_INIT").is_none() && !EMBEDDED_INIT.is_empty() {
+    // The /init built into leanrd is for its own architecture; another's is looked for.
+    if settings.init.is_none()
+        && std::env::var_os("LEANRD_INIT").is_none()
+        && !EMBEDDED_INIT.is_empty()
+        && leanrd_gen::sysroot_is_native(&sysroot, settings.kver.as_deref())
+    {
         settings.init = Some(embedded_init(scratch.path())?);
     }
     let r = Request::new(settings, scratch.path())?;

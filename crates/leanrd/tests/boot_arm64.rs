@@ -4,12 +4,14 @@
 //! `.ko.xz` modules and depmod's tables). qemu-system-aarch64 (TCG, the `virt` machine with a
 //! Cortex-A57) boots it: ext4 on virtio-blk over virtio-mmio, and btrfs on virtio-scsi over
 //! PCIe, each a busybox root that prints the marker with `uname -m`. The boot proof refuses
-//! the x86_64 /init for that kernel.
+//! the x86_64 /init for that kernel. An arm64 UKI (`--uki`: the sysroot's linuxaa64.efi.stub,
+//! chosen by its architecture) is started by AAVMF, the arm64 UEFI firmware, from a FAT ESP.
 //!
-//! Not yet: Debian arm64 roots with systemd, host-only builds inside the arm64 VM, UKIs under
-//! AAVMF, LUKS (see docs/limitations.md).
+//! Not yet: Debian arm64 roots with systemd, host-only builds inside the arm64 VM, LUKS (see
+//! docs/limitations.md).
 //!
-//! Needs root, qemu-system-arm, mmdebstrap, btrfs-progs and e2fsprogs.
+//! Needs root, qemu-system-arm, qemu-efi-aarch64, mmdebstrap, btrfs-progs, e2fsprogs,
+//! dosfstools and mtools.
 
 mod common;
 
@@ -50,11 +52,13 @@ fn setup() -> Option<&'static Setup> {
         let (sysroot, kver) = (PathBuf::from(sysroot), kver.to_string());
         let t = TempDir::new("arm64");
         let image = t.join("universal.img");
+        // No --init: this x86-64 leanrd finds the aarch64 /init beside it (the development
+        // tree's target/aarch64-unknown-linux-gnu/init/leanrd-init, where tools/arm64 put it),
+        // by the sysroot's architecture.
         let o = leanrd()
             .args(["build", "--universal", "-k", &kver, "--sysroot"])
             .arg(&sysroot)
-            .arg("--init")
-            .arg(&init)
+            .env_remove("LEANRD_INIT")
             .arg("-o")
             .arg(&image)
             .output()
@@ -65,9 +69,10 @@ fn setup() -> Option<&'static Setup> {
     .as_ref()
 }
 
-/// A busybox root (the sysroot's arm64 busybox) as a file system of `fstype`.
-fn root_disk(s: &Setup, fstype: &str) -> PathBuf {
-    let r = s.t.join(format!("root-{fstype}"));
+/// A busybox root (the sysroot's arm64 busybox) as a file system of `fstype`, for the test
+/// `name` (each its own: they run side by side).
+fn root_disk(s: &Setup, fstype: &str, name: &str) -> PathBuf {
+    let r = s.t.join(format!("root-{name}"));
     for d in ["bin", "sbin", "proc", "sys", "dev"] {
         fs::create_dir_all(r.join(d)).unwrap();
     }
@@ -77,14 +82,15 @@ fn root_disk(s: &Setup, fstype: &str) -> PathBuf {
         r.join("sbin/init"),
         format!(
             "#!/bin/sh\n/bin/busybox mount -t proc proc /proc\n\
-             /bin/busybox echo {MARK} $(/bin/busybox uname -m) $(/bin/busybox grep ' / ' /proc/mounts)\n\
+             /bin/busybox echo {MARK} $(/bin/busybox uname -m) $(/bin/busybox grep ' / ' /proc/mounts) \
+             $(/bin/busybox cat /proc/cmdline)\n\
              /bin/busybox poweroff -f\n"
         ),
     )
     .unwrap();
     sh(&format!("chmod 755 {}", r.join("sbin/init").display()));
-    let img = s.t.join(format!("root.{fstype}"));
-    let mkfs = if fstype == "btrfs" { "mkfs.btrfs -q -r" } else { "mkfs.ext4 -q -d" };
+    let img = s.t.join(format!("root-{name}.{fstype}"));
+    let mkfs = if fstype == "btrfs" { "mkfs.btrfs -q -L armroot -r" } else { "mkfs.ext4 -q -L armroot -d" };
     sh(&format!("truncate -s 160M {i} && {mkfs} {r} {i}", i = img.display(), r = r.display()));
     img
 }
@@ -121,13 +127,13 @@ fn check(name: &str, log: &str, want: &[&str]) {
 }
 
 fn ext4_virtio_mmio(s: &Setup) {
-    let disk = root_disk(s, "ext4");
+    let disk = root_disk(s, "ext4", "ext4-virtio-mmio");
     let log = boot(s, "root=/dev/vda", &["-drive".into(), format!("file={},if=virtio,format=raw", disk.display())]);
     check("ext4-virtio-mmio", &log, &["leanrd: loaded virtio_mmio", "mounted /dev/vda (ext4, ro)", MARK, "aarch64"]);
 }
 
 fn btrfs_virtio_scsi_pci(s: &Setup) {
-    let disk = root_disk(s, "btrfs");
+    let disk = root_disk(s, "btrfs", "btrfs-virtio-scsi");
     let q = [
         "-device".to_string(),
         "virtio-scsi-pci,id=scsi0".into(),
@@ -142,6 +148,50 @@ fn btrfs_virtio_scsi_pci(s: &Setup) {
         &log,
         &["leanrd: loaded virtio_scsi", "mounted /dev/sda (btrfs, ro)", MARK, "aarch64"],
     );
+}
+
+/// The AAVMF firmware image and its variable store's template (qemu-efi-aarch64).
+const AAVMF: [&str; 2] = ["/usr/share/AAVMF/AAVMF_CODE.fd", "/usr/share/AAVMF/AAVMF_VARS.fd"];
+
+/// An arm64 UKI, its stub chosen by the sysroot's architecture, started by AAVMF from
+/// \EFI\BOOT\BOOTAA64.EFI on a FAT ESP: the kernel's command line is the UKI's (its word
+/// is checked in the root), the root is found by its label.
+fn uki_aavmf(s: &Setup) {
+    if !AAVMF.iter().all(|p| std::path::Path::new(p).exists()) || !have("mcopy") || !have("mkfs.vfat") {
+        skip::<()>(&format!("needs {AAVMF:?} (apt install qemu-efi-aarch64), mtools and dosfstools"));
+        return;
+    }
+    let efi = s.t.join("arm64.efi");
+    let cmdline = "console=ttyAMA0 panic=-1 leanrd.debug root=LABEL=armroot leanrd.uki=arm64";
+    let o = leanrd()
+        .args(["build", "--universal", "-k", &s.kver, "--sysroot"])
+        .arg(&s.sysroot)
+        .env_remove("LEANRD_INIT")
+        .args(["--uki", "--cmdline", cmdline, "-o"])
+        .arg(&efi)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "leanrd build --uki for arm64: {}", String::from_utf8_lossy(&o.stderr));
+    // This machine's objdump reads x86 PE images only: leanrd's reader says what it is.
+    let bytes = fs::read(&efi).unwrap();
+    assert_eq!(leanrd_archive::uki::pe_arch(&bytes), Some("aarch64"), "not an arm64 PE image");
+    let names: Vec<String> = leanrd_archive::uki::sections(&bytes).into_iter().map(|x| x.name).collect();
+    assert!(names.iter().any(|n| n == ".initrd") && names.iter().any(|n| n == ".linux"), "{names:?}");
+    let esp = esp(&s.t, "arm64", &efi, "BOOTAA64.EFI");
+    let vars = s.t.join("arm64-vars.fd");
+    fs::copy(AAVMF[1], &vars).unwrap();
+    let disk = root_disk(s, "ext4", "uki-aavmf");
+    let _slot = vm_slot();
+    let mut c = Command::new("timeout");
+    c.args(["--signal=KILL", "400", "qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a57", "-m", "1024"])
+        .args(["-nographic", "-no-reboot", "-monitor", "none", "-nic", "none"])
+        .args(["-drive", &format!("if=pflash,format=raw,readonly=on,file={}", AAVMF[0])])
+        .args(["-drive", &format!("if=pflash,format=raw,file={}", vars.display())])
+        .args(["-drive", &format!("file={},if=virtio,format=raw", esp.display())])
+        .args(["-drive", &format!("file={},if=virtio,format=raw", disk.display())])
+        .stdin(Stdio::null());
+    let log = String::from_utf8_lossy(&c.output().unwrap().stdout).into_owned();
+    check("uki-aavmf", &log, &[MARK, "aarch64", "leanrd.uki=arm64", "(ext4, ro)"]);
 }
 
 /// The x86_64 /init for the arm64 kernel: the boot proof names the mismatch and no image is
@@ -170,6 +220,7 @@ fn main() -> std::process::ExitCode {
             ("ext4_virtio_mmio", ext4_virtio_mmio),
             ("btrfs_virtio_scsi_pci", btrfs_virtio_scsi_pci),
             ("x86_init_refused", x86_init_refused),
+            ("uki_aavmf", uki_aavmf),
         ],
         setup,
     );
