@@ -158,6 +158,17 @@ fn parse_stub(path: &Path) -> Result<Stub> {
     let coff = &pe.header.coff_header;
     let pe_off = pe.header.dos_header.pe_pointer as usize;
     let opt = pe_off + 24;
+    // The fields written below (SizeOfImage at 56, CheckSum at 64, the certificate entry at
+    // 144) are in PE32+'s fixed part and its data directories: an optional header said to be
+    // shorter has the section table over them (found by fuzz/ `binaries`: the first added
+    // section header was overwritten by SizeOfImage and the checksum).
+    if (coff.size_of_optional_header as usize) < 112 + 5 * 8 {
+        bail!(
+            "{}: its optional header is {} bytes, too short for a PE32+ one with its data directories",
+            path.display(),
+            coff.size_of_optional_header
+        );
+    }
     let table = opt + coff.size_of_optional_header as usize;
     let nsections = coff.number_of_sections as usize;
     let wh = &oh.windows_fields;
@@ -652,6 +663,20 @@ mod tests {
         let names: Vec<&str> = secs.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, [".sbat-st", ".sbat", ".initrd", ".linux"]);
         assert_eq!(section_data(&all, ".sbat"), Some(long.as_slice()));
+    }
+
+    /// A stub whose optional header is said to be 6 bytes long: its section table lies where
+    /// SizeOfImage and the checksum are written. Refused (the UKI's first added section header
+    /// was overwritten). Found by fuzz/ `binaries`.
+    #[test]
+    fn a_short_optional_header_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let stub = t.path().join("stub.efi");
+        let mut b = pe(None);
+        b[0x54..0x56].copy_from_slice(&6u16.to_le_bytes());
+        std::fs::write(&stub, &b).unwrap();
+        let e = parse_stub(&stub).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("its optional header is 6 bytes"), "{e:?}");
     }
 
     #[test]
