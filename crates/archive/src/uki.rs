@@ -86,6 +86,20 @@ pub fn pe_arch(image: &[u8]) -> Option<&'static str> {
     }
 }
 
+/// The data of the section `name` of the PE image in the file `path`, read from the file's
+/// headers and that section alone (not the whole file: a kernel is megabytes); None when there
+/// is no such section or it is no PE image.
+pub fn file_section(path: &Path, name: &str) -> Result<Option<Vec<u8>>> {
+    let f = File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let mut head = vec![0u8; 4096];
+    let n = f.read_at(&mut head, 0).with_context(|| format!("{}: cannot read", path.display()))?;
+    let Some(s) = sections(&head[..n]).into_iter().find(|s| s.name == name) else { return Ok(None) };
+    let len = s.len.min(f.metadata().map(|m| m.len()).unwrap_or(0).saturating_sub(s.offset));
+    let mut data = vec![0u8; len as usize];
+    f.read_exact_at(&mut data, s.offset).with_context(|| format!("{}: cannot read its {name}", path.display()))?;
+    Ok(Some(data))
+}
+
 /// The data of the section `name` of the PE image `image` (its size in memory, as far as
 /// the file holds it); None when there is no such section or `image` is no PE image.
 pub fn section_data<'a>(image: &'a [u8], name: &str) -> Option<&'a [u8]> {
@@ -677,6 +691,19 @@ mod tests {
         std::fs::write(&stub, &b).unwrap();
         let e = parse_stub(&stub).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(e.contains("its optional header is 6 bytes"), "{e:?}");
+    }
+
+    #[test]
+    fn a_section_is_read_from_a_file_alone() {
+        let t = tempfile::tempdir().unwrap();
+        let mut b = pe(Some((0x200, 0x10)));
+        b.resize(0x400, 0);
+        b[0x200..0x210].copy_from_slice(b"0123456789abcdef");
+        let p = t.path().join("k.efi");
+        std::fs::write(&p, &b).unwrap();
+        assert_eq!(file_section(&p, ".text").unwrap().as_deref(), Some(&b"0123456789abcdef"[..]));
+        assert_eq!(file_section(&p, ".sbat").unwrap(), None);
+        assert!(file_section(&t.path().join("none"), ".sbat").is_err());
     }
 
     #[test]

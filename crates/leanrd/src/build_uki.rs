@@ -208,15 +208,13 @@ impl UkiArgs {
 
     /// The UKI's .sbat: the stub's, the kernel's and --sbat's lines merged; None when there is
     /// nothing beside the stub's own (it stays as it is).
-    fn sbat(&self, stub: &Path, kernel: &Path) -> Result<Option<Vec<u8>>> {
-        let kernel = read(kernel, "kernel image")?;
-        let kernel = uki::section_data(&kernel, ".sbat");
+    fn sbat(&self, stub: &[u8], kernel: &Path) -> Result<Option<Vec<u8>>> {
+        let kernel = uki::file_section(kernel, ".sbat")?;
         if kernel.is_none() && self.sbat.is_empty() {
             return Ok(None);
         }
-        let stub = read(stub, "EFI stub")?;
         let mut texts: Vec<Vec<u8>> =
-            [uki::section_data(&stub, ".sbat"), kernel].into_iter().flatten().map(<[u8]>::to_vec).collect();
+            uki::section_data(stub, ".sbat").map(<[u8]>::to_vec).into_iter().chain(kernel).collect();
         for t in &self.sbat {
             let text = match t.strip_prefix('@') {
                 Some(f) => read(Path::new(f), "SBAT text")?,
@@ -260,17 +258,19 @@ impl UkiArgs {
 
 /// Write the UKI to `r.output`, atomically; returns its layout.
 pub(crate) fn write(a: &UkiArgs, r: &Request, segs: Vec<SegmentSpec>, mode: u32) -> Result<uki::Layout> {
+    // The system's architecture, once: from its kernel's modules, else its programs.
+    let target = leanrd_gen::target_arch(&r.sysroot, Some(&r.kver));
     let stub = match &a.stub {
         Some(p) => p.clone(),
         None => {
             // The stub of the system's architecture: the build machine's only when it is that.
-            let efi = match leanrd_gen::target_arch(&r.sysroot, Some(&r.kver)) {
+            let efi = match target {
                 Some("aarch64") => "aa64",
                 _ => "x64",
             };
             let name = format!("usr/lib/systemd/boot/efi/linux{efi}.efi.stub");
             let mut candidates = vec![r.sysroot.join(&name)];
-            if leanrd_gen::sysroot_is_native(&r.sysroot, Some(&r.kver)) {
+            if target == Some(std::env::consts::ARCH) {
                 candidates.push(Path::new("/").join(&name));
             }
             first_file(&candidates).with_context(|| {
@@ -294,8 +294,8 @@ pub(crate) fn write(a: &UkiArgs, r: &Request, segs: Vec<SegmentSpec>, mode: u32)
         }
     };
     // A stub for another architecture than the system's would not start its kernel.
-    let target = leanrd_gen::target_arch(&r.sysroot, Some(&r.kver));
-    let stub_arch = uki::pe_arch(&read(&stub, "EFI stub")?);
+    let stub_bytes = read(&stub, "EFI stub")?;
+    let stub_arch = uki::pe_arch(&stub_bytes);
     if let (Some(t), Some(s)) = (target, stub_arch)
         && t != s
     {
@@ -309,7 +309,7 @@ pub(crate) fn write(a: &UkiArgs, r: &Request, segs: Vec<SegmentSpec>, mode: u32)
         let n = a.pcr_bank.len().max(1) * a.pcr_phase.len().max(1);
         reserve.push((".pcrsig", 4096 + 1024 * n as u64));
     }
-    let sbat = a.sbat(&stub, &kernel)?;
+    let sbat = a.sbat(&stub_bytes, &kernel)?;
     let parts = uki::Parts { small: small.clone(), reserve, kernel: &kernel, sbat: sbat.clone() };
     let out = AtomicFile::create(&r.output)?;
     let threads = r.threads;
@@ -319,7 +319,6 @@ pub(crate) fn write(a: &UkiArgs, r: &Request, segs: Vec<SegmentSpec>, mode: u32)
     })?;
     if a.pcr_private_key.is_some() {
         // What the stub measures: the merged .sbat, or the stub's own.
-        let stub_bytes = read(&stub, "EFI stub")?;
         if let Some(t) = sbat.or_else(|| uki::section_data(&stub_bytes, ".sbat").map(<[u8]>::to_vec)) {
             small.push((".sbat", t));
         }
