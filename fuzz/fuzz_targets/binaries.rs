@@ -6,10 +6,12 @@
 //!
 //! Holds to:
 //! - nothing panics;
-//! - a UKI's `.initrd` is read through its window as the same archive as those bytes alone;
+//! - a UKI's initramfs (`.ucode`, then `.initrd`) is read through its window as the same
+//!   archive as those bytes alone, one after the other;
 //! - a stub the UKI writer accepts gives a UKI whose `.initrd` the reader finds where the
 //!   writer put it, and lists as the archive written there, and whose first `.sbat` is the
-//!   merged one the writer was given;
+//!   merged one the writer was given; the same stub as an add-on's has the `.cmdline` and
+//!   `.sbat` it was given and no initramfs;
 //! - ld.so.cache entries that parse, written back as a cache (a reference writer of glibc's
 //!   format), parse to the same entries;
 //! - a module's facts are the bytes' (ELF magic, signature mark, `.modinfo` firmware).
@@ -107,6 +109,17 @@ fn uki_writer(data: &[u8]) {
     let mut want = Names::default();
     let w = read_image(INITRD, &mut want);
     assert_eq!(listing(r, names), listing(w, want), "the UKI's archive lists otherwise than the archive");
+    // The same stub as an add-on's: its .cmdline and the merged .sbat are there to read, and
+    // it has no initramfs.
+    let _ = uki::loader_info(data);
+    let out = File::options().read(true).write(true).create(true).truncate(true).open(out_path).unwrap();
+    if uki::write_addon(&out, stub, vec![(".cmdline", b"quiet\0".to_vec())], Some(sbat.clone())).is_ok() {
+        let mut all = vec![0u8; out.metadata().unwrap().len() as usize];
+        out.read_exact_at(&mut all, 0).unwrap();
+        assert_eq!(uki::section_data(&all, ".cmdline"), Some(&b"quiet\0"[..]), "the add-on's .cmdline");
+        assert_eq!(uki::section_data(&all, ".sbat"), Some(sbat.as_slice()), "the add-on's .sbat");
+        assert!(uki::initramfs_sections(&all).is_empty(), "an add-on with an initramfs");
+    }
 }
 
 /// glibc's ld.so.cache format (dl-cache.h, the new format alone), written from entries.
@@ -135,16 +148,23 @@ fn ld_cache(libs: &HashMap<String, String>) -> Vec<u8> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    // The .initrd of a UKI, through the file's window, is the archive in those bytes.
+    // The initramfs of a UKI (its .ucode, where it has one, then its .initrd), through the
+    // file's window, is the archive in those bytes one after the other.
     let head = &data[..data.len().min(4096)];
-    if let Some((off, len)) = uki::initrd_section(head) {
+    let parts = uki::initramfs_sections(head);
+    if !parts.is_empty() {
         let f = leanrd_fuzz::memfile(data).try_clone().unwrap();
         let mut through = Names::default();
         let r = read_image_file(f, &mut through);
-        if let Some(bytes) = data.get(off as usize..(off.saturating_add(len)) as usize) {
+        let bytes: Option<Vec<u8>> = parts
+            .iter()
+            .map(|&(off, len)| data.get(off as usize..(off.saturating_add(len)) as usize))
+            .collect::<Option<Vec<&[u8]>>>()
+            .map(|v| v.concat());
+        if let Some(bytes) = bytes {
             let mut alone = Names::default();
-            let w = read_image(bytes, &mut alone);
-            assert_eq!(listing(r, through), listing(w, alone), "a UKI's .initrd reads otherwise through its window");
+            let w = read_image(bytes.as_slice(), &mut alone);
+            assert_eq!(listing(r, through), listing(w, alone), "a UKI's initramfs reads otherwise through its window");
         }
     }
     uki_writer(data);

@@ -297,22 +297,37 @@ pub fn read_image<R: Read + Send>(r: R, v: &mut dyn Visitor) -> Result<()> {
 
 /// Walk every segment of the image in file `f`, seeking past file data that the visitor
 /// does not read (in uncompressed segments).
-/// A Unified Kernel Image is read as the image in its `.initrd` section (offsets are then the
-/// section's).
+/// A Unified Kernel Image is read as the image its stub hands the kernel: its `.ucode`
+/// section, where it has one, then its `.initrd` (offsets are then in those sections as one
+/// stream: [`file_offset`] maps them back to the file).
 pub fn read_image_file(f: std::fs::File, v: &mut dyn Visitor) -> Result<()> {
-    match uki_initrd(&f) {
-        Some((offset, len)) => read_source(crate::source::Window::new(f, offset, len), v),
-        None => read_source(f, v),
+    let parts = uki_initramfs(&f);
+    if parts.is_empty() { read_source(f, v) } else { read_source(crate::source::Window::new(f, &parts), v) }
+}
+
+/// Where a UKI file keeps its initramfs: (offset, length) of `.ucode` (where it has one) and of
+/// `.initrd`, in the order the stub hands them to the kernel; empty for anything else (and for
+/// what cannot be read at an offset: a pipe).
+pub fn uki_initramfs(f: &std::fs::File) -> Vec<(u64, u64)> {
+    use std::os::unix::fs::FileExt;
+    let mut head = vec![0u8; 4096];
+    match f.read_at(&mut head, 0) {
+        Ok(n) => crate::uki::initramfs_sections(&head[..n]),
+        Err(_) => Vec::new(),
     }
 }
 
-/// Where a UKI file keeps its initramfs: (offset, length) of `.initrd`; None for anything else
-/// (and for what cannot be read at an offset: a pipe).
-pub fn uki_initrd(f: &std::fs::File) -> Option<(u64, u64)> {
-    use std::os::unix::fs::FileExt;
-    let mut head = vec![0u8; 4096];
-    let n = f.read_at(&mut head, 0).ok()?;
-    crate::uki::initrd_section(&head[..n])
+/// The file offset of byte `pos` of an image read from `parts` ([`uki_initramfs`]; empty: the
+/// file is the image).
+pub fn file_offset(parts: &[(u64, u64)], pos: u64) -> u64 {
+    let mut pos = pos;
+    for (i, &(offset, len)) in parts.iter().enumerate() {
+        if pos < len || i + 1 == parts.len() {
+            return offset + pos;
+        }
+        pos -= len;
+    }
+    pos
 }
 
 /// Bytes of a segment's start handed to [`Visitor::segment`] (compression headers).

@@ -36,33 +36,53 @@ impl Source for std::fs::File {
 /// A byte range of a file read as the whole image: the `.initrd` section of a UKI.
 pub(crate) struct Window {
     file: std::fs::File,
-    pos: u64,
-    end: u64,
+    /// The ranges still to read, (file offset, end), in order; the first is being read.
+    ranges: std::collections::VecDeque<(u64, u64)>,
 }
 
 impl Window {
-    pub(crate) fn new(file: std::fs::File, offset: u64, len: u64) -> Window {
-        Window { file, pos: offset, end: offset.saturating_add(len) }
+    /// The file's bytes in `ranges` ((offset, length) each), read one after the other as one
+    /// stream (a UKI's `.ucode` and `.initrd`, as the stub hands them to the kernel).
+    pub(crate) fn new(file: std::fs::File, ranges: &[(u64, u64)]) -> Window {
+        Window { file, ranges: ranges.iter().map(|&(o, l)| (o, o.saturating_add(l))).collect() }
     }
 }
 
 impl Read for Window {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         use std::os::unix::fs::FileExt;
-        let n = (self.end.saturating_sub(self.pos)).min(buf.len() as u64) as usize;
-        if n == 0 {
-            return Ok(0);
+        while let Some(&(pos, end)) = self.ranges.front() {
+            let n = end.saturating_sub(pos).min(buf.len() as u64) as usize;
+            if n == 0 && !buf.is_empty() {
+                self.ranges.pop_front();
+                continue;
+            }
+            let got = self.file.read_at(&mut buf[..n], pos)?;
+            if got == 0 && n > 0 {
+                // The file ends inside the range: the rest of the stream is missing.
+                self.ranges.clear();
+                return Ok(0);
+            }
+            self.ranges[0].0 += got as u64;
+            return Ok(got);
         }
-        let got = self.file.read_at(&mut buf[..n], self.pos)?;
-        self.pos += got as u64;
-        Ok(got)
+        Ok(0)
     }
 }
 
 impl Source for Window {
     fn seek_forward(&mut self, n: u64) -> Option<io::Result<()>> {
         // Past the end is the end (the reader then finds the image truncated, as it should).
-        self.pos = self.pos.saturating_add(n).min(self.end);
+        let mut n = n;
+        while let Some(r) = self.ranges.front_mut() {
+            let left = r.1.saturating_sub(r.0);
+            if n < left {
+                r.0 += n;
+                break;
+            }
+            n -= left;
+            self.ranges.pop_front();
+        }
         Some(Ok(()))
     }
 }
@@ -275,5 +295,32 @@ impl Read for DataReader<'_, '_> {
         self.s.pos += n as u64;
         self.left -= n as u64;
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A window over two ranges reads them as one stream; a skip crosses from one into the
+    /// next; the file ending inside a range ends the stream.
+    #[test]
+    fn a_window_reads_its_ranges_as_one_stream() {
+        use std::io::Write;
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(b"..AB....CDEF").unwrap();
+        let mut w = Window::new(f.try_clone().unwrap(), &[(2, 2), (8, 4)]);
+        let mut all = Vec::new();
+        w.read_to_end(&mut all).unwrap();
+        assert_eq!(all, b"ABCDEF");
+        let mut w = Window::new(f.try_clone().unwrap(), &[(2, 2), (8, 4)]);
+        assert!(w.seek_forward(3).unwrap().is_ok());
+        let mut rest = Vec::new();
+        w.read_to_end(&mut rest).unwrap();
+        assert_eq!(rest, b"DEF");
+        let mut w = Window::new(f, &[(8, 100), (2, 2)]);
+        let mut cut = Vec::new();
+        w.read_to_end(&mut cut).unwrap();
+        assert_eq!(cut, b"CDEF");
     }
 }

@@ -25,7 +25,7 @@ const PAGE: u64 = 4096;
 
 /// What goes into a UKI beside the stub.
 pub struct Parts<'a> {
-    /// Small sections written as given, in this order: `.osrel`, `.cmdline`, `.uname`,
+    /// Small sections written as given, in this order: `.osrel`, `.cmdline`, `.uname`, `.ucode`,
     /// `.splash` (names without their data are left out).
     pub small: Vec<(&'a str, Vec<u8>)>,
     /// Sections whose data is known only once the UKI is written (`.pcrsig`, which signs
@@ -44,6 +44,10 @@ pub const SBAT_HEADER: &str = "sbat,1,SBAT Version,sbat,1,https://github.com/rhb
 
 /// The line ukify adds for the UKI itself, when the user gives no SBAT text of their own.
 pub const SBAT_UKI: &str = "uki,1,UKI,uki,1,https://uapi-group.org/specifications/specs/unified_kernel_image/";
+
+/// The line ukify gives an add-on when the user gives no SBAT text of their own.
+pub const SBAT_ADDON: &str =
+    "uki-addon,1,UKI Addon,addon,1,https://www.freedesktop.org/software/systemd/man/latest/systemd-stub.html";
 
 /// One `.sbat` text from several (the stub's, the kernel's, the user's), as ukify merges them:
 /// the header line once and first, then every other line of each in order, each line once,
@@ -84,6 +88,29 @@ pub fn pe_arch(image: &[u8]) -> Option<&'static str> {
         0xaa64 => Some("aarch64"),
         _ => None,
     }
+}
+
+/// The first systemd-stub that hands a `.ucode` section to the kernel as an initrd of its own,
+/// before `.initrd` (systemd 256).
+pub const UCODE_STUB: u32 = 256;
+
+/// The systemd version a systemd-stub was built from (the major number), from its `.sdmagic`
+/// section (`#### LoaderInfo: systemd-stub 257.9-1~deb13u1 ####`); None for another stub or
+/// none.
+pub fn stub_version(image: &[u8]) -> Option<u32> {
+    loader_info(image).filter(|(name, _)| name == "systemd-stub").map(|(_, v)| v)
+}
+
+/// What a systemd EFI program says it is in its `.sdmagic` section: its name (`systemd-stub`,
+/// `systemd-addon`, `systemd-boot`) and the systemd version it was built from (the major
+/// number); None where it says nothing readable.
+pub fn loader_info(image: &[u8]) -> Option<(String, u32)> {
+    let magic = section_data(image, ".sdmagic")?;
+    let text = std::str::from_utf8(magic.split(|&b| b == 0).next()?).ok()?;
+    let mut words = text.split("LoaderInfo: ").nth(1)?.split_whitespace();
+    let name = words.next()?.to_string();
+    let digits: String = words.next()?.chars().take_while(char::is_ascii_digit).collect();
+    Some((name, digits.parse().ok()?))
 }
 
 /// The data of the section `name` of the PE image in the file `path`, read from the file's
@@ -165,7 +192,7 @@ fn parse_stub(path: &Path) -> Result<Stub> {
     }
     for s in &pe.sections {
         let name = s.name().unwrap_or("");
-        if [".linux", ".initrd", ".cmdline", ".osrel", ".uname", ".pcrsig", ".pcrpkey"].contains(&name) {
+        if [".linux", ".initrd", ".ucode", ".cmdline", ".osrel", ".uname", ".pcrsig", ".pcrpkey"].contains(&name) {
             bail!("{}: already has a {name} section (a UKI, not a stub)", path.display());
         }
     }
@@ -275,6 +302,23 @@ fn checksum(f: &File, len: u64, field: u64) -> Result<u32> {
 /// initramfs written by `initrd(out, offset)` (which returns the offset where it ends), then
 /// the kernel.
 pub fn write(out: &File, stub: &Path, parts: &Parts, initrd: impl FnOnce(&File, u64) -> Result<u64>) -> Result<Layout> {
+    write_pe(out, stub, parts, Some((parts.kernel, Box::new(initrd))))
+}
+
+/// The initramfs writer of [`write`]: it writes at the offset given and returns where it ends.
+type InitrdWriter<'a> = Box<dyn FnOnce(&File, u64) -> Result<u64> + 'a>;
+
+/// Write a UKI add-on into `out` (an empty file): systemd's add-on stub
+/// (`addonx64.efi.stub`) with `small`'s sections (`.cmdline`, `.uname`) and `sbat` as for
+/// [`write`], and no kernel or initramfs. systemd-stub 254 and later read the `.cmdline` of
+/// the add-ons beside a UKI (`NAME.efi.extra.d/*.addon.efi`, `/loader/addons/`).
+pub fn write_addon(out: &File, stub: &Path, small: Vec<(&str, Vec<u8>)>, sbat: Option<Vec<u8>>) -> Result<Layout> {
+    let parts = Parts { small, reserve: Vec::new(), kernel: Path::new(""), sbat };
+    write_pe(out, stub, &parts, None)
+}
+
+/// [`write`] and [`write_addon`]: with `body`, the kernel and the initramfs writer.
+fn write_pe(out: &File, stub: &Path, parts: &Parts, body: Option<(&Path, InitrdWriter)>) -> Result<Layout> {
     let mut s = parse_stub(stub)?;
     let block = crate::write::block_size(out).max(PAGE);
     // The .sbat: over the stub's where it fits in the file and in memory, else a section of
@@ -306,7 +350,7 @@ pub fn write(out: &File, stub: &Path, parts: &Parts, initrd: impl FnOnce(&File, 
             }
         }
     }
-    let count = small.len() + parts.reserve.len() + 2;
+    let count = small.len() + parts.reserve.len() + if body.is_some() { 2 } else { 0 };
     if s.table + (s.nsections + count) * SECTION_HEADER > s.table_limit {
         let why = match (&parts.sbat, s.sbat) {
             (Some(d), Some((_, _, raw, room))) if small.first().is_some_and(|x| x.0 == ".sbat") => format!(
@@ -358,26 +402,37 @@ pub fn write(out: &File, stub: &Path, parts: &Parts, initrd: impl FnOnce(&File, 
         file_at += raw;
         va_at = align(va_at + raw, PAGE);
     }
-    // .initrd on a block boundary: the archive's block-aligned data is block-aligned in the file.
-    let initrd_offset = align(file_at, block);
-    let end = initrd(out, initrd_offset)?;
-    let initrd_len = end - initrd_offset;
-    let raw = align(initrd_len, s.file_align);
-    headers.push(header(".initrd", initrd_len, va_at, initrd_offset, raw)?);
-    sections.push((".initrd".into(), initrd_offset, initrd_len));
-    va_at = align(va_at + initrd_len.max(1), PAGE);
-    // The kernel last: cloned up to its end, which is the file's.
-    let kernel_offset = align(initrd_offset + raw, block);
-    out.set_len(kernel_offset).context("cannot size the UKI")?;
-    let (kernel_cloned, kernel_copied) = crate::write::place_file(parts.kernel, out, kernel_offset)?;
-    let klen = kernel_cloned + kernel_copied;
-    let raw = align(klen, s.file_align);
-    headers.push(header(".linux", klen, va_at, kernel_offset, raw)?);
-    sections.push((".linux".into(), kernel_offset, klen));
-    let size_of_image = align(va_at + klen, s.section_align);
-    let file_len = kernel_offset + raw;
+    let (initrd_offset, initrd_len, kernel_cloned, kernel_copied, size_of_image, file_len) = match body {
+        Some((kernel, initrd)) => {
+            // .initrd on a block boundary: the archive's block-aligned data is block-aligned in
+            // the file.
+            let initrd_offset = align(file_at, block);
+            let end = initrd(out, initrd_offset)?;
+            let initrd_len = end - initrd_offset;
+            let raw = align(initrd_len, s.file_align);
+            headers.push(header(".initrd", initrd_len, va_at, initrd_offset, raw)?);
+            sections.push((".initrd".into(), initrd_offset, initrd_len));
+            va_at = align(va_at + initrd_len.max(1), PAGE);
+            // The kernel last: cloned up to its end, which is the file's.
+            let kernel_offset = align(initrd_offset + raw, block);
+            out.set_len(kernel_offset).context("cannot size the UKI")?;
+            let (kernel_cloned, kernel_copied) = crate::write::place_file(kernel, out, kernel_offset)?;
+            let klen = kernel_cloned + kernel_copied;
+            let raw = align(klen, s.file_align);
+            headers.push(header(".linux", klen, va_at, kernel_offset, raw)?);
+            sections.push((".linux".into(), kernel_offset, klen));
+            (
+                initrd_offset,
+                initrd_len,
+                kernel_cloned,
+                kernel_copied,
+                align(va_at + klen, s.section_align),
+                kernel_offset + raw,
+            )
+        }
+        None => (0, 0, 0, 0, align(va_at, s.section_align), align(file_at, s.file_align)),
+    };
     out.set_len(file_len).context("cannot size the UKI")?;
-
     // No gaps between sections in the file: each one's raw data runs up to the next one's (the
     // alignment padding is its own, zeros), so that Authenticode hashes every byte and sbsign
     // does not warn.
@@ -477,6 +532,15 @@ pub fn sections(head: &[u8]) -> Vec<Section> {
 /// bytes, its headers at least) is no PE image with one.
 pub fn initrd_section(head: &[u8]) -> Option<(u64, u64)> {
     sections(head).into_iter().find(|s| s.name == ".initrd").map(|s| (s.offset, s.len))
+}
+
+/// The parts of a UKI's initramfs as the stub hands them to the kernel, in order: `.ucode`
+/// (the early microcode archive, where the UKI has one) and `.initrd`, each as (file offset,
+/// length); empty when `head` is no PE image with an `.initrd`.
+pub fn initramfs_sections(head: &[u8]) -> Vec<(u64, u64)> {
+    let all = sections(head);
+    let Some(initrd) = all.iter().find(|s| s.name == ".initrd") else { return Vec::new() };
+    all.iter().find(|s| s.name == ".ucode").into_iter().chain([initrd]).map(|s| (s.offset, s.len)).collect()
 }
 
 #[cfg(test)]
@@ -618,6 +682,97 @@ mod tests {
         let e = fill(&out, ".pcrsig", &[b' '; 5000]).unwrap_err().to_string();
         assert!(e.contains("more than the"), "{e}");
         assert!(fill(&out, ".nothere", b"x").is_err());
+    }
+
+    /// The stub's systemd version, from its .sdmagic: what decides whether the microcode goes
+    /// into a .ucode section.
+    #[test]
+    fn the_stubs_version_is_read_from_its_sdmagic() {
+        let with = |name: &[u8; 8], text: &[u8]| {
+            let mut b = pe(Some((0x200, text.len() as u32)));
+            b[0x58 + 240..0x58 + 248].copy_from_slice(name);
+            b.resize(0x400, 0);
+            b[0x200..0x200 + text.len()].copy_from_slice(text);
+            b
+        };
+        assert_eq!(
+            stub_version(&with(b".sdmagic", b"#### LoaderInfo: systemd-stub 257.9-1~deb13u1 ####\0")),
+            Some(257)
+        );
+        assert_eq!(stub_version(&with(b".sdmagic", b"#### LoaderInfo: systemd-stub 252.39-1~deb12u2 ####")), Some(252));
+        assert_eq!(stub_version(&with(b".sdmagic", b"#### LoaderInfo: systemd-boot 257 ####")), None);
+        assert_eq!(stub_version(&with(b".sdmagic", b"#### LoaderInfo: systemd-stub x ####")), None);
+        assert_eq!(stub_version(&with(b".sdmagic", b"LoaderInfo: systemd-stub 99999999999999999999")), None);
+        let addon = with(b".sdmagic", b"#### LoaderInfo: systemd-addon 257.13-1~deb13u1 ####\0");
+        assert_eq!(loader_info(&addon), Some(("systemd-addon".into(), 257)));
+        assert_eq!(stub_version(&addon), None);
+        assert_eq!(stub_version(&with(b".text\0\0\0", b"systemd-stub 257")), None);
+        assert_eq!(stub_version(b"MZ"), None);
+    }
+
+    /// A UKI with a .ucode: its initramfs is the .ucode, then the .initrd, as the stub hands
+    /// them to the kernel; without one, the .initrd alone.
+    #[test]
+    fn a_ucode_section_comes_before_the_initrd() {
+        let t = tempfile::tempdir().unwrap();
+        let stub = t.path().join("stub.efi");
+        let mut b = pe(Some((0x200, 0x200)));
+        b.resize(0x400, 0xc3);
+        std::fs::write(&stub, &b).unwrap();
+        let kernel = t.path().join("vmlinuz");
+        std::fs::write(&kernel, b"kernel").unwrap();
+        let out =
+            File::options().read(true).write(true).create(true).truncate(true).open(t.path().join("uki")).unwrap();
+        let parts =
+            Parts { small: vec![(".ucode", b"07070100".to_vec())], reserve: Vec::new(), kernel: &kernel, sbat: None };
+        let l = write(&out, &stub, &parts, |f, at| {
+            f.write_all_at(b"070701", at)?;
+            Ok(at + 6)
+        })
+        .unwrap();
+        let mut head = vec![0u8; 4096];
+        let n = out.read_at(&mut head, 0).unwrap();
+        let ucode = &l.sections[0];
+        assert_eq!(ucode.0, ".ucode");
+        assert_eq!(initramfs_sections(&head[..n]), vec![(ucode.1, 8), (l.initrd_offset, 6)]);
+        assert_eq!(initrd_section(&head[..n]), Some((l.initrd_offset, 6)));
+        // A stub that already has a .ucode is a UKI.
+        let mut b = b.clone();
+        b[0x58 + 240..0x58 + 248].copy_from_slice(b".ucode\0\0");
+        std::fs::write(&stub, &b).unwrap();
+        assert!(parse_stub(&stub).err().unwrap().to_string().contains("already has a .ucode section"));
+        assert!(initramfs_sections(b"MZ").is_empty());
+    }
+
+    /// An add-on: the stub with its small sections and the .sbat, no .initrd or .linux; its
+    /// image size covers the last section and its checksum is right.
+    #[test]
+    fn an_addon_has_its_sections_and_no_kernel() {
+        let t = tempfile::tempdir().unwrap();
+        let stub = t.path().join("addon.stub");
+        let mut b = pe(Some((0x200, 0x200)));
+        b.resize(0x400, 0xc3);
+        std::fs::write(&stub, &b).unwrap();
+        let out =
+            File::options().read(true).write(true).create(true).truncate(true).open(t.path().join("a.efi")).unwrap();
+        let sbat = merge_sbat(&[format!("{SBAT_HEADER}\n{SBAT_ADDON}\n").as_bytes()]);
+        let l = write_addon(&out, &stub, vec![(".cmdline", b"quiet\0".to_vec())], Some(sbat.clone())).unwrap();
+        let names: Vec<&str> = l.sections.iter().map(|x| x.0.as_str()).collect();
+        assert_eq!(names, [".sbat", ".cmdline"]);
+        let len = out.metadata().unwrap().len();
+        let mut all = vec![0u8; len as usize];
+        out.read_exact_at(&mut all, 0).unwrap();
+        assert_eq!(section_data(&all, ".cmdline"), Some(&b"quiet\0"[..]));
+        assert_eq!(section_data(&all, ".sbat"), Some(sbat.as_slice()));
+        assert!(initramfs_sections(&all).is_empty());
+        assert_eq!(len % 0x200, 0);
+        let field = 0x40 + 24 + 64;
+        assert_eq!(checksum(&out, len, field as u64).unwrap(), u32_at(&all, field));
+        let last = sections(&all).into_iter().last().unwrap();
+        let va = u32_at(&all, 0x58 + 240 + 2 * 40 + 12) as u64;
+        assert!(va > 0x1000);
+        assert_eq!(last.name, ".cmdline");
+        assert!(u32_at(&all, 0x58 + 56) as u64 >= va + last.len);
     }
 
     #[test]

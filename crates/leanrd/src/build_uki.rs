@@ -86,6 +86,7 @@ const MEASURED: &[(&str, &str)] = &[
     (".osrel", "--osrel"),
     (".cmdline", "--cmdline"),
     (".initrd", "--initrd"),
+    (".ucode", "--ucode"),
     (".splash", "--splash"),
     (".uname", "--uname"),
     (".sbat", "--sbat"),
@@ -116,6 +117,15 @@ fn pcr_signature(
     cmd.arg("sign");
     for (name, opt) in MEASURED {
         if !help.contains(&format!("{opt}=")) {
+            // A stub that reads .ucode measures it (systemd 256 and later): a systemd-measure
+            // that cannot take it would sign values PCR 11 never has.
+            if *name == ".ucode" && small.iter().any(|(n, _)| n == name) {
+                bail!(
+                    "{} takes no --ucode (systemd 256 and later do), and the UKI's stub measures its .ucode: \
+                     its signed values would never match; use the systemd-measure of the stub's systemd",
+                    tool.display()
+                );
+            }
             continue;
         }
         let path = match *name {
@@ -172,6 +182,62 @@ fn pcr_signature(
     Ok(text.into_bytes())
 }
 
+/// Sign `unsigned` (a PE image not yet in place) with sbsign into `output`, atomically.
+fn sbsign(key: &Path, cert: &Path, unsigned: &AtomicFile, output: &Path, mode: u32) -> Result<()> {
+    // sbsign reads and writes paths: the unnamed temporary files through /proc.
+    let signed = AtomicFile::create(output)?;
+    let fd = |f: &fs::File| format!("/proc/{}/fd/{}", std::process::id(), std::os::fd::AsRawFd::as_raw_fd(f));
+    let o = Command::new("sbsign")
+        .arg("--key")
+        .arg(key)
+        .arg("--cert")
+        .arg(cert)
+        .arg("--output")
+        .arg(fd(signed.file()))
+        .arg(fd(unsigned.file()))
+        .output()
+        .context("cannot run sbsign (apt install sbsigntool)")?;
+    if !o.status.success() {
+        bail!("sbsign failed: {}", String::from_utf8_lossy(&o.stderr).trim());
+    }
+    signed.commit(mode)?;
+    Ok(())
+}
+
+/// The SBAT texts given as `--sbat` (TEXT or @FILE), each checked for its header line.
+fn sbat_texts(given: &[String]) -> Result<Vec<Vec<u8>>> {
+    let mut texts = Vec::new();
+    for t in given {
+        let text = match t.strip_prefix('@') {
+            Some(f) => read(Path::new(f), "SBAT text")?,
+            None => t.clone().into_bytes(),
+        };
+        if !text.starts_with(b"sbat,") {
+            bail!("--sbat {t}: an SBAT text starts with its header line ({})", uki::SBAT_HEADER);
+        }
+        texts.push(text);
+    }
+    Ok(texts)
+}
+
+/// The EFI stub `kind` (`linux`, `addon`) of the system at `sysroot` for its architecture
+/// (x64 or aa64): the system's own, then the build machine's when it is of that architecture.
+fn default_stub(sysroot: &Path, target: Option<&str>, kind: &str) -> Result<PathBuf> {
+    let efi = match target {
+        Some("aarch64") => "aa64",
+        _ => "x64",
+    };
+    let name = format!("usr/lib/systemd/boot/efi/{kind}{efi}.efi.stub");
+    let mut candidates = vec![sysroot.join(&name)];
+    if target == Some(std::env::consts::ARCH) && sysroot != Path::new("/") {
+        candidates.push(Path::new("/").join(&name));
+    }
+    first_file(&candidates).with_context(|| {
+        let shown: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
+        format!("no EFI stub at {}: install systemd-boot-efi there or pass --stub", shown.join(" or "))
+    })
+}
+
 fn first_file(candidates: &[PathBuf]) -> Option<PathBuf> {
     candidates.iter().find(|p| p.is_file()).cloned()
 }
@@ -215,16 +281,7 @@ impl UkiArgs {
         }
         let mut texts: Vec<Vec<u8>> =
             uki::section_data(stub, ".sbat").map(<[u8]>::to_vec).into_iter().chain(kernel).collect();
-        for t in &self.sbat {
-            let text = match t.strip_prefix('@') {
-                Some(f) => read(Path::new(f), "SBAT text")?,
-                None => t.clone().into_bytes(),
-            };
-            if !text.starts_with(b"sbat,") {
-                bail!("--sbat {t}: an SBAT text starts with its header line ({})", uki::SBAT_HEADER);
-            }
-            texts.push(text);
-        }
+        texts.extend(sbat_texts(&self.sbat)?);
         Ok(Some(uki::merge_sbat(&texts.iter().map(Vec::as_slice).collect::<Vec<_>>())))
     }
 
@@ -256,27 +313,32 @@ impl UkiArgs {
     }
 }
 
-/// Write the UKI to `r.output`, atomically; returns its layout.
-pub(crate) fn write(a: &UkiArgs, r: &Request, segs: Vec<SegmentSpec>, mode: u32) -> Result<uki::Layout> {
+/// The early (microcode) segment as the data of a `.ucode` section: the uncompressed archive,
+/// written as it would be at the start of the image.
+fn ucode_section(early: SegmentSpec) -> Result<Vec<u8>> {
+    use std::io::{Read, Seek};
+    let mut f = tempfile::tempfile().context("cannot make a temporary file")?;
+    image::write_image(&f, 0, vec![early], 1)?;
+    let mut data = Vec::new();
+    f.rewind().and_then(|()| f.read_to_end(&mut data)).context("cannot read the microcode archive back")?;
+    Ok(data)
+}
+
+/// Write the UKI to `r.output`, atomically; returns its layout. `early`: the first of `segs`
+/// is the early microcode segment (with a stub that reads `.ucode`, it goes there, as ukify
+/// puts it, and the stub hands it to the kernel first).
+pub(crate) fn write(
+    a: &UkiArgs,
+    r: &Request,
+    mut segs: Vec<SegmentSpec>,
+    early: bool,
+    mode: u32,
+) -> Result<uki::Layout> {
     // The system's architecture, once: from its kernel's modules, else its programs.
     let target = leanrd_gen::target_arch(&r.sysroot, Some(&r.kver));
     let stub = match &a.stub {
         Some(p) => p.clone(),
-        None => {
-            // The stub of the system's architecture: the build machine's only when it is that.
-            let efi = match target {
-                Some("aarch64") => "aa64",
-                _ => "x64",
-            };
-            let name = format!("usr/lib/systemd/boot/efi/linux{efi}.efi.stub");
-            let mut candidates = vec![r.sysroot.join(&name)];
-            if target == Some(std::env::consts::ARCH) {
-                candidates.push(Path::new("/").join(&name));
-            }
-            first_file(&candidates).with_context(|| {
-                format!("no EFI stub: install systemd-boot-efi (linux{efi}.efi.stub) in the system or pass --stub")
-            })?
-        }
+        None => default_stub(&r.sysroot, target, "linux")?,
     };
     let kernel = match &a.linux {
         Some(k) if k.is_file() => k.clone(),
@@ -302,6 +364,9 @@ pub(crate) fn write(a: &UkiArgs, r: &Request, segs: Vec<SegmentSpec>, mode: u32)
         bail!("{}: the EFI stub is for {s}, and the system (its kernel) for {t}", stub.display());
     }
     let mut small = a.sections(r)?;
+    if early && !segs.is_empty() && uki::stub_version(&stub_bytes).is_some_and(|v| v >= uki::UCODE_STUB) {
+        small.push((".ucode", ucode_section(segs.remove(0))?));
+    }
     let mut reserve = Vec::new();
     if let Some(p) = &a.pcr_public_key {
         small.push((".pcrpkey", read(p, "PCR public key")?));
@@ -329,25 +394,7 @@ pub(crate) fn write(a: &UkiArgs, r: &Request, segs: Vec<SegmentSpec>, mode: u32)
         }
     }
     match (&a.sign_key, &a.sign_cert) {
-        (Some(key), Some(cert)) => {
-            // sbsign reads and writes paths: the unnamed temporary files through /proc.
-            let signed = AtomicFile::create(&r.output)?;
-            let fd = |f: &fs::File| format!("/proc/{}/fd/{}", std::process::id(), std::os::fd::AsRawFd::as_raw_fd(f));
-            let o = Command::new("sbsign")
-                .arg("--key")
-                .arg(key)
-                .arg("--cert")
-                .arg(cert)
-                .arg("--output")
-                .arg(fd(signed.file()))
-                .arg(fd(out.file()))
-                .output()
-                .context("cannot run sbsign (apt install sbsigntool)")?;
-            if !o.status.success() {
-                bail!("sbsign failed: {}", String::from_utf8_lossy(&o.stderr).trim());
-            }
-            signed.commit(mode)?;
-        }
+        (Some(key), Some(cert)) => sbsign(key, cert, &out, &r.output, mode)?,
         _ => out.commit(mode)?,
     }
     Ok(layout)
@@ -364,4 +411,87 @@ mod tests {
             "root=UUID=x ro quiet"
         );
     }
+}
+
+const ADDON_EXAMPLES: &str = "\
+Examples:
+  sudo leanrd addon --cmdline rd.luks.options=discard -o /efi/loader/addons/discard.addon.efi   every UKI
+  sudo leanrd addon --cmdline console=ttyS0 -o /efi/EFI/Linux/l.efi.extra.d/tty.addon.efi   one UKI";
+
+/// `leanrd addon`: a UKI add-on, for a UKI's command line without a new UKI.
+#[derive(Args)]
+#[command(after_long_help = ADDON_EXAMPLES)]
+pub(crate) struct AddonArgs {
+    /// Where the add-on goes: NAME.addon.efi in the ESP's /loader/addons/ (for every UKI) or in
+    /// UKI.efi.extra.d/ beside one UKI (for that one). systemd-stub 254 and later append its
+    /// command line to the UKI's, in the order of their file names; under Secure Boot only a
+    /// signed add-on is taken (--sign-key).
+    #[arg(short = 'o', long, value_name = "FILE")]
+    output: PathBuf,
+    /// The words it adds to the kernel's command line.
+    #[arg(long, value_name = "TEXT")]
+    cmdline: String,
+    /// A kernel release: the stub takes the add-on only with a UKI of this kernel (.uname).
+    #[arg(long, value_name = "KVER")]
+    uname: Option<String>,
+    /// The add-on stub (default: SYSROOT/usr/lib/systemd/boot/efi/addonARCH.efi.stub for the
+    /// system's architecture, x64 or aa64; systemd-boot-efi 255 and later ship it).
+    #[arg(long, value_name = "FILE")]
+    stub: Option<PathBuf>,
+    /// The system the add-on is for: its stub and its architecture (default: /).
+    #[arg(long, value_name = "DIR")]
+    sysroot: Option<PathBuf>,
+    /// SBAT lines for its .sbat, as `build --sbat` takes them (default: ukify's add-on line,
+    /// so that an SBAT policy can revoke it).
+    #[arg(long, value_name = "TEXT|@FILE")]
+    sbat: Vec<String>,
+    /// Sign the add-on for Secure Boot with this key (PEM) and --sign-cert, using sbsign.
+    #[arg(long, value_name = "KEY", requires = "sign_cert")]
+    sign_key: Option<PathBuf>,
+    /// The certificate (PEM) matching --sign-key.
+    #[arg(long, value_name = "CERT", requires = "sign_key")]
+    sign_cert: Option<PathBuf>,
+}
+
+pub(crate) fn addon(a: AddonArgs) -> Result<std::process::ExitCode> {
+    let sysroot = a.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
+    let cmdline = a.cmdline.split_whitespace().collect::<Vec<_>>().join(" ");
+    if cmdline.is_empty() {
+        bail!("--cmdline: an add-on without words adds nothing");
+    }
+    let stub = match &a.stub {
+        Some(p) => p.clone(),
+        None => default_stub(&sysroot, leanrd_gen::target_arch(&sysroot, a.uname.as_deref()), "addon")?,
+    };
+    let stub_bytes = read(&stub, "add-on stub")?;
+    // A kernel stub would make an EFI program that boots no kernel, not an add-on.
+    if let Some((name, _)) = uki::loader_info(&stub_bytes).filter(|(n, _)| n != "systemd-addon") {
+        bail!("{}: a {name}, not an add-on stub (addonx64.efi.stub, addonaa64.efi.stub)", stub.display());
+    }
+    let mut small = Vec::new();
+    let mut text = cmdline.clone().into_bytes();
+    text.push(0);
+    small.push((".cmdline", text));
+    if let Some(k) = &a.uname {
+        small.push((".uname", k.clone().into_bytes()));
+    }
+    let mut texts: Vec<Vec<u8>> = uki::section_data(&stub_bytes, ".sbat").map(<[u8]>::to_vec).into_iter().collect();
+    let given = sbat_texts(&a.sbat)?;
+    if given.is_empty() {
+        texts.push(format!("{}\n{}\n", uki::SBAT_HEADER, uki::SBAT_ADDON).into_bytes());
+    }
+    texts.extend(given);
+    let sbat = uki::merge_sbat(&texts.iter().map(Vec::as_slice).collect::<Vec<_>>());
+    let out = AtomicFile::create(&a.output)?;
+    let l = uki::write_addon(out.file(), &stub, small, Some(sbat))?;
+    match (&a.sign_key, &a.sign_cert) {
+        (Some(key), Some(cert)) => sbsign(key, cert, &out, &a.output, 0o644)?,
+        _ => out.commit(0o644)?,
+    }
+    eprintln!(
+        "leanrd: {}: UKI add-on adding {cmdline:?}; sections {}",
+        a.output.display(),
+        l.sections.iter().map(|(n, o, len)| format!("{n} at {o} ({len} B)")).collect::<Vec<_>>().join(", ")
+    );
+    Ok(std::process::ExitCode::SUCCESS)
 }

@@ -382,7 +382,9 @@ pub(crate) fn run(a: BuildArgs) -> Result<ExitCode> {
         // A UKI depends on more than the initramfs (kernel, stub, command line): always made.
         let _lock = output::lock_dir(&r.output)?;
         progress(start, &format!("writing the UKI {} ({})", r.output.display(), r.compress));
-        let l = crate::build_uki::write(&a.uki, &r, specs(segs, &r, g.module_cache.as_ref(), &modules_digest), mode)?;
+        let early = !segs.early.is_empty();
+        let specs = specs(segs, &r, g.module_cache.as_ref(), &modules_digest);
+        let l = crate::build_uki::write(&a.uki, &r, specs, early, mode)?;
         let size = fs::metadata(&r.output)?.len();
         eprintln!(
             "leanrd: {} in {:.3} s: UKI, {size} bytes; sections {}; kernel {} B cloned, {} B copied",

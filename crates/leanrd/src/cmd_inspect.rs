@@ -63,7 +63,8 @@ struct Inspector {
     eligible: usize,
     aligned: usize,
     /// Where the image starts in the file (a UKI's .initrd section).
-    base: u64,
+    /// A UKI's initramfs sections (offsets in the file); empty: the file is the image.
+    parts: Vec<(u64, u64)>,
     /// Which generator made it, by the files only it puts in.
     generator: Option<&'static str>,
 }
@@ -119,7 +120,7 @@ impl Visitor for Inspector {
             && h.filesize >= 4096
         {
             self.eligible += 1;
-            if (self.base + off).is_multiple_of(4096) {
+            if leanrd_archive::read::file_offset(&self.parts, off).is_multiple_of(4096) {
                 self.aligned += 1;
             }
         }
@@ -139,10 +140,10 @@ impl Visitor for Inspector {
 
 pub(crate) fn inspect(a: InspectArgs) -> Result<ExitCode> {
     let f = File::open(&a.image).with_context(|| format!("{}: cannot open", a.image.display()))?;
-    let mut v = Inspector::default();
-    // A UKI: its .initrd section is the image; alignment counts in the file.
-    let uki = leanrd_archive::read::uki_initrd(&f);
-    v.base = uki.map_or(0, |u| u.0);
+    // A UKI: its .initrd section (after its .ucode, where it has one) is the image;
+    // alignment counts in the file.
+    let mut v = Inspector { parts: leanrd_archive::read::uki_initramfs(&f), ..Default::default() };
+    let uki = v.parts.last().copied();
     leanrd_archive::read::read_image_file(f.try_clone().context("cannot reopen the image")?, &mut v)?;
     v.largest.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
     v.largest.truncate(a.top);
@@ -177,7 +178,15 @@ pub(crate) fn inspect(a: InspectArgs) -> Result<ExitCode> {
         outln!("made by {g}");
     }
     if let Some((o, l)) = uki {
-        outln!("a Unified Kernel Image: its .initrd section ({l} bytes at offset {o}) is the image read here");
+        match v.parts.first().filter(|_| v.parts.len() > 1) {
+            Some((uo, ul)) => outln!(
+                "a Unified Kernel Image: its .ucode section ({ul} bytes at offset {uo}, the early microcode) and \
+                 .initrd section ({l} bytes at offset {o}) are the image read here"
+            ),
+            None => {
+                outln!("a Unified Kernel Image: its .initrd section ({l} bytes at offset {o}) is the image read here")
+            }
+        }
         if let Some(u) = uki_usage {
             outln!("  .initrd on disk: {} bytes shared with other files, {} exclusive", u.shared, u.exclusive);
         }

@@ -75,6 +75,8 @@ enum Cmd {
     /// Prove that an image (any generator's) boots this machine: exit 0, or 1 with the
     /// missing link.
     Verify(cmd_verify::VerifyArgs),
+    /// Write a UKI add-on: command line words a UKI takes from the ESP, without being rebuilt.
+    Addon(build_uki::AddonArgs),
     /// Have kernel installs and removals run leanrd (kernel-install plugin, Debian hooks).
     InstallHooks(cmd_hooks::HooksArgs),
     /// The boot's timeline from /init's step log, the kernel log and the journal: steps with
@@ -263,6 +265,7 @@ fn main() -> ExitCode {
         Cmd::Advise(a) => cmd_advise::run(a),
         Cmd::Build(a) => cmd_build::run(*a),
         Cmd::Verify(a) => cmd_verify::run(a),
+        Cmd::Addon(a) => build_uki::addon(a),
         Cmd::InstallHooks(a) => cmd_hooks::run(a),
         Cmd::Man { command, dir } => man(command.as_deref(), dir.as_deref()),
         Cmd::Completions { shell } => {

@@ -7,7 +7,7 @@
 //! sections, `leanrd ls`/`inspect` read the initramfs inside. Each UKI is a test of its own.
 //! The signed one boots with Secure Boot enforced (keys of the test's own enrolled by
 //! virt-fw-vars), and the firmware refuses it unsigned, signed by another key, or changed
-//! after signing.
+//! after signing. Debian 13's stub (systemd 257) takes the microcode in a .ucode section.
 //!
 //! Needs root, qemu, ovmf, systemd-boot-efi (the stub), mtools, dosfstools, xfsprogs,
 //! sbsigntool, openssl, binutils, busybox-static and virt-fw-vars (PyPI's virt-firmware).
@@ -309,6 +309,152 @@ fn uki_hostonly(s: &Setup) {
     boots(s, "hostonly", &host);
 }
 
+/// A static /init of the test's own that reports the kernel's command line and the early
+/// microcode file the kernel unpacked into the initramfs (its size: the blob's), and powers
+/// off.
+const UCODE_PROBE: &str = r#"
+#include <stdio.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(void) {
+    struct stat st;
+    char line[4096];
+    FILE *f;
+    mkdir("/proc", 0555);
+    mount("proc", "/proc", "proc", 0, NULL);
+    f = fopen("/proc/cmdline", "r");
+    if (f && fgets(line, sizeof line, f))
+        printf("LEANRD-CMDLINE %s", line);
+    const char *p = "/kernel/x86/microcode/GenuineIntel.bin";
+    if (stat(p, &st) == 0)
+        printf("LEANRD-UCODE %s %lld\n", p, (long long)st.st_size);
+    else
+        printf("LEANRD-UCODE none\n");
+    fflush(stdout);
+    sync();
+    reboot(RB_POWER_OFF);
+    return 0;
+}
+"#;
+
+/// The early microcode as systemd 256 and later stubs take it: a `.ucode` section, which the
+/// stub hands to the kernel before `.initrd`. Debian 13's stub (257, from the trixie root)
+/// gets the microcode archive in `.ucode` and none in `.initrd`; Debian 12's (252, no
+/// `.ucode`) keeps it first in `.initrd`. Both UKIs boot (the trixie root's 6.12 kernel) to
+/// an /init that finds the microcode file the kernel unpacked, of the blob's size, where
+/// the kernel's early loader reads it. The sysroot is the trixie root (hard links) with a
+/// microcode blob of the test's own in /usr/lib/firmware/intel-ucode.
+///
+/// Add-ons (`leanrd addon`, on trixie's add-on stub) on the 257 stub's ESP: one in
+/// /loader/addons/ (for every UKI) and one in BOOTX64.EFI.extra.d/ (for this one) add their
+/// words to the command line after the UKI's own, in that order; one made for another kernel
+/// (`--uname`) is refused by the stub, and its word is not there.
+fn uki_ucode(s: &Setup) {
+    if !have("gcc") {
+        skip::<()>("needs gcc (a static /init of the test's own)");
+        return;
+    }
+    let Some(trixie) = debian_suite_root("trixie", "") else { return };
+    let stub257 = trixie.join("usr/lib/systemd/boot/efi/linuxx64.efi.stub");
+    assert!(stub257.is_file(), "{}: the trixie root has no systemd-boot-efi", stub257.display());
+    let stub_version = |p: &Path| leanrd_archive::uki::stub_version(&fs::read(p).unwrap());
+    assert!(stub_version(&stub257) >= Some(256), "{}: {:?}", stub257.display(), stub_version(&stub257));
+    assert!(stub_version(Path::new(STUB)) < Some(256), "{STUB}: {:?}", stub_version(Path::new(STUB)));
+    let sysroot = s.t.join("ucode-sysroot");
+    sh(&format!("cp -al {} {}", trixie.display(), sysroot.display()));
+    let blob = noise(0x5e03, 70_000);
+    let ucode_dir = sysroot.join("usr/lib/firmware/intel-ucode");
+    fs::create_dir_all(&ucode_dir).unwrap();
+    fs::write(ucode_dir.join("06-5e-03"), &blob).unwrap();
+    let probe = s.t.join("ucode-probe");
+    fs::write(s.t.join("ucode-probe.c"), UCODE_PROBE).unwrap();
+    sh(&format!("gcc -static -O2 -o {p} {p}.c", p = probe.display()));
+    let kernel = root_kernel(&trixie);
+    let kver = kver_of(&kernel);
+    let want = format!("LEANRD-UCODE /kernel/x86/microcode/GenuineIntel.bin {}", blob.len());
+    for (name, stub, ucode) in [("ucode257", stub257.as_path(), true), ("ucode252", Path::new(STUB), false)] {
+        let efi = s.t.join(format!("{name}.efi"));
+        let o = leanrd()
+            .args(["build", "--universal", "-k", &kver, "--uki", "--cmdline", &cmdline(name)])
+            .arg("--sysroot")
+            .arg(&sysroot)
+            .arg("--init")
+            .arg(&probe)
+            .arg("--stub")
+            .arg(stub)
+            .arg("-o")
+            .arg(&efi)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+        let bytes = fs::read(&efi).unwrap();
+        let secs = leanrd_archive::uki::sections(&bytes);
+        assert_eq!(secs.iter().any(|x| x.name == ".ucode"), ucode, "{name}: {secs:?}");
+        // The whole initramfs (`leanrd ls` reads .ucode, then .initrd) has the microcode once;
+        // .initrd alone has it only where there is no .ucode.
+        let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&efi))).unwrap();
+        let n = ls.lines().filter(|l| *l == "kernel/x86/microcode/GenuineIntel.bin").count();
+        assert_eq!(n, 1, "{name}: leanrd ls:\n{ls}");
+        let initrd = secs.iter().find(|x| x.name == ".initrd").unwrap();
+        let alone = s.t.join(format!("{name}.initrd"));
+        fs::write(&alone, &bytes[initrd.offset as usize..(initrd.offset + initrd.len) as usize]).unwrap();
+        let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&alone))).unwrap();
+        assert_eq!(ls.contains("kernel/x86/microcode/GenuineIntel.bin"), !ucode, "{name}: .initrd alone:\n{ls}");
+        let inspect = String::from_utf8(ok(leanrd().arg("inspect").arg(&efi))).unwrap();
+        assert_eq!(inspect.contains("its .ucode section"), ucode, "{name}: {inspect}");
+        let e = esp(&s.t, name, &efi);
+        if ucode {
+            let addon_stub = trixie.join("usr/lib/systemd/boot/efi/addonx64.efi.stub");
+            let mut copies = Vec::new();
+            for (file, words, uname, dir) in [
+                ("global.addon.efi", "leanrd.addon=global", None, "::/loader/addons"),
+                ("this.addon.efi", "leanrd.addon=this", Some(kver.as_str()), "::/EFI/BOOT/BOOTX64.EFI.extra.d"),
+                ("other.addon.efi", "leanrd.addon=other", Some("6.0.0-other"), "::/EFI/BOOT/BOOTX64.EFI.extra.d"),
+            ] {
+                let out = s.t.join(file);
+                let mut c = leanrd();
+                c.args(["addon", "--cmdline", words, "-o"]).arg(&out).arg("--stub").arg(&addon_stub);
+                if let Some(k) = uname {
+                    c.args(["--uname", k]);
+                }
+                ok(&mut c);
+                copies.push(format!("mcopy -i {} {} {dir}/{file}", e.display(), out.display()));
+            }
+            sh(&format!(
+                "mmd -i {e} ::/loader ::/loader/addons ::/EFI/BOOT/BOOTX64.EFI.extra.d && {}",
+                copies.join(" && "),
+                e = e.display()
+            ));
+        }
+        let vars = s.t.join(format!("{name}.vars"));
+        fs::copy(OVMF_VARS, &vars).unwrap();
+        let esp_drive = format!("file={},format=raw,if=virtio", e.display());
+        let log = {
+            let _slot = vm_slot();
+            let o = firmware_command(&vars, &["-m", "1024", "-drive", &esp_drive], 300)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        let kept = debian::console_path(&format!("uki-{name}"));
+        let _ = fs::create_dir_all(kept.parent().unwrap()).and_then(|()| fs::write(&kept, &log));
+        assert!(
+            log.lines().any(|l| l.trim_end() == want),
+            "{name}: the kernel did not unpack the microcode ({want}):\n{}",
+            &log[log.floor_char_boundary(log.len().saturating_sub(6000))..]
+        );
+        let cmd = log.lines().find(|l| l.starts_with("LEANRD-CMDLINE ")).unwrap_or_default().trim_end();
+        let own = format!("leanrd.uki={name}");
+        let words: Vec<&str> = cmd.split_whitespace().filter(|w| w.starts_with("leanrd.")).collect();
+        let want_words: &[&str] = if ucode { &[&own, "leanrd.addon=global", "leanrd.addon=this"] } else { &[&own] };
+        assert_eq!(words, want_words, "{name}: the kernel's command line: {cmd}");
+        eprintln!("{name}: .ucode section {ucode}; the booted /init printed: {want}; {cmd}");
+    }
+}
+
 /// PCR 11's boot phases: systemd-stub measures the UKI's sections into PCR 11, then /init
 /// extends it with `enter-initrd` and, just before the switch, `leave-initrd`. The root reads
 /// PCR 11 (sha256) from a software TPM and it is what systemd-measure predicts from the UKI's
@@ -394,6 +540,7 @@ fn main() -> std::process::ExitCode {
             ("uki_signed", uki_signed),
             ("uki_reflinked", uki_reflinked),
             ("uki_hostonly", uki_hostonly),
+            ("uki_ucode", uki_ucode),
         ],
         setup,
     );
