@@ -596,6 +596,20 @@ mod tests {
         b
     }
 
+    /// A stub of one section with room in its headers for three more, a kernel file and an
+    /// empty output in `t`: (stub path, stub bytes, kernel path, output).
+    fn fixture(t: &tempfile::TempDir) -> (std::path::PathBuf, Vec<u8>, std::path::PathBuf, File) {
+        let stub = t.path().join("stub.efi");
+        let mut b = pe(Some((0x200, 0x200)));
+        b.resize(0x400, 0xc3);
+        std::fs::write(&stub, &b).unwrap();
+        let kernel = t.path().join("vmlinuz");
+        std::fs::write(&kernel, b"kernel").unwrap();
+        let out =
+            File::options().read(true).write(true).create(true).truncate(true).open(t.path().join("uki")).unwrap();
+        (stub, b, kernel, out)
+    }
+
     /// A stub whose section's raw data would end past 4 GiB: its end is not computed in 32
     /// bits (that overflowed: a panic in debug builds, a wrong end in release ones), and a
     /// section that ends past the file is refused (the UKI had a hole where its data should
@@ -648,14 +662,7 @@ mod tests {
     #[test]
     fn a_kept_section_is_filled_after_the_rest() {
         let t = tempfile::tempdir().unwrap();
-        let stub = t.path().join("stub.efi");
-        let mut b = pe(Some((0x200, 0x200)));
-        b.resize(0x400, 0xc3);
-        std::fs::write(&stub, &b).unwrap();
-        let kernel = t.path().join("vmlinuz");
-        std::fs::write(&kernel, b"kernel").unwrap();
-        let out =
-            File::options().read(true).write(true).create(true).truncate(true).open(t.path().join("uki")).unwrap();
+        let (stub, _, kernel, out) = fixture(&t);
         // The test stub's headers have room for three more sections.
         let parts = Parts { small: Vec::new(), reserve: vec![(".pcrsig", 3000)], kernel: &kernel, sbat: None };
         let l = write(&out, &stub, &parts, |f, at| {
@@ -715,14 +722,7 @@ mod tests {
     #[test]
     fn a_ucode_section_comes_before_the_initrd() {
         let t = tempfile::tempdir().unwrap();
-        let stub = t.path().join("stub.efi");
-        let mut b = pe(Some((0x200, 0x200)));
-        b.resize(0x400, 0xc3);
-        std::fs::write(&stub, &b).unwrap();
-        let kernel = t.path().join("vmlinuz");
-        std::fs::write(&kernel, b"kernel").unwrap();
-        let out =
-            File::options().read(true).write(true).create(true).truncate(true).open(t.path().join("uki")).unwrap();
+        let (stub, b, kernel, out) = fixture(&t);
         let parts =
             Parts { small: vec![(".ucode", b"07070100".to_vec())], reserve: Vec::new(), kernel: &kernel, sbat: None };
         let l = write(&out, &stub, &parts, |f, at| {
