@@ -20,7 +20,7 @@ use thiserror::Error;
 
 /// An output that could not be written, with the file and the cause.
 #[derive(Debug, Error)]
-#[error("{path}: {what}: {source}")]
+#[error("{path}: {what}")]
 pub struct OutputError {
     /// The file (or directory) the operation was on.
     pub path: PathBuf,

@@ -302,7 +302,7 @@ fn checksum(f: &File, len: u64, field: u64) -> Result<u32> {
 /// initramfs written by `initrd(out, offset)` (which returns the offset where it ends), then
 /// the kernel.
 pub fn write(out: &File, stub: &Path, parts: &Parts, initrd: impl FnOnce(&File, u64) -> Result<u64>) -> Result<Layout> {
-    write_pe(out, stub, parts, Some((parts.kernel, Box::new(initrd))))
+    write_pe(out, stub, &parts.small, &parts.reserve, parts.sbat.as_deref(), Some((parts.kernel, Box::new(initrd))))
 }
 
 /// The initramfs writer of [`write`]: it writes at the offset given and returns where it ends.
@@ -313,18 +313,25 @@ type InitrdWriter<'a> = Box<dyn FnOnce(&File, u64) -> Result<u64> + 'a>;
 /// [`write`], and no kernel or initramfs. systemd-stub 254 and later read the `.cmdline` of
 /// the add-ons beside a UKI (`NAME.efi.extra.d/*.addon.efi`, `/loader/addons/`).
 pub fn write_addon(out: &File, stub: &Path, small: Vec<(&str, Vec<u8>)>, sbat: Option<Vec<u8>>) -> Result<Layout> {
-    let parts = Parts { small, reserve: Vec::new(), kernel: Path::new(""), sbat };
-    write_pe(out, stub, &parts, None)
+    write_pe(out, stub, &small, &[], sbat.as_deref(), None)
 }
 
-/// [`write`] and [`write_addon`]: with `body`, the kernel and the initramfs writer.
-fn write_pe(out: &File, stub: &Path, parts: &Parts, body: Option<(&Path, InitrdWriter)>) -> Result<Layout> {
+/// [`write`] and [`write_addon`]: the sections of [`Parts`] and, with `body`, the kernel and
+/// the initramfs writer.
+fn write_pe(
+    out: &File,
+    stub: &Path,
+    small: &[(&str, Vec<u8>)],
+    reserve: &[(&str, u64)],
+    sbat: Option<&[u8]>,
+    body: Option<(&Path, InitrdWriter)>,
+) -> Result<Layout> {
     let mut s = parse_stub(stub)?;
     let block = crate::write::block_size(out).max(PAGE);
     // The .sbat: over the stub's where it fits in the file and in memory, else a section of
     // its own with the stub's renamed (shim reads the first section named .sbat).
-    let mut small: Vec<(&str, &[u8])> = parts.small.iter().map(|(n, d)| (*n, d.as_slice())).collect();
-    if let Some(data) = &parts.sbat {
+    let mut small: Vec<(&str, &[u8])> = small.iter().map(|(n, d)| (*n, d.as_slice())).collect();
+    if let Some(data) = sbat {
         let len = data.len() as u64;
         match s.sbat {
             Some((i, file, raw, room))
@@ -346,13 +353,13 @@ fn write_pe(out: &File, stub: &Path, parts: &Parts, body: Option<(&Path, InitrdW
                         name.copy_from_slice(b".sbat-st");
                     }
                 }
-                small.insert(0, (".sbat", data.as_slice()));
+                small.insert(0, (".sbat", data));
             }
         }
     }
-    let count = small.len() + parts.reserve.len() + if body.is_some() { 2 } else { 0 };
+    let count = small.len() + reserve.len() + if body.is_some() { 2 } else { 0 };
     if s.table + (s.nsections + count) * SECTION_HEADER > s.table_limit {
-        let why = match (&parts.sbat, s.sbat) {
+        let why = match (sbat, s.sbat) {
             (Some(d), Some((_, _, raw, room))) if small.first().is_some_and(|x| x.0 == ".sbat") => format!(
                 "; the merged .sbat ({} bytes) does not fit over the stub's either ({} bytes in the file, {} in memory)",
                 d.len(),
@@ -394,7 +401,7 @@ fn write_pe(out: &File, stub: &Path, parts: &Parts, body: Option<(&Path, InitrdW
         file_at += raw;
         va_at = align(va_at + data.len().max(1) as u64, PAGE);
     }
-    for (name, room) in &parts.reserve {
+    for (name, room) in reserve {
         file_at = align(file_at, s.file_align);
         let raw = align((*room).max(1), s.file_align);
         headers.push(header(name, 0, va_at, file_at, raw)?);

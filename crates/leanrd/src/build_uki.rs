@@ -313,14 +313,13 @@ impl UkiArgs {
     }
 }
 
-/// The early (microcode) segment as the data of a `.ucode` section: the uncompressed archive,
-/// written as it would be at the start of the image.
+/// The early (microcode) segment as the data of a `.ucode` section: its archive, written
+/// straight into memory (it is small, and uncompressed: nothing in it is cloned).
 fn ucode_section(early: SegmentSpec) -> Result<Vec<u8>> {
-    use std::io::{Read, Seek};
-    let mut f = tempfile::tempfile().context("cannot make a temporary file")?;
-    image::write_image(&f, 0, vec![early], 1)?;
-    let mut data = Vec::new();
-    f.rewind().and_then(|()| f.read_to_end(&mut data)).context("cannot read the microcode archive back")?;
+    let opts = leanrd_archive::layout::Options { data_align: None, checksum: early.checksum, base: 0 };
+    let layout = leanrd_archive::Layout::plan(early.entries, opts)?;
+    let mut data = Vec::with_capacity(usize::try_from(layout.len()).unwrap_or(0));
+    image::write_compressed(&layout, early.compress, 1, &mut data)?;
     Ok(data)
 }
 
