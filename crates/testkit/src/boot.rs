@@ -369,6 +369,16 @@ pub fn finish_base(tree: &Path) -> Vec<u8> {
         ("etc/systemd/system/e2scrub_reap.service", "/dev/null"),
         ("etc/systemd/system/getty-static.service", "/dev/null"),
         ("etc/systemd/system/getty@.service", "/dev/null"),
+        // Together 3.5 s of the root's 11 s in systemd under TCG (Debian 12, measured): the
+        // login records and /run/nologin, LVM's mirror and snapshot monitoring, foreign
+        // binary formats. None sees the initramfs's work, which the units the root mounts and
+        // activates with do.
+        ("etc/systemd/system/systemd-update-utmp.service", "/dev/null"),
+        ("etc/systemd/system/systemd-update-utmp-runlevel.service", "/dev/null"),
+        ("etc/systemd/system/systemd-user-sessions.service", "/dev/null"),
+        ("etc/systemd/system/lvm2-monitor.service", "/dev/null"),
+        ("etc/systemd/system/systemd-binfmt.service", "/dev/null"),
+        ("etc/systemd/system/proc-sys-fs-binfmt_misc.automount", "/dev/null"),
     ];
     let mut wrote = Vec::new();
     for (path, content, mode) in files {

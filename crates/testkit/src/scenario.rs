@@ -457,15 +457,20 @@ fn suite(root: Root) -> Result<Option<Suite>, String> {
     })
 }
 
-/// The base tree with leanrd and its /init: what a self-building root needs.
-fn tools_tree(su: &Suite) -> Tree {
-    memo(&format!("tools {}", su.base.path.display()), || {
-        let path =
-            su.base.path.with_file_name(format!("{}-tools", su.base.path.file_name().unwrap().to_string_lossy()));
-        sh(&format!("cp -al {} {}", su.base.path.display(), path.display()));
-        add_tools(&path, &su.init);
-        let key = key_of(&[su.base.key.as_bytes(), file_key(leanrd_path()).as_bytes(), file_key(&su.init).as_bytes()]);
-        Tree { path, key }
+/// The disk that brings leanrd and its /init to a self-building root: a tar whose first
+/// member is named `leanrd-tools` (the report script looks for that name at the start of each
+/// disk and unpacks the rest into /). The build under test comes this way rather than in the
+/// root's tree, so the roots' disks (made from the base tree) stay cached from one build of
+/// leanrd to the next: the LUKS root's is made in a prep VM, minutes under TCG.
+fn tools_disk(su: &Suite) -> PathBuf {
+    memo(&format!("tools disk {}", su.base.path.display()), || {
+        let dir = scratch().join("tools-disk");
+        fs::create_dir_all(dir.join("usr/bin")).unwrap();
+        add_tools(&dir, &su.init);
+        fs::write(dir.join("leanrd-tools"), "leanrd and its /init, for a self-building root\n").unwrap();
+        let tar = scratch().join("tools.tar");
+        sh(&format!("tar -cf {} -C {} leanrd-tools usr", tar.display(), dir.display()));
+        tar
     })
 }
 
@@ -561,7 +566,7 @@ struct Made {
 
 /// The disks of a scenario (cached by content), the `{root}` and `{usr}` texts.
 fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
-    let tree = if s.image == Image::SelfBuilt { tools_tree(su) } else { su.base.clone() };
+    let tree = su.base.clone();
     let has_usr = s.disks.iter().any(|v| v.holds == Holds::Usr && v.fs != FsKind::Blank);
     let (root_tree, usr_tree) = if has_usr {
         let (r, u) = split(&tree);
@@ -758,11 +763,18 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     let made = if self_built { writable(&made, &t) } else { made };
     let all: Vec<&Disk> = made.iter().flat_map(|m| &m.disks).collect();
     let mut cmdline = s.cmdline.replace("{root}", &root_arg).replace("{usr}", &usr_arg);
+    // A self-building root gets leanrd on a disk of its own ([`tools_disk`]), last, on its
+    // root disk's bus (no driver the machine would not have otherwise), for its first boot.
+    let tools = self_built.then(|| {
+        let path = t.join("tools.disk");
+        fs::copy(tools_disk(&su), &path).unwrap();
+        Disk { path, gpt: false, bus: made.iter().find(|m| m.holds == Some(Holds::Root)).unwrap().disks[0].bus }
+    });
     if self_built {
         cmdline += " leanrd.test=selfbuild";
     }
-    let boot = |title: &str, img: &Path, cmdline: &str, snapshot: bool| {
-        let mut b = Boot::new(title, img, cmdline.trim(), qemu_args(&all, snapshot)).reject("Exec format error");
+    let boot = |title: &str, img: &Path, cmdline: &str, disks: &[&Disk], snapshot: bool| {
+        let mut b = Boot::new(title, img, cmdline.trim(), qemu_args(disks, snapshot)).reject("Exec format error");
         for e in &s.expect {
             b = b.expect(e);
         }
@@ -771,7 +783,8 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
         }
         if s.stack == Stack::Luks { b.typing(PASS) } else { b }
     };
-    let mut first = boot(name, &first_image, &cmdline, !self_built);
+    let with_tools: Vec<&Disk> = all.iter().copied().chain(&tools).collect();
+    let mut first = boot(name, &first_image, &cmdline, &with_tools, !self_built);
     if self_built {
         first = first.expect("LEANRD-SELFBUILD ok");
     }
@@ -834,7 +847,7 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     }
     // A host-only image holds no module that cannot start on its machine (a driver for
     // hardware it lacks, or crc32c_intel on a CPU without SSE4.2): /init would say ENODEV.
-    let second = boot(&format!("{name}, its own image"), &own, "", true).reject("No such device (errno 19)");
+    let second = boot(&format!("{name}, its own image"), &own, "", &all, true).reject("No such device (errno 19)");
     let failed = run(&su.kernel, &[second]);
     if failed.is_empty() { Ok(()) } else { Err(format!("{name}: the boot of its own image failed")) }
 }
