@@ -25,8 +25,8 @@ const PAGE: u64 = 4096;
 
 /// What goes into a UKI beside the stub.
 pub struct Parts<'a> {
-    /// Small sections written as given, in this order: `.osrel`, `.cmdline`, `.uname`, `.ucode`,
-    /// `.splash` (names without their data are left out).
+    /// Small sections written as given, in this order: `.osrel`, `.cmdline`, `.dtb`, `.uname`,
+    /// `.ucode`, `.splash` (names without their data are left out).
     pub small: Vec<(&'a str, Vec<u8>)>,
     /// Sections whose data is known only once the UKI is written (`.pcrsig`, which signs
     /// the others' measurements), with the room kept for each: empty until [`fill`]ed.
@@ -192,7 +192,9 @@ fn parse_stub(path: &Path) -> Result<Stub> {
     }
     for s in &pe.sections {
         let name = s.name().unwrap_or("");
-        if [".linux", ".initrd", ".ucode", ".cmdline", ".osrel", ".uname", ".pcrsig", ".pcrpkey"].contains(&name) {
+        if [".linux", ".initrd", ".ucode", ".cmdline", ".osrel", ".uname", ".dtb", ".pcrsig", ".pcrpkey"]
+            .contains(&name)
+        {
             bail!("{}: already has a {name} section (a UKI, not a stub)", path.display());
         }
     }

@@ -42,6 +42,11 @@ pub(crate) struct UkiArgs {
     /// A BMP image the stub shows while it boots.
     #[arg(long, value_name = "BMP", requires = "uki")]
     splash: Option<PathBuf>,
+    /// A flattened device tree (.dtb) for the UKI's .dtb section: the stub installs it for the
+    /// kernel in place of the firmware's (systemd 257's stub also where the firmware gives
+    /// none, as AAVMF on QEMU's virt machine does), and measures it into PCR 11.
+    #[arg(long, value_name = "DTB", requires = "uki")]
+    devicetree: Option<PathBuf>,
     /// Sign the UKI for Secure Boot with this key (PEM) and --sign-cert, using sbsign.
     #[arg(long, value_name = "KEY", requires_all = ["uki", "sign_cert"])]
     sign_key: Option<PathBuf>,
@@ -88,6 +93,7 @@ const MEASURED: &[(&str, &str)] = &[
     (".initrd", "--initrd"),
     (".ucode", "--ucode"),
     (".splash", "--splash"),
+    (".dtb", "--dtb"),
     (".uname", "--uname"),
     (".sbat", "--sbat"),
     (".pcrpkey", "--pcrpkey"),
@@ -301,6 +307,11 @@ impl UkiArgs {
             b.push(0);
             v.push((".cmdline", b));
         }
+        if let Some(p) = &self.devicetree {
+            let b = read(p, "device tree")?;
+            check_dtb(&b).with_context(|| format!("{}: not a flattened device tree (.dtb)", p.display()))?;
+            v.push((".dtb", b));
+        }
         v.push((".uname", r.kver.clone().into_bytes()));
         if let Some(p) = &self.splash {
             let b = read(p, "splash image")?;
@@ -310,6 +321,19 @@ impl UkiArgs {
             v.push((".splash", b));
         }
         Ok(v)
+    }
+}
+
+/// A flattened device tree's header, as the stub checks it before it installs one: the magic,
+/// and a total size within the data (the stub refuses a blob shorter than its header says).
+fn check_dtb(b: &[u8]) -> Result<()> {
+    let be32 = |o: usize| b.get(o..o + 4).map(|x| u32::from_be_bytes(x.try_into().expect("4 bytes")));
+    match (be32(0), be32(4)) {
+        (Some(0xd00d_feed), Some(total)) if total as usize <= b.len() && total >= 40 => Ok(()),
+        (Some(0xd00d_feed), Some(total)) => {
+            bail!("its header says {total} bytes, and the file has {}", b.len())
+        }
+        _ => bail!("no FDT magic (d00dfeed) at its start"),
     }
 }
 
@@ -409,6 +433,21 @@ mod tests {
             host_cmdline("BOOT_IMAGE=/vmlinuz-6.1 root=UUID=x ro initrd=\\initrd.img quiet\n"),
             "root=UUID=x ro quiet"
         );
+    }
+
+    #[test]
+    fn a_device_tree_is_checked_by_its_header() {
+        let mut dtb = vec![0u8; 64];
+        dtb[..4].copy_from_slice(&0xd00d_feed_u32.to_be_bytes());
+        dtb[4..8].copy_from_slice(&64u32.to_be_bytes());
+        check_dtb(&dtb).unwrap();
+        // Longer than the file (a cut blob), shorter than a header, no magic, empty.
+        dtb[4..8].copy_from_slice(&65u32.to_be_bytes());
+        assert!(check_dtb(&dtb).unwrap_err().to_string().contains("65 bytes"));
+        dtb[4..8].copy_from_slice(&8u32.to_be_bytes());
+        assert!(check_dtb(&dtb).is_err());
+        assert!(check_dtb(b"BM not a device tree").unwrap_err().to_string().contains("magic"));
+        assert!(check_dtb(&[]).is_err());
     }
 }
 

@@ -5,7 +5,8 @@
 //! Cortex-A57) boots it: ext4 on virtio-blk over virtio-mmio, and btrfs on virtio-scsi over
 //! PCIe, each a busybox root that prints the marker with `uname -m`. The boot proof refuses
 //! the x86_64 /init for that kernel. An arm64 UKI (`--uki`: the sysroot's linuxaa64.efi.stub,
-//! chosen by its architecture) is started by AAVMF, the arm64 UEFI firmware, from a FAT ESP.
+//! chosen by its architecture) is started by AAVMF, the arm64 UEFI firmware, from a FAT ESP,
+//! with the machine's device tree (renamed) in its `.dtb`, which the kernel boots on.
 //!
 //! Not yet: Debian arm64 roots with systemd, host-only builds inside the arm64 VM, LUKS (see
 //! docs/limitations.md).
@@ -163,11 +164,52 @@ fn uki_aavmf(s: &Setup) {
     }
     let efi = s.t.join("arm64.efi");
     let cmdline = "console=ttyAMA0 panic=-1 leanrd.debug root=LABEL=armroot leanrd.uki=arm64";
+    // The machine's own device tree with its model renamed, for the UKI's .dtb: AAVMF gives the
+    // kernel ACPI and no device tree ("EFI stub: Generating empty DTB"), so the kernel's
+    // "Machine model: " line shows that the stub installed the UKI's, and that it booted on it.
+    // Dumped from the machine as it boots (its firmware loaded: QEMU then leaves out the PL061
+    // GPIO for ACPI's power button, and a tree that has it stops the kernel on a bus error).
+    let dtb = s.t.join("virt.dtb");
+    let machine = ["-cpu", "cortex-a57", "-m", "1024"];
+    let vars = s.t.join("arm64-vars.fd");
+    fs::copy(AAVMF[1], &vars).unwrap();
+    let flash = [
+        "-drive".to_string(),
+        format!("if=pflash,format=raw,readonly=on,file={}", AAVMF[0]),
+        "-drive".into(),
+        format!("if=pflash,format=raw,file={}", vars.display()),
+    ];
+    let o = Command::new("qemu-system-aarch64")
+        .args(["-M", &format!("virt,dumpdtb={}", dtb.display()), "-nographic"])
+        .args(machine)
+        .args(&flash)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "qemu-system-aarch64 dumpdtb: {}", String::from_utf8_lossy(&o.stderr));
+    let mut blob = fs::read(&dtb).unwrap();
+    // Packed (as `dtc` or fdt_pack would): QEMU dumps it in a 1 MiB buffer, its header saying
+    // so, and the kernel printed nothing on the 1 MiB blob, from the UKI or from QEMU's `-dtb`;
+    // the blocks end at 7.5 KiB. The header: off_dt_struct at 8, off_dt_strings at 12, their sizes at 36 and 32.
+    let be32 = |b: &[u8], o: usize| u32::from_be_bytes(b[o..o + 4].try_into().unwrap());
+    let end = (be32(&blob, 8) + be32(&blob, 36)).max(be32(&blob, 12) + be32(&blob, 32));
+    blob.truncate(end as usize);
+    blob[4..8].copy_from_slice(&end.to_be_bytes());
+    // In place and of the same length (no dtc here): the model and the root's compatible
+    // string, which nothing on arm64 matches drivers against.
+    let (from, to) = (b"linux,dummy-virt", b"leanrd,uki-dtb-1");
+    let at: Vec<usize> = blob.windows(from.len()).enumerate().filter(|(_, w)| w == from).map(|(i, _)| i).collect();
+    assert!(!at.is_empty(), "QEMU's virt device tree has no {:?}", String::from_utf8_lossy(from));
+    for i in at {
+        blob[i..i + to.len()].copy_from_slice(to);
+    }
+    fs::write(&dtb, blob).unwrap();
     let o = leanrd()
         .args(["build", "--universal", "-k", &s.kver, "--sysroot"])
         .arg(&s.sysroot)
         .env_remove("LEANRD_INIT")
-        .args(["--uki", "--cmdline", cmdline, "-o"])
+        .args(["--uki", "--cmdline", cmdline, "--devicetree"])
+        .arg(&dtb)
+        .arg("-o")
         .arg(&efi)
         .output()
         .unwrap();
@@ -176,22 +218,22 @@ fn uki_aavmf(s: &Setup) {
     let bytes = fs::read(&efi).unwrap();
     assert_eq!(leanrd_archive::uki::pe_arch(&bytes), Some("aarch64"), "not an arm64 PE image");
     let names: Vec<String> = leanrd_archive::uki::sections(&bytes).into_iter().map(|x| x.name).collect();
-    assert!(names.iter().any(|n| n == ".initrd") && names.iter().any(|n| n == ".linux"), "{names:?}");
+    for want in [".dtb", ".initrd", ".linux"] {
+        assert!(names.iter().any(|n| n == want), "no {want} section: {names:?}");
+    }
     let esp = esp(&s.t, "arm64", &efi, "BOOTAA64.EFI");
-    let vars = s.t.join("arm64-vars.fd");
-    fs::copy(AAVMF[1], &vars).unwrap();
     let disk = root_disk(s, "ext4", "uki-aavmf");
     let _slot = vm_slot();
     let mut c = Command::new("timeout");
-    c.args(["--signal=KILL", "400", "qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a57", "-m", "1024"])
+    c.args(["--signal=KILL", "400", "qemu-system-aarch64", "-M", "virt"])
+        .args(machine)
         .args(["-nographic", "-no-reboot", "-monitor", "none", "-nic", "none"])
-        .args(["-drive", &format!("if=pflash,format=raw,readonly=on,file={}", AAVMF[0])])
-        .args(["-drive", &format!("if=pflash,format=raw,file={}", vars.display())])
+        .args(&flash)
         .args(["-drive", &format!("file={},if=virtio,format=raw", esp.display())])
         .args(["-drive", &format!("file={},if=virtio,format=raw", disk.display())])
         .stdin(Stdio::null());
     let log = String::from_utf8_lossy(&c.output().unwrap().stdout).into_owned();
-    check("uki-aavmf", &log, &[MARK, "aarch64", "leanrd.uki=arm64", "(ext4, ro)"]);
+    check("uki-aavmf", &log, &[MARK, "aarch64", "leanrd.uki=arm64", "(ext4, ro)", "Machine model: leanrd,uki-dtb-1"]);
 }
 
 /// The x86_64 /init for the arm64 kernel: the boot proof names the mismatch and no image is

@@ -109,7 +109,7 @@ impl VmBoot {
                         return Err(format!("{}: no such file", f.display()));
                     }
                 }
-                let q = qemu_command(kernel, initrd, append, &extra, self.secs);
+                let q = qemu_command_as_is(kernel, initrd, append, &extra, self.secs);
                 Ok(match &self.netns {
                     Some(ns) => crate::netlab::in_netns(ns, &q),
                     None => q,
