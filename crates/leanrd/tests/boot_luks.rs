@@ -184,7 +184,7 @@ fn boot_keyboard(kernel: &Path, t: &TempDir, tag: &str, b: &Typing) -> String {
         .args(["-serial", "stdio", "-no-reboot", "-nic", "none", "-monitor"])
         .arg(format!("unix:{},server,nowait", sock.display()))
         .arg("-kernel")
-        .arg(leanrd_testkit::entry_kernel(kernel))
+        .arg(leanrd_testkit::kernel_for(kernel, &b.qemu.iter().map(String::as_str).collect::<Vec<_>>()))
         .arg("-initrd")
         .arg(b.image)
         .args(["-append", &format!("console=ttyS0 console=tty1 panic=-1 leanrd.debug {}", b.append)])
