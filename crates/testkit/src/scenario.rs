@@ -463,7 +463,8 @@ fn suite(root: Root) -> Result<Option<Suite>, String> {
 /// root's tree, so the roots' disks (made from the base tree) stay cached from one build of
 /// leanrd to the next: the LUKS root's is made in a prep VM, minutes under TCG.
 fn tools_disk(su: &Suite) -> PathBuf {
-    memo(&format!("tools disk {}", su.base.path.display()), || {
+    // One for every suite (the same leanrd and /init): made once, into one place.
+    memo("tools disk", || {
         let dir = scratch().join("tools-disk");
         fs::create_dir_all(dir.join("usr/bin")).unwrap();
         add_tools(&dir, &su.init);
