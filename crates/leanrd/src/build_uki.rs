@@ -328,10 +328,11 @@ impl UkiArgs {
 /// and a total size within the data (the stub refuses a blob shorter than its header says).
 fn check_dtb(b: &[u8]) -> Result<()> {
     let be32 = |o: usize| b.get(o..o + 4).map(|x| u32::from_be_bytes(x.try_into().expect("4 bytes")));
+    // 40 bytes: the header itself (version 17).
     match (be32(0), be32(4)) {
-        (Some(0xd00d_feed), Some(total)) if total as usize <= b.len() && total >= 40 => Ok(()),
+        (Some(0xd00d_feed), Some(total)) if (40..=b.len()).contains(&(total as usize)) => Ok(()),
         (Some(0xd00d_feed), Some(total)) => {
-            bail!("its header says {total} bytes, and the file has {}", b.len())
+            bail!("its header says {total} bytes, not between its header's 40 and the file's {}", b.len())
         }
         _ => bail!("no FDT magic (d00dfeed) at its start"),
     }
@@ -445,7 +446,7 @@ mod tests {
         dtb[4..8].copy_from_slice(&65u32.to_be_bytes());
         assert!(check_dtb(&dtb).unwrap_err().to_string().contains("65 bytes"));
         dtb[4..8].copy_from_slice(&8u32.to_be_bytes());
-        assert!(check_dtb(&dtb).is_err());
+        assert!(check_dtb(&dtb).unwrap_err().to_string().contains("says 8 bytes"));
         assert!(check_dtb(b"BM not a device tree").unwrap_err().to_string().contains("magic"));
         assert!(check_dtb(&[]).is_err());
     }

@@ -102,7 +102,8 @@ fn boot(s: &Setup, root: &str, disk: &[String]) -> String {
     let _slot = vm_slot();
     let kernel = s.sysroot.join(format!("boot/vmlinuz-{}", s.kver));
     let mut c = Command::new("timeout");
-    c.args(["--signal=KILL", "300", "qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a57", "-m", "1024"])
+    c.args(["--signal=KILL", "300", "qemu-system-aarch64", "-M", "virt"])
+        .args(MACHINE)
         .args(["-nographic", "-no-reboot", "-monitor", "none", "-nic", "none", "-kernel"])
         .arg(&kernel)
         .arg("-initrd")
@@ -151,6 +152,9 @@ fn btrfs_virtio_scsi_pci(s: &Setup) {
     );
 }
 
+/// The virt machine's CPU and memory, in every boot (and the device tree dumped for the UKI).
+const MACHINE: [&str; 4] = ["-cpu", "cortex-a57", "-m", "1024"];
+
 /// The AAVMF firmware image and its variable store's template (qemu-efi-aarch64).
 const AAVMF: [&str; 2] = ["/usr/share/AAVMF/AAVMF_CODE.fd", "/usr/share/AAVMF/AAVMF_VARS.fd"];
 
@@ -170,7 +174,6 @@ fn uki_aavmf(s: &Setup) {
     // Dumped from the machine as it boots (its firmware loaded: QEMU then leaves out the PL061
     // GPIO for ACPI's power button, and a tree that has it stops the kernel on a bus error).
     let dtb = s.t.join("virt.dtb");
-    let machine = ["-cpu", "cortex-a57", "-m", "1024"];
     let vars = s.t.join("arm64-vars.fd");
     fs::copy(AAVMF[1], &vars).unwrap();
     let flash = [
@@ -181,7 +184,7 @@ fn uki_aavmf(s: &Setup) {
     ];
     let o = Command::new("qemu-system-aarch64")
         .args(["-M", &format!("virt,dumpdtb={}", dtb.display()), "-nographic"])
-        .args(machine)
+        .args(MACHINE)
         .args(&flash)
         .output()
         .unwrap();
@@ -226,7 +229,7 @@ fn uki_aavmf(s: &Setup) {
     let _slot = vm_slot();
     let mut c = Command::new("timeout");
     c.args(["--signal=KILL", "400", "qemu-system-aarch64", "-M", "virt"])
-        .args(machine)
+        .args(MACHINE)
         .args(["-nographic", "-no-reboot", "-monitor", "none", "-nic", "none"])
         .args(&flash)
         .args(["-drive", &format!("file={},if=virtio,format=raw", esp.display())])

@@ -346,8 +346,9 @@ int main(void) {
 /// boots (the trixie root's 6.12 kernel) to an /init that finds the microcode file the kernel
 /// unpacked, of the blob's size, where the kernel's early loader reads it: it came from
 /// `.ucode`, since `.initrd` has none. (The 252 layout is an image's early segment in
-/// `.initrd`, which the stub hands on as it is: not booted again, for CI's time.) The sysroot is the trixie root (hard links) with a
-/// microcode blob of the test's own in /usr/lib/firmware/intel-ucode.
+/// `.initrd`, which the stub hands on as it is: not booted again, for CI's time.) The sysroot
+/// is the trixie root (hard links) with a microcode blob of the test's own in
+/// /usr/lib/firmware/intel-ucode.
 ///
 /// Add-ons (`leanrd addon`, on trixie's add-on stub) on the 257 stub's ESP: one in
 /// /loader/addons/ (for every UKI) and one in BOOTX64.EFI.extra.d/ (for this one) add their
