@@ -37,6 +37,22 @@ pub struct Parts<'a> {
     /// where it fits, else as a section of its own (the stub's renamed `.sbat-st`, which
     /// nothing reads). None: the stub's is kept.
     pub sbat: Option<Vec<u8>>,
+    /// The profiles of a multi-profile UKI (systemd-stub 257 and later), in order: profile 0
+    /// (the stub's default) first. Empty: a UKI of one profile, the base alone.
+    pub profiles: Vec<Profile<'a>>,
+}
+
+/// One profile of a multi-profile UKI: the sections that follow the base's, its `.profile`
+/// first. The stub starts profile N (`@N`, the first word of its load options; 0 without
+/// one) with the base's sections, each replaced by the profile's of the same name.
+#[derive(Debug, Clone, Default)]
+pub struct Profile<'a> {
+    /// Its sections, written as given, `.profile` first (its os-release-style text: `ID=`,
+    /// `TITLE=`), then those it has in place of the base's (`.cmdline`, `.dtb`).
+    pub small: Vec<(&'a str, Vec<u8>)>,
+    /// Its sections filled after the UKI is written ([`fill_nth`]: its own `.pcrsig`), with
+    /// the room kept for each.
+    pub reserve: Vec<(&'a str, u64)>,
 }
 
 /// The first line of every SBAT text: the format's own generation.
@@ -304,7 +320,8 @@ fn checksum(f: &File, len: u64, field: u64) -> Result<u32> {
 /// initramfs written by `initrd(out, offset)` (which returns the offset where it ends), then
 /// the kernel.
 pub fn write(out: &File, stub: &Path, parts: &Parts, initrd: impl FnOnce(&File, u64) -> Result<u64>) -> Result<Layout> {
-    write_pe(out, stub, &parts.small, &parts.reserve, parts.sbat.as_deref(), Some((parts.kernel, Box::new(initrd))))
+    let body = Some((parts.kernel, Box::new(initrd) as InitrdWriter));
+    write_pe(out, stub, (&parts.small, &parts.reserve), &parts.profiles, parts.sbat.as_deref(), body)
 }
 
 /// The initramfs writer of [`write`]: it writes at the offset given and returns where it ends.
@@ -315,16 +332,35 @@ type InitrdWriter<'a> = Box<dyn FnOnce(&File, u64) -> Result<u64> + 'a>;
 /// [`write`], and no kernel or initramfs. systemd-stub 254 and later read the `.cmdline` of
 /// the add-ons beside a UKI (`NAME.efi.extra.d/*.addon.efi`, `/loader/addons/`).
 pub fn write_addon(out: &File, stub: &Path, small: Vec<(&str, Vec<u8>)>, sbat: Option<Vec<u8>>) -> Result<Layout> {
-    write_pe(out, stub, &small, &[], sbat.as_deref(), None)
+    write_pe(out, stub, (&small, &[]), &[], sbat.as_deref(), None)
 }
 
-/// [`write`] and [`write_addon`]: the sections of [`Parts`] and, with `body`, the kernel and
-/// the initramfs writer.
+/// The base's small sections and its room kept (as [`Parts::small`] and [`Parts::reserve`]).
+type Base<'a, 'b> = (&'a [(&'b str, Vec<u8>)], &'a [(&'b str, u64)]);
+
+/// A section as it is placed: its name, file offset, size in memory (0 for room kept), raw
+/// size in the file, and the memory it spans before the next one's virtual address.
+struct Placed {
+    name: String,
+    file: u64,
+    len: u64,
+    raw: u64,
+    span: u64,
+}
+
+/// [`write`] and [`write_addon`]: the base's sections and the profiles', and, with `body`,
+/// the kernel and the initramfs writer.
+///
+/// The section table (and the virtual addresses, which ascend with it) holds the base's
+/// sections, `.initrd` and `.linux`, then each profile's: the stub takes every section before
+/// the first `.profile` as the base. In the file, the profiles' sections come before
+/// `.initrd`, so that `.initrd` and `.linux` stay on block boundaries and the kernel is cloned
+/// up to the file's end.
 fn write_pe(
     out: &File,
     stub: &Path,
-    small: &[(&str, Vec<u8>)],
-    reserve: &[(&str, u64)],
+    base: Base,
+    profiles: &[Profile],
     sbat: Option<&[u8]>,
     body: Option<(&Path, InitrdWriter)>,
 ) -> Result<Layout> {
@@ -332,7 +368,8 @@ fn write_pe(
     let block = crate::write::block_size(out).max(PAGE);
     // The .sbat: over the stub's where it fits in the file and in memory, else a section of
     // its own with the stub's renamed (shim reads the first section named .sbat).
-    let mut small: Vec<(&str, &[u8])> = small.iter().map(|(n, d)| (*n, d.as_slice())).collect();
+    let (base_small, base_reserve) = base;
+    let mut small: Vec<(&str, &[u8])> = base_small.iter().map(|(n, d)| (*n, d.as_slice())).collect();
     if let Some(data) = sbat {
         let len = data.len() as u64;
         match s.sbat {
@@ -359,7 +396,8 @@ fn write_pe(
             }
         }
     }
-    let count = small.len() + reserve.len() + if body.is_some() { 2 } else { 0 };
+    let in_profiles: usize = profiles.iter().map(|p| p.small.len() + p.reserve.len()).sum();
+    let count = small.len() + base_reserve.len() + in_profiles + if body.is_some() { 2 } else { 0 };
     if s.table + (s.nsections + count) * SECTION_HEADER > s.table_limit {
         let why = match (sbat, s.sbat) {
             (Some(d), Some((_, _, raw, room))) if small.first().is_some_and(|x| x.0 == ".sbat") => format!(
@@ -376,42 +414,49 @@ fn write_pe(
             s.table_limit.saturating_sub(s.table + s.nsections * SECTION_HEADER)
         );
     }
-    let mut headers: Vec<[u8; SECTION_HEADER]> = Vec::new();
-    let mut sections = Vec::new();
-    let mut file_at = s.file_end;
-    let mut va_at = align(s.va_end, PAGE);
-    let header = |name: &str, len: u64, va: u64, file: u64, raw: u64| -> Result<[u8; SECTION_HEADER]> {
-        let mut h = [0u8; SECTION_HEADER];
-        h[..name.len()].copy_from_slice(name.as_bytes());
-        let u32_of = |v: u64, what: &str| -> Result<u32> {
-            u32::try_from(v).map_err(|_| crate::error::invalid!("section {name}: {what} {v} exceeds a PE32+ field"))
-        };
-        put_u32(&mut h, 8, u32_of(len, "size")?);
-        put_u32(&mut h, 12, u32_of(va, "virtual address")?);
-        put_u32(&mut h, 16, u32_of(raw, "raw size")?);
-        put_u32(&mut h, 20, u32_of(file, "file offset")?);
-        put_u32(&mut h, 36, DATA_READ);
-        Ok(h)
-    };
     out.set_len(0).context("cannot truncate the output")?;
+    // The small sections and the room kept, base then profiles, one after the other in the
+    // file.
+    let mut file_at = s.file_end;
+    let mut place = |name: &str, data: Option<&[u8]>, room: u64| -> Result<Placed> {
+        file_at = align(file_at, s.file_align);
+        let p = match data {
+            Some(d) => {
+                out.write_all_at(d, file_at).context("cannot write the UKI")?;
+                let raw = align(d.len() as u64, s.file_align);
+                Placed {
+                    name: name.to_string(),
+                    file: file_at,
+                    len: d.len() as u64,
+                    raw,
+                    span: (d.len() as u64).max(1),
+                }
+            }
+            None => {
+                let raw = align(room.max(1), s.file_align);
+                Placed { name: name.to_string(), file: file_at, len: 0, raw, span: raw }
+            }
+        };
+        file_at += p.raw;
+        Ok(p)
+    };
+    let mut table: Vec<Placed> = Vec::new();
     for (name, data) in &small {
-        file_at = align(file_at, s.file_align);
-        let raw = align(data.len() as u64, s.file_align);
-        out.write_all_at(data, file_at).context("cannot write the UKI")?;
-        headers.push(header(name, data.len() as u64, va_at, file_at, raw)?);
-        sections.push((name.to_string(), file_at, data.len() as u64));
-        file_at += raw;
-        va_at = align(va_at + data.len().max(1) as u64, PAGE);
+        table.push(place(name, Some(data), 0)?);
     }
-    for (name, room) in reserve {
-        file_at = align(file_at, s.file_align);
-        let raw = align((*room).max(1), s.file_align);
-        headers.push(header(name, 0, va_at, file_at, raw)?);
-        sections.push((name.to_string(), file_at, 0));
-        file_at += raw;
-        va_at = align(va_at + raw, PAGE);
+    for (name, room) in base_reserve {
+        table.push(place(name, None, *room)?);
     }
-    let (initrd_offset, initrd_len, kernel_cloned, kernel_copied, size_of_image, file_len) = match body {
+    let mut groups: Vec<Placed> = Vec::new();
+    for p in profiles {
+        for (name, data) in &p.small {
+            groups.push(place(name, Some(data), 0)?);
+        }
+        for (name, room) in &p.reserve {
+            groups.push(place(name, None, *room)?);
+        }
+    }
+    let (initrd_offset, initrd_len, kernel_cloned, kernel_copied, file_len) = match body {
         Some((kernel, initrd)) => {
             // .initrd on a block boundary: the archive's block-aligned data is block-aligned in
             // the file.
@@ -419,37 +464,53 @@ fn write_pe(
             let end = initrd(out, initrd_offset)?;
             let initrd_len = end - initrd_offset;
             let raw = align(initrd_len, s.file_align);
-            headers.push(header(".initrd", initrd_len, va_at, initrd_offset, raw)?);
-            sections.push((".initrd".into(), initrd_offset, initrd_len));
-            va_at = align(va_at + initrd_len.max(1), PAGE);
+            table.push(Placed {
+                name: ".initrd".into(),
+                file: initrd_offset,
+                len: initrd_len,
+                raw,
+                span: initrd_len.max(1),
+            });
             // The kernel last: cloned up to its end, which is the file's.
             let kernel_offset = align(initrd_offset + raw, block);
             out.set_len(kernel_offset).context("cannot size the UKI")?;
             let (kernel_cloned, kernel_copied) = crate::write::place_file(kernel, out, kernel_offset)?;
             let klen = kernel_cloned + kernel_copied;
             let raw = align(klen, s.file_align);
-            headers.push(header(".linux", klen, va_at, kernel_offset, raw)?);
-            sections.push((".linux".into(), kernel_offset, klen));
-            (
-                initrd_offset,
-                initrd_len,
-                kernel_cloned,
-                kernel_copied,
-                align(va_at + klen, s.section_align),
-                kernel_offset + raw,
-            )
+            table.push(Placed { name: ".linux".into(), file: kernel_offset, len: klen, raw, span: klen.max(1) });
+            (initrd_offset, initrd_len, kernel_cloned, kernel_copied, kernel_offset + raw)
         }
-        None => (0, 0, 0, 0, align(va_at, s.section_align), align(file_at, s.file_align)),
+        None => (0, 0, 0, 0, align(file_at, s.file_align)),
     };
+    table.extend(groups);
     out.set_len(file_len).context("cannot size the UKI")?;
-    // No gaps between sections in the file: each one's raw data runs up to the next one's (the
-    // alignment padding is its own, zeros), so that Authenticode hashes every byte and sbsign
-    // does not warn.
-    let starts: Vec<u64> = sections.iter().map(|(_, o, _)| *o).skip(1).collect();
-    for (h, next) in headers.iter_mut().zip(starts) {
-        let at = u32_at(h, 20) as u64;
-        put_u32(h, 16, (next - at) as u32);
+    // No gaps between sections in the file: each one's raw data runs up to the next one's in
+    // the file (the alignment padding is its own, zeros), so that Authenticode hashes every
+    // byte and sbsign does not warn.
+    let mut by_file: Vec<usize> = (0..table.len()).collect();
+    by_file.sort_by_key(|&i| table[i].file);
+    for w in by_file.windows(2) {
+        table[w[0]].raw = table[w[1]].file - table[w[0]].file;
     }
+    // Virtual addresses in the table's order, each on a page after the one before.
+    let mut va_at = align(s.va_end, PAGE);
+    let mut headers: Vec<[u8; SECTION_HEADER]> = Vec::new();
+    for p in &table {
+        let mut h = [0u8; SECTION_HEADER];
+        h[..p.name.len()].copy_from_slice(p.name.as_bytes());
+        let name = &p.name;
+        let u32_of = |v: u64, what: &str| -> Result<u32> {
+            u32::try_from(v).map_err(|_| crate::error::invalid!("section {name}: {what} {v} exceeds a PE32+ field"))
+        };
+        put_u32(&mut h, 8, u32_of(p.len, "size")?);
+        put_u32(&mut h, 12, u32_of(va_at, "virtual address")?);
+        put_u32(&mut h, 16, u32_of(p.raw, "raw size")?);
+        put_u32(&mut h, 20, u32_of(p.file, "file offset")?);
+        put_u32(&mut h, 36, DATA_READ);
+        headers.push(h);
+        va_at = align(va_at + p.span, PAGE);
+    }
+    let size_of_image = align(va_at, s.section_align);
     // The headers: section count, the new section headers, SizeOfImage; then the checksum.
     let n = s.nsections + headers.len();
     s.bytes[s.opt - 18..s.opt - 16].copy_from_slice(&(n as u16).to_le_bytes());
@@ -464,19 +525,27 @@ fn write_pe(
     out.write_all_at(&s.bytes, 0).context("cannot write the UKI")?;
     let sum = checksum(out, file_len, (s.opt + 64) as u64)?;
     out.write_all_at(&sum.to_le_bytes(), (s.opt + 64) as u64).context("cannot write the UKI")?;
+    let sections = table.into_iter().map(|p| (p.name, p.file, p.len)).collect();
     Ok(Layout { sections, initrd_offset, initrd_len, kernel_cloned, kernel_copied })
 }
 
 /// Write `data` into the section `name` that [`write()`] kept room for ([`Parts::reserve`]):
 /// its size becomes the data's, and the checksum is made again. The UKI is signed after.
 pub fn fill(out: &File, name: &str, data: &[u8]) -> Result<()> {
+    fill_nth(out, name, 0, data)
+}
+
+/// [`fill`] for the `n`th section named `name` (counting from 0, in the section table): a
+/// multi-profile UKI keeps room for a `.pcrsig` in each profile ([`Profile::reserve`]).
+pub fn fill_nth(out: &File, name: &str, n: usize, data: &[u8]) -> Result<()> {
     let mut head = vec![0u8; 65536];
-    let n = out.read_at(&mut head, 0).context("cannot read the UKI back")?;
-    head.truncate(n);
+    let got = out.read_at(&mut head, 0).context("cannot read the UKI back")?;
+    head.truncate(got);
     let (sec, h) = sections_with_headers(&head)
         .into_iter()
-        .find(|(s, _)| s.name == name)
-        .with_context(|| format!("the UKI has no {name} section to fill"))?;
+        .filter(|(s, _)| s.name == name)
+        .nth(n)
+        .with_context(|| format!("the UKI has no {name} section number {n} to fill"))?;
     let room = u32_at(&head, h + 16) as u64;
     if data.len() as u64 > room {
         bail!("{name}: {} bytes, more than the {room} bytes kept for it", data.len());
@@ -650,8 +719,13 @@ mod tests {
         std::fs::write(&kernel, b"kernel").unwrap();
         let out =
             File::options().read(true).write(true).create(true).truncate(true).open(t.path().join("uki")).unwrap();
-        let parts =
-            Parts { small: vec![(".cmdline", b"quiet".to_vec())], reserve: Vec::new(), kernel: &kernel, sbat: None };
+        let parts = Parts {
+            small: vec![(".cmdline", b"quiet".to_vec())],
+            reserve: Vec::new(),
+            kernel: &kernel,
+            sbat: None,
+            profiles: Vec::new(),
+        };
         let l = write(&out, &stub, &parts, |f, at| {
             f.write_all_at(b"070701", at)?;
             Ok(at + 6)
@@ -673,7 +747,13 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let (stub, _, kernel, out) = fixture(&t);
         // The test stub's headers have room for three more sections.
-        let parts = Parts { small: Vec::new(), reserve: vec![(".pcrsig", 3000)], kernel: &kernel, sbat: None };
+        let parts = Parts {
+            small: Vec::new(),
+            reserve: vec![(".pcrsig", 3000)],
+            kernel: &kernel,
+            sbat: None,
+            profiles: Vec::new(),
+        };
         let l = write(&out, &stub, &parts, |f, at| {
             f.write_all_at(b"070701", at)?;
             Ok(at + 6)
@@ -698,6 +778,81 @@ mod tests {
         let e = fill(&out, ".pcrsig", &[b' '; 5000]).unwrap_err().to_string();
         assert!(e.contains("more than the"), "{e}");
         assert!(fill(&out, ".nothere", b"x").is_err());
+    }
+
+    /// A multi-profile UKI: the section table has the base's sections, `.initrd` and `.linux`
+    /// (the stub takes everything before the first `.profile` as the base), then each
+    /// profile's, at ascending virtual addresses; in the file the profiles' data comes before
+    /// `.initrd`, so the kernel still ends the file, and the raw data tiles the file without a
+    /// gap. Each profile's room is filled by its number.
+    #[test]
+    fn profiles_follow_the_base_in_the_table_and_precede_the_initrd_in_the_file() {
+        let t = tempfile::tempdir().unwrap();
+        let stub = t.path().join("stub.efi");
+        // Headers of 0x400 bytes: room for the ten sections.
+        let mut b = pe(Some((0x400, 0x200)));
+        put_u32(&mut b, 0x58 + 60, 0x400);
+        b.resize(0x600, 0xc3);
+        std::fs::write(&stub, &b).unwrap();
+        let kernel = t.path().join("vmlinuz");
+        std::fs::write(&kernel, vec![0x4d; 5000]).unwrap();
+        let out =
+            File::options().read(true).write(true).create(true).truncate(true).open(t.path().join("uki")).unwrap();
+        let profile = |text: &str, cmdline: Option<&str>| Profile {
+            small: [(".profile", Some(text)), (".cmdline", cmdline)]
+                .into_iter()
+                .filter_map(|(n, d)| d.map(|d| (n, d.as_bytes().to_vec())))
+                .collect(),
+            reserve: vec![(".pcrsig", 700)],
+        };
+        let parts = Parts {
+            small: vec![(".osrel", b"ID=test\n".to_vec()), (".cmdline", b"base\0".to_vec())],
+            reserve: Vec::new(),
+            kernel: &kernel,
+            sbat: None,
+            profiles: vec![profile("ID=main\n", None), profile("ID=rescue\n", Some("rescue\0"))],
+        };
+        let l = write(&out, &stub, &parts, |f, at| {
+            f.write_all_at(b"070701", at)?;
+            Ok(at + 6)
+        })
+        .unwrap();
+        fill_nth(&out, ".pcrsig", 1, b"{\"rescue\":1}").unwrap();
+        fill_nth(&out, ".pcrsig", 0, b"{\"main\":1}").unwrap();
+        assert!(fill_nth(&out, ".pcrsig", 2, b"{}").unwrap_err().to_string().contains("number 2"));
+        let mut img = Vec::new();
+        std::io::Read::read_to_end(&mut &out, &mut img).unwrap();
+        let names: Vec<String> = sections(&img).into_iter().map(|s| s.name).collect();
+        let want = [
+            ".text", ".osrel", ".cmdline", ".initrd", ".linux", ".profile", ".pcrsig", ".profile", ".cmdline",
+            ".pcrsig",
+        ];
+        assert_eq!(names, want);
+        let pe = PE::parse(&img).unwrap();
+        let vas: Vec<u32> = pe.sections.iter().map(|s| s.virtual_address).collect();
+        assert!(vas.windows(2).all(|w| w[0] < w[1]), "{vas:?}");
+        let last = pe.sections.last().unwrap();
+        let image_size = pe.header.optional_header.unwrap().windows_fields.size_of_image;
+        assert!(last.virtual_address + last.virtual_size <= image_size);
+        let mut raw: Vec<(u32, u32)> =
+            pe.sections.iter().map(|s| (s.pointer_to_raw_data, s.size_of_raw_data)).collect();
+        raw.sort();
+        assert!(raw.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0), "{raw:?}");
+        assert_eq!((raw.last().unwrap().0 + raw.last().unwrap().1) as usize, img.len());
+        let secs = sections(&img);
+        let (initrd, linux) = (&secs[3], &secs[4]);
+        assert_eq!((initrd.offset, initrd.len), (l.initrd_offset, 6));
+        assert!(secs[5..].iter().all(|s| s.offset < initrd.offset), "{secs:?}");
+        assert_eq!(linux.offset % PAGE, 0);
+        assert_eq!(raw.last().unwrap().0 as u64, linux.offset);
+        let data = |s: &Section| &img[s.offset as usize..(s.offset + s.len) as usize];
+        assert_eq!(data(&secs[7]), b"ID=rescue\n");
+        assert_eq!(data(&secs[8]), b"rescue\0");
+        assert_eq!(data(&secs[6]), b"{\"main\":1}");
+        assert_eq!(data(&secs[9]), b"{\"rescue\":1}");
+        let field = 0x40 + 24 + 64;
+        assert_eq!(checksum(&out, img.len() as u64, field as u64).unwrap(), u32_at(&img, field));
+        assert_eq!(l.sections.iter().map(|s| s.0.as_str()).collect::<Vec<_>>(), want[1..]);
     }
 
     /// The stub's systemd version, from its .sdmagic: what decides whether the microcode goes
@@ -732,8 +887,13 @@ mod tests {
     fn a_ucode_section_comes_before_the_initrd() {
         let t = tempfile::tempdir().unwrap();
         let (stub, b, kernel, out) = fixture(&t);
-        let parts =
-            Parts { small: vec![(".ucode", b"07070100".to_vec())], reserve: Vec::new(), kernel: &kernel, sbat: None };
+        let parts = Parts {
+            small: vec![(".ucode", b"07070100".to_vec())],
+            reserve: Vec::new(),
+            kernel: &kernel,
+            sbat: None,
+            profiles: Vec::new(),
+        };
         let l = write(&out, &stub, &parts, |f, at| {
             f.write_all_at(b"070701", at)?;
             Ok(at + 6)
@@ -819,7 +979,13 @@ mod tests {
         let uki = |sbat: Vec<u8>| -> (Vec<Section>, Vec<u8>) {
             let out =
                 File::options().read(true).write(true).create(true).truncate(true).open(t.path().join("uki")).unwrap();
-            let parts = Parts { small: Vec::new(), reserve: Vec::new(), kernel: &kernel, sbat: Some(sbat) };
+            let parts = Parts {
+                small: Vec::new(),
+                reserve: Vec::new(),
+                kernel: &kernel,
+                sbat: Some(sbat),
+                profiles: Vec::new(),
+            };
             write(&out, &stub, &parts, |f, at| {
                 f.write_all_at(b"070701", at)?;
                 Ok(at + 6)

@@ -158,6 +158,46 @@ pub(crate) fn sysroot_machine(sysroot: &Path) -> u16 {
         .unwrap_or(HOST_MACHINE)
 }
 
+/// A program of the system at `sysroot` as a command this machine runs with that system's
+/// own dynamic loader and libraries (its ld.so with `--library-path`: the directories the
+/// loader would find each of its libraries in), so that a tool of that system's version
+/// (systemd-measure) runs without a chroot. The program as it is where `sysroot` is `/`.
+/// An error where the program is not there, not for this machine's architecture, or
+/// needs a library the system lacks.
+pub fn sysroot_command(sysroot: &Path, program: &str) -> Result<std::process::Command> {
+    let root = fs::canonicalize(sysroot).with_context(|| format!("{}: cannot open", sysroot.display()))?;
+    if root == Path::new("/") {
+        return Ok(std::process::Command::new(program));
+    }
+    let real = crate::plan::real_path(&root, program)?;
+    let file = host_path(&root, &real);
+    let data = fs::read(&file).with_context(|| format!("{}: cannot read", file.display()))?;
+    let Some(inf) = info(&data, &file)? else { return Ok(std::process::Command::new(file)) };
+    if inf.machine != HOST_MACHINE {
+        bail!(
+            "{}: built for {}, and this machine is {}: it cannot run here",
+            file.display(),
+            machine_name(inf.machine),
+            machine_name(HOST_MACHINE)
+        );
+    }
+    let Some(interp) = &inf.interp else { return Ok(std::process::Command::new(file)) };
+    let mut plan = Plan::new(&root);
+    Resolver::new(&mut plan).add_binary(&real)?;
+    let mut dirs: Vec<String> = Vec::new();
+    for (path, item) in &plan.items {
+        if let (crate::plan::Item::File { .. }, Some((dir, _))) = (item, path.rsplit_once('/'))
+            && !dirs.iter().any(|d| d == dir)
+        {
+            dirs.push(dir.to_string());
+        }
+    }
+    let paths: Vec<String> = dirs.iter().map(|d| host_path(&root, d).display().to_string()).collect();
+    let mut c = std::process::Command::new(host_path(&root, &crate::plan::real_path(&root, interp)?));
+    c.arg("--library-path").arg(paths.join(":")).arg(file);
+    Ok(c)
+}
+
 /// Where ld.so finds the DT_NEEDED name `lib` of an object of ELF machine `machine`: the
 /// DT_RPATH chain, DT_RUNPATH, ld.so.cache (`cache`: its entries for that machine), the
 /// default directories, in that order. `exists` says whether a path is there: in the host's
@@ -397,6 +437,51 @@ mod tests {
         assert_eq!(machine_of(&arm).map(machine_name).as_deref(), Some("aarch64"));
         assert_eq!(machine_of(b"#!/bin/sh\n"), None);
         assert_eq!(machine_of(b"\x7fELF"), None, "too short for a header");
+    }
+
+    /// A program of another root runs with that root's loader and libraries: this machine's
+    /// own /bin/true, seen through a sysroot that is a bind of nothing but its tree (a
+    /// symlink farm would do as well: the loader and libraries are found under the sysroot).
+    #[test]
+    fn a_sysroots_program_runs_with_its_own_loader() {
+        let Ok(t) = tempfile::tempdir() else { return };
+        let root = t.path();
+        // The sysroot: / itself, under another name (a symlink to it).
+        let link = root.join("sysroot");
+        std::os::unix::fs::symlink("/", &link).unwrap();
+        // A symlink to / is / again: the program runs as it is.
+        let c = sysroot_command(&link, "/bin/true").unwrap();
+        assert_eq!(c.get_program(), "/bin/true");
+        // A copy of the loader's tree: the program, its libraries and loader copied.
+        let sys = root.join("copy");
+        let mut plan = Plan::new(Path::new("/"));
+        Resolver::new(&mut plan).add_binary("/bin/true").unwrap();
+        for (path, item) in &plan.items {
+            let dst = host_path(&sys, path);
+            match item {
+                crate::plan::Item::Dir { .. } => fs::create_dir_all(&dst).unwrap(),
+                crate::plan::Item::File { src, .. } => {
+                    fs::create_dir_all(dst.parent().unwrap()).unwrap();
+                    fs::copy(src, &dst).unwrap();
+                }
+                crate::plan::Item::Symlink { target } => {
+                    fs::create_dir_all(dst.parent().unwrap()).unwrap();
+                    std::os::unix::fs::symlink(target, &dst).unwrap();
+                }
+                _ => {}
+            }
+        }
+        let mut c = sysroot_command(&sys, "/bin/true").unwrap();
+        assert!(c.get_program().to_string_lossy().starts_with(&*sys.to_string_lossy()), "{c:?}");
+        assert!(c.status().unwrap().success(), "{c:?}");
+        assert!(sysroot_command(&sys, "/bin/nothere").is_err());
+        // Another architecture's program is refused, by name.
+        let arm = sys.join("arm");
+        let mut head = fs::read("/bin/true").unwrap();
+        head[18..20].copy_from_slice(&(if HOST_MACHINE == 183 { 62u16 } else { 183u16 }).to_le_bytes());
+        fs::write(&arm, head).unwrap();
+        let e = sysroot_command(&sys, "/arm").unwrap_err().to_string();
+        assert!(e.contains("cannot run here"), "{e}");
     }
 
     #[test]

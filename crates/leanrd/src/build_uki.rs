@@ -82,10 +82,113 @@ pub(crate) struct UkiArgs {
     /// one) and these. Default: the stub's, and the kernel's where it has one.
     #[arg(long, value_name = "TEXT|@FILE", requires = "uki")]
     sbat: Vec<String>,
+    /// A profile of a multi-profile UKI (systemd-stub 257 and later), as KEY=VALUE words
+    /// (quoted as in a shell): ID= (required: lower-case letters, digits, `.`, `_`, `-`),
+    /// TITLE= (what a boot menu shows), CMDLINE= (the command line in place of the UKI's)
+    /// and DTB= (a device tree in place of --devicetree's); repeated for each profile. The
+    /// first is profile 0, which the stub starts by default; `@N` as the first word of the
+    /// stub's load options (systemd-boot passes it) starts profile N. Each profile gets its
+    /// own signed PCR 11 values (.pcrsig) with --pcr-private-key.
+    #[arg(long, value_name = "WORDS", requires = "uki")]
+    profile: Vec<String>,
 }
 
-/// The sections systemd-measure takes, by its options; `.uname` and `.sbat` only where it
-/// knows them (systemd 253 and 254 and later, whose stubs measure them too).
+/// The first systemd-stub that starts multi-profile UKIs (systemd 257).
+const PROFILE_STUB: u32 = 257;
+
+/// The most profiles systemd-stub takes (its UNIFIED_PROFILES_MAX).
+const PROFILES_MAX: usize = 256;
+
+/// One `--profile`: its `.profile` section's keys and the sections it has in place of the
+/// base's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ProfileSpec {
+    id: String,
+    title: Option<String>,
+    cmdline: Option<String>,
+    dtb: Option<PathBuf>,
+}
+
+impl ProfileSpec {
+    /// `--profile`'s words: KEY=VALUE, each key once, ID= required.
+    fn parse(spec: &str) -> Result<ProfileSpec> {
+        let words = shlex::split(spec).with_context(|| format!("--profile {spec:?}: an unterminated quote"))?;
+        let mut p = ProfileSpec { id: String::new(), title: None, cmdline: None, dtb: None };
+        let mut seen: Vec<&str> = Vec::new();
+        for w in &words {
+            let Some((key, value)) = w.split_once('=') else {
+                bail!("--profile {spec:?}: {w:?} is not KEY=VALUE (ID=, TITLE=, CMDLINE=, DTB=)")
+            };
+            if seen.contains(&key) {
+                bail!("--profile {spec:?}: {key}= is given twice");
+            }
+            match key {
+                "ID" => {
+                    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c);
+                    if value.is_empty() || value.len() > 64 || !value.chars().all(ok) {
+                        bail!(
+                            "--profile {spec:?}: ID={value:?}: 1 to 64 lower-case letters, digits, `.`, `_` or `-` \
+                             (as os-release's ID=)"
+                        );
+                    }
+                    p.id = value.to_string();
+                }
+                "TITLE" => {
+                    if let Some(c) = value.chars().find(|c| c.is_control() || "\"\\$`".contains(*c)) {
+                        bail!("--profile {spec:?}: TITLE= holds {c:?}, which its os-release-style text cannot quote");
+                    }
+                    p.title = Some(value.to_string());
+                }
+                "CMDLINE" => p.cmdline = Some(value.split_whitespace().collect::<Vec<_>>().join(" ")),
+                "DTB" => p.dtb = Some(PathBuf::from(value)),
+                _ => bail!("--profile {spec:?}: unknown key {key}= (ID=, TITLE=, CMDLINE=, DTB=)"),
+            }
+            seen.push(key);
+        }
+        if p.id.is_empty() {
+            bail!("--profile {spec:?}: no ID= (each profile is known by one)");
+        }
+        Ok(p)
+    }
+
+    /// The `.profile` section: os-release-style lines, as systemd-boot reads them.
+    fn text(&self) -> String {
+        let mut t = format!("ID={}\n", self.id);
+        if let Some(title) = &self.title {
+            t += &format!("TITLE=\"{title}\"\n");
+        }
+        t
+    }
+
+    /// Its sections: `.profile`, then those in place of the base's.
+    fn sections(&self) -> Result<Vec<(&'static str, Vec<u8>)>> {
+        let mut v = vec![(".profile", self.text().into_bytes())];
+        if let Some(c) = &self.cmdline {
+            v.push((".cmdline", cmdline_section(c)));
+        }
+        if let Some(p) = &self.dtb {
+            v.push((".dtb", dtb_section(p)?));
+        }
+        Ok(v)
+    }
+}
+
+/// Every `--profile`, checked: IDs unique, no more than the stub takes.
+fn profile_specs(given: &[String]) -> Result<Vec<ProfileSpec>> {
+    if given.len() > PROFILES_MAX {
+        bail!("{} profiles: systemd-stub takes {PROFILES_MAX} at most", given.len());
+    }
+    let specs: Vec<ProfileSpec> = given.iter().map(|g| ProfileSpec::parse(g)).collect::<Result<_>>()?;
+    for (i, p) in specs.iter().enumerate() {
+        if specs[..i].iter().any(|q| q.id == p.id) {
+            bail!("--profile: ID={} is given to two profiles", p.id);
+        }
+    }
+    Ok(specs)
+}
+
+/// The sections systemd-measure takes, by its options; `.uname`, `.sbat` and `.profile` only
+/// where it knows them (systemd 253, 254 and 257 and later, whose stubs measure them too).
 const MEASURED: &[(&str, &str)] = &[
     (".linux", "--linux"),
     (".osrel", "--osrel"),
@@ -97,7 +200,31 @@ const MEASURED: &[(&str, &str)] = &[
     (".uname", "--uname"),
     (".sbat", "--sbat"),
     (".pcrpkey", "--pcrpkey"),
+    (".profile", "--profile"),
 ];
+
+/// Where systemd-measure is.
+const MEASURE: &str = "/usr/lib/systemd/systemd-measure";
+
+/// The systemd-measure to compute and sign PCR 11's values with: the system's (that of its
+/// stub, which knows the sections the stub measures), run with its own loader and libraries
+/// where the system is not this machine's root; else this machine's (another
+/// architecture's system). Its name, and what makes a command of it.
+fn measure_tool(sysroot: &Path) -> Result<(String, impl Fn() -> Result<Command>)> {
+    let own = sysroot.join(MEASURE.trim_start_matches('/'));
+    let native = own.is_file() && leanrd_gen::sysroot_command(sysroot, MEASURE).is_ok();
+    let (root, name) = if native {
+        (sysroot.to_path_buf(), own.display().to_string())
+    } else if Path::new(MEASURE).is_file() {
+        (PathBuf::from("/"), MEASURE.to_string())
+    } else {
+        bail!(
+            "no systemd-measure (part of systemd 252 and later) at {} or {MEASURE} to sign PCR 11's values with",
+            own.display()
+        );
+    };
+    Ok((name, move || Ok(leanrd_gen::sysroot_command(&root, MEASURE)?)))
+}
 
 /// The signed PCR 11 predictions for a UKI written to `out` (the .pcrsig section's text):
 /// systemd-measure, from the system's systemd (the sysroot's when it runs here, else this
@@ -111,25 +238,21 @@ fn pcr_signature(
     kernel: &Path,
 ) -> Result<Vec<u8>> {
     let (Some(key), Some(public)) = (&a.pcr_private_key, &a.pcr_public_key) else { bail!("no PCR signing key") };
-    let tool = first_file(&[
-        r.sysroot.join("usr/lib/systemd/systemd-measure"),
-        PathBuf::from("/usr/lib/systemd/systemd-measure"),
-    ])
-    .context("no systemd-measure (part of systemd 252 and later) to sign PCR 11's values with")?;
-    let help = Command::new(&tool).arg("--help").output().with_context(|| format!("cannot run {}", tool.display()))?;
+    let (tool, run) = measure_tool(&r.sysroot)?;
+    let help = run()?.arg("--help").output().with_context(|| format!("cannot run {tool}"))?;
     let help = String::from_utf8_lossy(&help.stdout).into_owned();
     let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
-    let mut cmd = Command::new(&tool);
+    let mut cmd = run()?;
     cmd.arg("sign");
     for (name, opt) in MEASURED {
         if !help.contains(&format!("{opt}=")) {
-            // A stub that reads .ucode measures it (systemd 256 and later): a systemd-measure
-            // that cannot take it would sign values PCR 11 never has.
-            if *name == ".ucode" && small.iter().any(|(n, _)| n == name) {
+            // A stub that reads .ucode (systemd 256 and later) or .profile (257) measures it:
+            // a systemd-measure that cannot take it would sign values PCR 11 never has.
+            if [".ucode", ".profile"].contains(name) && small.iter().any(|(n, _)| n == name) {
                 bail!(
-                    "{} takes no --ucode (systemd 256 and later do), and the UKI's stub measures its .ucode: \
+                    "{tool} takes no {opt} (systemd {} and later do), and the UKI's stub measures its {name}: \
                      its signed values would never match; use the systemd-measure of the stub's systemd",
-                    tool.display()
+                    if *name == ".ucode" { 256 } else { 257 }
                 );
             }
             continue;
@@ -175,15 +298,15 @@ fn pcr_signature(
     if let Some(d) = &a.pcr_tpm2_device {
         cmd.arg(format!("--tpm2-device={d}"));
     }
-    let o = cmd.output().with_context(|| format!("cannot run {}", tool.display()))?;
+    let o = cmd.output().with_context(|| format!("cannot run {tool}"))?;
     if !o.status.success() {
-        bail!("{} sign failed: {}", tool.display(), String::from_utf8_lossy(&o.stderr).trim());
+        bail!("{tool} sign failed: {}", String::from_utf8_lossy(&o.stderr).trim());
     }
     let text = String::from_utf8_lossy(&o.stdout).trim().to_string();
     let v: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{} sign wrote no JSON: {text:?}", tool.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{tool} sign wrote no JSON: {text:?}"))?;
     if !v.is_object() || v.as_object().is_some_and(|m| m.is_empty()) {
-        bail!("{} sign wrote no signature: {text:?}", tool.display());
+        bail!("{tool} sign wrote no signature: {text:?}");
     }
     Ok(text.into_bytes())
 }
@@ -302,15 +425,10 @@ impl UkiArgs {
             v.push((".osrel", read(&p, "os-release")?));
         }
         if let Some(c) = self.cmdline(r)? {
-            // The stub hands it on as it is; systemd's ukify ends it with a NUL too.
-            let mut b = c.into_bytes();
-            b.push(0);
-            v.push((".cmdline", b));
+            v.push((".cmdline", cmdline_section(&c)));
         }
         if let Some(p) = &self.devicetree {
-            let b = read(p, "device tree")?;
-            check_dtb(&b).with_context(|| format!("{}: not a flattened device tree (.dtb)", p.display()))?;
-            v.push((".dtb", b));
+            v.push((".dtb", dtb_section(p)?));
         }
         v.push((".uname", r.kver.clone().into_bytes()));
         if let Some(p) = &self.splash {
@@ -322,6 +440,21 @@ impl UkiArgs {
         }
         Ok(v)
     }
+}
+
+/// A `.cmdline` section: the words as they are, ended with a NUL as ukify ends them (the stub
+/// hands them on as they are).
+fn cmdline_section(words: &str) -> Vec<u8> {
+    let mut b = words.as_bytes().to_vec();
+    b.push(0);
+    b
+}
+
+/// A `.dtb` section: the device tree file, its header checked.
+fn dtb_section(path: &Path) -> Result<Vec<u8>> {
+    let b = read(path, "device tree")?;
+    check_dtb(&b).with_context(|| format!("{}: not a flattened device tree (.dtb)", path.display()))?;
+    Ok(b)
 }
 
 /// A flattened device tree's header, as the stub checks it before it installs one: the magic,
@@ -387,19 +520,41 @@ pub(crate) fn write(
     {
         bail!("{}: the EFI stub is for {s}, and the system (its kernel) for {t}", stub.display());
     }
+    let specs = profile_specs(&a.profile)?;
+    if !specs.is_empty() {
+        match uki::stub_version(&stub_bytes) {
+            Some(v) if v >= PROFILE_STUB => {}
+            v => bail!(
+                "{}: {}: a multi-profile UKI (--profile) needs systemd-stub {PROFILE_STUB} or later (Debian 13's \
+                 systemd-boot-efi): an older stub ignores .profile and takes the first of each section",
+                stub.display(),
+                v.map_or("not a systemd-stub whose version is known".to_string(), |v| format!("systemd-stub {v}"))
+            ),
+        }
+    }
     let mut small = a.sections(r)?;
     if early && !segs.is_empty() && uki::stub_version(&stub_bytes).is_some_and(|v| v >= uki::UCODE_STUB) {
         small.push((".ucode", ucode_section(segs.remove(0))?));
     }
+    // The signed values' room: a signature per bank and phase (about 600 bytes each in JSON),
+    // and room to spare; in each profile where there are profiles (as ukify puts it), else in
+    // the base.
+    let signing = a.pcr_public_key.is_some();
+    let room = 4096 + 1024 * (a.pcr_bank.len().max(1) * a.pcr_phase.len().max(1)) as u64;
     let mut reserve = Vec::new();
     if let Some(p) = &a.pcr_public_key {
         small.push((".pcrpkey", read(p, "PCR public key")?));
-        // A signature per bank and phase (about 600 bytes each in JSON), and room to spare.
-        let n = a.pcr_bank.len().max(1) * a.pcr_phase.len().max(1);
-        reserve.push((".pcrsig", 4096 + 1024 * n as u64));
+        if specs.is_empty() {
+            reserve.push((".pcrsig", room));
+        }
+    }
+    let mut profiles = Vec::new();
+    for p in &specs {
+        let reserve = if signing { vec![(".pcrsig", room)] } else { Vec::new() };
+        profiles.push(uki::Profile { small: p.sections()?, reserve });
     }
     let sbat = a.sbat(&stub_bytes, &kernel)?;
-    let parts = uki::Parts { small: small.clone(), reserve, kernel: &kernel, sbat: sbat.clone() };
+    let parts = uki::Parts { small: small.clone(), reserve, kernel: &kernel, sbat: sbat.clone(), profiles };
     let out = AtomicFile::create(&r.output)?;
     let threads = r.threads;
     let mut layout = uki::write(out.file(), &stub, &parts, |f, at| {
@@ -411,10 +566,30 @@ pub(crate) fn write(
         if let Some(t) = sbat.or_else(|| uki::section_data(&stub_bytes, ".sbat").map(<[u8]>::to_vec)) {
             small.push((".sbat", t));
         }
-        let sig = pcr_signature(a, r, &small, out.file(), &layout, &kernel)?;
-        uki::fill(out.file(), ".pcrsig", &sig)?;
-        for s in layout.sections.iter_mut().filter(|s| s.0 == ".pcrsig") {
-            s.2 = sig.len() as u64;
+        // Each profile's values: the base's sections, each replaced by the profile's of the
+        // same name, and its .profile (what the stub measures when it starts that profile).
+        let measured: Vec<Vec<(&str, Vec<u8>)>> = if parts.profiles.is_empty() {
+            vec![small.clone()]
+        } else {
+            parts
+                .profiles
+                .iter()
+                .map(|p| {
+                    let mut v: Vec<(&str, Vec<u8>)> =
+                        small.iter().filter(|(n, _)| !p.small.iter().any(|(m, _)| m == n)).cloned().collect();
+                    v.extend(p.small.iter().cloned());
+                    v
+                })
+                .collect()
+        };
+        let mut sigs = Vec::new();
+        for (i, m) in measured.iter().enumerate() {
+            let sig = pcr_signature(a, r, m, out.file(), &layout, &kernel)?;
+            uki::fill_nth(out.file(), ".pcrsig", i, &sig)?;
+            sigs.push(sig.len() as u64);
+        }
+        for (s, len) in layout.sections.iter_mut().filter(|s| s.0 == ".pcrsig").zip(sigs) {
+            s.2 = len;
         }
     }
     match (&a.sign_key, &a.sign_cert) {
@@ -434,6 +609,39 @@ mod tests {
             host_cmdline("BOOT_IMAGE=/vmlinuz-6.1 root=UUID=x ro initrd=\\initrd.img quiet\n"),
             "root=UUID=x ro quiet"
         );
+    }
+
+    #[test]
+    fn profiles_are_read_from_their_words() {
+        let p = ProfileSpec::parse(
+            r#"ID=rescue TITLE="Rescue shell" CMDLINE='root=/dev/sda2  ro systemd.unit=rescue.target'"#,
+        )
+        .unwrap();
+        assert_eq!(p.id, "rescue");
+        assert_eq!(p.cmdline.as_deref(), Some("root=/dev/sda2 ro systemd.unit=rescue.target"));
+        assert_eq!(p.text(), "ID=rescue\nTITLE=\"Rescue shell\"\n");
+        let secs = p.sections().unwrap();
+        assert_eq!(secs.iter().map(|s| s.0).collect::<Vec<_>>(), [".profile", ".cmdline"]);
+        assert_eq!(secs[1].1, b"root=/dev/sda2 ro systemd.unit=rescue.target\0");
+        assert_eq!(ProfileSpec::parse("ID=main").unwrap().sections().unwrap().len(), 1);
+        // What is refused, and says why.
+        for (spec, why) in [
+            ("TITLE=x", "no ID="),
+            ("ID=Main", "lower-case"),
+            ("ID=a ID=b", "twice"),
+            ("ID=a KERNEL=x", "unknown key KERNEL="),
+            ("ID=a cmdline", "not KEY=VALUE"),
+            ("ID=a 'TITLE=x", "unterminated quote"),
+            ("ID=a TITLE='a\"b'", "cannot quote"),
+            ("ID=a DTB=/nonexistent/x.dtb", ""),
+        ] {
+            let e = ProfileSpec::parse(spec).and_then(|p| p.sections().map(|_| p)).unwrap_err().to_string();
+            assert!(e.contains(why), "{spec}: {e}");
+        }
+        let two = [String::from("ID=a"), String::from("ID=a TITLE=b")];
+        assert!(profile_specs(&two).unwrap_err().to_string().contains("two profiles"));
+        let many: Vec<String> = (0..257).map(|i| format!("ID=p{i}")).collect();
+        assert!(profile_specs(&many).unwrap_err().to_string().contains("256 at most"));
     }
 
     #[test]

@@ -151,7 +151,7 @@ pub(crate) fn inspect(a: InspectArgs) -> Result<ExitCode> {
     let usage = leanrd_archive::fiemap::usage(&f).ok();
     let uki_usage = uki.and_then(|(o, l)| leanrd_archive::fiemap::usage_range(&f, o, l).ok());
     let share = if v.eligible == 0 { None } else { Some(100.0 * v.aligned as f64 / v.eligible as f64) };
-    let (sections, pcrsig) = if uki.is_some() { uki_sections(&f)? } else { (Vec::new(), None) };
+    let u = if uki.is_some() { uki_sections(&f)? } else { UkiSections::default() };
     if a.json {
         let out = json!({
             "image": a.image,
@@ -159,8 +159,11 @@ pub(crate) fn inspect(a: InspectArgs) -> Result<ExitCode> {
             "generator": v.generator,
             "uki": uki.map(|(o, l)| json!({"initrd_offset": o, "initrd_length": l,
                 "initrd_fiemap": uki_usage.map(|u| json!({"total": u.total, "shared": u.shared, "exclusive": u.exclusive})),
-                "sections": sections.iter().map(|s| json!({"name": s.name, "offset": s.offset, "size": s.len})).collect::<Vec<_>>(),
-                "pcrsig": pcrsig})),
+                "sections": u.sections.iter().zip(&u.profile_of)
+                    .map(|(s, p)| json!({"name": s.name, "offset": s.offset, "size": s.len, "profile": p})).collect::<Vec<_>>(),
+                "pcrsig": u.pcrsigs.first().map(|(_, v)| v),
+                "profiles": u.profiles.iter().enumerate().map(|(i, text)| json!({"profile": i, "text": text,
+                    "pcrsig": u.pcrsigs.iter().find(|(p, _)| *p == Some(i)).map(|(_, v)| v)})).collect::<Vec<_>>()})),
             "segments": v.segs.iter().map(|s| json!({"offset": s.offset, "length": s.len,
                 "compression": s.format.map(|f| f.name()), "uncompressed": s.uncompressed, "entries": s.entries})).collect::<Vec<_>>(),
             "largest": v.largest.iter().map(|(n, name)| json!({"name": name, "size": n})).collect::<Vec<_>>(),
@@ -190,13 +193,32 @@ pub(crate) fn inspect(a: InspectArgs) -> Result<ExitCode> {
         if let Some(u) = uki_usage {
             outln!("  .initrd on disk: {} bytes shared with other files, {} exclusive", u.shared, u.exclusive);
         }
-        outln!("  {:<10} {:>12} {:>12}", "section", "offset", "size");
-        for s in &sections {
-            outln!("  {:<10} {:>12} {:>12}", s.name, s.offset, s.len);
+        outln!("  {:<10} {:>7} {:>12} {:>12}", "section", "profile", "offset", "size");
+        for (s, p) in u.sections.iter().zip(&u.profile_of) {
+            let p = p.map_or("base".to_string(), |p| p.to_string());
+            outln!("  {:<10} {:>7} {:>12} {:>12}", s.name, p, s.offset, s.len);
         }
-        if let Some(sig) = &pcrsig {
+        if !u.profiles.is_empty() {
             outln!(
-                "  signed PCR predictions (.pcrsig): policy digests a TPM2 token enrolled with the .pcrpkey accepts"
+                "  profiles: each the base's sections with its own in their place; the stub starts profile 0, or N \
+                 when its load options begin with @N"
+            );
+            for (i, text) in u.profiles.iter().enumerate() {
+                let own: Vec<&str> = u
+                    .sections
+                    .iter()
+                    .zip(&u.profile_of)
+                    .filter(|(s, p)| **p == Some(i) && s.name != ".profile")
+                    .map(|(s, _)| s.name.as_str())
+                    .collect();
+                let own = if own.is_empty() { String::new() } else { format!(" (its own {})", own.join(" ")) };
+                outln!("    {i}: {}{own}", text.lines().collect::<Vec<_>>().join(" "));
+            }
+        }
+        for (p, sig) in &u.pcrsigs {
+            let whose = p.map_or(String::new(), |p| format!(" of profile {p}"));
+            outln!(
+                "  signed PCR predictions (.pcrsig{whose}): policy digests a TPM2 token enrolled with the .pcrpkey accepts"
             );
             for (bank, entries) in sig.as_object().into_iter().flatten() {
                 for e in entries.as_array().into_iter().flatten() {
@@ -385,15 +407,43 @@ pub(crate) fn diff(a: DiffArgs) -> Result<ExitCode> {
     }
 }
 
-/// A UKI's sections, and its .pcrsig (the signed PCR predictions) when it has one.
-fn uki_sections(f: &File) -> Result<(Vec<leanrd_archive::uki::Section>, Option<serde_json::Value>)> {
+/// What `inspect` shows of a UKI's sections.
+#[derive(Default)]
+struct UkiSections {
+    /// Every section, in the section table's order.
+    sections: Vec<leanrd_archive::uki::Section>,
+    /// The profile each section belongs to (None: the base, before the first `.profile`).
+    profile_of: Vec<Option<usize>>,
+    /// Each profile's `.profile` text, by number.
+    profiles: Vec<String>,
+    /// Each `.pcrsig` (signed PCR predictions), with the profile it belongs to.
+    pcrsigs: Vec<(Option<usize>, serde_json::Value)>,
+}
+
+/// A UKI's sections, its profiles and its `.pcrsig`s.
+fn uki_sections(f: &File) -> Result<UkiSections> {
     use std::os::unix::fs::FileExt;
     let mut head = vec![0u8; 65536];
     let n = f.read_at(&mut head, 0).context("cannot read the UKI's headers")?;
-    let sections = leanrd_archive::uki::sections(&head[..n]);
-    let Some(s) = sections.iter().find(|s| s.name == ".pcrsig") else { return Ok((sections, None)) };
-    let mut data = vec![0u8; s.len.min(1 << 20) as usize];
-    f.read_exact_at(&mut data, s.offset).context("cannot read the UKI's .pcrsig")?;
-    let sig = serde_json::from_slice(&data).unwrap_or_else(|e| serde_json::Value::String(format!("not JSON: {e}")));
-    Ok((sections, Some(sig)))
+    let mut u = UkiSections { sections: leanrd_archive::uki::sections(&head[..n]), ..Default::default() };
+    let data = |s: &leanrd_archive::uki::Section, what: &str| -> Result<Vec<u8>> {
+        let mut d = vec![0u8; s.len.min(1 << 20) as usize];
+        f.read_exact_at(&mut d, s.offset).with_context(|| format!("cannot read the UKI's {what}"))?;
+        Ok(d)
+    };
+    let mut current = None;
+    for s in &u.sections {
+        if s.name == ".profile" {
+            current = Some(u.profiles.len());
+            u.profiles.push(String::from_utf8_lossy(&data(s, ".profile")?).trim_end_matches('\0').to_string());
+        }
+        u.profile_of.push(current);
+        if s.name == ".pcrsig" {
+            let d = data(s, ".pcrsig")?;
+            let sig =
+                serde_json::from_slice(&d).unwrap_or_else(|e| serde_json::Value::String(format!("not JSON: {e}")));
+            u.pcrsigs.push((current, sig));
+        }
+    }
+    Ok(u)
 }

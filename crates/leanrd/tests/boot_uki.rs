@@ -7,7 +7,9 @@
 //! sections, `leanrd ls`/`inspect` read the initramfs inside. Each UKI is a test of its own.
 //! The signed one boots with Secure Boot enforced (keys of the test's own enrolled by
 //! virt-fw-vars), and the firmware refuses it unsigned, signed by another key, or changed
-//! after signing. Debian 13's stub (systemd 257) takes the microcode in a .ucode section.
+//! after signing. Debian 13's stub (systemd 257) takes the microcode in a .ucode section, and
+//! starts a multi-profile UKI's profile 0 by default and profile 1 from the UEFI shell with
+//! `@1` (PCR 11 as systemd-measure predicts it for that profile, each profile's .pcrsig).
 //!
 //! Needs root, qemu, ovmf, systemd-boot-efi (the stub), mtools, dosfstools, xfsprogs,
 //! sbsigntool, openssl, binutils, busybox-static and virt-fw-vars (PyPI's virt-firmware).
@@ -379,8 +381,13 @@ fn uki_ucode(s: &Setup) {
     let want = format!("LEANRD-UCODE /kernel/x86/microcode/GenuineIntel.bin {}", blob.len());
     for (name, stub, ucode) in [("ucode257", stub257.as_path(), true), ("ucode252", Path::new(STUB), false)] {
         let efi = s.t.join(format!("{name}.efi"));
+        // With the stub that reads .ucode (257), a multi-profile UKI: the firmware starts
+        // profile 0, which has the base's command line, not profile 1's.
+        let profiles: &[&str] =
+            if ucode { &["--profile", "ID=main", "--profile", "ID=other CMDLINE='leanrd.uki=other'"] } else { &[] };
         let o = leanrd()
             .args(["build", "--universal", "-k", &kver, "--uki", "--cmdline", &cmdline(name)])
+            .args(profiles)
             .arg("--sysroot")
             .arg(&sysroot)
             .arg("--init")
@@ -407,6 +414,7 @@ fn uki_ucode(s: &Setup) {
         assert_eq!(ls.contains("kernel/x86/microcode/GenuineIntel.bin"), !ucode, "{name}: .initrd alone:\n{ls}");
         let inspect = String::from_utf8(ok(leanrd().arg("inspect").arg(&efi))).unwrap();
         assert_eq!(inspect.contains("its .ucode section"), ucode, "{name}: {inspect}");
+        assert_eq!(inspect.contains("1: ID=other (its own .cmdline)"), ucode, "{name}: {inspect}");
         if !ucode {
             eprintln!("{name}: no .ucode section; the microcode is in .initrd");
             continue;
@@ -463,59 +471,147 @@ fn uki_ucode(s: &Setup) {
     }
 }
 
-/// PCR 11's boot phases: systemd-stub measures the UKI's sections into PCR 11, then /init
-/// extends it with `enter-initrd` and, just before the switch, `leave-initrd`. The root reads
-/// PCR 11 (sha256) from a software TPM and it is what systemd-measure predicts from the UKI's
-/// own sections for the phases `enter-initrd:leave-initrd`: the value a policy signed for the
-/// initramfs (`--phase=enter-initrd`) no longer matches once the root runs.
+/// The sections systemd-stub 257 measures into PCR 11, by systemd-measure's options.
+const MEASURED: &[&str] = &[
+    ".linux", ".osrel", ".cmdline", ".initrd", ".ucode", ".splash", ".dtb", ".uname", ".sbat", ".pcrpkey", ".profile",
+];
+
+/// A multi-profile UKI's profile `n` as the stub starts it: each measured section of the base
+/// (every section before the first `.profile`), or the profile's own of that name, with the
+/// profile's `.profile`; written to files in `dir`, as systemd-measure's options. `bytes`: the
+/// UKI.
+fn profile_sections(bytes: &[u8], n: usize, dir: &Path) -> Vec<String> {
+    let secs = leanrd_archive::uki::sections(bytes);
+    let mut profile = None;
+    let mut chosen: Vec<(String, &leanrd_archive::uki::Section)> = Vec::new();
+    for sec in &secs {
+        if sec.name == ".profile" {
+            profile = Some(profile.map_or(0, |p| p + 1));
+        }
+        if !MEASURED.contains(&sec.name.as_str()) || profile.is_some_and(|p| p != n) {
+            continue;
+        }
+        chosen.retain(|(name, _)| *name != sec.name);
+        chosen.push((sec.name.clone(), sec));
+    }
+    fs::create_dir_all(dir).unwrap();
+    chosen
+        .into_iter()
+        .map(|(name, sec)| {
+            let mut data = bytes[sec.offset as usize..].to_vec();
+            data.resize(sec.len as usize, 0);
+            let f = dir.join(&name[1..]);
+            fs::write(&f, data).unwrap();
+            format!("--{}={}", &name[1..], f.display())
+        })
+        .collect()
+}
+
+/// PCR 11's boot phases in a multi-profile UKI with signed predictions (Debian 13's stub and
+/// kernel): profile 1 (`rescue`, its own command line) is started from the UEFI shell with
+/// `@1`; systemd-stub measures the base's sections with profile 1's in their place into PCR
+/// 11, then /init extends it with `enter-initrd` and, just before the switch, `leave-initrd`.
+/// The root got profile 1's command line, and reads PCR 11 (sha256) from a software TPM: it is
+/// what Debian 13's systemd-measure predicts from profile 1's sections for the phases
+/// `enter-initrd:leave-initrd`. Each profile's `.pcrsig` is what systemd-measure signs for its
+/// own sections in the phase `enter-initrd`: a policy that holds in that profile's initramfs
+/// and no longer once the root runs.
 fn uki_phases(s: &Setup) {
-    let measure = "/usr/lib/systemd/systemd-measure";
-    if !have("swtpm") || !Path::new(measure).exists() {
-        skip::<()>(&format!("needs swtpm and {measure} (apt install swtpm systemd)"));
+    if !have("swtpm") {
+        skip::<()>("needs swtpm (apt install swtpm)");
         return;
     }
-    let efi = s.t.join("phases.efi");
-    build(s, &["--universal", "--cmdline", &format!("{} leanrd.debug", cmdline("phases"))], &efi);
-    // The sections the stub measures, as systemd-measure takes them: each one's bytes in
-    // memory (its size there, not the file's padded raw size).
-    let bytes = fs::read(&efi).unwrap();
-    let dir = s.t.join("phases-sections");
-    fs::create_dir_all(&dir).unwrap();
-    let mut args = vec!["calculate".to_string(), "--bank=sha256".into(), "--json=short".into()];
-    for sec in leanrd_archive::uki::sections(&bytes) {
-        let opt = match sec.name.as_str() {
-            ".linux" | ".osrel" | ".cmdline" | ".initrd" | ".splash" | ".dtb" | ".pcrpkey" => &sec.name[1..],
-            _ => continue,
-        };
-        let mut data = bytes[sec.offset as usize..].to_vec();
-        data.resize(sec.len as usize, 0);
-        let f = dir.join(opt);
-        fs::write(&f, data).unwrap();
-        args.push(format!("--{opt}={}", f.display()));
-    }
-    let predict = |phase: &str| -> String {
-        let o = Command::new(measure).args(&args).arg(format!("--phase={phase}")).output().unwrap();
-        assert!(o.status.success(), "systemd-measure: {}", String::from_utf8_lossy(&o.stderr));
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        v["sha256"][0]["hash"].as_str().unwrap().to_lowercase()
+    let Some(trixie) = debian_suite_root("trixie", "") else { return };
+    let measure = |args: &[String]| -> serde_json::Value {
+        let mut c = leanrd_gen::sysroot_command(&trixie, "/usr/lib/systemd/systemd-measure").unwrap();
+        let o = c.args(args).output().unwrap();
+        assert!(o.status.success(), "systemd-measure {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
     };
-    let e = esp(&s.t, "phases", &efi);
+    let kver = kver_of(&root_kernel(&trixie));
+    let (key, public) = (s.t.join("pcr.key"), s.t.join("pcr.pub"));
+    sh(&format!(
+        "openssl genrsa -out {k} 2048 2>/dev/null && openssl rsa -in {k} -pubout -out {p} 2>/dev/null",
+        k = key.display(),
+        p = public.display()
+    ));
+    let efi = s.t.join("phases.efi");
+    let rescue = format!("ID=rescue TITLE=Rescue CMDLINE='{} leanrd.debug'", cmdline("phases"));
+    let o = leanrd()
+        .args(["build", "--universal", "-k", &kver, "--uki", "--cmdline", &cmdline("phases-base")])
+        .args(["--profile", "ID=main TITLE=\"Main system\"", "--profile", &rescue])
+        .arg("--sysroot")
+        .arg(&trixie)
+        .arg("--pcr-private-key")
+        .arg(&key)
+        .arg("--pcr-public-key")
+        .arg(&public)
+        .arg("-o")
+        .arg(&efi)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bytes = fs::read(&efi).unwrap();
+    // Each profile's .pcrsig: systemd-measure's signature of its own sections (RSA PKCS#1
+    // v1.5 signs the same values the same way).
+    let secs = leanrd_archive::uki::sections(&bytes);
+    let sigs: Vec<serde_json::Value> = secs
+        .iter()
+        .filter(|x| x.name == ".pcrsig")
+        .map(|x| serde_json::from_slice(&bytes[x.offset as usize..(x.offset + x.len) as usize]).unwrap())
+        .collect();
+    assert_eq!(sigs.len(), 2, "a .pcrsig per profile: {secs:?}");
+    for (n, sig) in sigs.iter().enumerate() {
+        let mut args = profile_sections(&bytes, n, &s.t.join(format!("phases-profile{n}")));
+        let keys = [format!("--private-key={}", key.display()), format!("--public-key={}", public.display())];
+        args.splice(
+            0..0,
+            ["sign".to_string(), "--bank=sha256".into(), "--phase=enter-initrd".into(), "--json=short".into()],
+        );
+        args.extend(keys);
+        assert_eq!(*sig, measure(&args), "profile {n}'s .pcrsig");
+    }
+    let inspect = String::from_utf8(ok(leanrd().arg("inspect").arg(&efi))).unwrap();
+    assert!(inspect.contains("1: ID=rescue TITLE=\"Rescue\" (its own .cmdline .pcrsig)"), "{inspect}");
+    // Profile 1, from the UEFI shell (the firmware's last boot option: the ESP has no
+    // \EFI\BOOT\BOOTX64.EFI), whose startup.nsh starts the UKI with `@1` as its first argument.
+    let e = common::esp(&s.t, "phases", &efi, "UKI.EFI");
+    let nsh = s.t.join("startup.nsh");
+    fs::write(&nsh, "fs0:\r\n\\EFI\\BOOT\\UKI.EFI @1\r\n").unwrap();
+    sh(&format!("mcopy -i {} {} ::/startup.nsh", e.display(), nsh.display()));
     let tpm = Swtpm::start(&s.t.join("phases.tpm"));
     let log = boot_with(&s.t, "phases", &e, &s.root, &tpm.args);
     drop(tpm);
+    let kept = debian::console_path("uki-phases");
+    let _ = fs::create_dir_all(kept.parent().unwrap()).and_then(|()| fs::write(&kept, &log));
     let tail = &log[log.floor_char_boundary(log.len().saturating_sub(6000))..];
+    let line = log.lines().find(|l| l.contains(MARK)).unwrap_or_default();
+    assert!(
+        line.contains("leanrd.uki=phases ") && !line.contains("phases-base"),
+        "not profile 1's command line:\n{tail}"
+    );
     let got = log.lines().find_map(|l| l.split(&format!("{PCR11} ")).nth(1)).map(|v| v.trim().to_lowercase());
     let Some(got) = got.filter(|v| v.len() == 64) else { panic!("the root read no PCR 11:\n{tail}") };
+    let mut args = profile_sections(&bytes, 1, &s.t.join("phases-profile1"));
+    args.splice(0..0, ["calculate".to_string(), "--bank=sha256".into(), "--json=short".into()]);
+    let predict = |phase: &str| -> String {
+        let mut a = args.clone();
+        a.push(format!("--phase={phase}"));
+        measure(&a)["sha256"][0]["hash"].as_str().unwrap().to_lowercase()
+    };
     let (both, entered, none) = (predict("enter-initrd:leave-initrd"), predict("enter-initrd"), predict(""));
     assert_eq!(
         got, both,
-        "PCR 11 is not systemd-measure's enter-initrd:leave-initrd (enter-initrd alone: {entered}, no phase: {none}):\n{tail}"
+        "PCR 11 is not systemd-measure's enter-initrd:leave-initrd for profile 1 (enter-initrd alone: {entered}, \
+         no phase: {none}):\n{tail}"
     );
     assert!(
         log.contains("PCR 11 extended with enter-initrd") && log.contains("PCR 11 extended with leave-initrd"),
         "{tail}"
     );
-    eprintln!("phases: PCR 11 sha256 {got} = systemd-measure --phase=enter-initrd:leave-initrd");
+    eprintln!(
+        "phases: profile 1 booted with its own command line; PCR 11 sha256 {got} = systemd-measure --phase=enter-initrd:leave-initrd"
+    );
     // The measurement log explains the two extends: one record each, in order, with the
     // digest the TPM extended (sha256 of the word).
     let records: Vec<serde_json::Value> = log
