@@ -85,6 +85,16 @@ fn uki_writer(data: &[u8]) {
         reserve: vec![(".pcrsig", 64)],
         kernel,
         sbat: Some(sbat.clone()),
+        // Odd inputs: a multi-profile UKI, a profile with its own .cmdline and room for its
+        // own .pcrsig after the base.
+        profiles: if data.len() % 2 == 1 {
+            vec![uki::Profile {
+                small: vec![(".profile", b"ID=fuzz\n".to_vec()), (".cmdline", b"profile\0".to_vec())],
+                reserve: vec![(".pcrsig", 64)],
+            }]
+        } else {
+            Vec::new()
+        },
     };
     let r = uki::write(&out, stub, &parts, |f, at| {
         f.write_all_at(INITRD, at)?;
@@ -93,6 +103,22 @@ fn uki_writer(data: &[u8]) {
     let Ok(layout) = r else { return };
     // The room kept for a signature is there to fill.
     uki::fill(&out, ".pcrsig", br#"{"sha256":[]}"#).expect("fill the .pcrsig the writer kept room for");
+    if !parts.profiles.is_empty() {
+        uki::fill_nth(&out, ".pcrsig", 1, br#"{"sha1":[]}"#).expect("fill the profile's .pcrsig");
+        let mut all = vec![0u8; out.metadata().unwrap().len() as usize];
+        out.read_exact_at(&mut all, 0).unwrap();
+        let pe = goblin::pe::PE::parse(&all).expect("the UKI parses");
+        // Virtual addresses ascend in the table, each section's memory before the next's.
+        let size = pe.header.optional_header.unwrap().windows_fields.size_of_image;
+        let va: Vec<u32> = pe.sections.iter().map(|s| s.virtual_address).collect();
+        for (i, s) in pe.sections.iter().enumerate().skip(pe.sections.len().saturating_sub(9)) {
+            let next = va.get(i + 1).copied().unwrap_or(size);
+            assert!(s.virtual_address + s.virtual_size <= next, "section {i} runs into the next: {va:?}");
+        }
+        let names: Vec<String> = uki::sections(&all).into_iter().map(|s| s.name).collect();
+        let tail: Vec<&str> = names.iter().rev().take(3).rev().map(String::as_str).collect();
+        assert_eq!(tail, [".profile", ".cmdline", ".pcrsig"], "the profile's sections end the table");
+    }
     let mut head = vec![0u8; 4096];
     let n = out.read_at(&mut head, 0).unwrap();
     assert_eq!(

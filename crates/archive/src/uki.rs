@@ -546,7 +546,18 @@ pub fn fill_nth(out: &File, name: &str, n: usize, data: &[u8]) -> Result<()> {
         .filter(|(s, _)| s.name == name)
         .nth(n)
         .with_context(|| format!("the UKI has no {name} section number {n} to fill"))?;
-    let room = u32_at(&head, h + 16) as u64;
+    // The room: in the file (its raw size, which runs up to the next section's data) and in
+    // memory (up to the next section's virtual address, or the image's end).
+    let va = u32_at(&head, h + 12) as u64;
+    let pe_off = u32_at(&head, 0x3c) as usize;
+    let image_end = u32_at(&head, pe_off + 24 + 56) as u64;
+    let next_va = sections_with_headers(&head)
+        .iter()
+        .map(|(_, o)| u32_at(&head, o + 12) as u64)
+        .filter(|&v| v > va)
+        .min()
+        .unwrap_or(image_end);
+    let room = (u32_at(&head, h + 16) as u64).min(next_va.saturating_sub(va));
     if data.len() as u64 > room {
         bail!("{name}: {} bytes, more than the {room} bytes kept for it", data.len());
     }
@@ -831,9 +842,14 @@ mod tests {
         let pe = PE::parse(&img).unwrap();
         let vas: Vec<u32> = pe.sections.iter().map(|s| s.virtual_address).collect();
         assert!(vas.windows(2).all(|w| w[0] < w[1]), "{vas:?}");
-        let last = pe.sections.last().unwrap();
+        // Each section's memory ends before the next one's begins, the last within the image.
         let image_size = pe.header.optional_header.unwrap().windows_fields.size_of_image;
-        assert!(last.virtual_address + last.virtual_size <= image_size);
+        let ends: Vec<u32> = pe.sections.iter().map(|s| s.virtual_address + s.virtual_size).collect();
+        assert!(
+            ends.iter().zip(vas.iter().skip(1).chain([&image_size])).all(|(e, next)| e <= next),
+            "{ends:?} {vas:?}"
+        );
+
         let mut raw: Vec<(u32, u32)> =
             pe.sections.iter().map(|s| (s.pointer_to_raw_data, s.size_of_raw_data)).collect();
         raw.sort();
@@ -853,6 +869,11 @@ mod tests {
         let field = 0x40 + 24 + 64;
         assert_eq!(checksum(&out, img.len() as u64, field as u64).unwrap(), u32_at(&img, field));
         assert_eq!(l.sections.iter().map(|s| s.0.as_str()).collect::<Vec<_>>(), want[1..]);
+        // The room: the last profile's .pcrsig runs in the file up to .initrd's block (3072
+        // bytes), and in memory to the image's end (a page).
+        let e = fill_nth(&out, ".pcrsig", 1, &[b' '; 3073]).unwrap_err().to_string();
+        assert!(e.contains("more than the 3072 bytes"), "{e}");
+        fill_nth(&out, ".pcrsig", 1, &[b' '; 3072]).unwrap();
     }
 
     /// The stub's systemd version, from its .sdmagic: what decides whether the microcode goes

@@ -158,21 +158,41 @@ pub(crate) fn sysroot_machine(sysroot: &Path) -> u16 {
         .unwrap_or(HOST_MACHINE)
 }
 
+/// Whether the program `program` of the system at `sysroot` is an ELF executable of this
+/// machine's architecture (so that [`sysroot_command`] can run it here).
+pub fn runs_here(sysroot: &Path, program: &str) -> bool {
+    let Ok(real) = crate::plan::real_path(sysroot, program) else { return false };
+    let mut head = [0u8; 20];
+    fs::File::open(host_path(sysroot, &real))
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok_and(|()| machine_of(&head) == Some(HOST_MACHINE))
+}
+
 /// A program of the system at `sysroot` as a command this machine runs with that system's
-/// own dynamic loader and libraries (its ld.so with `--library-path`: the directories the
-/// loader would find each of its libraries in), so that a tool of that system's version
-/// (systemd-measure) runs without a chroot. The program as it is where `sysroot` is `/`.
-/// An error where the program is not there, not for this machine's architecture, or
-/// needs a library the system lacks.
+/// own dynamic loader and libraries, so that a tool of that system's version (systemd-measure)
+/// runs without a chroot: its ld.so, without this machine's ld.so.cache (`--inhibit-cache`),
+/// with `--library-path` naming the directories ld.so finds each of its libraries in, in the
+/// order it finds them, then the system's default directories (for what it opens with
+/// dlopen). What it opens with dlopen and the system lacks is still looked for in this
+/// machine's default directories: ld.so has no option against that. The program as it is
+/// where `sysroot` is `/`. An error where the program is not there, is no ELF executable
+/// (a script would run this machine's interpreter), is not for this machine's architecture,
+/// or needs a library the system lacks.
 pub fn sysroot_command(sysroot: &Path, program: &str) -> Result<std::process::Command> {
     let root = fs::canonicalize(sysroot).with_context(|| format!("{}: cannot open", sysroot.display()))?;
     if root == Path::new("/") {
         return Ok(std::process::Command::new(program));
     }
+    let shown = root.display().to_string();
+    if shown.contains([':', ';']) {
+        bail!("{shown}: ld.so's --library-path cannot name directories under a path with ':' or ';'");
+    }
     let real = crate::plan::real_path(&root, program)?;
     let file = host_path(&root, &real);
     let data = fs::read(&file).with_context(|| format!("{}: cannot read", file.display()))?;
-    let Some(inf) = info(&data, &file)? else { return Ok(std::process::Command::new(file)) };
+    let Some(inf) = info(&data, &file)? else {
+        bail!("{}: no ELF executable (a script would run this machine's interpreter, not the system's)", file.display())
+    };
     if inf.machine != HOST_MACHINE {
         bail!(
             "{}: built for {}, and this machine is {}: it cannot run here",
@@ -183,18 +203,18 @@ pub fn sysroot_command(sysroot: &Path, program: &str) -> Result<std::process::Co
     }
     let Some(interp) = &inf.interp else { return Ok(std::process::Command::new(file)) };
     let mut plan = Plan::new(&root);
-    Resolver::new(&mut plan).add_binary(&real)?;
+    let mut r = Resolver::new(&mut plan);
+    r.add_binary(&real)?;
     let mut dirs: Vec<String> = Vec::new();
-    for (path, item) in &plan.items {
-        if let (crate::plan::Item::File { .. }, Some((dir, _))) = (item, path.rsplit_once('/'))
-            && !dirs.iter().any(|d| d == dir)
-        {
-            dirs.push(dir.to_string());
+    let found = r.found.iter().filter(|f| **f != real && *f != interp).filter_map(|f| f.rsplit_once('/'));
+    for d in found.map(|(d, _)| d).chain(default_dirs(inf.machine).iter().copied()) {
+        if !dirs.iter().any(|x| x == d) {
+            dirs.push(d.to_string());
         }
     }
     let paths: Vec<String> = dirs.iter().map(|d| host_path(&root, d).display().to_string()).collect();
     let mut c = std::process::Command::new(host_path(&root, &crate::plan::real_path(&root, interp)?));
-    c.arg("--library-path").arg(paths.join(":")).arg(file);
+    c.arg("--inhibit-cache").arg("--library-path").arg(paths.join(":")).arg(file);
     Ok(c)
 }
 
@@ -293,6 +313,9 @@ pub struct Resolver<'a> {
     /// object of that machine first needs them).
     caches: Vec<(u16, LdCache)>,
     done: BTreeSet<String>,
+    /// Each object as it was found (before its symbolic links are followed: the name ld.so
+    /// opens), in the order found.
+    found: Vec<String>,
 }
 
 /// Where binary `name` is in the system at `sysroot`: an absolute path as it is, else the
@@ -319,7 +342,7 @@ pub(crate) fn which_library(sysroot: &Path, lib: &str) -> Option<String> {
 impl<'a> Resolver<'a> {
     /// A resolver adding to `plan`, with the ld.so cache of the plan's sysroot.
     pub fn new(plan: &'a mut Plan) -> Resolver<'a> {
-        Resolver { plan, caches: Vec::new(), done: BTreeSet::new() }
+        Resolver { plan, caches: Vec::new(), done: BTreeSet::new(), found: Vec::new() }
     }
 
     /// Find a binary by name in the usual directories (or take an absolute path).
@@ -336,6 +359,9 @@ impl<'a> Resolver<'a> {
     /// for; ld.so does not search again for a DT_NEEDED it already has (systemd's
     /// libsystemd-core needs libsystemd-shared, found only through the executable's RUNPATH).
     fn add_object(&mut self, path: &str, inherited_rpath: &[String], names: &mut BTreeSet<String>) -> Result<()> {
+        if !self.found.iter().any(|f| f == path) {
+            self.found.push(path.to_string());
+        }
         let real = self.plan.add_host_path(path)?;
         if !self.done.insert(real.clone()) {
             return Ok(());
@@ -439,21 +465,17 @@ mod tests {
         assert_eq!(machine_of(b"\x7fELF"), None, "too short for a header");
     }
 
-    /// A program of another root runs with that root's loader and libraries: this machine's
-    /// own /bin/true, seen through a sysroot that is a bind of nothing but its tree (a
-    /// symlink farm would do as well: the loader and libraries are found under the sysroot).
+    /// A program of another root runs with that root's loader and libraries, none of this
+    /// machine's: /bin/true with its loader and libraries copied under a directory, run, and
+    /// traced by its loader (every object it loads is the copy's). A path that is / runs the
+    /// program as it is; a script and another architecture's program are refused.
     #[test]
     fn a_sysroots_program_runs_with_its_own_loader() {
-        let Ok(t) = tempfile::tempdir() else { return };
-        let root = t.path();
-        // The sysroot: / itself, under another name (a symlink to it).
-        let link = root.join("sysroot");
+        let t = tempfile::tempdir().unwrap();
+        let link = t.path().join("slash");
         std::os::unix::fs::symlink("/", &link).unwrap();
-        // A symlink to / is / again: the program runs as it is.
-        let c = sysroot_command(&link, "/bin/true").unwrap();
-        assert_eq!(c.get_program(), "/bin/true");
-        // A copy of the loader's tree: the program, its libraries and loader copied.
-        let sys = root.join("copy");
+        assert_eq!(sysroot_command(&link, "/bin/true").unwrap().get_program(), "/bin/true");
+        let sys = fs::canonicalize(t.path()).unwrap().join("copy");
         let mut plan = Plan::new(Path::new("/"));
         Resolver::new(&mut plan).add_binary("/bin/true").unwrap();
         for (path, item) in &plan.items {
@@ -474,12 +496,20 @@ mod tests {
         let mut c = sysroot_command(&sys, "/bin/true").unwrap();
         assert!(c.get_program().to_string_lossy().starts_with(&*sys.to_string_lossy()), "{c:?}");
         assert!(c.status().unwrap().success(), "{c:?}");
+        let o = c.env("LD_TRACE_LOADED_OBJECTS", "1").output().unwrap();
+        let trace = String::from_utf8_lossy(&o.stdout).into_owned();
+        let loaded: Vec<&str> = trace.lines().filter_map(|l| l.split(" => ").nth(1)).collect();
+        assert!(!loaded.is_empty(), "{trace}");
+        for l in loaded {
+            assert!(l.trim_start().starts_with(&*sys.to_string_lossy()), "loaded from this machine: {l}\n{trace}");
+        }
         assert!(sysroot_command(&sys, "/bin/nothere").is_err());
-        // Another architecture's program is refused, by name.
-        let arm = sys.join("arm");
-        let mut head = fs::read("/bin/true").unwrap();
-        head[18..20].copy_from_slice(&(if HOST_MACHINE == 183 { 62u16 } else { 183u16 }).to_le_bytes());
-        fs::write(&arm, head).unwrap();
+        fs::write(sys.join("script"), "#!/bin/sh\n").unwrap();
+        assert!(sysroot_command(&sys, "/script").unwrap_err().to_string().contains("no ELF executable"));
+        let mut arm = fs::read("/bin/true").unwrap();
+        arm[18..20].copy_from_slice(&(if HOST_MACHINE == 183 { 62u16 } else { 183u16 }).to_le_bytes());
+        fs::write(sys.join("arm"), arm).unwrap();
+        assert!(!runs_here(&sys, "/arm") && runs_here(&sys, "/bin/true"));
         let e = sysroot_command(&sys, "/arm").unwrap_err().to_string();
         assert!(e.contains("cannot run here"), "{e}");
     }

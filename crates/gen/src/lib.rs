@@ -46,7 +46,7 @@ use crate::plan::Plan;
 // The surface: the stages' namespaces above (request, host, features, plan, proof) and, here,
 // what the command line, the tests and the fuzz targets name from the private stages.
 pub use crate::digest::{Inputs, SegmentInputs, digest_path, inputs};
-pub use crate::elf::{LdCache, Resolver, sysroot_command, sysroot_is_native, target_arch};
+pub use crate::elf::{LdCache, Resolver, runs_here, sysroot_command, sysroot_is_native, target_arch};
 pub use crate::kconfig::{KernelConfig, Origin, check_image_compression};
 pub use crate::modcache::{Hit, ModuleCache};
 pub use crate::modules::{Kernel, MODULE_MAX, MODULE_SIG_STRING, ModuleFile, ModuleStrategy, modinfo};

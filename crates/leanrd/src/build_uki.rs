@@ -112,7 +112,13 @@ struct ProfileSpec {
 impl ProfileSpec {
     /// `--profile`'s words: KEY=VALUE, each key once, ID= required.
     fn parse(spec: &str) -> Result<ProfileSpec> {
-        let words = shlex::split(spec).with_context(|| format!("--profile {spec:?}: an unterminated quote"))?;
+        let words = shlex::split(spec)
+            .with_context(|| format!("--profile {spec:?}: an unterminated quote or a trailing backslash"))?;
+        // shlex drops a word starting with `#` and what follows, as a shell comment.
+        let hashes = |t: &str| t.matches('#').count();
+        if hashes(spec) > words.iter().map(|w| hashes(w)).sum::<usize>() {
+            bail!("--profile {spec:?}: a word starting with # (quote it: a shell would take the rest as a comment)");
+        }
         let mut p = ProfileSpec { id: String::new(), title: None, cmdline: None, dtb: None };
         let mut seen: Vec<&str> = Vec::new();
         for w in &words {
@@ -139,7 +145,10 @@ impl ProfileSpec {
                     }
                     p.title = Some(value.to_string());
                 }
-                "CMDLINE" => p.cmdline = Some(value.split_whitespace().collect::<Vec<_>>().join(" ")),
+                "CMDLINE" if value.trim().is_empty() => {
+                    bail!("--profile {spec:?}: CMDLINE= is empty (leave it out for the UKI's own command line)")
+                }
+                "CMDLINE" => p.cmdline = Some(value.to_string()),
                 "DTB" => p.dtb = Some(PathBuf::from(value)),
                 _ => bail!("--profile {spec:?}: unknown key {key}= (ID=, TITLE=, CMDLINE=, DTB=)"),
             }
@@ -206,109 +215,118 @@ const MEASURED: &[(&str, &str)] = &[
 /// Where systemd-measure is.
 const MEASURE: &str = "/usr/lib/systemd/systemd-measure";
 
-/// The systemd-measure to compute and sign PCR 11's values with: the system's (that of its
-/// stub, which knows the sections the stub measures), run with its own loader and libraries
-/// where the system is not this machine's root; else this machine's (another
-/// architecture's system). Its name, and what makes a command of it.
-fn measure_tool(sysroot: &Path) -> Result<(String, impl Fn() -> Result<Command>)> {
-    let own = sysroot.join(MEASURE.trim_start_matches('/'));
-    let native = own.is_file() && leanrd_gen::sysroot_command(sysroot, MEASURE).is_ok();
-    let (root, name) = if native {
-        (sysroot.to_path_buf(), own.display().to_string())
-    } else if Path::new(MEASURE).is_file() {
-        (PathBuf::from("/"), MEASURE.to_string())
-    } else {
-        bail!(
-            "no systemd-measure (part of systemd 252 and later) at {} or {MEASURE} to sign PCR 11's values with",
-            own.display()
-        );
-    };
-    Ok((name, move || Ok(leanrd_gen::sysroot_command(&root, MEASURE)?)))
+/// systemd-measure, ready to sign PCR 11's values for a UKI written to a file: the tool, what
+/// its `--help` says it takes, and the UKI's `.initrd` as a file of its own (systemd-measure
+/// reads sections from files). Made once for all of a UKI's profiles.
+struct Signer {
+    /// The tool's path, for messages.
+    tool: String,
+    /// Where systemd-measure runs: `/`, or the system whose own it is.
+    root: PathBuf,
+    help: String,
+    /// Holds the section files.
+    dir: tempfile::TempDir,
+    initrd: PathBuf,
 }
 
-/// The signed PCR 11 predictions for a UKI written to `out` (the .pcrsig section's text):
-/// systemd-measure, from the system's systemd (the sysroot's when it runs here, else this
-/// machine's), given each measured section as a file.
-fn pcr_signature(
-    a: &UkiArgs,
-    r: &Request,
-    small: &[(&str, Vec<u8>)],
-    out: &fs::File,
-    layout: &uki::Layout,
-    kernel: &Path,
-) -> Result<Vec<u8>> {
-    let (Some(key), Some(public)) = (&a.pcr_private_key, &a.pcr_public_key) else { bail!("no PCR signing key") };
-    let (tool, run) = measure_tool(&r.sysroot)?;
-    let help = run()?.arg("--help").output().with_context(|| format!("cannot run {tool}"))?;
-    let help = String::from_utf8_lossy(&help.stdout).into_owned();
-    let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
-    let mut cmd = run()?;
-    cmd.arg("sign");
-    for (name, opt) in MEASURED {
-        if !help.contains(&format!("{opt}=")) {
-            // A stub that reads .ucode (systemd 256 and later) or .profile (257) measures it:
-            // a systemd-measure that cannot take it would sign values PCR 11 never has.
-            if [".ucode", ".profile"].contains(name) && small.iter().any(|(n, _)| n == name) {
-                bail!(
-                    "{tool} takes no {opt} (systemd {} and later do), and the UKI's stub measures its {name}: \
-                     its signed values would never match; use the systemd-measure of the stub's systemd",
-                    if *name == ".ucode" { 256 } else { 257 }
-                );
-            }
-            continue;
-        }
-        let path = match *name {
-            ".linux" => kernel.to_path_buf(),
-            ".initrd" => {
-                // The section's bytes as a file of their own: copied in the kernel
-                // (std's io::copy of a file range is copy_file_range), not through memory.
-                use std::io::{Read, Seek};
-                let p = dir.path().join("initrd");
-                let mut src = out.try_clone().context("cannot reopen the UKI")?;
-                src.seek(std::io::SeekFrom::Start(layout.initrd_offset))
-                    .context("cannot read the UKI's .initrd back")?;
-                let mut dst = fs::File::create(&p).with_context(|| format!("{}: cannot write", p.display()))?;
-                let n = std::io::copy(&mut src.take(layout.initrd_len), &mut dst)
-                    .with_context(|| format!("{}: cannot write", p.display()))?;
-                if n != layout.initrd_len {
-                    bail!("the UKI's .initrd ends {} bytes short", layout.initrd_len - n);
-                }
-                p
-            }
-            _ => match small.iter().find(|(n, _)| n == name) {
-                Some((_, data)) => {
-                    let p = dir.path().join(&name[1..]);
-                    fs::write(&p, data).with_context(|| format!("{}: cannot write", p.display()))?;
-                    p
-                }
-                None => continue,
-            },
+impl Signer {
+    /// The system's systemd-measure (that of its stub, which knows the sections the stub
+    /// measures), run with its own loader and libraries where the system is not this
+    /// machine's root; this machine's where the system's is of another architecture or
+    /// missing.
+    fn new(sysroot: &Path, out: &fs::File, layout: &uki::Layout) -> Result<Signer> {
+        let own = sysroot.join(MEASURE.trim_start_matches('/'));
+        let (root, tool) = if own.is_file() && leanrd_gen::runs_here(sysroot, MEASURE) {
+            (sysroot.to_path_buf(), own.display().to_string())
+        } else if Path::new(MEASURE).is_file() {
+            (PathBuf::from("/"), MEASURE.to_string())
+        } else {
+            bail!(
+                "no systemd-measure (part of systemd 252 and later) at {} or {MEASURE} to sign PCR 11's values with",
+                own.display()
+            );
         };
-        cmd.arg(format!("{opt}={}", path.display()));
+        let help = leanrd_gen::sysroot_command(&root, MEASURE)
+            .with_context(|| format!("cannot run {tool}"))?
+            .arg("--help")
+            .output()
+            .with_context(|| format!("cannot run {tool}"))?;
+        let help = String::from_utf8_lossy(&help.stdout).into_owned();
+        let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
+        // The section's bytes as a file of their own: copied in the kernel (std's io::copy
+        // of a file range is copy_file_range), not through memory.
+        use std::io::{Read, Seek};
+        let initrd = dir.path().join("initrd");
+        let mut src = out.try_clone().context("cannot reopen the UKI")?;
+        src.seek(std::io::SeekFrom::Start(layout.initrd_offset)).context("cannot read the UKI's .initrd back")?;
+        let mut dst = fs::File::create(&initrd).with_context(|| format!("{}: cannot write", initrd.display()))?;
+        let n = std::io::copy(&mut src.take(layout.initrd_len), &mut dst)
+            .with_context(|| format!("{}: cannot write", initrd.display()))?;
+        if n != layout.initrd_len {
+            bail!("the UKI's .initrd ends {} bytes short", layout.initrd_len - n);
+        }
+        Ok(Signer { tool, root, help, dir, initrd })
     }
-    let banks = if a.pcr_bank.is_empty() { vec!["sha256".to_string()] } else { a.pcr_bank.clone() };
-    let phases = if a.pcr_phase.is_empty() { vec!["enter-initrd".to_string()] } else { a.pcr_phase.clone() };
-    for b in &banks {
-        cmd.arg(format!("--bank={b}"));
+
+    /// The signed PCR 11 predictions (the .pcrsig section's text) for the kernel `kernel`, the
+    /// UKI's .initrd and the sections `small` (a profile's: the base's with the profile's in
+    /// their place).
+    fn sign(&self, a: &UkiArgs, small: &[(&str, Vec<u8>)], kernel: &Path) -> Result<Vec<u8>> {
+        let (Some(key), Some(public)) = (&a.pcr_private_key, &a.pcr_public_key) else { bail!("no PCR signing key") };
+        let tool = &self.tool;
+        let mut cmd = leanrd_gen::sysroot_command(&self.root, MEASURE).with_context(|| format!("cannot run {tool}"))?;
+        cmd.arg("sign");
+        for (name, opt) in MEASURED {
+            if !self.help.contains(&format!("{opt}=")) {
+                // A stub that reads .ucode (systemd 256 and later) or .profile (257) measures
+                // it: a systemd-measure that cannot take it would sign values PCR 11 never has.
+                if [".ucode", ".profile"].contains(name) && small.iter().any(|(n, _)| n == name) {
+                    bail!(
+                        "{tool} takes no {opt} (systemd {} and later do), and the UKI's stub measures its {name}: \
+                         its signed values would never match; use the systemd-measure of the stub's systemd",
+                        if *name == ".ucode" { 256 } else { 257 }
+                    );
+                }
+                continue;
+            }
+            let path = match *name {
+                ".linux" => kernel.to_path_buf(),
+                ".initrd" => self.initrd.clone(),
+                _ => match small.iter().find(|(n, _)| n == name) {
+                    Some((_, data)) => {
+                        let p = self.dir.path().join(&name[1..]);
+                        fs::write(&p, data).with_context(|| format!("{}: cannot write", p.display()))?;
+                        p
+                    }
+                    None => continue,
+                },
+            };
+            cmd.arg(format!("{opt}={}", path.display()));
+        }
+        let banks = if a.pcr_bank.is_empty() { vec!["sha256".to_string()] } else { a.pcr_bank.clone() };
+        let phases = if a.pcr_phase.is_empty() { vec!["enter-initrd".to_string()] } else { a.pcr_phase.clone() };
+        for b in &banks {
+            cmd.arg(format!("--bank={b}"));
+        }
+        for p in &phases {
+            cmd.arg(format!("--phase={p}"));
+        }
+        cmd.arg("--private-key").arg(key).arg("--public-key").arg(public).arg("--json=short");
+        if let Some(d) = &a.pcr_tpm2_device {
+            cmd.arg(format!("--tpm2-device={d}"));
+        }
+        let o = cmd.output().with_context(|| format!("cannot run {tool}"))?;
+        if !o.status.success() {
+            bail!("{tool} sign failed: {}", String::from_utf8_lossy(&o.stderr).trim());
+        }
+        let text = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        let v: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("{tool} sign wrote no JSON: {text:?}"))?;
+        if !v.is_object() || v.as_object().is_some_and(|m| m.is_empty()) {
+            bail!("{tool} sign wrote no signature: {text:?}");
+        }
+        Ok(text.into_bytes())
     }
-    for p in &phases {
-        cmd.arg(format!("--phase={p}"));
-    }
-    cmd.arg("--private-key").arg(key).arg("--public-key").arg(public).arg("--json=short");
-    if let Some(d) = &a.pcr_tpm2_device {
-        cmd.arg(format!("--tpm2-device={d}"));
-    }
-    let o = cmd.output().with_context(|| format!("cannot run {tool}"))?;
-    if !o.status.success() {
-        bail!("{tool} sign failed: {}", String::from_utf8_lossy(&o.stderr).trim());
-    }
-    let text = String::from_utf8_lossy(&o.stdout).trim().to_string();
-    let v: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{tool} sign wrote no JSON: {text:?}"))?;
-    if !v.is_object() || v.as_object().is_some_and(|m| m.is_empty()) {
-        bail!("{tool} sign wrote no signature: {text:?}");
-    }
-    Ok(text.into_bytes())
 }
 
 /// Sign `unsigned` (a PE image not yet in place) with sbsign into `output`, atomically.
@@ -582,9 +600,10 @@ pub(crate) fn write(
                 })
                 .collect()
         };
+        let signer = Signer::new(&r.sysroot, out.file(), &layout)?;
         let mut sigs = Vec::new();
         for (i, m) in measured.iter().enumerate() {
-            let sig = pcr_signature(a, r, m, out.file(), &layout, &kernel)?;
+            let sig = signer.sign(a, m, &kernel)?;
             uki::fill_nth(out.file(), ".pcrsig", i, &sig)?;
             sigs.push(sig.len() as u64);
         }
@@ -618,11 +637,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.id, "rescue");
-        assert_eq!(p.cmdline.as_deref(), Some("root=/dev/sda2 ro systemd.unit=rescue.target"));
+        // Kept as given, as --cmdline's is.
+        assert_eq!(p.cmdline.as_deref(), Some("root=/dev/sda2  ro systemd.unit=rescue.target"));
         assert_eq!(p.text(), "ID=rescue\nTITLE=\"Rescue shell\"\n");
         let secs = p.sections().unwrap();
         assert_eq!(secs.iter().map(|s| s.0).collect::<Vec<_>>(), [".profile", ".cmdline"]);
-        assert_eq!(secs[1].1, b"root=/dev/sda2 ro systemd.unit=rescue.target\0");
+        assert_eq!(secs[1].1, b"root=/dev/sda2  ro systemd.unit=rescue.target\0");
         assert_eq!(ProfileSpec::parse("ID=main").unwrap().sections().unwrap().len(), 1);
         // What is refused, and says why.
         for (spec, why) in [
@@ -633,7 +653,10 @@ mod tests {
             ("ID=a cmdline", "not KEY=VALUE"),
             ("ID=a 'TITLE=x", "unterminated quote"),
             ("ID=a TITLE='a\"b'", "cannot quote"),
-            ("ID=a DTB=/nonexistent/x.dtb", ""),
+            ("ID=a DTB=/nonexistent/x.dtb", "/nonexistent/x.dtb: cannot read"),
+            ("ID=a #TITLE=x", "a word starting with #"),
+            ("ID=a CMDLINE=", "CMDLINE= is empty"),
+            ("ID=a TITLE=x\\", "trailing backslash"),
         ] {
             let e = ProfileSpec::parse(spec).and_then(|p| p.sections().map(|_| p)).unwrap_err().to_string();
             assert!(e.contains(why), "{spec}: {e}");

@@ -161,7 +161,7 @@ pub(crate) fn inspect(a: InspectArgs) -> Result<ExitCode> {
                 "initrd_fiemap": uki_usage.map(|u| json!({"total": u.total, "shared": u.shared, "exclusive": u.exclusive})),
                 "sections": u.sections.iter().zip(&u.profile_of)
                     .map(|(s, p)| json!({"name": s.name, "offset": s.offset, "size": s.len, "profile": p})).collect::<Vec<_>>(),
-                "pcrsig": u.pcrsigs.first().map(|(_, v)| v),
+                "pcrsig": u.pcrsigs.iter().find(|(p, _)| p.is_none()).map(|(_, v)| v),
                 "profiles": u.profiles.iter().enumerate().map(|(i, text)| json!({"profile": i, "text": text,
                     "pcrsig": u.pcrsigs.iter().find(|(p, _)| *p == Some(i)).map(|(_, v)| v)})).collect::<Vec<_>>()})),
             "segments": v.segs.iter().map(|s| json!({"offset": s.offset, "length": s.len,
