@@ -52,12 +52,14 @@ impl From<&std::fs::Metadata> for Lstat {
 }
 
 impl From<&rustix::fs::Stat> for Lstat {
+    // st_nlink is a u64 on x86-64 and a u32 on aarch64: the conversion is one or the other.
+    #[allow(clippy::useless_conversion)]
     fn from(s: &rustix::fs::Stat) -> Lstat {
         Lstat {
             mode: s.st_mode,
             uid: s.st_uid,
             gid: s.st_gid,
-            nlink: s.st_nlink,
+            nlink: u64::from(s.st_nlink),
             mtime: s.st_mtime,
             dev: s.st_dev,
             rdev: s.st_rdev,

@@ -8,8 +8,10 @@
 //! chosen by its architecture) is started by AAVMF, the arm64 UEFI firmware, from a FAT ESP,
 //! with the machine's device tree (renamed) in its `.dtb`, which the kernel boots on.
 //!
-//! Not yet: Debian arm64 roots with systemd, host-only builds inside the arm64 VM, LUKS (see
-//! docs/limitations.md).
+//! leanrd itself built for aarch64 (tools/arm64 leanrd) builds a host-only image inside the
+//! arm64 VM with no options, and the image boots that machine again.
+//!
+//! Not yet: Debian arm64 roots with systemd, LUKS (see docs/limitations.md).
 //!
 //! Needs root, qemu-system-arm, qemu-efi-aarch64, mmdebstrap, btrfs-progs, e2fsprogs,
 //! dosfstools and mtools.
@@ -99,6 +101,11 @@ fn root_disk(s: &Setup, fstype: &str, name: &str) -> PathBuf {
 /// Boot the universal image on QEMU's virt machine with `disk` (QEMU arguments) and
 /// `root=`; the console.
 fn boot(s: &Setup, root: &str, disk: &[String]) -> String {
+    boot_image(s, &s.image, root, disk)
+}
+
+/// [`boot`] with `image` as the initramfs and `append` after the console and debug words.
+fn boot_image(s: &Setup, image: &std::path::Path, append: &str, disk: &[String]) -> String {
     let _slot = vm_slot();
     let kernel = s.sysroot.join(format!("boot/vmlinuz-{}", s.kver));
     let mut c = Command::new("timeout");
@@ -107,8 +114,8 @@ fn boot(s: &Setup, root: &str, disk: &[String]) -> String {
         .args(["-nographic", "-no-reboot", "-monitor", "none", "-nic", "none", "-kernel"])
         .arg(&kernel)
         .arg("-initrd")
-        .arg(&s.image)
-        .args(["-append", &format!("console=ttyAMA0 panic=-1 leanrd.debug {root}")])
+        .arg(image)
+        .args(["-append", &format!("console=ttyAMA0 panic=-1 leanrd.debug {append}")])
         .args(disk)
         .stdin(Stdio::null());
     let o = c.output().unwrap();
@@ -150,6 +157,58 @@ fn btrfs_virtio_scsi_pci(s: &Setup) {
         &log,
         &["leanrd: loaded virtio_scsi", "mounted /dev/sda (btrfs, ro)", MARK, "aarch64"],
     );
+}
+
+/// A host-only image built inside the arm64 VM with no options, by leanrd itself built for
+/// aarch64 (tools/arm64 leanrd: this leanrd's sources, Debian 13's rustc, the aarch64 /init
+/// embedded). The busybox root gets the sysroot's C library, its kernel's modules and that
+/// leanrd; its /sbin/init, started by the universal image, runs `leanrd build -o
+/// /boot/host-only.img` and powers off. The image, taken out of the disk, boots the same
+/// machine with nothing on the command line about the root: the image knows it.
+fn hostonly_in_vm(s: &Setup) {
+    let leanrd64 = PathBuf::from(tool(&["leanrd"]));
+    let r = s.t.join("root-hostonly");
+    for d in ["bin", "sbin", "proc", "sys", "dev", "boot", "tmp", "run", "usr/bin", "usr/lib/modules"] {
+        fs::create_dir_all(r.join(d)).unwrap();
+    }
+    fs::copy(s.sysroot.join("usr/bin/busybox"), r.join("bin/busybox")).unwrap();
+    std::os::unix::fs::symlink("busybox", r.join("bin/sh")).unwrap();
+    std::os::unix::fs::symlink("usr/lib", r.join("lib")).unwrap();
+    fs::copy(&leanrd64, r.join("usr/bin/leanrd")).unwrap();
+    sh(&format!(
+        "cp -a {s}/usr/lib/aarch64-linux-gnu {s}/usr/lib/ld-linux-aarch64.so.1 {r}/usr/lib/ && \
+         cp -a {s}/usr/lib/modules/{k} {r}/usr/lib/modules/",
+        s = s.sysroot.display(),
+        r = r.display(),
+        k = s.kver
+    ));
+    fs::write(
+        r.join("sbin/init"),
+        "#!/bin/sh\nb=/bin/busybox\n$b mount -t proc proc /proc\n$b mount -t sysfs sys /sys\n\
+         $b mount -t devtmpfs dev /dev\n\
+         if [ -e /boot/host-only.img ]; then\n\
+           $b echo LEANRD-ARM64-HOSTONLY-BOOTED $($b uname -m) $($b grep ' / ' /proc/mounts)\n\
+         else\n\
+           $b mount -o remount,rw /\n\
+           /usr/bin/leanrd build -o /boot/host-only.img 2>&1\n\
+           $b echo LEANRD-ARM64-HOSTONLY-BUILT rc=$?\n\
+           $b sync\n\
+         fi\n\
+         $b poweroff -f\n",
+    )
+    .unwrap();
+    sh(&format!("chmod 755 {}", r.join("sbin/init").display()));
+    let img = s.t.join("root-hostonly.ext4");
+    sh(&format!("truncate -s 640M {i} && mkfs.ext4 -q -L a64host -d {r} {i}", i = img.display(), r = r.display()));
+    let disk = ["-drive".to_string(), format!("file={},if=virtio,format=raw", img.display())];
+    let log = boot(s, "root=LABEL=a64host", &disk);
+    check("hostonly-build", &log, &["LEANRD-ARM64-HOSTONLY-BUILT rc=0", "features base fs-ext4", "(host-only)"]);
+    let built = s.t.join("host-only.img");
+    sh(&format!("debugfs -R 'dump /boot/host-only.img {}' {} 2>/dev/null", built.display(), img.display()));
+    let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&built))).unwrap();
+    assert!(ls.contains("kernel/fs/ext4/ext4.ko") && ls.contains("virtio_blk.ko"), "{ls}");
+    let log = boot_image(s, &built, "", &disk);
+    check("hostonly-boot", &log, &["LEANRD-ARM64-HOSTONLY-BOOTED aarch64 /dev/vda / ext4"]);
 }
 
 /// The virt machine's CPU and memory, in every boot (and the device tree dumped for the UKI).
@@ -266,6 +325,7 @@ fn main() -> std::process::ExitCode {
             ("btrfs_virtio_scsi_pci", btrfs_virtio_scsi_pci),
             ("x86_init_refused", x86_init_refused),
             ("uki_aavmf", uki_aavmf),
+            ("hostonly_in_vm", hostonly_in_vm),
         ],
         setup,
     );
