@@ -321,7 +321,7 @@ fn checksum(f: &File, len: u64, field: u64) -> Result<u32> {
 /// the kernel.
 pub fn write(out: &File, stub: &Path, parts: &Parts, initrd: impl FnOnce(&File, u64) -> Result<u64>) -> Result<Layout> {
     let body = Some((parts.kernel, Box::new(initrd) as InitrdWriter));
-    write_pe(out, stub, (&parts.small, &parts.reserve), &parts.profiles, parts.sbat.as_deref(), body)
+    write_pe(out, stub, &parts.small, &parts.reserve, &parts.profiles, parts.sbat.as_deref(), body)
 }
 
 /// The initramfs writer of [`write`]: it writes at the offset given and returns where it ends.
@@ -332,11 +332,8 @@ type InitrdWriter<'a> = Box<dyn FnOnce(&File, u64) -> Result<u64> + 'a>;
 /// [`write`], and no kernel or initramfs. systemd-stub 254 and later read the `.cmdline` of
 /// the add-ons beside a UKI (`NAME.efi.extra.d/*.addon.efi`, `/loader/addons/`).
 pub fn write_addon(out: &File, stub: &Path, small: Vec<(&str, Vec<u8>)>, sbat: Option<Vec<u8>>) -> Result<Layout> {
-    write_pe(out, stub, (&small, &[]), &[], sbat.as_deref(), None)
+    write_pe(out, stub, &small, &[], &[], sbat.as_deref(), None)
 }
-
-/// The base's small sections and its room kept (as [`Parts::small`] and [`Parts::reserve`]).
-type Base<'a, 'b> = (&'a [(&'b str, Vec<u8>)], &'a [(&'b str, u64)]);
 
 /// A section as it is placed: its name, file offset, size in memory (0 for room kept), raw
 /// size in the file, and the memory it spans before the next one's virtual address.
@@ -359,7 +356,8 @@ struct Placed {
 fn write_pe(
     out: &File,
     stub: &Path,
-    base: Base,
+    base_small: &[(&str, Vec<u8>)],
+    base_reserve: &[(&str, u64)],
     profiles: &[Profile],
     sbat: Option<&[u8]>,
     body: Option<(&Path, InitrdWriter)>,
@@ -368,7 +366,6 @@ fn write_pe(
     let block = crate::write::block_size(out).max(PAGE);
     // The .sbat: over the stub's where it fits in the file and in memory, else a section of
     // its own with the stub's renamed (shim reads the first section named .sbat).
-    let (base_small, base_reserve) = base;
     let mut small: Vec<(&str, &[u8])> = base_small.iter().map(|(n, d)| (*n, d.as_slice())).collect();
     if let Some(data) = sbat {
         let len = data.len() as u64;

@@ -221,8 +221,9 @@ const MEASURE: &str = "/usr/lib/systemd/systemd-measure";
 struct Signer {
     /// The tool's path, for messages.
     tool: String,
-    /// Where systemd-measure runs: `/`, or the system whose own it is.
-    root: PathBuf,
+    /// How it is run ([`leanrd_gen::sysroot_command`]'s program and arguments, found once:
+    /// resolving its libraries reads each of them).
+    run: (std::ffi::OsString, Vec<std::ffi::OsString>),
     help: String,
     /// Holds the section files.
     dir: tempfile::TempDir,
@@ -246,11 +247,10 @@ impl Signer {
                 own.display()
             );
         };
-        let help = leanrd_gen::sysroot_command(&root, MEASURE)
-            .with_context(|| format!("cannot run {tool}"))?
-            .arg("--help")
-            .output()
-            .with_context(|| format!("cannot run {tool}"))?;
+        let c = leanrd_gen::sysroot_command(&root, MEASURE).with_context(|| format!("cannot run {tool}"))?;
+        let run = (c.get_program().to_os_string(), c.get_args().map(|x| x.to_os_string()).collect());
+        let help =
+            Command::new(&run.0).args(&run.1).arg("--help").output().with_context(|| format!("cannot run {tool}"))?;
         let help = String::from_utf8_lossy(&help.stdout).into_owned();
         let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
         // The section's bytes as a file of their own: copied in the kernel (std's io::copy
@@ -265,7 +265,7 @@ impl Signer {
         if n != layout.initrd_len {
             bail!("the UKI's .initrd ends {} bytes short", layout.initrd_len - n);
         }
-        Ok(Signer { tool, root, help, dir, initrd })
+        Ok(Signer { tool, run, help, dir, initrd })
     }
 
     /// The signed PCR 11 predictions (the .pcrsig section's text) for the kernel `kernel`, the
@@ -274,8 +274,8 @@ impl Signer {
     fn sign(&self, a: &UkiArgs, small: &[(&str, Vec<u8>)], kernel: &Path) -> Result<Vec<u8>> {
         let (Some(key), Some(public)) = (&a.pcr_private_key, &a.pcr_public_key) else { bail!("no PCR signing key") };
         let tool = &self.tool;
-        let mut cmd = leanrd_gen::sysroot_command(&self.root, MEASURE).with_context(|| format!("cannot run {tool}"))?;
-        cmd.arg("sign");
+        let mut cmd = Command::new(&self.run.0);
+        cmd.args(&self.run.1).arg("sign");
         for (name, opt) in MEASURED {
             if !self.help.contains(&format!("{opt}=")) {
                 // A stub that reads .ucode (systemd 256 and later) or .profile (257) measures

@@ -75,27 +75,33 @@ fn setup() -> Option<&'static Setup> {
 /// A busybox root (the sysroot's arm64 busybox) as a file system of `fstype`, for the test
 /// `name` (each its own: they run side by side).
 fn root_disk(s: &Setup, fstype: &str, name: &str) -> PathBuf {
+    let r = busybox_tree(
+        s,
+        name,
+        &format!(
+            "$b mount -t proc proc /proc\n\
+             $b echo {MARK} $($b uname -m) $($b grep ' / ' /proc/mounts) $($b cat /proc/cmdline)\n\
+             $b poweroff -f\n"
+        ),
+    );
+    let img = s.t.join(format!("root-{name}.{fstype}"));
+    let mkfs = if fstype == "btrfs" { "mkfs.btrfs -q -L armroot -r" } else { "mkfs.ext4 -q -L armroot -d" };
+    sh(&format!("truncate -s 160M {i} && {mkfs} {r} {i}", i = img.display(), r = r.display()));
+    img
+}
+
+/// A root tree of the sysroot's arm64 busybox for the test `name`, whose /sbin/init is `script`
+/// (busybox as `$b`).
+fn busybox_tree(s: &Setup, name: &str, script: &str) -> PathBuf {
     let r = s.t.join(format!("root-{name}"));
     for d in ["bin", "sbin", "proc", "sys", "dev"] {
         fs::create_dir_all(r.join(d)).unwrap();
     }
     fs::copy(s.sysroot.join("usr/bin/busybox"), r.join("bin/busybox")).unwrap();
     std::os::unix::fs::symlink("busybox", r.join("bin/sh")).unwrap();
-    fs::write(
-        r.join("sbin/init"),
-        format!(
-            "#!/bin/sh\n/bin/busybox mount -t proc proc /proc\n\
-             /bin/busybox echo {MARK} $(/bin/busybox uname -m) $(/bin/busybox grep ' / ' /proc/mounts) \
-             $(/bin/busybox cat /proc/cmdline)\n\
-             /bin/busybox poweroff -f\n"
-        ),
-    )
-    .unwrap();
+    fs::write(r.join("sbin/init"), format!("#!/bin/sh\nb=/bin/busybox\n{script}")).unwrap();
     sh(&format!("chmod 755 {}", r.join("sbin/init").display()));
-    let img = s.t.join(format!("root-{name}.{fstype}"));
-    let mkfs = if fstype == "btrfs" { "mkfs.btrfs -q -L armroot -r" } else { "mkfs.ext4 -q -L armroot -d" };
-    sh(&format!("truncate -s 160M {i} && {mkfs} {r} {i}", i = img.display(), r = r.display()));
-    img
+    r
 }
 
 /// Boot the universal image on QEMU's virt machine with `disk` (QEMU arguments) and
@@ -167,25 +173,10 @@ fn btrfs_virtio_scsi_pci(s: &Setup) {
 /// machine with nothing on the command line about the root: the image knows it.
 fn hostonly_in_vm(s: &Setup) {
     let leanrd64 = PathBuf::from(tool(&["leanrd"]));
-    let r = s.t.join("root-hostonly");
-    for d in ["bin", "sbin", "proc", "sys", "dev", "boot", "tmp", "run", "usr/bin", "usr/lib/modules"] {
-        fs::create_dir_all(r.join(d)).unwrap();
-    }
-    fs::copy(s.sysroot.join("usr/bin/busybox"), r.join("bin/busybox")).unwrap();
-    std::os::unix::fs::symlink("busybox", r.join("bin/sh")).unwrap();
-    std::os::unix::fs::symlink("usr/lib", r.join("lib")).unwrap();
-    fs::copy(&leanrd64, r.join("usr/bin/leanrd")).unwrap();
-    sh(&format!(
-        "cp -a {s}/usr/lib/aarch64-linux-gnu {s}/usr/lib/ld-linux-aarch64.so.1 {r}/usr/lib/ && \
-         cp -a {s}/usr/lib/modules/{k} {r}/usr/lib/modules/",
-        s = s.sysroot.display(),
-        r = r.display(),
-        k = s.kver
-    ));
-    fs::write(
-        r.join("sbin/init"),
-        "#!/bin/sh\nb=/bin/busybox\n$b mount -t proc proc /proc\n$b mount -t sysfs sys /sys\n\
-         $b mount -t devtmpfs dev /dev\n\
+    let r = busybox_tree(
+        s,
+        "hostonly",
+        "$b mount -t proc proc /proc\n$b mount -t sysfs sys /sys\n$b mount -t devtmpfs dev /dev\n\
          if [ -e /boot/host-only.img ]; then\n\
            $b echo LEANRD-ARM64-HOSTONLY-BOOTED $($b uname -m) $($b grep ' / ' /proc/mounts)\n\
          else\n\
@@ -195,9 +186,19 @@ fn hostonly_in_vm(s: &Setup) {
            $b sync\n\
          fi\n\
          $b poweroff -f\n",
-    )
-    .unwrap();
-    sh(&format!("chmod 755 {}", r.join("sbin/init").display()));
+    );
+    for d in ["boot", "tmp", "run", "usr/bin", "usr/lib/modules"] {
+        fs::create_dir_all(r.join(d)).unwrap();
+    }
+    std::os::unix::fs::symlink("usr/lib", r.join("lib")).unwrap();
+    fs::copy(&leanrd64, r.join("usr/bin/leanrd")).unwrap();
+    sh(&format!(
+        "cp -a {s}/usr/lib/aarch64-linux-gnu {s}/usr/lib/ld-linux-aarch64.so.1 {r}/usr/lib/ && \
+         cp -a {s}/usr/lib/modules/{k} {r}/usr/lib/modules/",
+        s = s.sysroot.display(),
+        r = r.display(),
+        k = s.kver
+    ));
     let img = s.t.join("root-hostonly.ext4");
     sh(&format!("truncate -s 640M {i} && mkfs.ext4 -q -L a64host -d {r} {i}", i = img.display(), r = r.display()));
     let disk = ["-drive".to_string(), format!("file={},if=virtio,format=raw", img.display())];
