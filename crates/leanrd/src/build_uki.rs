@@ -47,12 +47,14 @@ pub(crate) struct UkiArgs {
     /// none, as AAVMF on QEMU's virt machine does), and measures it into PCR 11.
     #[arg(long, value_name = "DTB", requires = "uki")]
     devicetree: Option<PathBuf>,
-    /// Sign the UKI for Secure Boot with this key (PEM) and --sign-cert, using sbsign.
+    /// Sign the UKI for Secure Boot with this key (PEM) and --sign-cert (see --sign-tool).
     #[arg(long, value_name = "KEY", requires_all = ["uki", "sign_cert"])]
     sign_key: Option<PathBuf>,
     /// The certificate (PEM) matching --sign-key.
     #[arg(long, value_name = "CERT", requires = "sign_key")]
     sign_cert: Option<PathBuf>,
+    #[command(flatten)]
+    sign_tool: SignToolArg,
     /// Sign the values PCR 11 will have in each boot phase with this private key (PEM), as
     /// ukify does: systemd-measure computes them from the UKI's sections, and the signature
     /// goes into .pcrsig, the public key into .pcrpkey. A LUKS2 TPM2 token enrolled with
@@ -329,25 +331,135 @@ impl Signer {
     }
 }
 
-/// Sign `unsigned` (a PE image not yet in place) with sbsign into `output`, atomically.
-fn sbsign(key: &Path, cert: &Path, unsigned: &AtomicFile, output: &Path, mode: u32) -> Result<()> {
-    // sbsign reads and writes paths: the unnamed temporary files through /proc.
+/// The programs that sign a PE image for Secure Boot (`--sign-tool`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum SignTool {
+    /// systemd-sbsign where the system or this machine has it (systemd 257 and later:
+    /// Debian 13's systemd-repart package), else sbsign.
+    #[default]
+    Auto,
+    /// sbsign (sbsigntool).
+    Sbsign,
+    /// systemd-sbsign: the system's (run with its own loader and libraries), else this
+    /// machine's. It copies the image with reflinks where the file system has them.
+    SystemdSbsign,
+}
+
+/// `--sign-tool`, shared by `build --uki` and `uki-addon`.
+#[derive(Args, Default, Clone)]
+pub(crate) struct SignToolArg {
+    /// The program that signs for Secure Boot (with --sign-key).
+    #[arg(long, value_enum, value_name = "TOOL", default_value_t = SignTool::Auto)]
+    sign_tool: SignTool,
+}
+
+/// Where systemd installs systemd-sbsign: /usr/lib/systemd in 257, /usr/bin later.
+const SYSTEMD_SBSIGN: [&str; 2] = ["/usr/bin/systemd-sbsign", "/usr/lib/systemd/systemd-sbsign"];
+
+impl SignToolArg {
+    /// Sign `unsigned` (a PE image not yet in place) into `output`, atomically and with
+    /// `mode`; the program used, for the summary.
+    fn sign(
+        &self,
+        sysroot: &Path,
+        key: &Path,
+        cert: &Path,
+        unsigned: AtomicFile,
+        output: &Path,
+        mode: u32,
+    ) -> Result<String> {
+        let systemd = || -> Option<(Command, String)> {
+            for p in SYSTEMD_SBSIGN {
+                let own = sysroot.join(p.trim_start_matches('/'));
+                if own.is_file() && leanrd_gen::runs_here(sysroot, p) {
+                    let c = leanrd_gen::sysroot_command(sysroot, p).ok()?;
+                    return Some((c, own.display().to_string()));
+                }
+            }
+            SYSTEMD_SBSIGN.iter().find(|p| Path::new(p).is_file()).map(|p| (Command::new(p), p.to_string()))
+        };
+        match self.sign_tool {
+            SignTool::Sbsign => sbsign(key, cert, unsigned, output, mode).map(|()| "sbsign".to_string()),
+            SignTool::SystemdSbsign | SignTool::Auto => match systemd() {
+                Some((c, name)) => systemd_sbsign(c, &name, key, cert, unsigned, output, mode).map(|()| name),
+                None if self.sign_tool == SignTool::Auto => {
+                    sbsign(key, cert, unsigned, output, mode).map(|()| "sbsign".to_string())
+                }
+                None => bail!(
+                    "--sign-tool systemd-sbsign: none at {} under {} or on this machine (systemd 257 and later; \
+                     Debian 13: apt install systemd-repart)",
+                    SYSTEMD_SBSIGN.join(" or "),
+                    sysroot.display()
+                ),
+            },
+        }
+    }
+}
+
+/// The path through /proc by which another program opens a file of ours (an unnamed
+/// temporary file has no other).
+fn proc_path(f: &fs::File) -> String {
+    format!("/proc/{}/fd/{}", std::process::id(), std::os::fd::AsRawFd::as_raw_fd(f))
+}
+
+/// Sign with sbsign, which reads and writes paths: both unnamed temporary files, through /proc.
+fn sbsign(key: &Path, cert: &Path, unsigned: AtomicFile, output: &Path, mode: u32) -> Result<()> {
     let signed = AtomicFile::create(output)?;
-    let fd = |f: &fs::File| format!("/proc/{}/fd/{}", std::process::id(), std::os::fd::AsRawFd::as_raw_fd(f));
     let o = Command::new("sbsign")
         .arg("--key")
         .arg(key)
         .arg("--cert")
         .arg(cert)
         .arg("--output")
-        .arg(fd(signed.file()))
-        .arg(fd(unsigned.file()))
+        .arg(proc_path(signed.file()))
+        .arg(proc_path(unsigned.file()))
         .output()
         .context("cannot run sbsign (apt install sbsigntool)")?;
     if !o.status.success() {
         bail!("sbsign failed: {}", String::from_utf8_lossy(&o.stderr).trim());
     }
     signed.commit(mode)?;
+    Ok(())
+}
+
+/// Sign with systemd-sbsign. It writes its --output through a temporary file it links into
+/// place, which an unnamed file cannot be: the output goes into a directory of our own beside
+/// `output` (mode 0700: nobody else opens the image before it has `mode`), then is renamed
+/// over `output`. The image it copies from is ours, through /proc.
+fn systemd_sbsign(
+    mut c: Command,
+    name: &str,
+    key: &Path,
+    cert: &Path,
+    unsigned: AtomicFile,
+    output: &Path,
+    mode: u32,
+) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let parent = output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = tempfile::Builder::new()
+        .prefix(".leanrd-sign-")
+        .tempdir_in(parent)
+        .with_context(|| format!("{}: cannot make a temporary directory", parent.display()))?;
+    let signed = dir.path().join("signed.efi");
+    let o = c
+        .arg("sign")
+        .arg(format!("--private-key={}", key.display()))
+        .arg(format!("--certificate={}", cert.display()))
+        .arg(format!("--output={}", signed.display()))
+        .arg(proc_path(unsigned.file()))
+        .output()
+        .with_context(|| format!("cannot run {name}"))?;
+    if !o.status.success() {
+        bail!("{name} sign failed: {}", String::from_utf8_lossy(&o.stderr).trim());
+    }
+    let f = fs::File::open(&signed).with_context(|| format!("{name} wrote no {}", signed.display()))?;
+    f.set_permissions(fs::Permissions::from_mode(mode))
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("{}: cannot finish", signed.display()))?;
+    fs::rename(&signed, output).with_context(|| format!("{}: cannot write", output.display()))?;
+    fs::File::open(parent).and_then(|d| d.sync_all()).with_context(|| format!("{}: cannot sync", parent.display()))?;
+    drop(unsigned);
     Ok(())
 }
 
@@ -612,7 +724,10 @@ pub(crate) fn write(
         }
     }
     match (&a.sign_key, &a.sign_cert) {
-        (Some(key), Some(cert)) => sbsign(key, cert, &out, &r.output, mode)?,
+        (Some(key), Some(cert)) => {
+            let tool = a.sign_tool.sign(&r.sysroot, key, cert, out, &r.output, mode)?;
+            eprintln!("leanrd: {}: signed for Secure Boot by {tool}", r.output.display());
+        }
         _ => out.commit(mode)?,
     }
     Ok(layout)
@@ -621,6 +736,39 @@ pub(crate) fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// systemd-sbsign's way of writing (its --output, through a file of its own) ends in
+    /// `output` with the build's mode, over what was there, leaving nothing beside it; its
+    /// failure leaves the old file as it was.
+    #[test]
+    fn systemd_sbsign_output_lands_whole_with_the_mode() {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let output = dir.path().join("uki.efi");
+        fs::write(&output, b"old").unwrap();
+        let unsigned = || {
+            let a = AtomicFile::create(&output).unwrap();
+            a.file().write_all(b"the unsigned image").unwrap();
+            a
+        };
+        // A stand-in with systemd-sbsign's arguments: sign ... --output=OUT IN.
+        let fake = |script: &str| {
+            let mut c = Command::new("sh");
+            c.args(["-c", &format!("shift 3; out=${{1#--output=}}; {script}"), "sh"]);
+            c
+        };
+        let k = Path::new("k.pem");
+        systemd_sbsign(fake(r#"cat "$2" > "$out"; echo signed >> "$out""#), "fake", k, k, unsigned(), &output, 0o600)
+            .unwrap();
+        assert_eq!(fs::read(&output).unwrap(), b"the unsigned imagesigned\n");
+        assert_eq!(fs::metadata(&output).unwrap().permissions().mode() & 0o7777, 0o600);
+        let e = systemd_sbsign(fake("echo no key >&2; exit 1"), "fake", k, k, unsigned(), &output, 0o644).unwrap_err();
+        assert!(e.to_string().contains("fake sign failed: no key"), "{e}");
+        assert_eq!(fs::read(&output).unwrap(), b"the unsigned imagesigned\n");
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["uki.efi"], "nothing left beside the output");
+    }
 
     #[test]
     fn the_boot_loaders_words_are_dropped() {
@@ -715,12 +863,14 @@ pub(crate) struct AddonArgs {
     /// so that an SBAT policy can revoke it).
     #[arg(long, value_name = "TEXT|@FILE")]
     sbat: Vec<String>,
-    /// Sign the add-on for Secure Boot with this key (PEM) and --sign-cert, using sbsign.
+    /// Sign the add-on for Secure Boot with this key (PEM) and --sign-cert (see --sign-tool).
     #[arg(long, value_name = "KEY", requires = "sign_cert")]
     sign_key: Option<PathBuf>,
     /// The certificate (PEM) matching --sign-key.
     #[arg(long, value_name = "CERT", requires = "sign_key")]
     sign_cert: Option<PathBuf>,
+    #[command(flatten)]
+    sign_tool: SignToolArg,
 }
 
 pub(crate) fn addon(a: AddonArgs) -> Result<std::process::ExitCode> {
@@ -755,7 +905,10 @@ pub(crate) fn addon(a: AddonArgs) -> Result<std::process::ExitCode> {
     let out = AtomicFile::create(&a.output)?;
     let l = uki::write_addon(out.file(), &stub, small, Some(sbat))?;
     match (&a.sign_key, &a.sign_cert) {
-        (Some(key), Some(cert)) => sbsign(key, cert, &out, &a.output, 0o644)?,
+        (Some(key), Some(cert)) => {
+            let tool = a.sign_tool.sign(&sysroot, key, cert, out, &a.output, 0o644)?;
+            eprintln!("leanrd: {}: signed for Secure Boot by {tool}", a.output.display());
+        }
         _ => out.commit(0o644)?,
     }
     eprintln!(

@@ -3,11 +3,11 @@
 //! line must come from the UKI's .cmdline (a word from it is checked inside the booted root).
 //! Universal with zstd, universal uncompressed and reflinked (built on loop XFS from a sysroot
 //! there: ≥ 90 % of the .initrd section and the kernel shared with their sources), host-only
-//! (a virtio fixture) and a signed one (sbsign; sbverify accepts it). `objdump -h` shows the
-//! sections, `leanrd ls`/`inspect` read the initramfs inside. Each UKI is a test of its own.
-//! The signed one boots with Secure Boot enforced (keys of the test's own enrolled by
-//! virt-fw-vars), and the firmware refuses it unsigned, signed by another key, or changed
-//! after signing. Debian 13's stub (systemd 257) takes the microcode in a .ucode section, and
+//! (a virtio fixture) and a signed one (Debian 13's, signed by its systemd-sbsign; sbverify
+//! accepts it). `objdump -h` shows the sections, `leanrd ls`/`inspect` read the initramfs
+//! inside. Each UKI is a test of its own. The signed one boots with Secure Boot enforced (keys
+//! of the test's own enrolled by virt-fw-vars), and the firmware refuses it unsigned, signed by
+//! another key (with sbsign), or changed after signing. Debian 13's stub (systemd 257) takes the microcode in a .ucode section, and
 //! starts a multi-profile UKI's profile 0 by default and profile 1 from the UEFI shell with
 //! `@1` (PCR 11 as systemd-measure predicts it for that profile, each profile's .pcrsig).
 //!
@@ -212,16 +212,39 @@ fn uki_signed(s: &Setup) {
         .unwrap();
     assert!(o.status.success(), "virt-fw-vars: {}", String::from_utf8_lossy(&o.stderr));
 
-    let signed_by = |name: &str, k: &Path, c: &Path| {
-        let out = t.join(format!("{name}.efi"));
-        let sign = ["--sign-key", k.to_str().unwrap(), "--sign-cert", c.to_str().unwrap()];
-        let err = build(s, &[&["--universal", "--cmdline", &cmdline("signed")][..], &sign].concat(), &out);
-        (out, err)
-    };
-    let (signed, err) = signed_by("universal-signed", &s.key, &s.cert);
+    // The one that boots: Debian 13's kernel and stub, signed by that system's systemd-sbsign
+    // (run with its own loader: this machine's systemd is 252, which has none).
+    let Some(trixie) = debian_suite_root("trixie", "") else { return };
+    let signed = t.join("universal-signed.efi");
+    let o = leanrd()
+        .args(["build", "--universal", "--uki", "--cmdline", &cmdline("signed"), "-k"])
+        .arg(kver_of(&root_kernel(&trixie)))
+        .arg("--sysroot")
+        .arg(&trixie)
+        .args(["--sign-tool", "systemd-sbsign", "--sign-key"])
+        .arg(&s.key)
+        .arg("--sign-cert")
+        .arg(&s.cert)
+        .arg("-o")
+        .arg(&signed)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        o.status.success() && err.contains("signed for Secure Boot by ") && err.contains("/systemd-sbsign"),
+        "{err}"
+    );
     let v = Command::new("sbverify").arg("--cert").arg(&s.cert).arg(&signed).output().unwrap();
-    assert!(v.status.success(), "sbverify: {}", String::from_utf8_lossy(&v.stderr));
-    let (other, _) = signed_by("signed-by-another-key", &other_key, &other_cert);
+    assert!(v.status.success(), "sbverify of systemd-sbsign's signature: {}", String::from_utf8_lossy(&v.stderr));
+    // The one signed by a key not in db: this machine's kernel, and sbsign.
+    let other = t.join("signed-by-another-key.efi");
+    let sign = ["--sign-tool", "sbsign", "--sign-key", other_key.to_str().unwrap(), "--sign-cert"];
+    let said = build(
+        s,
+        &[&["--universal", "--cmdline", &cmdline("signed")][..], &sign, &[other_cert.to_str().unwrap()]].concat(),
+        &other,
+    );
+    assert!(said.contains("signed for Secure Boot by sbsign"), "{said}");
     let unsigned = t.join("unsigned.efi");
     build(s, &["--universal", "--cmdline", &cmdline("signed")], &unsigned);
     // A byte in the middle of .initrd, after signing (where it is: build's summary).
