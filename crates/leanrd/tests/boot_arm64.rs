@@ -8,13 +8,14 @@
 //! chosen by its architecture) is started by AAVMF, the arm64 UEFI firmware, from a FAT ESP,
 //! with the machine's device tree (renamed) in its `.dtb`, which the kernel boots on.
 //!
-//! leanrd itself built for aarch64 (tools/arm64 leanrd) builds a host-only image inside the
-//! arm64 VM with no options, and the image boots that machine again.
+//! leanrd itself built for aarch64 (tools/arm64 leanrd), installed from the arm64 Debian
+//! package (tools/make-deb --arm64), builds a host-only image inside the arm64 VM with no
+//! options, and the image boots that machine again.
 //!
 //! Not yet: Debian arm64 roots with systemd, LUKS (see docs/limitations.md).
 //!
 //! Needs root, qemu-system-arm, qemu-efi-aarch64, mmdebstrap, btrfs-progs, e2fsprogs,
-//! dosfstools and mtools.
+//! dosfstools, mtools, cargo-deb and binutils.
 
 mod common;
 
@@ -172,7 +173,12 @@ fn btrfs_virtio_scsi_pci(s: &Setup) {
 /// /boot/host-only.img` and powers off. The image, taken out of the disk, boots the same
 /// machine with nothing on the command line about the root: the image knows it.
 fn hostonly_in_vm(s: &Setup) {
-    let leanrd64 = PathBuf::from(tool(&["leanrd"]));
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    if !Command::new(&cargo).args(["deb", "--version"]).output().is_ok_and(|o| o.status.success()) || !have("readelf") {
+        skip::<()>("needs cargo-deb (cargo install cargo-deb) and readelf (binutils)");
+        return;
+    }
+    let deb = arm64_package();
     let r = busybox_tree(
         s,
         "hostonly",
@@ -191,7 +197,8 @@ fn hostonly_in_vm(s: &Setup) {
         fs::create_dir_all(r.join(d)).unwrap();
     }
     std::os::unix::fs::symlink("usr/lib", r.join("lib")).unwrap();
-    fs::copy(&leanrd64, r.join("usr/bin/leanrd")).unwrap();
+    // leanrd as the arm64 package installs it.
+    sh(&format!("dpkg-deb -x {} {}", deb.display(), r.display()));
     sh(&format!(
         "cp -a {s}/usr/lib/aarch64-linux-gnu {s}/usr/lib/ld-linux-aarch64.so.1 {r}/usr/lib/ && \
          cp -a {s}/usr/lib/modules/{k} {r}/usr/lib/modules/",
@@ -210,6 +217,45 @@ fn hostonly_in_vm(s: &Setup) {
     assert!(ls.contains("kernel/fs/ext4/ext4.ko") && ls.contains("virtio_blk.ko"), "{ls}");
     let log = boot_image(s, &built, "", &disk);
     check("hostonly-boot", &log, &["LEANRD-ARM64-HOSTONLY-BOOTED aarch64 /dev/vda / ext4"]);
+}
+
+/// The arm64 Debian package (tools/make-deb --arm64), checked: its architecture, its files
+/// of that architecture, and the C library it depends on new enough for every GLIBC symbol
+/// version its leanrd needs (cargo-deb cannot work that out for a foreign binary: the
+/// manifest names it; weak symbols, which std looks up at run time, do not count).
+fn arm64_package() -> PathBuf {
+    let o = Command::new(workspace().join("tools/make-deb")).arg("--arm64").output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "tools/make-deb --arm64: {out}");
+    let deb =
+        PathBuf::from(out.lines().rev().find(|l| l.trim_end().ends_with(".deb")).expect("the .deb's path").trim());
+    let field = |f: &str| String::from_utf8(ok(Command::new("dpkg-deb").arg("-f").arg(&deb).arg(f))).unwrap();
+    assert_eq!(field("Architecture").trim(), "arm64");
+    let depends = field("Depends");
+    let version = |v: &str| v.split('.').map(|n| n.parse::<u32>().unwrap_or(0)).collect::<Vec<_>>();
+    let libc = depends
+        .split(',')
+        .find_map(|d| d.trim().strip_prefix("libc6 (>= ")?.strip_suffix(')').map(version))
+        .unwrap_or_else(|| panic!("no libc6 version in Depends: {depends}"));
+    let t = TempDir::new("arm64-deb");
+    let x = t.join("x");
+    sh(&format!("dpkg-deb -x {} {}", deb.display(), x.display()));
+    for f in ["usr/bin/leanrd", "usr/lib/leanrd/leanrd-init"] {
+        let head = fs::read(x.join(f)).unwrap();
+        assert_eq!(u16::from_le_bytes([head[18], head[19]]), 183, "{f}: not an aarch64 ELF (EM_AARCH64)");
+    }
+    let syms = String::from_utf8(ok(Command::new("readelf").args(["-W", "--dyn-syms"]).arg(x.join("usr/bin/leanrd"))))
+        .unwrap();
+    let needed = syms
+        .lines()
+        .filter(|l| !l.split_whitespace().any(|w| w == "WEAK"))
+        .filter_map(|l| l.split("@GLIBC_").nth(1))
+        .map(|v| version(v.split_whitespace().next().unwrap_or(v)))
+        .max()
+        .expect("leanrd needs some GLIBC symbol");
+    assert!(needed <= libc, "the package depends on libc6 >= {libc:?}, its leanrd needs GLIBC {needed:?}");
+    eprintln!("{}: arm64, Depends: {}", deb.display(), depends.trim());
+    deb
 }
 
 /// The virt machine's CPU and memory, in every boot (and the device tree dumped for the UKI).
