@@ -268,6 +268,14 @@ pub(crate) fn main_plan(
     let modprobe = ModprobeConf::read(&r.sysroot)?.for_modules(&m.set);
     warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp, cache, &modprobe, r.threads)?);
     let mut conf = init_config(r, kernel, selected, facts, m);
+    if let (Some(_), Some(Root::Block(DeviceRef::Kernel(name)))) = (facts, &conf.mounts.root) {
+        // No /dev/disk/by-uuid link for the root's device (udev has not named it yet, or the
+        // file system has no UUID): another boot may give the name to another disk.
+        warnings.push(format!(
+            "the root is named /dev/{name}, a kernel name that may differ on the next boot: \
+             /dev/disk/by-uuid has no link to it (has udev named the disks? `udevadm settle`)"
+        ));
+    }
     warnings.extend(add_checkers(&mut plan, r, selected, facts, &mut conf)?);
     if conf.layer(leanrd_contract::Capability::Luks).is_some() {
         warnings.extend(add_crypt(&mut plan, r, kernel, facts, m, crypt, &mut conf));

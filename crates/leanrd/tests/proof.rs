@@ -136,6 +136,21 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         assert!(!ok && out.contains("would NOT boot") && out.contains(needed), "{name}: verify: {out}");
         eprintln!("{name}: without {needed}: {}", out.lines().next().unwrap_or(""));
     }
+    // A root with no /dev/disk/by-uuid link (udev has not named it yet) is named by its kernel
+    // name, which the build says may change; with the link, by UUID, and nothing is said.
+    let named = TempDir::new("proof-uuid");
+    let f = virtio_ext4(&named);
+    let img = t.join("by-name.img");
+    let said = |o: std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    let err = said(build(&k, &f, &img, &[]));
+    assert!(err.contains("the root is named /dev/vda1, a kernel name that may differ on the next boot"), "{err}");
+    f.uuid("0a1b2c3d-0000-4000-8000-00000000abcd", "vda1");
+    let err = said(build(&k, &f, &img, &[]));
+    assert!(!err.contains("kernel name"), "{err}");
+    let x = named.join("x");
+    ok(leanrd().arg("extract").arg(&img).arg("etc/leanrd/init.conf").arg("-C").arg(&x));
+    let conf = fs::read_to_string(x.join("etc/leanrd/init.conf")).unwrap();
+    assert!(conf.contains("0a1b2c3d-0000-4000-8000-00000000abcd"), "{conf}");
 }
 
 /// A root of a kind /init cannot mount is refused at build time, by name, with the kinds it
