@@ -94,12 +94,13 @@ def kernel(suite="bookworm", kver=None):
 
 
 def boot(kernel=None, initrd=None, append="", disks=(), snapshot=False, memory=None, stop=(), marks=(),
-         passphrase=None, timeout=300, uefi=False, qemu=()):
+         passphrase=None, timeout=300, uefi=False, qemu=(), aarch64=False):
     """One boot through the harness (a VM slot, testkit's QEMU command line): `disks` are
-    paths or (path, bus); `uefi` boots OVMF from the disks instead of `kernel` and `initrd`.
+    paths or (path, bus); `uefi` boots OVMF from the disks instead of `kernel` and `initrd`;
+    `aarch64` boots qemu-system-aarch64's virt board (AAVMF with `uefi`).
     Returns the harness's JSON: console, vm_seconds (the VM's), slot_wait_seconds (the wait
     for a VM slot before it), marks ({text: seconds from QEMU's start}), qemu (the command line)."""
-    args = ["boot", "--timeout", str(timeout)]
+    args = ["boot", "--timeout", str(timeout)] + (["--aarch64"] if aarch64 else [])
     if uefi:
         args.append("--uefi")
     else:

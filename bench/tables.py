@@ -439,6 +439,38 @@ def render_uki():
     return "\n".join(out)
 
 
+ARM64_ROWS = [("leanrd universal", "`leanrd build --universal` (aarch64 leanrd, qemu-user)"),
+              ("leanrd universal (x86-64)", "the same, by x86-64 leanrd with `--sysroot` (native)"),
+              ("initramfs-tools most", "initramfs-tools, MODULES=most (qemu-user)"),
+              ("dracut generic", "`dracut --no-hostonly` (qemu-user)")]
+
+
+def render_arm64():
+    path, d, v = known_variants("arm64", [k for k, _ in ARM64_ROWS])
+    rows = []
+    for key, label in ARM64_ROWS:
+        if key not in v:
+            continue
+        boots = v[key]["boots"]
+        rows.append([label, num(med(v[key]["build_s"])), thousands(v[key]["image_bytes"]),
+                     num(med(b["multi_user_s"] for b in boots)), num(med(b["initramfs_s"] for b in boots)),
+                     f"{sum(1 for b in boots if b['running'])}/{len(boots)}"])
+    out = [provenance(path, d, f", kernel {d['kernel']}, medians of {d['runs']}",
+                      f"python3 bench/arm64.py --runs {d['runs']}"), "",
+           table(["variant", "build s", "image bytes", "kernel → multi-user s", "initramfs phase s", "running"],
+                 ["---", "---:", "---:", "---:", "---:", "---:"], rows), ""]
+    for peer in ("initramfs-tools most", "dracut generic"):
+        lean = "leanrd universal"
+        if lean not in v or peer not in v:
+            continue
+        build = med(v[lean]["build_s"]) / med(v[peer]["build_s"])
+        a = med(b["initramfs_s"] for b in v[lean]["boots"])
+        b = med(b["initramfs_s"] for b in v[peer]["boots"])
+        phase = f"{a / b:.2f}" if a is not None and b else "–"
+        out.append(f"- {lean} / {peer}: build (both under qemu-user) {build:.2f}, initramfs phase {phase}")
+    return "\n".join(out)
+
+
 SEEDS_MODES = ["xz", "zstd", "reflink"]
 
 
@@ -545,6 +577,7 @@ TABLES = {
     "luks": render_luks,
     "proof": render_proof,
     "uki": render_uki,
+    "arm64": render_arm64,
     "seeds_table": render_seeds_table,
     "timeline": render_timeline,
 }

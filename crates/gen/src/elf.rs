@@ -40,6 +40,12 @@ const ABIS: &[Abi] = &[
 /// The ELF e_machine leanrd itself is built for.
 pub(crate) const HOST_MACHINE: u16 = if cfg!(target_arch = "aarch64") { 183 } else { 62 };
 
+/// Whether kernels of ELF machine `machine` load CPU microcode from an early initramfs
+/// segment (the kernel's Documentation/arch/x86/microcode.rst): x86's (i386, x86-64) only.
+pub(crate) fn early_microcode(machine: u16) -> bool {
+    matches!(machine, 3 | 62)
+}
+
 fn abi(machine: u16) -> &'static Abi {
     ABIS.iter().find(|a| a.machine == machine).unwrap_or(&ABIS[0])
 }

@@ -409,6 +409,9 @@ pub struct Request {
     pub features_dir: Option<PathBuf>,
     /// The /init executable on the build machine.
     pub init: PathBuf,
+    /// The ELF machine of the system the image is for (its kernel's modules', else its
+    /// programs'): never the build machine's unless the sysroot says nothing.
+    pub machine: u16,
     /// For transformed files (decompressed modules, microcode bundles).
     pub tmp: PathBuf,
     /// The image's compression.
@@ -440,6 +443,7 @@ impl Request {
             Some(o) => PathBuf::from(o.replace("{kver}", &kver)),
             None => sysroot.join(format!("boot/initrd.img-{kver}")),
         };
+        let machine = crate::elf::target_machine(&sysroot, Some(&kver));
         Ok(Request {
             host_root: s.host_root.unwrap_or_else(|| PathBuf::from("/")),
             universal: s.universal.unwrap_or(false),
@@ -447,7 +451,8 @@ impl Request {
             exclude: s.exclude,
             omit_modules: s.omit_modules.iter().map(|m| leanrd_kmod::normalize(m)).collect(),
             features_dir: Some(s.features_dir.unwrap_or_else(|| sysroot.join("etc/leanrd/features.d"))),
-            init: find_init(s.init, crate::elf::target_machine(&sysroot, Some(&kver)))?,
+            init: find_init(s.init, machine)?,
+            machine,
             tmp: tmp.to_path_buf(),
             data_align: s.data_align.or((compress.format == Format::None).then_some(4096)),
             compress,

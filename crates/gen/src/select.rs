@@ -88,6 +88,11 @@ fn chosen(all: &BTreeMap<String, Feature>, r: &Request, facts: Option<&Facts>) -
             if r.include.contains(&f.name) {
                 return Some(Selected { feature: f.clone(), required: true });
             }
+            // CPU microcode is loaded early by x86 kernels only: a universal image for another
+            // architecture (arm64) has none to carry, and does not name the feature.
+            if f.microcode && !crate::elf::early_microcode(r.machine) {
+                return None;
+            }
             let required = match f.when {
                 When::Always => Some(true),
                 When::Detected | When::Needed if facts.is_some_and(|x| detected(f, x, &r.sysroot)) => Some(true),
@@ -115,5 +120,26 @@ mod tests {
         let names: Vec<&str> = kept.iter().map(|s| s.feature.name.as_str()).collect();
         assert_eq!(names, ["luks", "mdraid"], "a required feature stays (its missing binary is an error later)");
         assert_eq!(w, ["feature lvm left out: lvm not found (install lvm2)"]);
+    }
+
+    #[test]
+    fn microcode_is_for_x86_kernels_only() {
+        let t = tempfile::tempdir().unwrap();
+        let all = crate::features::load(None).unwrap();
+        let s = crate::request::Settings {
+            kver: Some("x".into()),
+            sysroot: Some(t.path().into()),
+            init: Some(t.path().into()),
+            universal: Some(true),
+            ..Default::default()
+        };
+        let mut r = crate::request::Request::new(s, t.path()).unwrap();
+        let names = |r: &crate::request::Request| -> Vec<String> {
+            select(&all, r, None).into_iter().map(|s| s.feature.name).collect()
+        };
+        r.machine = 62;
+        assert!(names(&r).contains(&"microcode".to_string()), "x86-64: {:?}", names(&r));
+        r.machine = 183;
+        assert!(!names(&r).contains(&"microcode".to_string()), "aarch64: {:?}", names(&r));
     }
 }

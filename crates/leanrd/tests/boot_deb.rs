@@ -20,11 +20,6 @@ use std::process::Command;
 use common::debian::*;
 use common::*;
 
-fn made_by(img: &Path) -> String {
-    let v: serde_json::Value = serde_json::from_slice(&ok(leanrd().args(["inspect", "--json"]).arg(img))).unwrap();
-    v["generator"].as_str().unwrap_or("unknown").to_string()
-}
-
 #[test]
 fn the_debian_package_takes_over_and_gives_back() {
     takes_over_and_gives_back("bookworm");
@@ -85,14 +80,7 @@ fn takes_over_and_gives_back(suite: &str) {
     fs::create_dir_all(cache.join("partial")).unwrap();
     let apt = "apt-get -q -o APT::Sandbox::User=root";
 
-    let (done, log) = in_chroot(&tree, Some(&cache), "dpkg -i /tmp/leanrd.deb");
-    assert!(done, "dpkg -i: {log}");
-    let diverted = fs::read_to_string(tree.join("usr/sbin/update-initramfs")).unwrap();
-    assert!(diverted.contains("leanrd build"), "update-initramfs is not leanrd's:\n{diverted}");
-    // A chroot has no machine of its own: a universal image.
-    let conf = tree.join("etc/leanrd/leanrd.toml");
-    let text = fs::read_to_string(&conf).unwrap();
-    fs::write(&conf, format!("{text}universal = true\n")).unwrap();
+    install_deb(&tree, Some(&cache), "/tmp/leanrd.deb");
     let (done, log) = in_chroot(&tree, Some(&cache), &format!("{apt} update && {apt} {install}"));
     assert!(done, "apt-get {install}: {log}");
     let kvers: Vec<String> = fs::read_dir(tree.join("boot"))

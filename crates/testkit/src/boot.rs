@@ -348,12 +348,20 @@ fn finish_tree(tree: &Path, init: &Path) {
 /// disks made from it stay valid from one build of leanrd to the next). Returns what it
 /// wrote (paths, contents, link targets), for cache keys.
 pub fn finish_base(tree: &Path) -> Vec<u8> {
+    finish_base_on(tree, "ttyS0")
+}
+
+/// [`finish_base`] for a machine whose serial console is `console` (ttyAMA0 on arm64's virt
+/// board): the report is written there, and no login prompt is started on it.
+pub fn finish_base_on(tree: &Path, console: &str) -> Vec<u8> {
+    let report = REPORT.replace("/dev/ttyS0", &format!("/dev/{console}"));
+    let getty = format!("etc/systemd/system/serial-getty@{console}.service");
     let files: [(&str, &str, u32); 5] = [
         // A system that has been installed: its machine id (no first-boot setup), its name.
         ("etc/machine-id", "6c65616e72642d746573742d726f6f74\n", 0o444),
         ("etc/hostname", "leanrd-test\n", 0o644),
         ("etc/modprobe.d/leanrd-test.conf", "options virtio_blk queue_depth=64\n", 0o644),
-        ("usr/local/sbin/leanrd-report", REPORT, 0o755),
+        ("usr/local/sbin/leanrd-report", &report, 0o755),
         ("etc/systemd/system/leanrd-report.service", UNIT, 0o644),
     ];
     let links = [
@@ -363,7 +371,7 @@ pub fn finish_base(tree: &Path) -> Vec<u8> {
         ),
         // No login prompt on the serial console: agetty hangs the tty up when it starts, and
         // a report written to it after that is lost (Debian 13's systemd starts it late enough).
-        ("etc/systemd/system/serial-getty@ttyS0.service", "/dev/null"),
+        (getty.as_str(), "/dev/null"),
         // Seconds under TCG each, before multi-user, and nothing to do with the initramfs:
         // ext4's stale-snapshot cleanup and the text-console logins.
         ("etc/systemd/system/e2scrub_reap.service", "/dev/null"),
@@ -401,10 +409,15 @@ pub fn finish_base(tree: &Path) -> Vec<u8> {
 /// leanrd and its /init in a tree, for a root that builds its own image. Files already
 /// there are replaced, not written through (the tree may hold hard links to a cached one).
 pub fn add_tools(tree: &Path, init: &Path) {
+    add_tools_from(tree, leanrd_path(), init);
+}
+
+/// [`add_tools`] with `leanrd` as the tree's leanrd (one built for another architecture).
+pub fn add_tools_from(tree: &Path, leanrd: &Path, init: &Path) {
     fs::create_dir_all(tree.join("usr/lib/leanrd")).unwrap();
     let _ = fs::remove_file(tree.join("usr/bin/leanrd"));
     let _ = fs::remove_file(tree.join("usr/lib/leanrd/leanrd-init"));
-    fs::copy(leanrd_path(), tree.join("usr/bin/leanrd")).unwrap();
+    fs::copy(leanrd, tree.join("usr/bin/leanrd")).unwrap();
     fs::copy(init, tree.join("usr/lib/leanrd/leanrd-init")).unwrap();
     sh(&format!("chmod 755 {}/usr/bin/leanrd", tree.display()));
 }
@@ -422,6 +435,10 @@ pub enum Bus {
     Nvme,
     /// A SATA disk on an ICH9 AHCI controller: /dev/sdX.
     Ahci,
+    /// A virtio-blk disk on a virtio-mmio transport (`-device virtio-blk-device`): /dev/vdX.
+    /// Only boards that have those transports in their device tree (arm64's `virt`) have it;
+    /// `-drive if=virtio` there is a PCI device.
+    VirtioMmio,
 }
 
 /// One file system on a disk image: on one GPT partition from 1 MiB, or on the whole disk.
@@ -602,6 +619,7 @@ pub fn qemu_args(disks: &[&Disk], snapshot: bool) -> Vec<String> {
             Bus::VirtioScsi => format!("scsi-hd,drive=d{i},bus=scsi0.0"),
             Bus::Nvme => format!("nvme,drive=d{i},serial=leanrd{i}"),
             Bus::Ahci => format!("ide-hd,drive=d{i},bus=ahci0.{i}"),
+            Bus::VirtioMmio => format!("virtio-blk-device,drive=d{i}"),
         };
         a.extend(["-drive".into(), format!("{file},if=none,id=d{i}"), "-device".into(), dev]);
     }
@@ -614,7 +632,8 @@ pub struct Boot {
     pub name: String,
     /// The initramfs image QEMU loads (`-initrd`), with [`Start::Kernel`].
     pub image: PathBuf,
-    /// The kernel command line, after `console=ttyS0 panic=-1` (with [`Start::Kernel`]).
+    /// The kernel command line, after `console=ttyS0 panic=-1` (with [`Start::Kernel`]; on
+    /// arm64 `console=ttyAMA0`).
     pub append: String,
     /// More QEMU arguments: the disks ([`qemu_args`]), a NIC, ...
     pub qemu: Vec<String>,
@@ -647,6 +666,11 @@ pub enum Start {
     Bios,
     /// OVMF boots from the disks, with a copy of the variable store at this path.
     Uefi(PathBuf),
+    /// [`Start::Kernel`] on arm64: qemu-system-aarch64's `virt` board loads the kernel and
+    /// the image, the console on ttyAMA0 ([`crate::aarch64_qemu_command`]).
+    KernelAarch64,
+    /// AAVMF (arm64 UEFI) boots from the disks, with a copy of the variable store at this path.
+    Aavmf(PathBuf),
 }
 
 impl Boot {
@@ -737,6 +761,10 @@ pub fn run_all(kernel: &Path, boots: &[Boot]) -> Vec<Outcome> {
                             let _ = fs::copy(crate::OVMF_VARS, vars);
                             crate::firmware_command(vars, &extra, b.secs)
                         }
+                        Start::KernelAarch64 => {
+                            crate::aarch64_qemu_command(kernel, &b.image, &b.append, &extra, b.secs)
+                        }
+                        Start::Aavmf(vars) => crate::aavmf_command(vars, &extra, b.secs),
                     };
                     if let Some(ns) = &b.netns {
                         cmd = crate::netlab::in_netns(ns, &cmd);

@@ -81,6 +81,9 @@ pub struct VmBoot {
     pub secs: u64,
     /// The network namespace QEMU runs in (a [`crate::netlab::NetLab`]'s).
     pub netns: Option<String>,
+    /// An arm64 machine: qemu-system-aarch64's `virt` board ([`crate::aarch64_qemu_command`],
+    /// [`crate::aavmf_command`]).
+    pub aarch64: bool,
 }
 
 impl VmBoot {
@@ -109,11 +112,21 @@ impl VmBoot {
                         return Err(format!("{}: no such file", f.display()));
                     }
                 }
-                let q = qemu_command_as_is(kernel, initrd, append, &extra, self.secs);
+                let q = if self.aarch64 {
+                    crate::aarch64_qemu_command(kernel, initrd, append, &extra, self.secs)
+                } else {
+                    qemu_command_as_is(kernel, initrd, append, &extra, self.secs)
+                };
                 Ok(match &self.netns {
                     Some(ns) => crate::netlab::in_netns(ns, &q),
                     None => q,
                 })
+            }
+            Start::Firmware if self.aarch64 => {
+                if !Path::new(crate::AAVMF[0]).exists() {
+                    return Err(format!("{}: no such file (apt install qemu-efi-aarch64)", crate::AAVMF[0]));
+                }
+                Ok(crate::aavmf_command(&scratch.join("AAVMF_VARS.fd"), &extra, self.secs))
             }
             Start::Firmware => {
                 if !Path::new(OVMF_CODE).exists() {
@@ -135,7 +148,9 @@ impl VmBoot {
         let line = line.collect();
         let answer = self.answer.as_deref();
         let run = match &self.start {
-            Start::Kernel { kernel, initrd, append } if self.marks.is_empty() && self.netns.is_none() => {
+            Start::Kernel { kernel, initrd, append }
+                if self.marks.is_empty() && self.netns.is_none() && !self.aarch64 =>
+            {
                 boot_console_timed(kernel, initrd, append, &self.qemu_extra(), answer, &self.stop, self.secs).into()
             }
             _ => run_console(cmd, answer, &self.stop, &self.marks).into(),
@@ -161,8 +176,9 @@ pub fn suite_kernel(suite: &str, release: Option<&str>) -> Result<(String, PathB
             }
             Ok((k, vmlinuz))
         }
-        "trixie" => {
-            let root = debian_suite_root("trixie", "").ok_or("no Debian 13 root (needs root and mmdebstrap)")?;
+        "trixie" | "trixie-arm64" => {
+            let root = debian_suite_root(&suite.replace('-', " "), "")
+                .ok_or("no Debian 13 root (needs root and mmdebstrap; arm64: qemu-user-static)")?;
             let vmlinuz = match release {
                 Some(r) => root.join(format!("boot/vmlinuz-{r}")),
                 None => root_kernel(&root),
@@ -172,6 +188,6 @@ pub fn suite_kernel(suite: &str, release: Option<&str>) -> Result<(String, PathB
             }
             Ok((crate::boot::kver_of(&vmlinuz), vmlinuz))
         }
-        s => Err(format!("{s}: not a suite (bookworm or trixie)")),
+        s => Err(format!("{s}: not a suite (bookworm, trixie or trixie-arm64)")),
     }
 }

@@ -536,6 +536,49 @@ pub fn vm_command(secs: u64) -> Command {
 /// The arguments every test VM gets after the memory and the display ([`vm_command`]).
 pub const VM_ARGS: [&str; 5] = ["-no-reboot", "-monitor", "none", "-nic", "none"];
 
+/// The arm64 test machine: QEMU's `virt` board (virtio-mmio devices in its device tree, and
+/// PCIe) with a Cortex-A57, the cheapest CPU TCG emulates that Debian's arm64 kernel runs on.
+pub const AARCH64_MACHINE: [&str; 6] = ["-M", "virt", "-cpu", "cortex-a57", "-m", "1024"];
+
+/// The AAVMF firmware image and its variable store's template (qemu-efi-aarch64): the arm64
+/// UEFI firmware.
+pub const AAVMF: [&str; 2] = ["/usr/share/AAVMF/AAVMF_CODE.fd", "/usr/share/AAVMF/AAVMF_VARS.fd"];
+
+/// [`vm_command`] for arm64 ([`AARCH64_MACHINE`], qemu-system-aarch64 under TCG).
+pub fn aarch64_vm_command(secs: u64) -> Command {
+    let mut c = Command::new("timeout");
+    c.args(["--signal=KILL", &secs.to_string(), "qemu-system-aarch64", "-accel", "tcg", "-nographic"])
+        .args(AARCH64_MACHINE)
+        .args(VM_ARGS);
+    c
+}
+
+/// [`qemu_command_as_is`] for arm64: the kernel (Debian's arm64 vmlinuz, which QEMU loads as
+/// it is) and the image given to the `virt` board, the console on its PL011 UART (ttyAMA0).
+pub fn aarch64_qemu_command(kernel: &Path, initrd: &Path, append: &str, extra: &[&str], secs: u64) -> Command {
+    let mut c = aarch64_vm_command(secs);
+    c.arg("-kernel")
+        .arg(kernel)
+        .arg("-initrd")
+        .arg(initrd)
+        .args(["-append", &format!("console=ttyAMA0 panic=-1 {append}")])
+        .args(extra);
+    c
+}
+
+/// [`firmware_command`] for arm64: AAVMF with `vars` as its variable store (a copy of the
+/// template is put there), no kernel given.
+pub fn aavmf_command(vars: &Path, extra: &[&str], secs: u64) -> Command {
+    let _ = fs::copy(AAVMF[1], vars);
+    let mut c = aarch64_vm_command(secs);
+    c.arg("-drive")
+        .arg(format!("if=pflash,format=raw,readonly=on,file={}", AAVMF[0]))
+        .arg("-drive")
+        .arg(format!("if=pflash,format=raw,file={}", vars.display()))
+        .args(extra);
+    c
+}
+
 /// A right to run one VM: held while it runs. TCG takes a core per VM, so at most as many
 /// VMs run at once as the machine has cores ($LEANRD_VM_SLOTS overrides), across every test
 /// thread and every test process (suites run side by side share them): a slot is an `flock`
@@ -983,14 +1026,28 @@ pub fn debian_root(flavour: &str) -> Option<PathBuf> {
 }
 
 /// [`debian_root`] of a suite: "bookworm" (Debian 12) or "trixie" (Debian 13, with its own
-/// kernel in /boot).
+/// kernel in /boot), or "trixie arm64" (Debian 13 for arm64, its own arm64 kernel in /boot).
 pub fn debian_suite_root(suite: &str, flavour: &str) -> Option<PathBuf> {
     if !is_root() || !have("mmdebstrap") {
         return skip("the Debian root needs root and mmdebstrap (apt install mmdebstrap)");
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/debian-root");
-    let out = ok(Command::new(script).arg(suite).args((!flavour.is_empty()).then_some(flavour)));
+    // "trixie arm64": the suite and a foreign architecture, as tools/debian-root takes them.
+    let out = ok(Command::new(script).args(suite.split_whitespace()).args((!flavour.is_empty()).then_some(flavour)));
     Some(PathBuf::from(String::from_utf8_lossy(&out).trim()))
+}
+
+/// What tools/arm64 builds for aarch64 (`init`: the /init; `leanrd`: leanrd itself, the
+/// aarch64 /init embedded), in a Debian 13 chroot with its rustc: its path. None (skipped,
+/// with a message) when the machine cannot (not root, no mmdebstrap); a failed build fails.
+pub fn arm64_build(what: &str) -> Option<PathBuf> {
+    if !is_root() || !have("mmdebstrap") {
+        return skip("the aarch64 build needs root and mmdebstrap (apt install mmdebstrap)");
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/arm64");
+    let o = Command::new(&script).arg(what).stderr(std::process::Stdio::inherit()).output().unwrap();
+    assert!(o.status.success(), "tools/arm64 {what} failed");
+    Some(PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
 }
 
 #[cfg(test)]

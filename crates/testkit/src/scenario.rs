@@ -33,14 +33,32 @@ pub enum Root {
     Debian12,
     /// Debian 13 (trixie), booted with its own 6.12 kernel from its /boot (.ko.xz modules).
     Debian13,
+    /// Debian 13 for arm64, made by mmdebstrap through qemu-user-static, booted with its own
+    /// arm64 kernel on QEMU's `virt` board (qemu-system-aarch64, TCG): the image from this
+    /// x86_64 leanrd with the aarch64 /init (tools/arm64), a self-built one by leanrd built for
+    /// aarch64.
+    Debian13Arm64,
 }
 
 impl Root {
+    /// The suite as tools/debian-root takes it.
     fn suite(self) -> &'static str {
         match self {
             Root::Debian12 => "bookworm",
             Root::Debian13 => "trixie",
+            Root::Debian13Arm64 => "trixie arm64",
         }
+    }
+    /// Its name in the scratch directory's paths.
+    fn tag(self) -> &'static str {
+        match self {
+            Root::Debian12 => "bookworm",
+            Root::Debian13 => "trixie",
+            Root::Debian13Arm64 => "trixie-arm64",
+        }
+    }
+    fn arm64(self) -> bool {
+        self == Root::Debian13Arm64
     }
 }
 
@@ -257,6 +275,9 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
         }
         rest = &rest[close + 1..];
     }
+    if s.disks.iter().any(|v| v.bus == Bus::VirtioMmio) && !s.root.arm64() {
+        return Err("virtio-mmio: only arm64's virt board has those transports (debian13-arm64)".into());
+    }
     if s.image == Image::ArchZst && s.root != Root::Debian13 {
         return Err("arch-zst re-lays a kernel whose modules are .ko.xz: debian13's".into());
     }
@@ -405,6 +426,7 @@ fn sweep(dir: &Path, age: std::time::Duration) {
 /// A root made a test system: its tree, the kernel that boots it, and the key of its content.
 #[derive(Clone)]
 struct Suite {
+    root: Root,
     kernel: PathBuf,
     kver: String,
     init: PathBuf,
@@ -420,17 +442,19 @@ struct Tree {
 
 fn suite(root: Root) -> Result<Option<Suite>, String> {
     memo(&format!("suite {root:?}"), || {
-        if !is_root() || !have("qemu-system-x86_64") {
-            return Ok(skip("boot scenarios need root and qemu-system-x86_64"));
+        let qemu = if root.arm64() { "qemu-system-aarch64" } else { "qemu-system-x86_64" };
+        if !is_root() || !have(qemu) {
+            return Ok(skip(&format!("boot scenarios need root and {qemu}")));
         }
         for tool in ["mkfs.ext4", "mkfs.xfs", "mkfs.btrfs", "sfdisk", "losetup", "modprobe", "xz", "zstd", "depmod"] {
             if !have(tool) {
                 return Ok(skip(&format!("boot scenarios need {tool}")));
             }
         }
-        let Some(init) = init_binary() else { return Ok(None) };
+        let init = if root.arm64() { arm64_build("init") } else { init_binary() };
+        let Some(init) = init else { return Ok(None) };
         let Some(cached) = debian_suite_root(root.suite(), "") else { return Ok(None) };
-        let path = scratch().join(format!("{}-base", root.suite()));
+        let path = scratch().join(format!("{}-base", root.tag()));
         sh(&format!("cp -a {} {}", cached.display(), path.display()));
         let (kernel, modules_key) = match root {
             Root::Debian12 => {
@@ -445,15 +469,15 @@ fn suite(root: Root) -> Result<Option<Suite>, String> {
                 let config = fs::read(format!("/boot/config-{kver}")).unwrap_or_default();
                 (k, key_of(&[kver.as_bytes(), dep.as_bytes(), &config]))
             }
-            Root::Debian13 => (root_kernel(&cached), String::new()),
+            Root::Debian13 | Root::Debian13Arm64 => (root_kernel(&cached), String::new()),
         };
-        let finish = finish_base(&path);
+        let finish = finish_base_on(&path, if root.arm64() { "ttyAMA0" } else { "ttyS0" });
         // The root by its packages' versions (a root made again may hold newer ones) and by
         // how it was made (tools/debian-root names it so).
         let status = file_key(&cached.join("var/lib/dpkg/status"));
         let made = cached.file_name().unwrap_or_default().to_string_lossy().into_owned();
         let key = key_of(&[DISKS.as_bytes(), status.as_bytes(), made.as_bytes(), modules_key.as_bytes(), &finish]);
-        Ok(Some(Suite { kver: kver_of(&kernel), kernel, init, base: Tree { path, key } }))
+        Ok(Some(Suite { root, kver: kver_of(&kernel), kernel, init, base: Tree { path, key } }))
     })
 }
 
@@ -463,13 +487,20 @@ fn suite(root: Root) -> Result<Option<Suite>, String> {
 /// root's tree, so the roots' disks (made from the base tree) stay cached from one build of
 /// leanrd to the next: the LUKS root's is made in a prep VM, minutes under TCG.
 fn tools_disk(su: &Suite) -> PathBuf {
-    // One for every suite (the same leanrd and /init): made once, into one place.
-    memo("tools disk", || {
-        let dir = scratch().join("tools-disk");
+    // One for every suite of an architecture (the same leanrd and /init): made once.
+    let arch = if su.root.arm64() { "aarch64" } else { "x86_64" };
+    memo(&format!("tools disk {arch}"), || {
+        let dir = scratch().join(format!("tools-disk-{arch}"));
         fs::create_dir_all(dir.join("usr/bin")).unwrap();
-        add_tools(&dir, &su.init);
+        // arm64: leanrd itself built for aarch64 (this leanrd's sources), which the root runs.
+        let leanrd = if su.root.arm64() {
+            arm64_build("leanrd").expect("leanrd for aarch64 (tools/arm64 leanrd)")
+        } else {
+            leanrd_path().to_path_buf()
+        };
+        add_tools_from(&dir, &leanrd, &su.init);
         fs::write(dir.join("leanrd-tools"), "leanrd and its /init, for a self-building root\n").unwrap();
-        let tar = scratch().join("tools.tar");
+        let tar = scratch().join(format!("tools-{arch}.tar"));
         sh(&format!("tar -cf {} -C {} leanrd-tools usr", tar.display(), dir.display()));
         tar
     })
@@ -514,7 +545,7 @@ pub fn arch_layout(tree: &Path, kver: &str) {
 pub fn arch_tree(su_root: Root) -> Option<(PathBuf, String)> {
     let su = suite(su_root).ok()??;
     Some(memo(&format!("arch {su_root:?}"), || {
-        let path = scratch().join(format!("{}-arch", su_root.suite()));
+        let path = scratch().join(format!("{}-arch", su_root.tag()));
         sh(&format!("cp -a {} {}", su.base.path.display(), path.display()));
         arch_layout(&path, &su.kver);
         (path, su.kver.clone())
@@ -531,7 +562,7 @@ fn image(root: Root, su: &Suite, kind: Image) -> PathBuf {
             Image::UniversalKeep => (su.base.path.clone(), &["--module-compression", "keep"]),
             Image::ArchZst => (arch_tree(root).expect("the suite is there").0, &["--module-compression", "keep"]),
         };
-        let out = scratch().join(format!("{}-{kind:?}.img", root.suite()));
+        let out = scratch().join(format!("{}-{kind:?}.img", root.tag()));
         let o = leanrd()
             .args(["build", "-k", &su.kver, "--universal", "--sysroot"])
             .arg(&tree)
@@ -776,6 +807,11 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     }
     let boot = |title: &str, img: &Path, cmdline: &str, disks: &[&Disk], snapshot: bool| {
         let mut b = Boot::new(title, img, cmdline.trim(), qemu_args(disks, snapshot)).reject("Exec format error");
+        if s.root.arm64() {
+            // qemu-system-aarch64's virt board; TCG runs it at about half the x86 speed.
+            b.start = Start::KernelAarch64;
+            b.secs = 900;
+        }
         for e in &s.expect {
             b = b.expect(e);
         }

@@ -18,6 +18,25 @@ use std::process::Command;
 pub use leanrd_testkit::boot::{boot_console_timed, init_binary, kver_of, leanrd, sh, sh_private};
 pub use leanrd_testkit::*;
 
+/// Which generator made an initramfs image (`leanrd inspect --json`'s `generator`).
+pub fn made_by(img: &std::path::Path) -> String {
+    let v: serde_json::Value = serde_json::from_slice(&ok(leanrd().args(["inspect", "--json"]).arg(img))).unwrap();
+    v["generator"].as_str().unwrap_or("unknown").to_string()
+}
+
+/// Install the Debian package at `deb_in_tree` (a path inside the root `tree`) with dpkg in a
+/// chroot (`apt_cache` as apt's package cache), check that it diverted update-initramfs to
+/// leanrd's, and ask for universal images (a chroot has no machine of its own to detect).
+pub fn install_deb(tree: &std::path::Path, apt_cache: Option<&std::path::Path>, deb_in_tree: &str) {
+    let (done, log) = leanrd_testkit::boot::in_chroot(tree, apt_cache, &format!("dpkg -i {deb_in_tree}"));
+    assert!(done, "dpkg -i: {log}");
+    let diverted = std::fs::read_to_string(tree.join("usr/sbin/update-initramfs")).unwrap();
+    assert!(diverted.contains("leanrd build"), "update-initramfs is not leanrd's:\n{diverted}");
+    let conf = tree.join("etc/leanrd/leanrd.toml");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    std::fs::write(&conf, format!("{text}universal = true\n")).unwrap();
+}
+
 /// Boot, answering the passphrase prompt on the serial console; returns the console output.
 pub fn boot_typing(
     kernel: &std::path::Path,

@@ -4,19 +4,20 @@
 //! object (boot) or one tab-separated line (kernel) on stdout.
 //!
 //! ```text
-//! leanrd-harness kernel [--suite bookworm|trixie] [--kver RELEASE]
+//! leanrd-harness kernel [--suite bookworm|trixie|trixie-arm64] [--kver RELEASE]
 //! leanrd-harness boot --kernel K --initrd I --append A [--disk FILE[,bus=BUS]]... [--snapshot]
 //!     [--memory MIB] [--qemu ARG]... [--stop TEXT]... [--mark TEXT]... [--passphrase P] [--timeout SECS]
 //! leanrd-harness boot --uefi --disk ESP --disk ROOT ...
 //! leanrd-harness boot --kernel K --initrd I --append A --nfs-export DIR... [--nic MAC]...
-//! leanrd-harness finish-tree TREE --leanrd LEANRD --init INIT
+//! leanrd-harness boot --aarch64 --kernel K --initrd I ...   (qemu-system-aarch64's virt board)
+//! leanrd-harness finish-tree TREE --leanrd LEANRD --init INIT [--console ttyAMA0]
 //! ```
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use leanrd_testkit::boot::{Bus, Disk, add_tools, finish_base, use_leanrd};
+use leanrd_testkit::boot::{Bus, Disk, add_tools_from, finish_base_on};
 use leanrd_testkit::cli::{Start, VmBoot, suite_kernel};
 use leanrd_testkit::netlab::{LabSpec, NetLab};
 use serde::Deserialize;
@@ -32,7 +33,7 @@ struct Cli {
 enum Cmd {
     /// Print `RELEASE<TAB>VMLINUZ` of the kernel a suite boots (the newest, by version order).
     Kernel {
-        #[arg(long, default_value = "bookworm", value_parser = ["bookworm", "trixie"])]
+        #[arg(long, default_value = "bookworm", value_parser = ["bookworm", "trixie", "trixie-arm64"])]
         suite: String,
         /// This release rather than the newest.
         #[arg(long)]
@@ -48,6 +49,9 @@ enum Cmd {
         leanrd: PathBuf,
         #[arg(long)]
         init: PathBuf,
+        /// The machine's serial console, which the report writes to (ttyAMA0 on arm64).
+        #[arg(long, default_value = "ttyS0")]
+        console: String,
     },
 }
 
@@ -60,9 +64,12 @@ struct BootArgs {
     /// The kernel's command line (after testkit's `console=ttyS0 panic=-1`).
     #[arg(long, default_value = "", conflicts_with = "uefi")]
     append: String,
-    /// UEFI firmware (OVMF) starts what the disks hold, no --kernel.
+    /// UEFI firmware (OVMF; AAVMF with --aarch64) starts what the disks hold, no --kernel.
     #[arg(long)]
     uefi: bool,
+    /// An arm64 machine: qemu-system-aarch64's virt board (console ttyAMA0).
+    #[arg(long)]
+    aarch64: bool,
     /// A raw disk image, on a controller: virtio-blk (the default), virtio-scsi, ahci, nvme.
     #[arg(long = "disk", value_name = "FILE[,bus=BUS]")]
     disks: Vec<String>,
@@ -106,7 +113,7 @@ fn disk(spec: &str) -> Result<Disk, String> {
             return Err(format!("--disk {spec}: {o}: not an option (bus=BUS)"));
         };
         bus = Bus::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(b))
-            .map_err(|_| format!("--disk {spec}: {b}: not a bus (virtio-blk, virtio-scsi, ahci, nvme)"))?;
+            .map_err(|_| format!("--disk {spec}: {b}: not a bus (virtio-blk, virtio-scsi, ahci, nvme, virtio-mmio)"))?;
     }
     Ok(Disk { path: PathBuf::from(path), gpt: false, bus })
 }
@@ -141,6 +148,7 @@ fn boot(a: BootArgs) -> Result<String, String> {
         stop: a.stop,
         marks: a.marks,
         secs: a.timeout,
+        aarch64: a.aarch64,
     };
     let (run, qemu) = b.run()?;
     drop(lab);
@@ -149,7 +157,7 @@ fn boot(a: BootArgs) -> Result<String, String> {
     Ok(v.to_string())
 }
 
-fn finish_tree(tree: &Path, leanrd: &Path, init: &Path) -> Result<String, String> {
+fn finish_tree(tree: &Path, leanrd: &Path, init: &Path, console: &str) -> Result<String, String> {
     for p in [tree, leanrd, init] {
         if !p.exists() {
             return Err(format!("{}: no such file or directory", p.display()));
@@ -160,9 +168,8 @@ fn finish_tree(tree: &Path, leanrd: &Path, init: &Path) -> Result<String, String
             return Err(format!("{}: not a root with systemd (no {d})", tree.display()));
         }
     }
-    use_leanrd(&leanrd.to_string_lossy());
-    finish_base(tree);
-    add_tools(tree, init);
+    finish_base_on(tree, console);
+    add_tools_from(tree, leanrd, init);
     Ok(tree.display().to_string())
 }
 
@@ -172,7 +179,7 @@ fn main() -> ExitCode {
             suite_kernel(&suite, kver.as_deref()).map(|(k, path)| format!("{k}\t{}", path.display()))
         }
         Cmd::Boot(a) => boot(a),
-        Cmd::FinishTree { tree, leanrd, init } => finish_tree(&tree, &leanrd, &init),
+        Cmd::FinishTree { tree, leanrd, init, console } => finish_tree(&tree, &leanrd, &init, &console),
     };
     match out {
         Ok(line) => {
