@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """arm64 benchmark (issue 34): the Debian 13 arm64 root (tools/debian-root trixie arm64, made by
 mmdebstrap through qemu-user-static) with its own arm64 kernel, booted on qemu-system-aarch64's
-virt board under TCG (Cortex-A57, 1 GiB), ext4 on a GPT partition of a virtio-blk disk (over
-virtio-mmio). Variants:
+virt board under TCG (Cortex-A57, 1 GiB), ext4 on a GPT partition of a virtio-blk disk (PCI).
+Variants:
 
   leanrd universal           `leanrd build --universal`: leanrd built for aarch64 (tools/arm64
                              leanrd), in a chroot of the arm64 root
@@ -102,7 +102,7 @@ def main():
         with concurrent.futures.ThreadPoolExecutor(2) as ex:
             runs = list(ex.map(run, jobs))
         print(f"## Debian 13 arm64 root (systemd), {time.strftime('%Y-%m-%d')}, kernel {kver}, qemu-system-aarch64 "
-              f"TCG virt cortex-a57 -m 1024, virtio-blk (mmio) ext4 GPT, two VMs at a time; medians of {a.runs}\n")
+              f"TCG virt cortex-a57 -m 1024, virtio-blk (PCI) ext4 GPT, two VMs at a time; medians of {a.runs}\n")
         raw, res = report(images, builds, runs, measure, med)
         print()
         for lean, peer in (("leanrd universal", "initramfs-tools most"), ("leanrd universal", "dracut generic")):

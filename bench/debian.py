@@ -127,11 +127,21 @@ def boot_root(kernel, initrd, img, append, snapshot=True, secs=420):
                 timeout=secs)
 
 
+def systemd_seconds(text):
+    """A time span as systemd prints it ("950ms", "12.345s", "1min 5.234s") in seconds; None
+    when it is not one."""
+    units = {"min": 60, "s": 1, "ms": 0.001, "us": 1e-6}
+    parts = re.findall(r"([0-9.]+)(min|ms|us|s)", text)
+    if not parts or "".join(n + u for n, u in parts) != text.replace(" ", ""):
+        return None
+    return sum(float(n) * units[u] for n, u in parts)
+
+
 def measure(log):
     """(running?, kernel → multi-user s, initramfs phase s) from a boot's console."""
     running = "LEANRD-STATE running" in log
-    total = re.search(r"LEANRD-ANALYZE Startup finished in .* = ([0-9.]+)(ms|s)", log)
-    total = (float(total.group(1)) / (1000 if total.group(2) == "ms" else 1)) if total else None
+    total = re.search(r"LEANRD-ANALYZE Startup finished in .* = ([0-9a-z. ]+?)\s*$", log, re.M)
+    total = systemd_seconds(total.group(1)) if total else None
     run_init = re.search(r"\[\s*([0-9.]+)\] Run /init as init process", log)
     # The root's systemd: the last one to start (dracut's initramfs runs a systemd too).
     starts = re.findall(r"\[\s*([0-9.]+)\] systemd\[1\]: systemd \d+\S* running in system mode", log)

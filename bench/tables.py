@@ -32,7 +32,7 @@ README = os.path.join(ROOT, "README.md")
 # The directory the raw results' links are written relative to (the file the table goes in);
 # None: the repository's root.
 LINK_FROM = None
-NAME = re.compile(r"^(?P<bench>[a-z_]+)-(?P<date>\d{4}-\d{2}-\d{2})-(?P<commit>[0-9a-z-]+)\.json$")
+NAME = re.compile(r"^(?P<bench>[a-z][a-z0-9_]*)-(?P<date>\d{4}-\d{2}-\d{2})-(?P<commit>[0-9a-z-]+)\.json$")
 
 
 class Missing(Exception):
@@ -582,8 +582,8 @@ TABLES = {
     "timeline": render_timeline,
 }
 
-BLOCK = re.compile(r"<!-- bench:(?P<name>[a-z_-]+) -->\n(?P<body>.*?)<!-- /bench:(?P=name) -->", re.S)
-OPEN = re.compile(r"<!-- bench:(?P<name>[a-z_-]+) -->")
+BLOCK = re.compile(r"<!-- bench:(?P<name>[a-z0-9_-]+) -->\n(?P<body>.*?)<!-- /bench:(?P=name) -->", re.S)
+OPEN = re.compile(r"<!-- bench:(?P<name>[a-z0-9_-]+) -->")
 
 
 def documents():

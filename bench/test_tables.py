@@ -93,6 +93,19 @@ def timeline_results():
         "initramfs-tools-dep": [run(2.37, 5.27, 15.37, 22.84)] * 2}})
 
 
+class Measure(unittest.TestCase):
+    """bench/debian.py's reading of a boot's console, which bench/arm64.py shares."""
+
+    def test_systemd_analyze_totals_past_a_minute_are_read(self):
+        import debian
+        for text, want in (("950ms", 0.95), ("12.345s", 12.345), ("1min 5.234s", 65.234)):
+            self.assertAlmostEqual(debian.systemd_seconds(text), want)
+        self.assertIsNone(debian.systemd_seconds("5.2s (kernel)"))
+        log = ("LEANRD-STATE running\n"
+               "LEANRD-ANALYZE Startup finished in 5.1s (kernel) + 1min 2.5s (userspace) = 1min 7.6s\r\n")
+        self.assertEqual(debian.measure(log)[:2], (True, 67.6))
+
+
 class Tables(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory(prefix="leanrd-tables-")
