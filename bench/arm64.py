@@ -29,11 +29,13 @@ import argparse
 import concurrent.futures
 import os
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
 
-from common import ROOT, boot, build_leanrd, chroot_build, harness, ratio, report, save, sh, tool_version
+from common import (ROOT, boot, build_leanrd, chroot_build, harness, ratio, report, save, sh, suite_root,
+                    tool_version)
 from debian import UUID, disk, measure, med
 
 
@@ -47,9 +49,7 @@ def tree_of(work, flavour, leanrd, init):
     """A copy of the arm64 root (`flavour` "" or "dracut") made a test system (the report on
     ttyAMA0, the aarch64 leanrd and /init in it)."""
     tree = os.path.join(work, f"{flavour or 'initramfs-tools'}-tree")
-    base = subprocess.run([os.path.join(ROOT, "tools/debian-root"), "trixie", "arm64"] + ([flavour] if flavour else []),
-                          check=True, capture_output=True, text=True).stdout.strip()
-    sh(f"cp -a {base} {tree}")
+    sh(f"cp -a {suite_root('trixie arm64', flavour)} {tree}")
     harness("finish-tree", tree, "--leanrd", leanrd, "--init", init, "--console", "ttyAMA0")
     with open(f"{tree}/etc/fstab", "w") as f:
         f.write(f"UUID={UUID} / ext4 errors=remount-ro 0 1\n")
@@ -106,8 +106,8 @@ def main():
         raw, res = report(images, builds, runs, measure, med)
         print()
         for lean, peer in (("leanrd universal", "initramfs-tools most"), ("leanrd universal", "dracut generic")):
-            b = {n: [float(med(builds[n]))] for n in (lean, peer)}
-            print(f"- {lean} / {peer}: build (both under qemu-user) {b[lean][0] / b[peer][0]:.2f}, "
+            build = statistics.median(builds[lean]) / statistics.median(builds[peer])
+            print(f"- {lean} / {peer}: build (both under qemu-user) {build:.2f}, "
                   f"initramfs phase {ratio(res, lean, peer, 1)}, whole boot {ratio(res, lean, peer, 0)}")
         save("arm64", {"kernel": kver, "runs": a.runs, "variants": raw}, peers)
         print("\nChroot build seconds are under qemu-user (emulated): ratios only. The x86-64 build is native.")

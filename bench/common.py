@@ -21,8 +21,9 @@ def sh(cmd, **kw):
 
 
 def suite_root(suite, flavour=""):
-    """The cached Debian root of tools/debian-root (made when missing)."""
-    return subprocess.run([os.path.join(ROOT, "tools/debian-root"), suite] + ([flavour] if flavour else []),
+    """The cached Debian root of tools/debian-root (made when missing); `suite` may name a
+    foreign architecture too ("trixie arm64")."""
+    return subprocess.run([os.path.join(ROOT, "tools/debian-root")] + suite.split() + ([flavour] if flavour else []),
                           check=True, capture_output=True, text=True).stdout.strip()
 
 

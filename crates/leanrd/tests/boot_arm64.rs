@@ -57,13 +57,14 @@ fn setup() -> Option<&'static Setup> {
 }
 
 /// A copy of the root made a test system for `name` ([`finish_base_on`]: the report on
-/// ttyAMA0), and an ext4 disk (GPT) of it once `change` has run on the copy.
-fn root_disk(s: &Setup, name: &str, change: impl FnOnce(&Path)) -> (Disk, String) {
+/// the arm64 console), and an ext4 disk (GPT) of it, UUID number `n` ([`uuid`]: each test its
+/// own), once `change` has run on the copy.
+fn root_disk(s: &Setup, name: &str, n: u32, change: impl FnOnce(&Path)) -> (Disk, String) {
     let tree = s.t.join(format!("tree-{name}"));
     sh(&format!("cp -a {} {}", s.root.display(), tree.display()));
-    finish_base_on(&tree, "ttyAMA0");
+    finish_base_on(&tree, AARCH64_CONSOLE);
     change(&tree);
-    let f = Fs { kind: "ext4", uuid: uuid(60 + name.len() as u32), subvol: false };
+    let f = Fs { kind: "ext4", uuid: uuid(n), subvol: false };
     let fstab = format!("UUID={} / ext4 defaults 0 1\n", f.uuid);
     let disks = make(&s.t, name, true, Bus::VirtioBlk, &f, &tree, Some(&fstab));
     sh(&format!("rm -rf {}", tree.display()));
@@ -78,9 +79,9 @@ fn uki_aavmf(s: &Setup) {
         skip::<()>(&format!("needs {AAVMF:?} (apt install qemu-efi-aarch64), mtools and dosfstools"));
         return;
     }
-    let (disk, uuid) = root_disk(s, "uki", |_| {});
+    let (disk, uuid) = root_disk(s, "uki", 60, |_| {});
     let efi = s.t.join("arm64.efi");
-    let cmdline = format!("console=ttyAMA0 panic=-1 root=UUID={uuid} leanrd.uki=arm64");
+    let cmdline = format!("console={AARCH64_CONSOLE} panic=-1 root=UUID={uuid} leanrd.uki=arm64");
     let dtb = virt_dtb(s);
     let o = leanrd()
         .args(["build", "--universal", "-k", &s.kver, "--sysroot"])
@@ -160,7 +161,7 @@ fn debian_package(s: &Setup) {
     let deb = arm64_package();
     let kver = s.kver.clone();
     let img = s.t.join("deb.img");
-    let (disk, uuid) = root_disk(s, "deb", |tree| {
+    let (disk, uuid) = root_disk(s, "deb", 61, |tree| {
         fs::copy(&deb, tree.join("tmp/leanrd.deb")).unwrap();
         install_deb(tree, None, "/tmp/leanrd.deb");
         fs::remove_file(tree.join("tmp/leanrd.deb")).unwrap();

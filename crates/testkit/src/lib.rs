@@ -527,9 +527,14 @@ pub fn bios_command(extra: &[&str], secs: u64) -> Command {
 /// on user-mode networking, a route out of the machine), exiting instead of rebooting, killed
 /// after `secs`.
 pub fn vm_command(secs: u64) -> Command {
+    qemu_vm("qemu-system-x86_64", &["-m", "512"], secs)
+}
+
+/// `qemu` under TCG with `machine`'s arguments, its serial console on stdio and [`VM_ARGS`],
+/// killed after `secs`: what [`vm_command`] and [`aarch64_vm_command`] share.
+fn qemu_vm(qemu: &str, machine: &[&str], secs: u64) -> Command {
     let mut c = Command::new("timeout");
-    c.args(["--signal=KILL", &secs.to_string(), "qemu-system-x86_64", "-accel", "tcg", "-m", "512", "-nographic"])
-        .args(VM_ARGS);
+    c.args(["--signal=KILL", &secs.to_string(), qemu, "-accel", "tcg"]).args(machine).arg("-nographic").args(VM_ARGS);
     c
 }
 
@@ -540,28 +545,27 @@ pub const VM_ARGS: [&str; 5] = ["-no-reboot", "-monitor", "none", "-nic", "none"
 /// PCIe) with a Cortex-A57, the cheapest CPU TCG emulates that Debian's arm64 kernel runs on.
 pub const AARCH64_MACHINE: [&str; 6] = ["-M", "virt", "-cpu", "cortex-a57", "-m", "1024"];
 
+/// The arm64 test machine's serial console (the virt board's PL011 UART).
+pub const AARCH64_CONSOLE: &str = "ttyAMA0";
+
 /// The AAVMF firmware image and its variable store's template (qemu-efi-aarch64): the arm64
 /// UEFI firmware.
 pub const AAVMF: [&str; 2] = ["/usr/share/AAVMF/AAVMF_CODE.fd", "/usr/share/AAVMF/AAVMF_VARS.fd"];
 
 /// [`vm_command`] for arm64 ([`AARCH64_MACHINE`], qemu-system-aarch64 under TCG).
 pub fn aarch64_vm_command(secs: u64) -> Command {
-    let mut c = Command::new("timeout");
-    c.args(["--signal=KILL", &secs.to_string(), "qemu-system-aarch64", "-accel", "tcg", "-nographic"])
-        .args(AARCH64_MACHINE)
-        .args(VM_ARGS);
-    c
+    qemu_vm("qemu-system-aarch64", &AARCH64_MACHINE, secs)
 }
 
 /// [`qemu_command_as_is`] for arm64: the kernel (Debian's arm64 vmlinuz, which QEMU loads as
-/// it is) and the image given to the `virt` board, the console on its PL011 UART (ttyAMA0).
+/// it is) and the image given to the `virt` board, the console on [`AARCH64_CONSOLE`].
 pub fn aarch64_qemu_command(kernel: &Path, initrd: &Path, append: &str, extra: &[&str], secs: u64) -> Command {
     let mut c = aarch64_vm_command(secs);
     c.arg("-kernel")
         .arg(kernel)
         .arg("-initrd")
         .arg(initrd)
-        .args(["-append", &format!("console=ttyAMA0 panic=-1 {append}")])
+        .args(["-append", &format!("console={AARCH64_CONSOLE} panic=-1 {append}")])
         .args(extra);
     c
 }

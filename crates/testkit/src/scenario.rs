@@ -50,12 +50,8 @@ impl Root {
         }
     }
     /// Its name in the scratch directory's paths.
-    fn tag(self) -> &'static str {
-        match self {
-            Root::Debian12 => "bookworm",
-            Root::Debian13 => "trixie",
-            Root::Debian13Arm64 => "trixie-arm64",
-        }
+    fn tag(self) -> String {
+        self.suite().replace(' ', "-")
     }
     fn arm64(self) -> bool {
         self == Root::Debian13Arm64
@@ -471,7 +467,7 @@ fn suite(root: Root) -> Result<Option<Suite>, String> {
             }
             Root::Debian13 | Root::Debian13Arm64 => (root_kernel(&cached), String::new()),
         };
-        let finish = finish_base_on(&path, if root.arm64() { "ttyAMA0" } else { "ttyS0" });
+        let finish = finish_base_on(&path, if root.arm64() { crate::AARCH64_CONSOLE } else { "ttyS0" });
         // The root by its packages' versions (a root made again may hold newer ones) and by
         // how it was made (tools/debian-root names it so).
         let status = file_key(&cached.join("var/lib/dpkg/status"));
