@@ -108,6 +108,12 @@ pub struct CryptOptions {
     pub pkcs11_uri: Option<String>,
     /// `token-timeout=`: seconds to wait for a token before asking.
     pub token_timeout: Option<u64>,
+    /// `tpm2-measure-pcr=`: the PCR the volume key's measurement is extended into (`yes`:
+    /// 15, systemd's "system identity" PCR; a number 0-23); None: not measured (`no`).
+    pub tpm2_measure_pcr: Option<u32>,
+    /// `tpm2-measure-bank=`: the PCR banks to extend, `:`-separated (`sha256:sha384`), in
+    /// lower case; empty: the TPM's banks as systemd chooses them.
+    pub tpm2_measure_banks: Vec<String>,
     /// `try-empty-password`: try an empty passphrase before asking.
     pub try_empty_password: bool,
     /// `headless`: never ask.
@@ -143,6 +149,8 @@ impl Default for CryptOptions {
             fido2_device: None,
             pkcs11_uri: None,
             token_timeout: None,
+            tpm2_measure_pcr: None,
+            tpm2_measure_banks: Vec::new(),
             try_empty_password: false,
             headless: false,
             initramfs: false,
@@ -168,8 +176,6 @@ const FOR_THE_SYSTEM: &[&str] = &[
     "tpm2-public-key-pcrs",
     "tpm2-signature",
     "tpm2-pcrlock",
-    "tpm2-measure-pcr",
-    "tpm2-measure-bank",
     "fido2-cid",
     "fido2-rp",
     "password-echo",
@@ -244,6 +250,14 @@ impl CryptOptions {
                 "fido2-device" => o.fido2_device = text(&mut bad),
                 "pkcs11-uri" => o.pkcs11_uri = text(&mut bad),
                 "token-timeout" => o.token_timeout = secs(&mut bad),
+                "tpm2-measure-pcr" => match measure_pcr(v.unwrap_or("")) {
+                    Ok(p) => o.tpm2_measure_pcr = p,
+                    Err(e) => bad.push(format!("{opt}: {e}")),
+                },
+                "tpm2-measure-bank" => match measure_banks(v.unwrap_or("")) {
+                    Ok(b) => o.tpm2_measure_banks = b,
+                    Err(e) => bad.push(format!("{opt}: {e}")),
+                },
                 "try-empty-password" => o.try_empty_password = v.is_none_or(|v| v != "false" && v != "no"),
                 "headless" => o.headless = v.is_none_or(|v| v != "false" && v != "no"),
                 "initramfs" | "x-initrd.attach" => o.initramfs = true,
@@ -256,6 +270,41 @@ impl CryptOptions {
         }
         (o, bad)
     }
+}
+
+/// systemd's PCR for the volume key (and the machine ID, the root's identity): "system
+/// identity".
+pub const PCR_SYSTEM_IDENTITY: u32 = 15;
+
+/// The PCR banks a volume key can be measured into (systemd's, through OpenSSL's digests).
+pub const MEASURE_BANKS: [&str; 4] = ["sha1", "sha256", "sha384", "sha512"];
+
+/// `tpm2-measure-pcr=` as systemd-cryptsetup reads it: a PCR number first, else a boolean
+/// (yes: [`PCR_SYSTEM_IDENTITY`]).
+fn measure_pcr(v: &str) -> Result<Option<u32>, String> {
+    if let Ok(n) = v.parse::<u32>() {
+        return if n < 24 { Ok(Some(n)) } else { Err(format!("PCR {n} is outside 0-23")) };
+    }
+    match v {
+        "yes" | "y" | "true" | "t" | "on" => Ok(Some(PCR_SYSTEM_IDENTITY)),
+        "no" | "n" | "false" | "f" | "off" => Ok(None),
+        _ => Err("not a PCR number or a boolean".into()),
+    }
+}
+
+/// `tpm2-measure-bank=`: `:`-separated bank names, each one of [`MEASURE_BANKS`] (any case).
+fn measure_banks(v: &str) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::new();
+    for b in v.split(':') {
+        let b = b.to_ascii_lowercase();
+        if !MEASURE_BANKS.contains(&b.as_str()) {
+            return Err(format!("bank \"{b}\" is not one of {}", MEASURE_BANKS.join(", ")));
+        }
+        if !out.contains(&b) {
+            out.push(b);
+        }
+    }
+    Ok(out)
 }
 
 impl fmt::Display for CryptOptions {
@@ -293,6 +342,7 @@ impl fmt::Display for CryptOptions {
             ("keyfile-timeout", self.keyfile_timeout),
             ("key-slot", self.key_slot.map(u64::from)),
             ("token-timeout", self.token_timeout),
+            ("tpm2-measure-pcr", self.tpm2_measure_pcr.map(u64::from)),
         ];
         for (k, n) in nums {
             if let Some(n) = n {
@@ -309,6 +359,9 @@ impl fmt::Display for CryptOptions {
             if let Some(t) = t {
                 v.push(format!("{k}={t}"));
             }
+        }
+        if !self.tpm2_measure_banks.is_empty() {
+            v.push(format!("tpm2-measure-bank={}", self.tpm2_measure_banks.join(":")));
         }
         f.write_str(&v.join(","))
     }
@@ -432,12 +485,38 @@ mod tests {
             "keyfile-offset=1,keyfile-size=2,keyfile-timeout=3,header=/etc/h.img,key-slot=1,tpm2-device=auto",
             "fido2-device=auto,pkcs11-uri=auto,token-timeout=5,try-empty-password,headless,initramfs,noauto,nofail",
             "same-cpu-crypt,submit-from-crypt-cpus",
+            "tpm2-measure-pcr=yes,tpm2-measure-bank=SHA256:sha1",
+            "tpm2-measure-pcr=7",
         ] {
             let (o, bad) = CryptOptions::parse(s);
             assert!(bad.is_empty(), "{s}: {bad:?}");
             let text = o.to_string();
             assert_eq!(CryptOptions::parse(&text), (o, vec![]), "{s} -> {text}");
         }
+    }
+
+    #[test]
+    fn volume_key_measurement_as_systemd_reads_it() {
+        let pcr = |s: &str| CryptOptions::parse(s).0.tpm2_measure_pcr;
+        assert_eq!(pcr("tpm2-measure-pcr=yes"), Some(15));
+        assert_eq!(pcr("tpm2-measure-pcr=true"), Some(15));
+        // A number is a PCR before it is a boolean, as in systemd-cryptsetup.
+        assert_eq!(pcr("tpm2-measure-pcr=1"), Some(1));
+        assert_eq!(pcr("tpm2-measure-pcr=0"), Some(0));
+        assert_eq!(pcr("tpm2-measure-pcr=no"), None);
+        assert_eq!(pcr("luks"), None);
+        let (o, bad) = CryptOptions::parse("tpm2-measure-bank=SHA384:sha256:sha384");
+        assert!(bad.is_empty());
+        assert_eq!(o.tpm2_measure_banks, ["sha384", "sha256"]);
+        let (_, bad) = CryptOptions::parse("tpm2-measure-pcr=24,tpm2-measure-pcr=maybe,tpm2-measure-bank=sm3_256");
+        assert_eq!(
+            bad,
+            [
+                "tpm2-measure-pcr=24: PCR 24 is outside 0-23",
+                "tpm2-measure-pcr=maybe: not a PCR number or a boolean",
+                "tpm2-measure-bank=sm3_256: bank \"sm3_256\" is not one of sha1, sha256, sha384, sha512",
+            ]
+        );
     }
 
     #[test]

@@ -33,7 +33,9 @@ mod root;
 pub mod steplog;
 
 pub use config::{Capability, Crypt, DecodeError, FIELDS, Field, InitConfig, KEYMAP_DIR, Layer, Mounts};
-pub use crypttab::{CryptEntry, CryptKey, CryptOptions, CrypttabProblem, crypttab_entries};
+pub use crypttab::{
+    CryptEntry, CryptKey, CryptOptions, CrypttabProblem, MEASURE_BANKS, PCR_SYSTEM_IDENTITY, crypttab_entries,
+};
 pub use device::{DeviceRef, DeviceRefError, unescape_udev};
 pub use fstab::{FstabEntry, NOT_BLOCK_FSTYPES, fstab_entries, fstab_entry, unescape_octal};
 pub use iscsi::{Chap, ISCSI_PORT, IscsiError, IscsiTarget, redact_secrets};

@@ -27,6 +27,7 @@ pub mod cmdline;
 pub mod devices;
 pub mod dhcp;
 pub mod diagnose;
+pub mod dm;
 pub mod fsck;
 pub mod iscsi;
 pub mod isomd5;

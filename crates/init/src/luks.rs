@@ -186,7 +186,13 @@ pub fn unlock(init: &mut Init, devs: &[Dev], wanted: &[&DeviceRef], events: Opti
         if sys::exists(&format!("/dev/mapper/{}", job.name)) {
             continue;
         }
-        if open(init, &job, &mut consoles, events) {
+        // crypttab's tpm2-measure-pcr=: decided before it opens, so that cryptsetup puts the
+        // key where it can be read back for the measurement.
+        let measure = crate::tpm::measures_volume_key(init, &job.name, &job.options);
+        if open(init, &job, measure, &mut consoles, events) {
+            if measure {
+                crate::tpm::measure_volume_key(init, &job.name, &job.uuid, &job.options);
+            }
             done = true;
         } else {
             init.luks.given_up.insert(job.uuid.clone());
@@ -278,11 +284,22 @@ fn keyfile_args<'a>(path: &'a str, o: &CryptOptions, nums: &'a mut [String; 2]) 
 }
 
 /// Open one container; false when it stays locked (why is in the notes).
-fn open(init: &mut Init, job: &Job, consoles: &mut Option<Consoles>, events: Option<BorrowedFd<'_>>) -> bool {
+/// `measure`: its volume key is to be measured, so it goes to dm-crypt's table rather than
+/// the kernel keyring (`--disable-keyring`), as with LUKS1, where it can be read back.
+fn open(
+    init: &mut Init,
+    job: &Job,
+    measure: bool,
+    consoles: &mut Option<Consoles>,
+    events: Option<BorrowedFd<'_>>,
+) -> bool {
     let dev = job.dev.path();
     init.log.step(&format!("{}{dev} as {}", leanrd_contract::steplog::UNLOCKING, job.name));
     prepare(init);
     let mut args = open_args(job);
+    if measure {
+        args.insert(args.len() - 2, "--disable-keyring".into());
+    }
     // An enrolled token (TPM2, FIDO2, PKCS#11) through cryptsetup's plugins, when the image
     // has them: no passphrase when it opens (a TPM's PCRs as sealed); else on to the keys,
     // without cryptsetup trying the tokens again at every one.

@@ -55,13 +55,25 @@ const UNSEAL: &str = "b=/bin/busybox\n\
       $b echo ROOT-UNSEAL-RC=$? > /dev/ttyS0\n\
     fi\n";
 
+/// The measurement log /init hands to the root (systemd's), between these marks on the
+/// serial line.
+const MLOG: &str = "/run/log/systemd/tpm2-measure.log";
+const MLOG_MARK: &str = "LEANRD-MEASURE-LOG";
+
+/// What the root shows of the TPM, when it has one: PCR 15 of each bank (`PCR15 BANK HEX`)
+/// and the measurement log.
+const PCRS: &str = "if [ -d /sys/class/tpm/tpm0 ]; then\n\
+      for f in /sys/class/tpm/tpm0/pcr-*/15; do d=${f%/15}; $b echo \"PCR15 ${d##*pcr-} $($b cat $f)\" > /dev/ttyS0; done\n\
+    fi\n";
+
 /// The root: busybox, and an init that prints the marker on the console and on the serial
 /// line (the console is the VT in most boots here), then powers off.
 fn root_tree(t: &TempDir) -> PathBuf {
     // /tools: where the signed-policy test's tools disk is mounted (the root is read-only).
     let r = busybox_root(t, &["dev", "proc", "sys", "run", "tools"]);
     let init = format!(
-        "#!/bin/sh\n{UNSEAL}m=\"{MARK} $(/bin/busybox cat /proc/uptime) $(/bin/busybox grep ' / ' /proc/mounts)\"\n\
+        "#!/bin/sh\n{UNSEAL}{PCRS}if [ -e {MLOG} ]; then $b echo {MLOG_MARK}-BEGIN; $b tr -d '\\036' < {MLOG}; \
+         $b echo {MLOG_MARK}-END; fi > /dev/ttyS0\nm=\"{MARK} $(/bin/busybox cat /proc/uptime) $(/bin/busybox grep ' / ' /proc/mounts)\"\n\
          /bin/busybox echo \"$m\"\n/bin/busybox echo \"$m\" > /dev/ttyS0\n\
          /bin/busybox echo \"MAPPED $(/bin/busybox ls /dev/mapper | /bin/busybox tr '\\n' ' ')\" > /dev/ttyS0\n\
          /bin/busybox poweroff -f\n"
@@ -491,7 +503,8 @@ fn tpm2(kernel: &Path, t: &TempDir, kver: &str, init: &Path, disk: &Path) {
         let log = qemu_boot(kernel, &prep, "quiet", &q.iter().map(String::as_str).collect::<Vec<_>>(), 300);
         assert!(log.contains("PREP-DONE"), "enrolling the TPM2 token failed:\n{}", tail(&log));
     }
-    let tab = format!("sda3_crypt UUID={LUKS_UUID} none luks,discard,tpm2-device=auto\n");
+    // tpm2-measure-pcr=yes, on a boot no UKI measured: as with systemd, nothing is.
+    let tab = format!("sda3_crypt UUID={LUKS_UUID} none luks,discard,tpm2-device=auto,tpm2-measure-pcr=yes\n");
     let sr = host_sysroot(t, "sr-tpm", &[("crypttab", tab.as_bytes(), 0o644)]);
     let img = t.join("host-tpm.img");
     build(kver, init, &sr, Some(&keyboard_host(&TempDir::new("tpmhost"), Some(LUKS_UUID))), &img);
@@ -507,6 +520,13 @@ fn tpm2(kernel: &Path, t: &TempDir, kver: &str, init: &Path, disk: &Path) {
     let opened = "unlocked as /dev/mapper/sda3_crypt with its enrolled token";
     assert!(log.contains(opened) && log.contains(MARK), "TPM2 unlock:\n{}", tail(&log));
     assert!(!log.contains("Enter passphrase"), "asked for a passphrase with the TPM there:\n{}", tail(&log));
+    assert!(
+        log.contains("sda3_crypt: not a measured UKI boot (PCR 11 is zero), PCR 15 not extended"),
+        "tpm2-measure-pcr=yes without a measured UKI:\n{}",
+        tail(&log)
+    );
+    let pcr15 = pcr15_values(&log);
+    assert!(!pcr15.is_empty() && pcr15.iter().all(|(_, v)| v.bytes().all(|c| c == b'0')), "PCR 15: {pcr15:?}");
     if let Some(l) = log.lines().find(|l| l.contains(MARK)) {
         eprintln!("tpm2-same-machine: {}", l.trim());
     }
@@ -605,6 +625,72 @@ fn tpm2_pin(s: &Setup) {
 }
 
 /// The console of the boot `name`, kept under target/boot-logs as luks-NAME.log.
+/// The root's `PCR15 BANK HEX` lines: (bank, value in lower case).
+fn pcr15_values(log: &str) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = log
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split("PCR15 ").nth(1)?.split_whitespace();
+            Some((w.next()?.to_string(), w.next()?.to_ascii_lowercase()))
+        })
+        .collect();
+    v.dedup();
+    v
+}
+
+/// `openssl dgst` over `input` with `args`: the digest in hex.
+fn openssl_dgst(args: &[&str], input: &[u8]) -> String {
+    let mut c = Command::new("openssl")
+        .arg("dgst")
+        .args(args)
+        .arg("-r")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(input).unwrap();
+    let o = c.wait_with_output().unwrap();
+    assert!(o.status.success(), "openssl dgst {args:?}");
+    String::from_utf8(o.stdout).unwrap().split_whitespace().next().unwrap().to_string()
+}
+
+fn unhex(h: &str) -> Vec<u8> {
+    (0..h.len() / 2).map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap()).collect()
+}
+
+/// PCR 15 as systemd-cryptsetup leaves it with `tpm2-measure-pcr=yes`, computed here with
+/// OpenSSL (as systemd computes it) from the volume key the prep VM dumped: in every bank
+/// the TPM has (PCR 15 was zero in all of them), HMAC(volume key, "cryptsetup:NAME:UUID")
+/// extended into zero. The log's record holds the same HMACs, as a `volume-key` event.
+fn volume_key_measured(log: &str, vk: &str) {
+    let event = format!("cryptsetup:sda3_crypt:{LUKS_UUID}");
+    let said = format!("PCR 15 extended with {event} and its volume key");
+    assert!(log.contains(&said), "no {said:?}:\n{}", tail(log));
+    let pcrs = pcr15_values(log);
+    assert!(pcrs.iter().any(|(b, _)| b == "sha256"), "the root showed no sha256 PCR 15: {pcrs:?}");
+    let block =
+        log.split(&format!("{MLOG_MARK}-BEGIN")).nth(1).and_then(|r| r.split(&format!("{MLOG_MARK}-END")).next());
+    let records: Vec<serde_json::Value> =
+        block.unwrap_or("").lines().filter_map(|l| serde_json::from_str(l.trim()).ok()).collect();
+    let rec = records
+        .iter()
+        .find(|r| r["content"]["eventType"] == "volume-key")
+        .unwrap_or_else(|| panic!("no volume-key record in {MLOG}: {records:?}"));
+    assert_eq!((rec["pcr"].as_u64(), rec["content"]["string"].as_str()), (Some(15), Some(event.as_str())));
+    for (bank, value) in &pcrs {
+        let hmac =
+            openssl_dgst(&[&format!("-{bank}"), "-mac", "HMAC", "-macopt", &format!("hexkey:{vk}")], event.as_bytes());
+        let mut input = vec![0u8; hmac.len() / 2];
+        input.extend(unhex(&hmac));
+        let want = openssl_dgst(&[&format!("-{bank}")], &input);
+        assert_eq!(value, &want, "PCR 15 in {bank}");
+        let logged = rec["digests"].as_array().unwrap().iter().find(|d| d["hashAlg"] == bank.as_str());
+        assert_eq!(logged.and_then(|d| d["digest"].as_str()), Some(hmac.as_str()), "the log's {bank} digest");
+    }
+    let banks: Vec<&str> = pcrs.iter().map(|(b, _)| b.as_str()).collect();
+    eprintln!("tpm2-signed: PCR 15 holds HMAC(volume key, {event}) in {}, as OpenSSL computes it", banks.join(", "));
+}
+
 fn keep(name: &str, log: String) -> String {
     let kept = leanrd_testkit::boot::console_path(&format!("luks-{name}"));
     let _ = fs::create_dir_all(kept.parent().unwrap()).and_then(|()| fs::write(&kept, &log));
@@ -688,7 +774,10 @@ fn tpm2_signed(s: &Setup) {
     let body = format!(
         "mkdir -p /run/systemd && PASSWORD='{PASS}' $systemd_cryptenroll --tpm2-device=auto \
          --tpm2-public-key=/roottree/pcr.pem --tpm2-public-key-pcrs=11 --tpm2-pcrs= /dev/vda3 && \
-         $cryptsetup luksDump /dev/vda3 | grep -q systemd-tpm2 && sync && echo PREP-DONE"
+         $cryptsetup luksDump /dev/vda3 | grep -q systemd-tpm2 && \
+         printf %s '{PASS}' | $cryptsetup luksDump --dump-volume-key --batch-mode --key-file - \
+           --volume-key-file /tmp/vk /dev/vda3 >/dev/null && echo VK=$(od -An -v -tx1 /tmp/vk | tr -d ' \\n') && \
+         sync && echo PREP-DONE"
     );
     let tools = ["cryptsetup", "systemd-cryptenroll"];
     let modules = ["virtio_pci", "virtio_blk", "dm_mod", "dm_crypt"];
@@ -698,14 +787,18 @@ fn tpm2_signed(s: &Setup) {
         return;
     };
     let state = t.join("tpm-signed-state");
-    {
+    let prep_log = {
         let tpm = Swtpm::start(&state);
         let mut q = vec!["-drive".to_string(), format!("file={},if=virtio,format=raw", disk.display())];
         q.extend(tpm.args.iter().cloned());
         let log = qemu_boot(&s.kernel, &prep, "quiet", &q.iter().map(String::as_str).collect::<Vec<_>>(), 300);
         assert!(log.contains("PREP-DONE"), "enrolling the signed-policy token failed:\n{}", tail(&log));
-    }
-    let tab = format!("sda3_crypt UUID={LUKS_UUID} none luks,discard,tpm2-device=auto\n");
+        log
+    };
+    // The volume key, as the prep VM's cryptsetup dumped it, for PCR 15's expected value.
+    let vk = prep_log.split("VK=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or("").to_string();
+    assert_eq!(vk.len(), 128, "the volume key dump: {vk:?}");
+    let tab = format!("sda3_crypt UUID={LUKS_UUID} none luks,discard,tpm2-device=auto,tpm2-measure-pcr=yes\n");
     let sr = host_sysroot(t, "sr-tpm-signed", &[("crypttab", tab.as_bytes(), 0o644)]);
     let host_dir = TempDir::new("tpmsignedhost");
     let host = keyboard_host(&host_dir, Some(LUKS_UUID));
@@ -796,6 +889,7 @@ fn tpm2_signed(s: &Setup) {
     expect_all("signed policy", &log, &want);
     assert!(!log.contains("Enter passphrase"), "asked for a passphrase with the signature there:\n{}", tail(&log));
     eprintln!("tpm2-signed: unsealed by the UKI's signature of PCR 11 at enter-initrd");
+    volume_key_measured(&log, &vk);
     let log = boot("tpm2-signed-by-another-key", &other);
     assert!(
         log.contains("no token opened /dev/vdb3") && log.contains("Enter passphrase for sda3_crypt"),
