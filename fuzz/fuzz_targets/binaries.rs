@@ -14,7 +14,9 @@
 //!   `.sbat` it was given and no initramfs;
 //! - ld.so.cache entries that parse, written back as a cache (a reference writer of glibc's
 //!   format), parse to the same entries;
-//! - a module's facts are the bytes' (ELF magic, signature mark, `.modinfo` firmware).
+//! - a module's facts are the bytes' (ELF magic, signature mark, `.modinfo` firmware);
+//! - a device tree's root and a `.hwids` table are read or refused, never a panic, and a
+//!   `.hwids` written from entries reads back as as many entries.
 
 #![no_main]
 
@@ -194,6 +196,24 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     uki_writer(data);
+
+    // A device tree's root and a .hwids table are read or refused; a table read back is
+    // written again as the same entries (when its strings are where the writer puts them).
+    let _ = leanrd_archive::devicetree::root(data);
+    if let Ok(entries) = leanrd_archive::devicetree::hwids_entries(data) {
+        let devices: Vec<leanrd_archive::devicetree::HwidDevice> = entries
+            .iter()
+            .filter(|e| e.kind == 1 && !e.name.is_empty() && !e.compatible.is_empty())
+            .map(|e| leanrd_archive::devicetree::HwidDevice {
+                name: e.name.clone(),
+                compatible: e.compatible.clone(),
+                chids: vec![e.chid],
+            })
+            .collect();
+        let again = leanrd_archive::devicetree::hwids_entries(&leanrd_archive::devicetree::hwids_section(&devices))
+            .expect("a written .hwids reads back");
+        assert_eq!(again.len(), devices.iter().map(|d| d.chids.len()).sum::<usize>());
+    }
 
     if let Ok(cache) = LdCache::parse(data) {
         let back = LdCache::parse(&ld_cache(&cache.libs)).expect("a written cache parses");

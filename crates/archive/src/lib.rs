@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 
 mod check;
+pub mod devicetree;
 mod dircache;
 mod entry;
 mod error;

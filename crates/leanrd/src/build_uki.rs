@@ -10,6 +10,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use leanrd_archive::devicetree;
 use leanrd_archive::image::{self, SegmentSpec};
 use leanrd_archive::output::AtomicFile;
 use leanrd_archive::uki;
@@ -47,6 +48,20 @@ pub(crate) struct UkiArgs {
     /// none, as AAVMF on QEMU's virt machine does), and measures it into PCR 11.
     #[arg(long, value_name = "DTB", requires = "uki")]
     devicetree: Option<PathBuf>,
+    /// A device tree for the stub to choose by the machine (a .dtbauto section; systemd-stub
+    /// 257 and later); repeated, one per board. The stub installs the first whose root
+    /// `compatible` is the firmware's device tree's, or, where the firmware gives none, the
+    /// one --hwids names for this machine; when none is chosen, --devicetree's. The chosen one
+    /// is measured into PCR 11.
+    #[arg(long, value_name = "DTB", requires = "uki")]
+    devicetree_auto: Vec<PathBuf>,
+    /// A directory of hardware-ID files for the .hwids section, as ukify's --hwids takes them:
+    /// JSON files (searched through subdirectories), each {"type": "devicetree", "name": ...,
+    /// "compatible": ..., "hwids": [CHID, ...]}. On a machine whose firmware gives no device
+    /// tree, the stub computes its CHIDs from SMBIOS (`fwupdtool hwids` shows them) and takes
+    /// the --devicetree-auto tree with the matching compatible.
+    #[arg(long, value_name = "DIR", requires = "uki")]
+    hwids: Option<PathBuf>,
     /// Sign the UKI for Secure Boot with this key (PEM) and --sign-cert (see --sign-tool).
     #[arg(long, value_name = "KEY", requires_all = ["uki", "sign_cert"])]
     sign_key: Option<PathBuf>,
@@ -95,7 +110,8 @@ pub(crate) struct UkiArgs {
     profile: Vec<String>,
 }
 
-/// The first systemd-stub that starts multi-profile UKIs (systemd 257).
+/// The first systemd-stub that starts multi-profile UKIs and chooses device trees by the
+/// machine (`.dtbauto`, `.hwids`): systemd 257.
 const PROFILE_STUB: u32 = 257;
 
 /// The most profiles systemd-stub takes (its UNIFIED_PROFILES_MAX).
@@ -208,6 +224,8 @@ const MEASURED: &[(&str, &str)] = &[
     (".ucode", "--ucode"),
     (".splash", "--splash"),
     (".dtb", "--dtb"),
+    (".dtbauto", "--dtbauto"),
+    (".hwids", "--hwids"),
     (".uname", "--uname"),
     (".sbat", "--sbat"),
     (".pcrpkey", "--pcrpkey"),
@@ -270,6 +288,32 @@ impl Signer {
         Ok(Signer { tool, run, help, dir, initrd })
     }
 
+    /// [`Signer::sign`] for each set of sections the stub may measure ([`dtbauto_choices`]),
+    /// the signatures merged into one `.pcrsig`, each once in its bank's list, as ukify merges
+    /// them.
+    fn sign_each_dtbauto(&self, a: &UkiArgs, small: &[(&str, Vec<u8>)], kernel: &Path) -> Result<Vec<u8>> {
+        let choices = dtbauto_choices(small);
+        if choices.len() == 1 {
+            return self.sign(a, small, kernel);
+        }
+        let mut merged = serde_json::Map::new();
+        for one in choices {
+            let text = self.sign(a, &one, kernel)?;
+            let v: serde_json::Value = serde_json::from_slice(&text).context("systemd-measure's signature")?;
+            for (bank, sigs) in v.as_object().into_iter().flatten() {
+                let list = merged.entry(bank.clone()).or_insert_with(|| serde_json::Value::Array(Vec::new()));
+                if let (Some(list), Some(sigs)) = (list.as_array_mut(), sigs.as_array()) {
+                    for s in sigs {
+                        if !list.contains(s) {
+                            list.push(s.clone());
+                        }
+                    }
+                }
+            }
+        }
+        Ok(serde_json::to_vec(&serde_json::Value::Object(merged))?)
+    }
+
     /// The signed PCR 11 predictions (the .pcrsig section's text) for the kernel `kernel`, the
     /// UKI's .initrd and the sections `small` (a profile's: the base's with the profile's in
     /// their place).
@@ -282,7 +326,7 @@ impl Signer {
             if !self.help.contains(&format!("{opt}=")) {
                 // A stub that reads .ucode (systemd 256 and later) or .profile (257) measures
                 // it: a systemd-measure that cannot take it would sign values PCR 11 never has.
-                if [".ucode", ".profile"].contains(name) && small.iter().any(|(n, _)| n == name) {
+                if [".ucode", ".profile", ".dtbauto", ".hwids"].contains(name) && small.iter().any(|(n, _)| n == name) {
                     bail!(
                         "{tool} takes no {opt} (systemd {} and later do), and the UKI's stub measures its {name}: \
                          its signed values would never match; use the systemd-measure of the stub's systemd",
@@ -560,6 +604,7 @@ impl UkiArgs {
         if let Some(p) = &self.devicetree {
             v.push((".dtb", dtb_section(p)?));
         }
+        v.extend(dtbauto_sections(&self.devicetree_auto, self.hwids.as_deref())?);
         v.push((".uname", r.kver.clone().into_bytes()));
         if let Some(p) = &self.splash {
             let b = read(p, "splash image")?;
@@ -580,25 +625,135 @@ fn cmdline_section(words: &str) -> Vec<u8> {
     b
 }
 
-/// A `.dtb` section: the device tree file, its header checked.
+/// A `.dtb` section: the device tree file, its header checked as the stub checks it (the
+/// magic, a total size within the data) and its root node read.
 fn dtb_section(path: &Path) -> Result<Vec<u8>> {
-    let b = read(path, "device tree")?;
-    check_dtb(&b).with_context(|| format!("{}: not a flattened device tree (.dtb)", path.display()))?;
-    Ok(b)
+    Ok(dtb_with_root(path)?.0)
 }
 
-/// A flattened device tree's header, as the stub checks it before it installs one: the magic,
-/// and a total size within the data (the stub refuses a blob shorter than its header says).
-fn check_dtb(b: &[u8]) -> Result<()> {
-    let be32 = |o: usize| b.get(o..o + 4).map(|x| u32::from_be_bytes(x.try_into().expect("4 bytes")));
-    // 40 bytes: the header itself (version 17).
-    match (be32(0), be32(4)) {
-        (Some(0xd00d_feed), Some(total)) if (40..=b.len()).contains(&(total as usize)) => Ok(()),
-        (Some(0xd00d_feed), Some(total)) => {
-            bail!("its header says {total} bytes, not between its header's 40 and the file's {}", b.len())
+/// A device tree file and its root node.
+fn dtb_with_root(path: &Path) -> Result<(Vec<u8>, devicetree::Root)> {
+    let b = read(path, "device tree")?;
+    let root =
+        devicetree::root(&b).with_context(|| format!("{}: not a flattened device tree (.dtb)", path.display()))?;
+    Ok((b, root))
+}
+
+/// The sets of sections the stub may measure, by the `.dtbauto` it chooses: `small` with
+/// each `.dtbauto` alone (the stub measures the one it chooses, as ukify signs them), then
+/// with none (a machine no tree is for, where the stub installs `.dtb`: ukify signs no
+/// values for it, and a token would never unseal there). Without `.dtbauto`, `small` itself.
+fn dtbauto_choices<'a>(small: &[(&'a str, Vec<u8>)]) -> Vec<Vec<(&'a str, Vec<u8>)>> {
+    let n = small.iter().filter(|(name, _)| *name == ".dtbauto").count();
+    (0..=n)
+        .map(|k| {
+            let mut seen = 0;
+            small
+                .iter()
+                .filter(|(name, _)| {
+                    let keep = *name != ".dtbauto" || seen == k;
+                    seen += usize::from(*name == ".dtbauto");
+                    keep
+                })
+                .cloned()
+                .collect()
+        })
+        .collect()
+}
+
+/// The `.dtbauto` sections, each a device tree with a root `compatible` (what the stub chooses
+/// it by), and the `.hwids` section from `hwids`' files. Each machine in `.hwids` should have
+/// a tree of its compatible; one that has none is said (the stub would choose nothing for it).
+fn dtbauto_sections(trees: &[PathBuf], hwids: Option<&Path>) -> Result<Vec<(&'static str, Vec<u8>)>> {
+    let mut v = Vec::new();
+    let mut compatibles = Vec::new();
+    for p in trees {
+        let (b, root) = dtb_with_root(p)?;
+        let Some(c) = root.compatible.first() else {
+            bail!("{}: its root has no compatible property, by which the stub would choose it (.dtbauto)", p.display())
+        };
+        if compatibles.contains(c) {
+            bail!("{}: a second device tree for {c:?} (the stub takes the first)", p.display());
         }
-        _ => bail!("no FDT magic (d00dfeed) at its start"),
+        compatibles.push(c.clone());
+        v.push((".dtbauto", b));
     }
+    if let Some(dir) = hwids {
+        let devices = hwid_files(dir)?;
+        for d in devices.iter().filter(|d| !compatibles.contains(&d.compatible)) {
+            eprintln!(
+                "leanrd: warning: {}: machine {:?} gets compatible {:?}, and no --devicetree-auto tree is one",
+                dir.display(),
+                d.name,
+                d.compatible
+            );
+        }
+        v.push((".hwids", devicetree::hwids_section(&devices)));
+    }
+    Ok(v)
+}
+
+/// The machines of a `--hwids` directory: its JSON files (and its subdirectories'), in the
+/// order of their paths, each `{"type": "devicetree", "name": ..., "compatible": ...,
+/// "hwids": [...]}` as ukify reads them (`type` may be left out: a device tree is the only
+/// kind leanrd writes); one (name, compatible) pair given in two files is one machine.
+fn hwid_files(dir: &Path) -> Result<Vec<devicetree::HwidDevice>> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let rd = fs::read_dir(&d).with_context(|| format!("{}: cannot read the --hwids directory", d.display()))?;
+        for e in rd {
+            let p = e.with_context(|| format!("{}: cannot read", d.display()))?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "json") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        bail!("{}: no *.json hardware-ID files (--hwids)", dir.display());
+    }
+    let mut out: Vec<devicetree::HwidDevice> = Vec::new();
+    for f in files {
+        let text = read(&f, "hardware-ID file")?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&text).with_context(|| format!("{}: not JSON", f.display()))?;
+        let text_of = |k: &str| -> Result<String> {
+            match v.get(k).and_then(|x| x.as_str()) {
+                Some(t) if !t.is_empty() && !t.contains('\0') => Ok(t.to_string()),
+                _ => bail!(
+                    "{}: no \"{k}\" text (ukify's hardware-ID files have \"name\", \"compatible\" and \"hwids\")",
+                    f.display()
+                ),
+            }
+        };
+        match v.get("type").map(|t| t.as_str()) {
+            None | Some(Some("devicetree")) => {}
+            Some(Some("uefi-fw")) => {
+                bail!("{}: type \"uefi-fw\" (.efifw firmware) is not written by leanrd", f.display())
+            }
+            Some(t) => bail!("{}: type {t:?}: not \"devicetree\"", f.display()),
+        }
+        let (name, compatible) = (text_of("name")?, text_of("compatible")?);
+        let Some(list) = v.get("hwids").and_then(|h| h.as_array()).filter(|l| !l.is_empty()) else {
+            bail!("{}: no \"hwids\" list of CHIDs", f.display());
+        };
+        let mut chids = Vec::new();
+        for h in list {
+            let t = h.as_str().unwrap_or("");
+            let Some(c) = devicetree::parse_chid(t) else {
+                bail!("{}: {h} is not a CHID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", f.display());
+            };
+            chids.push(c);
+        }
+        match out.iter_mut().find(|d| d.name == name && d.compatible == compatible) {
+            Some(d) => d.chids.extend(chids),
+            None => out.push(devicetree::HwidDevice { name, compatible, chids }),
+        }
+    }
+    Ok(out)
 }
 
 /// The early (microcode) segment as the data of a `.ucode` section: its archive, written
@@ -651,12 +806,17 @@ pub(crate) fn write(
         bail!("{}: the EFI stub is for {s}, and the system (its kernel) for {t}", stub.display());
     }
     let specs = profile_specs(&a.profile)?;
-    if !specs.is_empty() {
+    if !specs.is_empty() || !a.devicetree_auto.is_empty() || a.hwids.is_some() {
+        let what = if specs.is_empty() {
+            "device trees chosen by the machine (--devicetree-auto, --hwids)"
+        } else {
+            "a multi-profile UKI (--profile)"
+        };
         match uki::stub_version(&stub_bytes) {
             Some(v) if v >= PROFILE_STUB => {}
             v => bail!(
-                "{}: {}: a multi-profile UKI (--profile) needs systemd-stub {PROFILE_STUB} or later (Debian 13's \
-                 systemd-boot-efi): an older stub ignores .profile and takes the first of each section",
+                "{}: {}: {what} needs systemd-stub {PROFILE_STUB} or later (Debian 13's systemd-boot-efi): an older \
+                 stub ignores the sections it does not know",
                 stub.display(),
                 v.map_or("not a systemd-stub whose version is known".to_string(), |v| format!("systemd-stub {v}"))
             ),
@@ -670,7 +830,9 @@ pub(crate) fn write(
     // and room to spare; in each profile where there are profiles (as ukify puts it), else in
     // the base.
     let signing = a.pcr_public_key.is_some();
-    let room = 4096 + 1024 * (a.pcr_bank.len().max(1) * a.pcr_phase.len().max(1)) as u64;
+    // With .dtbauto, a signature for each tree the stub may choose (as ukify signs them).
+    let dtbautos = a.devicetree_auto.len() + 1;
+    let room = 4096 + 1024 * (a.pcr_bank.len().max(1) * a.pcr_phase.len().max(1) * dtbautos) as u64;
     let mut reserve = Vec::new();
     if let Some(p) = &a.pcr_public_key {
         small.push((".pcrpkey", read(p, "PCR public key")?));
@@ -715,7 +877,7 @@ pub(crate) fn write(
         let signer = Signer::new(&r.sysroot, out.file(), &layout)?;
         let mut sigs = Vec::new();
         for (i, m) in measured.iter().enumerate() {
-            let sig = signer.sign(a, m, &kernel)?;
+            let sig = signer.sign_each_dtbauto(a, m, &kernel)?;
             uki::fill_nth(out.file(), ".pcrsig", i, &sig)?;
             sigs.push(sig.len() as u64);
         }
@@ -815,28 +977,115 @@ mod tests {
         assert!(profile_specs(&many).unwrap_err().to_string().contains("256 at most"));
     }
 
+    /// A device tree whose root's compatible is `compatible` (none when empty).
+    fn tree(compatible: &str) -> Vec<u8> {
+        let c = format!("{compatible}\0");
+        let props: &[(&str, &[u8])] = if compatible.is_empty() { &[] } else { &[("compatible", c.as_bytes())] };
+        leanrd_testkit::device_tree(props)
+    }
+
     #[test]
     fn a_device_tree_is_checked_by_its_header() {
-        let mut dtb = vec![0u8; 64];
-        dtb[..4].copy_from_slice(&0xd00d_feed_u32.to_be_bytes());
-        dtb[4..8].copy_from_slice(&64u32.to_be_bytes());
-        check_dtb(&dtb).unwrap();
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("x.dtb");
+        let mut dtb = tree("vendor,board");
+        fs::write(&p, &dtb).unwrap();
+        assert_eq!(dtb_section(&p).unwrap(), dtb);
         // Longer than the file (a cut blob), shorter than a header, no magic, empty.
-        dtb[4..8].copy_from_slice(&65u32.to_be_bytes());
-        assert!(check_dtb(&dtb).unwrap_err().to_string().contains("65 bytes"));
+        let n = dtb.len();
+        dtb[4..8].copy_from_slice(&(n as u32 + 1).to_be_bytes());
+        let check = |b: &[u8]| {
+            fs::write(&p, b).unwrap();
+            dtb_section(&p).unwrap_err().chain().map(|e| e.to_string()).collect::<Vec<_>>().join(": ")
+        };
+        assert!(check(&dtb).contains(&format!("{} bytes", n + 1)));
         dtb[4..8].copy_from_slice(&8u32.to_be_bytes());
-        assert!(check_dtb(&dtb).unwrap_err().to_string().contains("says 8 bytes"));
-        assert!(check_dtb(b"BM not a device tree").unwrap_err().to_string().contains("magic"));
-        assert!(check_dtb(&[]).is_err());
+        assert!(check(&dtb).contains("says 8 bytes"));
+        assert!(check(b"BM not a device tree").contains("magic"));
+        assert!(check(&[]).contains("magic"));
+    }
+
+    #[test]
+    fn signed_values_cover_each_tree_the_stub_may_choose_and_none() {
+        let small = vec![
+            (".cmdline", b"a".to_vec()),
+            (".dtbauto", b"x".to_vec()),
+            (".dtbauto", b"y".to_vec()),
+            (".hwids", b"h".to_vec()),
+        ];
+        let names =
+            |v: &Vec<(&str, Vec<u8>)>| v.iter().map(|(n, d)| format!("{n}={}", d[0] as char)).collect::<Vec<_>>();
+        let c: Vec<Vec<String>> = dtbauto_choices(&small).iter().map(names).collect();
+        assert_eq!(
+            c,
+            [
+                vec![".cmdline=a", ".dtbauto=x", ".hwids=h"],
+                vec![".cmdline=a", ".dtbauto=y", ".hwids=h"],
+                vec![".cmdline=a", ".hwids=h"],
+            ]
+        );
+        assert_eq!(dtbauto_choices(&small[..1]), vec![small[..1].to_vec()]);
+    }
+
+    #[test]
+    fn auto_device_trees_need_a_compatible_and_hwids_files_are_read_as_ukify_reads_them() {
+        let t = tempfile::tempdir().unwrap();
+        let (a, b, none) = (t.path().join("a.dtb"), t.path().join("b.dtb"), t.path().join("none.dtb"));
+        fs::write(&a, tree("vendor,a")).unwrap();
+        fs::write(&b, tree("vendor,b")).unwrap();
+        fs::write(&none, tree("")).unwrap();
+        let hw = t.path().join("hwids");
+        fs::create_dir_all(hw.join("more")).unwrap();
+        fs::write(
+            hw.join("a.json"),
+            r#"{"type": "devicetree", "name": "Board A", "compatible": "vendor,a", "hwids": ["2f6d4c3e-6e1b-5cf6-9a8b-1f2e3d4c5b6a"]}"#,
+        )
+        .unwrap();
+        // The same machine in another file (its CHIDs join), without "type".
+        fs::write(
+            hw.join("more/a2.json"),
+            r#"{"name": "Board A", "compatible": "vendor,a", "hwids": ["0a1b2c3d-4e5f-5061-8273-8495a6b7c8d9"]}"#,
+        )
+        .unwrap();
+        let v = dtbauto_sections(&[a.clone(), b.clone()], Some(&hw)).unwrap();
+        assert_eq!(v.iter().map(|s| s.0).collect::<Vec<_>>(), [".dtbauto", ".dtbauto", ".hwids"]);
+        let entries = devicetree::hwids_entries(&v[2].1).unwrap();
+        assert_eq!(entries.len(), 2);
+        assert!(entries.iter().all(|e| e.name == "Board A" && e.compatible == "vendor,a"));
+        let err = |trees: &[PathBuf], hw: Option<&Path>| {
+            dtbauto_sections(trees, hw).unwrap_err().chain().map(|e| e.to_string()).collect::<Vec<_>>().join(": ")
+        };
+        assert!(err(std::slice::from_ref(&none), None).contains("no compatible property"));
+        assert!(err(&[a.clone(), a.clone()], None).contains("a second device tree for \"vendor,a\""));
+        for (json, why) in [
+            (r#"{"name": "X", "compatible": "v,x"}"#, "no \"hwids\""),
+            (r#"{"name": "X", "hwids": ["2f6d4c3e-6e1b-5cf6-9a8b-1f2e3d4c5b6a"]}"#, "no \"compatible\""),
+            (r#"{"type": "uefi-fw", "name": "X", "fwid": "f", "hwids": []}"#, "uefi-fw"),
+            (r#"{"name": "X", "compatible": "v,x", "hwids": ["not-a-chid"]}"#, "not a CHID"),
+            ("[1, 2", "not JSON"),
+        ] {
+            let d = t.path().join(format!("bad-{}", why.len()));
+            fs::create_dir_all(&d).unwrap();
+            fs::write(d.join("x.json"), json).unwrap();
+            assert!(
+                err(std::slice::from_ref(&a), Some(&d)).contains(why),
+                "{json}: {}",
+                err(std::slice::from_ref(&a), Some(&d))
+            );
+        }
+        let empty = t.path().join("empty");
+        fs::create_dir_all(&empty).unwrap();
+        assert!(err(&[a], Some(&empty)).contains("no *.json"));
     }
 }
 
 const ADDON_EXAMPLES: &str = "\
 Examples:
   sudo leanrd addon --cmdline rd.luks.options=discard -o /efi/loader/addons/discard.addon.efi   every UKI
-  sudo leanrd addon --cmdline console=ttyS0 -o /efi/EFI/Linux/l.efi.extra.d/tty.addon.efi   one UKI";
+  sudo leanrd addon --cmdline console=ttyS0 -o /efi/EFI/Linux/l.efi.extra.d/tty.addon.efi   one UKI
+  sudo leanrd addon --devicetree board-rev2.dtb -o /efi/EFI/Linux/l.efi.extra.d/rev2.addon.efi   a device tree";
 
-/// `leanrd addon`: a UKI add-on, for a UKI's command line without a new UKI.
+/// `leanrd addon`: a UKI add-on, for a UKI's command line or device tree without a new UKI.
 #[derive(Args)]
 #[command(after_long_help = ADDON_EXAMPLES)]
 pub(crate) struct AddonArgs {
@@ -847,8 +1096,20 @@ pub(crate) struct AddonArgs {
     #[arg(short = 'o', long, value_name = "FILE")]
     output: PathBuf,
     /// The words it adds to the kernel's command line.
-    #[arg(long, value_name = "TEXT")]
-    cmdline: String,
+    #[arg(long, value_name = "TEXT", required_unless_present_any = ["devicetree", "devicetree_auto"])]
+    cmdline: Option<String>,
+    /// A device tree the add-on carries (.dtb): systemd-stub 256 and later install it in place
+    /// of the UKI's and the firmware's (the last add-on's wins), and measure it into PCR 12.
+    #[arg(long, value_name = "DTB")]
+    devicetree: Option<PathBuf>,
+    /// A device tree for the stub to choose by the machine (.dtbauto; systemd-stub 257 and
+    /// later), as `build --devicetree-auto` takes it; repeated, one per board.
+    #[arg(long, value_name = "DTB")]
+    devicetree_auto: Vec<PathBuf>,
+    /// Hardware-ID files for the add-on's .hwids, as `build --hwids` takes them: which of its
+    /// --devicetree-auto trees a machine without a firmware device tree gets.
+    #[arg(long, value_name = "DIR", requires = "devicetree_auto")]
+    hwids: Option<PathBuf>,
     /// A kernel release: the stub takes the add-on only with a UKI of this kernel (.uname).
     #[arg(long, value_name = "KVER")]
     uname: Option<String>,
@@ -875,8 +1136,8 @@ pub(crate) struct AddonArgs {
 
 pub(crate) fn addon(a: AddonArgs) -> Result<std::process::ExitCode> {
     let sysroot = a.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
-    let cmdline = a.cmdline.split_whitespace().collect::<Vec<_>>().join(" ");
-    if cmdline.is_empty() {
+    let cmdline = a.cmdline.as_deref().map(|c| c.split_whitespace().collect::<Vec<_>>().join(" "));
+    if cmdline.as_deref() == Some("") {
         bail!("--cmdline: an add-on without words adds nothing");
     }
     let stub = match &a.stub {
@@ -889,9 +1150,13 @@ pub(crate) fn addon(a: AddonArgs) -> Result<std::process::ExitCode> {
         bail!("{}: a {name}, not an add-on stub (addonx64.efi.stub, addonaa64.efi.stub)", stub.display());
     }
     let mut small = Vec::new();
-    let mut text = cmdline.clone().into_bytes();
-    text.push(0);
-    small.push((".cmdline", text));
+    if let Some(c) = &cmdline {
+        small.push((".cmdline", cmdline_section(c)));
+    }
+    if let Some(p) = &a.devicetree {
+        small.push((".dtb", dtb_section(p)?));
+    }
+    small.extend(dtbauto_sections(&a.devicetree_auto, a.hwids.as_deref())?);
     if let Some(k) = &a.uname {
         small.push((".uname", k.clone().into_bytes()));
     }
@@ -911,8 +1176,13 @@ pub(crate) fn addon(a: AddonArgs) -> Result<std::process::ExitCode> {
         }
         _ => out.commit(0o644)?,
     }
+    let adds = match (&cmdline, a.devicetree.is_some() || !a.devicetree_auto.is_empty()) {
+        (Some(c), true) => format!("adding {c:?} and device trees"),
+        (Some(c), false) => format!("adding {c:?}"),
+        (None, _) => "carrying device trees".to_string(),
+    };
     eprintln!(
-        "leanrd: {}: UKI add-on adding {cmdline:?}; sections {}",
+        "leanrd: {}: UKI add-on {adds}; sections {}",
         a.output.display(),
         l.sections.iter().map(|(n, o, len)| format!("{n} at {o} ({len} B)")).collect::<Vec<_>>().join(", ")
     );

@@ -160,7 +160,8 @@ pub(crate) fn inspect(a: InspectArgs) -> Result<ExitCode> {
             "uki": uki.map(|(o, l)| json!({"initrd_offset": o, "initrd_length": l,
                 "initrd_fiemap": uki_usage.map(|u| json!({"total": u.total, "shared": u.shared, "exclusive": u.exclusive})),
                 "sections": u.sections.iter().zip(&u.profile_of)
-                    .map(|(s, p)| json!({"name": s.name, "offset": s.offset, "size": s.len, "profile": p})).collect::<Vec<_>>(),
+                    .map(|(s, p)| json!({"name": s.name, "offset": s.offset, "size": s.len, "profile": p,
+                        "detail": u.details.get(&s.offset)})).collect::<Vec<_>>(),
                 "pcrsig": u.pcrsigs.iter().find(|(p, _)| p.is_none()).map(|(_, v)| v),
                 "profiles": u.profiles.iter().enumerate().map(|(i, text)| json!({"profile": i, "text": text,
                     "pcrsig": u.pcrsigs.iter().find(|(p, _)| *p == Some(i)).map(|(_, v)| v)})).collect::<Vec<_>>()})),
@@ -197,6 +198,9 @@ pub(crate) fn inspect(a: InspectArgs) -> Result<ExitCode> {
         for (s, p) in u.sections.iter().zip(&u.profile_of) {
             let p = p.map_or("base".to_string(), |p| p.to_string());
             outln!("  {:<10} {:>7} {:>12} {:>12}", s.name, p, s.offset, s.len);
+            for line in u.details.get(&s.offset).into_iter().flatten() {
+                outln!("               {line}");
+            }
         }
         if !u.profiles.is_empty() {
             outln!(
@@ -269,6 +273,33 @@ pub(crate) fn inspect(a: InspectArgs) -> Result<ExitCode> {
         None => outln!("on disk (FIEMAP): not supported by this file system"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a device-tree section is for: `.dtb` and `.dtbauto` show their root's model and
+/// compatible (what the stub chooses a `.dtbauto` by), `.hwids` each machine's CHID and the
+/// compatible it gets. A section that cannot be read says why.
+fn section_detail(name: &str, b: &[u8]) -> Vec<String> {
+    use leanrd_archive::devicetree;
+    match name {
+        ".hwids" => match devicetree::hwids_entries(b) {
+            Ok(es) => es
+                .iter()
+                .map(|e| {
+                    format!("CHID {} {:?} -> compatible {:?}", devicetree::chid_text(&e.chid), e.name, e.compatible)
+                })
+                .collect(),
+            Err(e) => vec![format!("(not a .hwids table: {e})")],
+        },
+        ".dtb" | ".dtbauto" => match devicetree::root(b) {
+            Ok(r) => vec![format!(
+                "model {:?}, compatible {}",
+                r.model.unwrap_or_default(),
+                r.compatible.iter().map(|c| format!("{c:?}")).collect::<Vec<_>>().join(" ")
+            )],
+            Err(e) => vec![format!("(not a device tree: {e})")],
+        },
+        _ => Vec::new(),
+    }
 }
 
 fn pct(a: u64, b: u64) -> f64 {
@@ -418,6 +449,8 @@ struct UkiSections {
     profiles: Vec<String>,
     /// Each `.pcrsig` (signed PCR predictions), with the profile it belongs to.
     pcrsigs: Vec<(Option<usize>, serde_json::Value)>,
+    /// What device-tree sections hold, by their offset (section_detail).
+    details: BTreeMap<u64, Vec<String>>,
 }
 
 /// A UKI's sections, its profiles and its `.pcrsig`s.
@@ -438,6 +471,9 @@ fn uki_sections(f: &File) -> Result<UkiSections> {
             u.profiles.push(String::from_utf8_lossy(&data(s, ".profile")?).trim_end_matches('\0').to_string());
         }
         u.profile_of.push(current);
+        if [".dtb", ".dtbauto", ".hwids"].contains(&s.name.as_str()) {
+            u.details.insert(s.offset, section_detail(&s.name, &data(s, &s.name)?));
+        }
         if s.name == ".pcrsig" {
             let d = data(s, ".pcrsig")?;
             let sig =

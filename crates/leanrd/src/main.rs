@@ -75,7 +75,8 @@ enum Cmd {
     /// Prove that an image (any generator's) boots this machine: exit 0, or 1 with the
     /// missing link.
     Verify(cmd_verify::VerifyArgs),
-    /// Write a UKI add-on: command line words a UKI takes from the ESP, without being rebuilt.
+    /// Write a UKI add-on: command line words or a device tree a UKI takes from the ESP, without
+    /// being rebuilt.
     Addon(build_uki::AddonArgs),
     /// Have kernel installs and removals run leanrd (kernel-install plugin, Debian hooks).
     InstallHooks(cmd_hooks::HooksArgs),

@@ -7,7 +7,8 @@
 //! same root, each boot reaching `systemctl is-system-running` = running:
 //! - an arm64 UKI (`--uki`: the root's linuxaa64.efi.stub, chosen by its architecture) that
 //!   AAVMF, the arm64 UEFI firmware, starts from a FAT ESP, with the machine's device tree
-//!   (renamed) in its `.dtb`, which the kernel boots on;
+//!   (renamed) in its `.dtb` and two more as `.dtbauto` with a `.hwids`: on the machine the
+//!   `.hwids` names, the kernel boots on the `.dtbauto` for it; on another, on the `.dtb`;
 //! - the arm64 Debian package (tools/make-deb --arm64), installed with dpkg in the root (its
 //!   maintainer scripts and leanrd run under qemu-user): it takes over update-initramfs, the
 //!   kernel package's hooks write a leanrd image, that image boots the root, and removing the
@@ -73,22 +74,47 @@ fn root_disk(s: &Setup, name: &str, n: u32, change: impl FnOnce(&Path)) -> (Disk
 
 /// An arm64 UKI, its stub chosen by the root's architecture, started by AAVMF from
 /// \EFI\BOOT\BOOTAA64.EFI on a FAT ESP: the kernel's command line is the UKI's (its word is
-/// checked in the root), the root found by its UUID.
+/// checked in the root), the root found by its UUID. Its device trees: the machine's own,
+/// renamed three ways (the kernel's "Machine model: " line says which it booted on), as `.dtb`
+/// and two `.dtbauto`, with a `.hwids` that gives this machine's CHID (from the SMBIOS
+/// manufacturer and product QEMU is told) the compatible of the second `.dtbauto`. AAVMF gives
+/// no device tree of its own, so systemd-stub 257 chooses by `.hwids` (the first boot goes on to
+/// the running root, the others end at the kernel's command line):
+/// - with that SMBIOS, the second `.dtbauto` (leanrd,uki-dtb-2), not the first nor `.dtb`;
+/// - with QEMU's own SMBIOS (another machine), no `.dtbauto`: `.dtb` (leanrd,uki-dtb-1);
+/// - with a device-tree add-on (`leanrd addon --devicetree`) in the UKI's .extra.d, the add-on's
+///   (leanrd,uki-dtb-4), over the `.dtbauto` chosen.
 fn uki_aavmf(s: &Setup) {
-    if !AAVMF.iter().all(|p| Path::new(p).exists()) || !have("mcopy") || !have("mkfs.vfat") {
-        skip::<()>(&format!("needs {AAVMF:?} (apt install qemu-efi-aarch64), mtools and dosfstools"));
+    if !AAVMF.iter().all(|p| Path::new(p).exists()) || !have("mcopy") || !have("mkfs.vfat") || !have("openssl") {
+        skip::<()>(&format!("needs {AAVMF:?} (apt install qemu-efi-aarch64), mtools, dosfstools and openssl"));
         return;
     }
     let (disk, uuid) = root_disk(s, "uki", 60, |_| {});
     let efi = s.t.join("arm64.efi");
     let cmdline = format!("console={AARCH64_CONSOLE} panic=-1 root=UUID={uuid} leanrd.uki=arm64");
-    let dtb = virt_dtb(s);
+    let dtb = |n: u32| virt_dtb(s, &format!("leanrd,uki-dtb-{n}"));
+    let (manufacturer, product) = ("leanrd", "aavmf-dtbauto");
+    let hwids = s.t.join("hwids");
+    fs::create_dir_all(&hwids).unwrap();
+    let board = serde_json::json!({
+        "type": "devicetree",
+        "name": "leanrd's AAVMF test machine",
+        "compatible": "leanrd,uki-dtb-2",
+        "hwids": [chid_manufacturer_product(manufacturer, product)],
+    });
+    fs::write(hwids.join("board.json"), board.to_string()).unwrap();
     let o = leanrd()
         .args(["build", "--universal", "-k", &s.kver, "--sysroot"])
         .arg(&s.root)
         .env_remove("LEANRD_INIT")
         .args(["--uki", "--cmdline", &cmdline, "--devicetree"])
-        .arg(&dtb)
+        .arg(dtb(1))
+        .arg("--devicetree-auto")
+        .arg(dtb(3))
+        .arg("--devicetree-auto")
+        .arg(dtb(2))
+        .arg("--hwids")
+        .arg(&hwids)
         .arg("-o")
         .arg(&efi)
         .output()
@@ -98,36 +124,135 @@ fn uki_aavmf(s: &Setup) {
     let bytes = fs::read(&efi).unwrap();
     assert_eq!(leanrd_archive::uki::pe_arch(&bytes), Some("aarch64"), "not an arm64 PE image");
     let names: Vec<String> = leanrd_archive::uki::sections(&bytes).into_iter().map(|x| x.name).collect();
-    for want in [".dtb", ".initrd", ".linux"] {
+    for want in [".dtb", ".dtbauto", ".hwids", ".initrd", ".linux"] {
         assert!(names.iter().any(|n| n == want), "no {want} section: {names:?}");
     }
-    let esp = esp(&s.t, "arm64", &efi, "BOOTAA64.EFI");
-    let mut q = vec!["-drive".to_string(), format!("file={},if=virtio,format=raw", esp.display())];
-    q.extend(qemu_args(&[&disk], true));
-    let mut b = Boot::new("arm64: a UKI under AAVMF", &efi, "", q)
-        .expect("leanrd.uki=arm64")
-        .expect("LEANRD-ROOT /dev/vd")
-        .expect("Machine model: leanrd,uki-dtb-1");
-    b.start = Start::Aavmf(s.t.join("arm64-vars.fd"));
-    b.secs = 900;
-    let failed = run(&s.kernel, &[b]);
+    let shown = String::from_utf8(ok(leanrd().arg("inspect").arg(&efi))).unwrap();
+    for want in
+        ["compatible \"leanrd,uki-dtb-3\"", "\"leanrd's AAVMF test machine\" -> compatible \"leanrd,uki-dtb-2\""]
+    {
+        assert!(shown.contains(want), "inspect shows no {want}:\n{shown}");
+    }
+    let esp_plain = esp(&s.t, "arm64", &efi, "BOOTAA64.EFI");
+    // The same UKI with a device-tree add-on beside it (the root's addonaa64.efi.stub).
+    let addon = s.t.join("dt.addon.efi");
+    let o = leanrd()
+        .arg("addon")
+        .arg("--sysroot")
+        .arg(&s.root)
+        .arg("--devicetree")
+        .arg(dtb(4))
+        .arg("-o")
+        .arg(&addon)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "leanrd addon --devicetree: {}", String::from_utf8_lossy(&o.stderr));
+    let addon_sections: Vec<String> =
+        leanrd_archive::uki::sections(&fs::read(&addon).unwrap()).into_iter().map(|x| x.name).collect();
+    assert!(addon_sections.contains(&".dtb".to_string()) && !addon_sections.contains(&".cmdline".to_string()));
+    let esp_addon = esp(&s.t, "arm64-addon", &efi, "BOOTAA64.EFI");
+    sh(&format!(
+        "mmd -i {e} ::/EFI/BOOT/BOOTAA64.EFI.extra.d && mcopy -i {e} {a} ::/EFI/BOOT/BOOTAA64.EFI.extra.d/dt.addon.efi",
+        e = esp_addon.display(),
+        a = addon.display()
+    ));
+    // `whole`: to the running root; otherwise only as far as the kernel's command line, past
+    // the "Machine model:" line (the device tree is all these boots are for).
+    let boot = |name: &str, vars: &str, esp: &Path, smbios: Option<String>, model: &str, whole: bool| {
+        let mut q = vec!["-drive".to_string(), format!("file={},if=virtio,format=raw,snapshot=on", esp.display())];
+        if let Some(v) = smbios {
+            q.extend(["-smbios".to_string(), v]);
+        }
+        q.extend(qemu_args(&[&disk], true));
+        let mut b = Boot::new(name, &efi, "", q).expect("leanrd.uki=arm64").expect(&format!("Machine model: {model}"));
+        if whole {
+            b = b.expect("LEANRD-ROOT /dev/vd");
+        } else {
+            b.expect.retain(|e| !e.starts_with("LEANRD-"));
+            b = b.stop("Kernel command line:");
+        }
+        // Its own variable store (QEMU's -drive takes no comma in a path).
+        b.start = Start::Aavmf(s.t.join(format!("{vars}.fd")));
+        b.secs = 900;
+        b
+    };
+    let this_machine = format!("type=1,manufacturer={manufacturer},product={product}");
+    let boots = [
+        boot(
+            "arm64: a UKI under AAVMF, its .dtbauto chosen by .hwids",
+            "uki-dtbauto",
+            &esp_plain,
+            Some(this_machine.clone()),
+            "leanrd,uki-dtb-2",
+            true,
+        ),
+        boot(
+            "arm64: a UKI under AAVMF on another machine, its .dtb",
+            "uki-dtb",
+            &esp_plain,
+            None,
+            "leanrd,uki-dtb-1",
+            false,
+        ),
+        // The add-on's device tree goes in over the UKI's (here the .dtbauto the stub chose).
+        boot(
+            "arm64: a UKI under AAVMF with a device-tree add-on",
+            "uki-addon",
+            &esp_addon,
+            Some(this_machine),
+            "leanrd,uki-dtb-4",
+            false,
+        ),
+    ];
+    let failed = run(&s.kernel, &boots);
     assert!(failed.is_empty(), "{failed:?}");
 }
 
-/// The machine's own device tree with its model renamed, for the UKI's .dtb: AAVMF gives the
-/// kernel ACPI and no device tree ("EFI stub: Generating empty DTB"), so the kernel's
-/// "Machine model: " line shows that the stub installed the UKI's, and that it booted on it.
-/// Dumped from the machine as it boots (its firmware loaded: QEMU then leaves out the PL061
-/// GPIO for ACPI's power button, and a tree that has it stops the kernel on a bus error).
-fn virt_dtb(s: &Setup) -> PathBuf {
-    let dtb = s.t.join("virt.dtb");
-    let vars = s.t.join("dtb-vars.fd");
-    let mut c = aavmf_command(&vars, &[], 60);
-    // The board's own arguments again, with dumpdtb (the later -M wins).
-    c.args(["-M", &format!("virt,dumpdtb={}", dtb.display())]);
-    let o = c.output().unwrap();
-    assert!(o.status.success(), "qemu-system-aarch64 dumpdtb: {}", String::from_utf8_lossy(&o.stderr));
-    let mut blob = fs::read(&dtb).unwrap();
+/// The CHID systemd-stub computes from the SMBIOS manufacturer and product name (Microsoft's
+/// HardwareID-09, as `fwupdtool hwids` shows it): a name-based UUID (version 5, SHA-1) in the
+/// namespace 70ffd812-4c7f-4c7d-0000-000000000000 of "MANUFACTURER&PRODUCT" in UTF-16LE.
+/// Computed here with OpenSSL, apart from leanrd (which takes CHIDs, and computes none).
+fn chid_manufacturer_product(manufacturer: &str, product: &str) -> String {
+    use std::io::Write;
+    let mut input = vec![0x70, 0xff, 0xd8, 0x12, 0x4c, 0x7f, 0x4c, 0x7d, 0, 0, 0, 0, 0, 0, 0, 0];
+    for u in format!("{manufacturer}&{product}").encode_utf16() {
+        input.extend_from_slice(&u.to_le_bytes());
+    }
+    let mut c = Command::new("openssl")
+        .args(["dgst", "-sha1", "-r"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(&input).unwrap();
+    let o = c.wait_with_output().unwrap();
+    let hex = String::from_utf8(o.stdout).unwrap();
+    let mut b: Vec<u8> = (0..16).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()).collect();
+    b[6] = (b[6] & 0x0f) | 0x50;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}
+
+/// The machine's own device tree with its model and root compatible renamed to `name` (16
+/// characters, as QEMU's "linux,dummy-virt"), for the UKI's device-tree sections: AAVMF gives
+/// the kernel ACPI and no device tree ("EFI stub: Generating empty DTB"), so the kernel's
+/// "Machine model: " line shows that the stub installed the UKI's, which one, and that it
+/// booted on it. Dumped once from the machine as it boots (its firmware loaded: QEMU then
+/// leaves out the PL061 GPIO for ACPI's power button, and a tree that has it stops the kernel
+/// on a bus error).
+fn virt_dtb(s: &Setup, name: &str) -> PathBuf {
+    assert_eq!(name.len(), 16, "{name}: renamed in place, the same length as linux,dummy-virt");
+    let dumped = s.t.join("virt.dtb");
+    if !dumped.exists() {
+        let vars = s.t.join("dtb-vars.fd");
+        let mut c = aavmf_command(&vars, &[], 60);
+        // The board's own arguments again, with dumpdtb (the later -M wins).
+        c.args(["-M", &format!("virt,dumpdtb={}", dumped.display())]);
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "qemu-system-aarch64 dumpdtb: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let mut blob = fs::read(&dumped).unwrap();
     // Packed (as `dtc` or fdt_pack would): QEMU dumps it in a 1 MiB buffer, its header saying
     // so, and the kernel printed nothing on the 1 MiB blob, from the UKI or from QEMU's `-dtb`;
     // the blocks end at 7.5 KiB. The header: off_dt_struct at 8, off_dt_strings at 12, their sizes at 36 and 32.
@@ -137,14 +262,15 @@ fn virt_dtb(s: &Setup) -> PathBuf {
     blob[4..8].copy_from_slice(&end.to_be_bytes());
     // In place and of the same length (no dtc here): the model and the root's compatible
     // string, which nothing on arm64 matches drivers against.
-    let (from, to) = (b"linux,dummy-virt", b"leanrd,uki-dtb-1");
+    let from = b"linux,dummy-virt";
     let at: Vec<usize> = blob.windows(from.len()).enumerate().filter(|(_, w)| w == from).map(|(i, _)| i).collect();
     assert!(!at.is_empty(), "QEMU's virt device tree has no {:?}", String::from_utf8_lossy(from));
     for i in at {
-        blob[i..i + to.len()].copy_from_slice(to);
+        blob[i..i + name.len()].copy_from_slice(name.as_bytes());
     }
-    fs::write(&dtb, blob).unwrap();
-    dtb
+    let out = s.t.join(format!("{}.dtb", name.replace(',', "-")));
+    fs::write(&out, blob).unwrap();
+    out
 }
 
 /// The arm64 Debian package on the arm64 root, as a user installs it: `dpkg -i` (its maintainer

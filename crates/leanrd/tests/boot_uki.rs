@@ -9,7 +9,8 @@
 //! of the test's own enrolled by virt-fw-vars), and the firmware refuses it unsigned, signed by
 //! another key (with sbsign), or changed after signing. Debian 13's stub (systemd 257) takes the microcode in a .ucode section, and
 //! starts a multi-profile UKI's profile 0 by default and profile 1 from the UEFI shell with
-//! `@1` (PCR 11 as systemd-measure predicts it for that profile, each profile's .pcrsig).
+//! `@1` (PCR 11 as systemd-measure predicts it for that profile, each profile's .pcrsig; two
+//! `.dtbauto` trees it does not choose on this machine, the signature for none among them).
 //!
 //! Needs root, qemu, ovmf, systemd-boot-efi (the stub), mtools, dosfstools, xfsprogs,
 //! sbsigntool, openssl, binutils, busybox-static and virt-fw-vars (PyPI's virt-firmware).
@@ -560,9 +561,18 @@ fn uki_phases(s: &Setup) {
     ));
     let efi = s.t.join("phases.efi");
     let rescue = format!("ID=rescue TITLE=Rescue CMDLINE='{} leanrd.debug'", cmdline("phases"));
+    // Two device trees the stub may choose by the machine (.dtbauto): on this one (OVMF gives
+    // no device tree, and there is no .hwids) it chooses neither and measures neither.
+    let mut trees = Vec::new();
+    for board in ["leanrd,x86-a", "leanrd,x86-b"] {
+        let p = s.t.join(format!("{board}.dtb").replace(',', "-"));
+        fs::write(&p, leanrd_testkit::device_tree(&[("compatible", format!("{board}\0").as_bytes())])).unwrap();
+        trees.extend([PathBuf::from("--devicetree-auto"), p]);
+    }
     let o = leanrd()
         .args(["build", "--universal", "-k", &kver, "--uki", "--cmdline", &cmdline("phases-base")])
         .args(["--profile", "ID=main TITLE=\"Main system\"", "--profile", &rescue])
+        .args(&trees)
         .arg("--sysroot")
         .arg(&trixie)
         .arg("--pcr-private-key")
@@ -576,7 +586,8 @@ fn uki_phases(s: &Setup) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let bytes = fs::read(&efi).unwrap();
     // Each profile's .pcrsig: systemd-measure's signature of its own sections (RSA PKCS#1
-    // v1.5 signs the same values the same way).
+    // v1.5 signs the same values the same way), for each .dtbauto the stub may choose and for
+    // none: three signatures, among them that of the sections without a .dtbauto.
     let secs = leanrd_archive::uki::sections(&bytes);
     let sigs: Vec<serde_json::Value> = secs
         .iter()
@@ -592,7 +603,10 @@ fn uki_phases(s: &Setup) {
             ["sign".to_string(), "--bank=sha256".into(), "--phase=enter-initrd".into(), "--json=short".into()],
         );
         args.extend(keys);
-        assert_eq!(*sig, measure(&args), "profile {n}'s .pcrsig");
+        let none = measure(&args);
+        let signed = sig["sha256"].as_array().unwrap_or_else(|| panic!("profile {n}'s .pcrsig: {sig}"));
+        assert_eq!(signed.len(), 3, "profile {n}'s .pcrsig: a signature for each .dtbauto and none: {sig}");
+        assert!(signed.contains(&none["sha256"][0]), "profile {n}'s .pcrsig lacks the no-.dtbauto one: {sig}");
     }
     let inspect = String::from_utf8(ok(leanrd().arg("inspect").arg(&efi))).unwrap();
     assert!(inspect.contains("1: ID=rescue TITLE=\"Rescue\" (its own .cmdline .pcrsig)"), "{inspect}");
@@ -633,7 +647,8 @@ fn uki_phases(s: &Setup) {
         "{tail}"
     );
     eprintln!(
-        "phases: profile 1 booted with its own command line; PCR 11 sha256 {got} = systemd-measure --phase=enter-initrd:leave-initrd"
+        "phases: profile 1 booted with its own command line; PCR 11 sha256 {got} = systemd-measure --phase=enter-initrd:leave-initrd \
+         (no .dtbauto chosen, none measured)"
     );
     // The measurement log explains the two extends: one record each, in order, with the
     // digest the TPM extended (sha256 of the word).

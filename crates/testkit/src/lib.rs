@@ -251,6 +251,39 @@ pub fn describe(root: &Path) -> Vec<String> {
     out
 }
 
+/// A flattened device tree as `dtc` writes one (header, an empty reservation map, the
+/// structure, the strings) whose root holds `props` (name, value) and nothing else: for the
+/// UKI's device-tree sections.
+pub fn device_tree(props: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut names = Vec::new();
+    let mut st = Vec::new();
+    st.extend_from_slice(&1u32.to_be_bytes()); // FDT_BEGIN_NODE, the root's empty name
+    st.extend_from_slice(&[0; 4]);
+    for (n, v) in props {
+        st.extend_from_slice(&3u32.to_be_bytes()); // FDT_PROP
+        st.extend_from_slice(&(v.len() as u32).to_be_bytes());
+        st.extend_from_slice(&(names.len() as u32).to_be_bytes());
+        names.extend_from_slice(n.as_bytes());
+        names.push(0);
+        st.extend_from_slice(v);
+        st.resize(st.len().next_multiple_of(4), 0);
+    }
+    st.extend_from_slice(&2u32.to_be_bytes()); // FDT_END_NODE
+    st.extend_from_slice(&9u32.to_be_bytes()); // FDT_END
+    let mut b = vec![0u8; 56];
+    b.extend_from_slice(&st);
+    let strings = b.len();
+    b.extend_from_slice(&names);
+    let total = b.len();
+    for (at, v) in [(0, 0xd00d_feed), (4, total), (8, 56), (12, strings), (16, 40), (20, 17), (24, 16)]
+        .into_iter()
+        .chain([(32, names.len()), (36, st.len())])
+    {
+        b[at..at + 4].copy_from_slice(&(v as u32).to_be_bytes());
+    }
+    b
+}
+
 /// FNV-1a, enough to compare contents in tests.
 pub fn hash(d: &[u8]) -> u64 {
     d.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
