@@ -387,6 +387,10 @@ pub(crate) enum SignTool {
     /// systemd-sbsign: the system's (run with its own loader and libraries), else this
     /// machine's. It copies the image with reflinks where the file system has them.
     SystemdSbsign,
+    /// pesign (Debian's pesign package), which takes keys only from an NSS database: the key
+    /// and certificate are imported into one of the build's own (private, removed after) with
+    /// openssl and NSS's pk12util (libnss3-tools).
+    Pesign,
 }
 
 /// `--sign-tool`, shared by `build --uki` and `uki-addon`.
@@ -424,6 +428,7 @@ impl SignToolArg {
         };
         match self.sign_tool {
             SignTool::Sbsign => sbsign(key, cert, unsigned, output, mode).map(|()| "sbsign".to_string()),
+            SignTool::Pesign => pesign(key, cert, unsigned, output, mode).map(|()| "pesign".to_string()),
             SignTool::SystemdSbsign | SignTool::Auto => match systemd() {
                 Some((c, name)) => systemd_sbsign(c, &name, key, cert, unsigned, output, mode).map(|()| name),
                 None if self.sign_tool == SignTool::Auto => {
@@ -466,6 +471,89 @@ fn sbsign(key: &Path, cert: &Path, unsigned: AtomicFile, output: &Path, mode: u3
     Ok(())
 }
 
+/// A directory beside `output` for a signer that writes its output by name (mode 0700:
+/// nobody else opens the image before it has `mode`), and the signed image's path in it.
+fn signing_dir(output: &Path) -> Result<(tempfile::TempDir, PathBuf, &Path)> {
+    let parent = output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = tempfile::Builder::new()
+        .prefix(".leanrd-sign-")
+        .tempdir_in(parent)
+        .with_context(|| format!("{}: cannot make a temporary directory", parent.display()))?;
+    let signed = dir.path().join("signed.efi");
+    Ok((dir, signed, parent))
+}
+
+/// The signed image in place: `mode`, synced, renamed over `output`, the directory synced.
+fn put_signed(name: &str, signed: &Path, output: &Path, parent: &Path, mode: u32) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fs::File::open(signed).with_context(|| format!("{name} wrote no {}", signed.display()))?;
+    f.set_permissions(fs::Permissions::from_mode(mode))
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("{}: cannot finish", signed.display()))?;
+    fs::rename(signed, output).with_context(|| format!("{}: cannot write", output.display()))?;
+    fs::File::open(parent).and_then(|d| d.sync_all()).with_context(|| format!("{}: cannot sync", parent.display()))?;
+    Ok(())
+}
+
+/// Run a step of signing; its failure names the program and what it said.
+fn step(c: &mut Command, what: &str, package: &str) -> Result<()> {
+    let o = c.output().with_context(|| format!("cannot run {what} ({package})"))?;
+    if !o.status.success() {
+        bail!("{what} failed: {}", String::from_utf8_lossy(&o.stderr).trim());
+    }
+    Ok(())
+}
+
+/// Sign with pesign. pesign reads keys only from an NSS database: the PEM key and certificate
+/// go, as a PKCS#12 bundle with no password (openssl), into a database of their own (NSS's
+/// certutil and pk12util) in a private temporary directory (0700, under the system's
+/// temporary directory, removed when signing ends, whatever its outcome). pesign refuses an
+/// output that exists: it writes into a directory beside `output`, as systemd-sbsign does.
+fn pesign(key: &Path, cert: &Path, unsigned: AtomicFile, output: &Path, mode: u32) -> Result<()> {
+    let nss =
+        tempfile::Builder::new().prefix("leanrd-pesign-").tempdir().context("cannot make a temporary directory")?;
+    let db = format!("sql:{}", nss.path().display());
+    let p12 = nss.path().join("key.p12");
+    let nick = "leanrd-signing";
+    step(
+        Command::new("openssl")
+            .args(["pkcs12", "-export", "-name", nick, "-passout", "pass:", "-inkey"])
+            .arg(key)
+            .arg("-in")
+            .arg(cert)
+            .arg("-out")
+            .arg(&p12),
+        "openssl pkcs12 (the key and certificate for pesign's NSS database)",
+        "apt install openssl",
+    )?;
+    step(
+        Command::new("certutil").args(["-N", "--empty-password", "-d", &db]),
+        "certutil (pesign's NSS database)",
+        "apt install libnss3-tools",
+    )?;
+    step(
+        Command::new("pk12util").arg("-i").arg(&p12).args(["-W", "", "-K", "", "-d", &db]),
+        "pk12util (the key into pesign's NSS database)",
+        "apt install libnss3-tools",
+    )?;
+    let (_dir, signed, parent) = signing_dir(output)?;
+    step(
+        // Short options: pesign spells its long one "--certficate".
+        Command::new("pesign")
+            .arg("-n")
+            .arg(nss.path())
+            .args(["-c", nick, "-s", "-i"])
+            .arg(proc_path(unsigned.file()))
+            .arg("-o")
+            .arg(&signed),
+        "pesign",
+        "apt install pesign",
+    )?;
+    put_signed("pesign", &signed, output, parent, mode)?;
+    drop(unsigned);
+    Ok(())
+}
+
 /// Sign with systemd-sbsign. It writes its --output through a temporary file it links into
 /// place, which an unnamed file cannot be: the output goes into a directory of our own beside
 /// `output` (mode 0700: nobody else opens the image before it has `mode`), then is renamed
@@ -479,13 +567,7 @@ fn systemd_sbsign(
     output: &Path,
     mode: u32,
 ) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let parent = output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let dir = tempfile::Builder::new()
-        .prefix(".leanrd-sign-")
-        .tempdir_in(parent)
-        .with_context(|| format!("{}: cannot make a temporary directory", parent.display()))?;
-    let signed = dir.path().join("signed.efi");
+    let (_dir, signed, parent) = signing_dir(output)?;
     let o = c
         .arg("sign")
         .arg(format!("--private-key={}", key.display()))
@@ -497,12 +579,7 @@ fn systemd_sbsign(
     if !o.status.success() {
         bail!("{name} sign failed: {}", String::from_utf8_lossy(&o.stderr).trim());
     }
-    let f = fs::File::open(&signed).with_context(|| format!("{name} wrote no {}", signed.display()))?;
-    f.set_permissions(fs::Permissions::from_mode(mode))
-        .and_then(|()| f.sync_all())
-        .with_context(|| format!("{}: cannot finish", signed.display()))?;
-    fs::rename(&signed, output).with_context(|| format!("{}: cannot write", output.display()))?;
-    fs::File::open(parent).and_then(|d| d.sync_all()).with_context(|| format!("{}: cannot sync", parent.display()))?;
+    put_signed(name, &signed, output, parent, mode)?;
     drop(unsigned);
     Ok(())
 }

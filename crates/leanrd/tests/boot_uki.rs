@@ -246,6 +246,22 @@ fn uki_signed(s: &Setup) {
         &other,
     );
     assert!(said.contains("signed for Secure Boot by sbsign"), "{said}");
+    // Signed by pesign with the key in db (this machine's kernel): pesign takes keys from an
+    // NSS database, which leanrd makes of its own from the PEM files.
+    let pesigned = t.join("pesign-signed.efi");
+    if have("pesign") && have("pk12util") {
+        let sign = ["--sign-tool", "pesign", "--sign-key", s.key.to_str().unwrap(), "--sign-cert"];
+        let said = build(
+            s,
+            &[&["--universal", "--cmdline", &cmdline("pesigned")][..], &sign, &[s.cert.to_str().unwrap()]].concat(),
+            &pesigned,
+        );
+        assert!(said.contains("signed for Secure Boot by pesign"), "{said}");
+        let v = Command::new("sbverify").arg("--cert").arg(&s.cert).arg(&pesigned).output().unwrap();
+        assert!(v.status.success(), "sbverify of pesign's signature: {}", String::from_utf8_lossy(&v.stderr));
+    } else {
+        skip::<()>("pesign: needs pesign and pk12util (apt install pesign libnss3-tools)");
+    }
     let unsigned = t.join("unsigned.efi");
     build(s, &["--universal", "--cmdline", &cmdline("signed")], &unsigned);
     // A byte in the middle of .initrd, after signing (where it is: build's summary).
@@ -280,6 +296,16 @@ fn uki_signed(s: &Setup) {
     );
     assert!(log.contains("Kernel is locked down from EFI Secure Boot"), "no lockdown:\n{log}");
     eprintln!("signed, Secure Boot enforced: {line}");
+    if pesigned.exists() {
+        let log = firmware("secure-boot-pesigned", &pesigned, &[MARK.into(), "Access Denied".into()]);
+        let line = log.lines().find(|l| l.contains(MARK)).unwrap_or("");
+        assert!(
+            log.contains("Secure Boot is enabled") && line.contains("leanrd.uki=pesigned"),
+            "the UKI pesign signed did not boot to the root under Secure Boot:\n{}",
+            &log[log.floor_char_boundary(log.len().saturating_sub(6000))..]
+        );
+        eprintln!("signed by pesign, Secure Boot enforced: {line}");
+    }
     for (name, efi) in
         [("unsigned", &unsigned), ("signed by a key not in db", &other), ("changed after signing", &changed)]
     {
