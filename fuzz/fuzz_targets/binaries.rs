@@ -212,7 +212,17 @@ fuzz_target!(|data: &[u8]| {
             .collect();
         let again = leanrd_archive::devicetree::hwids_entries(&leanrd_archive::devicetree::hwids_section(&devices))
             .expect("a written .hwids reads back");
-        assert_eq!(again.len(), devices.iter().map(|d| d.chids.len()).sum::<usize>());
+        // Each device's CHIDs sorted and each once, with its own name and compatible.
+        let mut want: Vec<(String, String, [u8; 16])> = Vec::new();
+        for d in &devices {
+            let mut c = d.chids.clone();
+            c.sort_unstable();
+            c.dedup();
+            want.extend(c.into_iter().map(|c| (d.name.clone(), d.compatible.clone(), c)));
+        }
+        let got: Vec<(String, String, [u8; 16])> =
+            again.into_iter().map(|e| (e.name, e.compatible, e.chid)).collect();
+        assert_eq!(got, want, "a written .hwids reads back otherwise");
     }
 
     if let Ok(cache) = LdCache::parse(data) {

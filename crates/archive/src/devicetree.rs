@@ -136,7 +136,18 @@ pub fn hwids_section(devices: &[HwidDevice]) -> Vec<u8> {
     let mut strs: Vec<&str> = devices.iter().flat_map(|d| [d.name.as_str(), d.compatible.as_str()]).collect();
     strs.sort_unstable();
     strs.dedup();
-    let entries: usize = devices.iter().map(|d| d.chids.len()).sum::<usize>() + 1;
+    // Each device's CHIDs sorted and each once, before anything is counted: the strings start
+    // after the entries.
+    let chids: Vec<Vec<[u8; 16]>> = devices
+        .iter()
+        .map(|d| {
+            let mut c = d.chids.clone();
+            c.sort_unstable();
+            c.dedup();
+            c
+        })
+        .collect();
+    let entries: usize = chids.iter().map(Vec::len).sum::<usize>() + 1;
     let base = entries * DEVICE_SIZE;
     let mut offsets = Vec::with_capacity(strs.len());
     let mut blob = Vec::new();
@@ -147,13 +158,10 @@ pub fn hwids_section(devices: &[HwidDevice]) -> Vec<u8> {
     }
     let offset = |s: &str| offsets.iter().find(|(t, _)| *t == s).map_or(0, |(_, o)| *o);
     let mut out = Vec::with_capacity(base + blob.len());
-    for d in devices {
-        let mut chids = d.chids.clone();
-        chids.sort_unstable();
-        chids.dedup();
+    for (d, chids) in devices.iter().zip(&chids) {
         for c in chids {
             out.extend_from_slice(&((DEVICE_TYPE_DEVICETREE << 28) | DEVICE_SIZE as u32).to_le_bytes());
-            out.extend_from_slice(&guid_le(&c));
+            out.extend_from_slice(&guid_le(c));
             out.extend_from_slice(&offset(&d.name).to_le_bytes());
             out.extend_from_slice(&offset(&d.compatible).to_le_bytes());
         }
@@ -180,7 +188,11 @@ pub struct HwidEntry {
 /// A `.hwids` section's entries, up to its end entry.
 pub fn hwids_entries(b: &[u8]) -> Result<Vec<HwidEntry>> {
     let le32 = |at: usize| b.get(at..at + 4).map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]));
+    // Offset 0 is systemd's "not present" (it would be the first descriptor).
     let string = |off: u32| -> Result<String> {
+        if off == 0 {
+            return Ok(String::new());
+        }
         let Some(s) = b.get(off as usize..).and_then(|r| r.iter().position(|&c| c == 0).map(|e| &r[..e])) else {
             bail!("a string at {off}, past the section's end");
         };
@@ -218,10 +230,13 @@ pub fn chid_text(c: &[u8; 16]) -> String {
     format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
 }
 
-/// A CHID from its text form.
+/// A CHID from its text form, with or without the braces `fwupdtool hwids` prints around it.
 pub fn parse_chid(s: &str) -> Option<[u8; 16]> {
+    let s = s.strip_prefix('{').and_then(|r| r.strip_suffix('}')).unwrap_or(s);
     let groups: Vec<&str> = s.split('-').collect();
-    if groups.iter().map(|g| g.len()).collect::<Vec<_>>() != [8, 4, 4, 4, 12] {
+    if groups.iter().map(|g| g.len()).collect::<Vec<_>>() != [8, 4, 4, 4, 12]
+        || !groups.iter().all(|g| g.bytes().all(|c| c.is_ascii_hexdigit()))
+    {
         return None;
     }
     let hex: String = groups.concat();
@@ -271,7 +286,8 @@ mod tests {
         let b = parse_chid("0a1b2c3d-4e5f-5061-8273-8495a6b7c8d9").unwrap();
         let c = parse_chid("11111111-2222-5333-8444-555555555555").unwrap();
         let devs = [
-            HwidDevice { name: "Board X".into(), compatible: "vendor,x".into(), chids: vec![a, b] },
+            // A CHID given twice (two files of one machine) is one entry.
+            HwidDevice { name: "Board X".into(), compatible: "vendor,x".into(), chids: vec![a, b, a] },
             HwidDevice { name: "Board Y".into(), compatible: "vendor,y".into(), chids: vec![c] },
         ];
         let s = hwids_section(&devs);
@@ -300,8 +316,14 @@ mod tests {
         for cut in 0..s.len() {
             let _ = hwids_entries(&s[..cut]);
         }
-        assert!(hwids_entries(&s[..100]).is_err(), "no end entry");
+        assert!(hwids_entries(&s[..84]).is_err(), "cut before its end entry");
+        // An absent name (offset 0) reads as none, not as the descriptor's bytes.
+        let mut nameless = s.clone();
+        nameless[20..24].copy_from_slice(&[0; 4]);
+        assert_eq!(hwids_entries(&nameless).unwrap()[0].name, "");
         assert_eq!(parse_chid("2f6d4c3e6e1b5cf69a8b1f2e3d4c5b6a"), None);
         assert_eq!(parse_chid("2f6d4c3e-6e1b-5cf6-9a8b-1f2e3d4c5b6g"), None);
+        assert_eq!(parse_chid("2f6d4c3e-6e1b-5cf6-9a8b-1f2e3d4c5b+a"), None, "from_str_radix's sign");
+        assert_eq!(parse_chid("{2f6d4c3e-6e1b-5cf6-9a8b-1f2e3d4c5b6a}"), Some(a), "fwupdtool's braces");
     }
 }

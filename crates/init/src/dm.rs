@@ -68,8 +68,9 @@ fn request(name: &str) -> Result<Buffer, String> {
     Ok(b)
 }
 
-/// The targets of a DM_TABLE_STATUS answer: (type, parameters) each.
-pub fn targets(b: &[u8]) -> Result<Vec<(String, String)>, String> {
+/// The targets of a DM_TABLE_STATUS answer: each one's type, and where its parameters are in
+/// `b` (borrowed, not copied: a crypt target's hold its key).
+pub fn targets(b: &[u8]) -> Result<Vec<(String, &[u8])>, String> {
     let u32_at = |at: usize| b.get(at..at + 4).map(|x| u32::from_ne_bytes([x[0], x[1], x[2], x[3]]));
     let bad = |what: &str| format!("the kernel's answer: {what}");
     let flags = u32_at(AT_FLAGS).ok_or_else(|| bad("short"))?;
@@ -77,7 +78,8 @@ pub fn targets(b: &[u8]) -> Result<Vec<(String, String)>, String> {
         return Err(bad("the table did not fit"));
     }
     let count = u32_at(AT_TARGET_COUNT).ok_or_else(|| bad("short"))? as usize;
-    let mut at = u32_at(AT_DATA_START).ok_or_else(|| bad("short"))? as usize;
+    let start = u32_at(AT_DATA_START).ok_or_else(|| bad("short"))? as usize;
+    let mut at = start;
     let mut out = Vec::new();
     for i in 0..count {
         let spec = b.get(at..at + TARGET_SPEC).ok_or_else(|| bad("a target past its end"))?;
@@ -86,13 +88,15 @@ pub fn targets(b: &[u8]) -> Result<Vec<(String, String)>, String> {
         let kind = String::from_utf8_lossy(&kind[..kind.iter().position(|&c| c == 0).unwrap_or(16)]).into_owned();
         let params = b.get(at + TARGET_SPEC..).ok_or_else(|| bad("a target past its end"))?;
         let end = params.iter().position(|&c| c == 0).ok_or_else(|| bad("a target's line without its end"))?;
-        out.push((kind, String::from_utf8_lossy(&params[..end]).into_owned()));
-        // `next` counts from this target's start; the last one's is not followed.
+        out.push((kind, &params[..end]));
+        // `next` counts from the first target (the data's start), as the kernel's
+        // retrieve_status sets it and libdevmapper follows it; the last one's is not followed.
         if i + 1 < count {
-            if next < TARGET_SPEC {
+            let to = start.checked_add(next).ok_or_else(|| bad("a target past its end"))?;
+            if to < at + TARGET_SPEC {
                 return Err(bad("targets that do not move on"));
             }
-            at += next;
+            at = to;
         }
     }
     Ok(out)
@@ -100,23 +104,23 @@ pub fn targets(b: &[u8]) -> Result<Vec<(String, String)>, String> {
 
 /// The key in a crypt target's parameters (`CIPHER KEY IV_OFFSET DEVICE OFFSET ...`): its
 /// bytes when the table holds them in hex; an error that says where it is otherwise (a key
-/// in the kernel keyring shows as `:SIZE:TYPE:DESCRIPTION`).
-pub fn crypt_key(params: &str) -> Result<Secret, String> {
-    let mut words = params.split(' ');
+/// in the kernel keyring shows as `:SIZE:TYPE:DESCRIPTION`). Nothing is copied but the key
+/// itself, into a [`Secret`].
+pub fn crypt_key(params: &[u8]) -> Result<Secret, String> {
+    let mut words = params.split(|&c| c == b' ');
     let _cipher = words.next();
-    let key = words.next().unwrap_or("");
-    if key.starts_with(':') {
+    let key = words.next().unwrap_or(&[]);
+    if key.starts_with(b":") {
         return Err("the key is in the kernel keyring, not in the table (opened without --disable-keyring)".into());
     }
-    if key == "-" || key.is_empty() {
+    if key == b"-" || key.is_empty() {
         return Err("the table has no key".into());
     }
-    if !key.len().is_multiple_of(2) || !key.bytes().all(|c| c.is_ascii_hexdigit()) {
+    if !key.len().is_multiple_of(2) || !key.iter().all(|c| c.is_ascii_hexdigit()) {
         return Err("the table's key is not hex".into());
     }
     let nibble = |c: u8| (c as char).to_digit(16).unwrap_or(0) as u8;
-    let b = key.as_bytes();
-    Ok(Secret((0..b.len() / 2).map(|i| nibble(b[2 * i]) << 4 | nibble(b[2 * i + 1])).collect()))
+    Ok(Secret((0..key.len() / 2).map(|i| nibble(key[2 * i]) << 4 | nibble(key[2 * i + 1])).collect()))
 }
 
 /// The volume key of the open dm-crypt device /dev/mapper/`name`: its one crypt target's.
@@ -156,7 +160,8 @@ mod tests {
         let mut at = HEADER;
         for (kind, line) in targets_ {
             let len = (TARGET_SPEC + line.len() + 1).next_multiple_of(8);
-            b[at + 20..at + 24].copy_from_slice(&(len as u32).to_ne_bytes());
+            // `next`: the following target's offset from the data's start, as the kernel sets it.
+            b[at + 20..at + 24].copy_from_slice(&((at + len - HEADER) as u32).to_ne_bytes());
             b[at + 24..at + 24 + kind.len()].copy_from_slice(kind.as_bytes());
             b[at + TARGET_SPEC..at + TARGET_SPEC + line.len()].copy_from_slice(line.as_bytes());
             at += len;
@@ -182,14 +187,18 @@ mod tests {
         let line = "aes-xts-plain64 00ff10ab 0 252:3 32768 1 allow_discards";
         let b = answer(&[("crypt", line)], 0);
         let t = targets(&b).unwrap();
-        assert_eq!(t, [("crypt".into(), line.into())]);
-        assert_eq!(crypt_key(&t[0].1).unwrap().0, [0x00, 0xff, 0x10, 0xab]);
-        let keyring = "aes-xts-plain64 :64:logon:cryptsetup:0c0c-d0 0 252:3 32768";
+        assert_eq!(t, [("crypt".to_string(), line.as_bytes())]);
+        assert_eq!(crypt_key(t[0].1).unwrap().0, [0x00, 0xff, 0x10, 0xab]);
+        let keyring = b"aes-xts-plain64 :64:logon:cryptsetup:0c0c-d0 0 252:3 32768";
         assert!(crypt_key(keyring).err().unwrap().contains("keyring"));
-        assert!(crypt_key("aes-xts-plain64 - 0 252:3 0").is_err());
-        assert!(crypt_key("aes-xts-plain64 0g 0 252:3 0").is_err());
-        assert!(crypt_key("aes-xts-plain64 abc 0 252:3 0").is_err());
-        // Two targets are walked by `next`; a full buffer or a spec past the end is refused.
+        assert!(crypt_key(b"aes-xts-plain64 - 0 252:3 0").is_err());
+        assert!(crypt_key(b"aes-xts-plain64 0g 0 252:3 0").is_err());
+        assert!(crypt_key(b"aes-xts-plain64 abc 0 252:3 0").is_err());
+        // Three targets are walked by `next`, counted from the data's start; a full buffer or
+        // a spec past the end is refused.
+        let three = answer(&[("linear", "252:3 0"), ("linear", "252:4 0"), ("crypt", line)], 0);
+        let kinds: Vec<String> = targets(&three).unwrap().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(kinds, ["linear", "linear", "crypt"]);
         let two = answer(&[("linear", "252:3 0"), ("crypt", line)], 0);
         assert_eq!(targets(&two).unwrap().len(), 2);
         assert!(targets(&answer(&[("crypt", line)], BUFFER_FULL)).is_err());

@@ -435,21 +435,25 @@ pub fn banks_for(
     let mut good = Vec::new();
     let mut fallback = Vec::new();
     for &(id, _) in allocated.iter().filter(|(_, has24)| *has24) {
-        let name = match algorithm(id) {
-            Some((n, _)) if n != "sm3_256" => n,
-            _ => return Err(format!("the TPM's bank {id:#06x} is one systemd does not measure into")),
-        };
-        if value(name, pcr).is_some_and(|v| extended(&v)) {
-            good.push(name);
+        let name = algorithm(id).map(|(n, _)| n);
+        if name.and_then(|n| value(n, pcr)).is_some_and(|v| extended(&v)) {
+            good.push((id, name));
         } else {
-            fallback.push(name);
+            fallback.push((id, name));
         }
     }
     let banks = if good.is_empty() { fallback } else { good };
     if banks.is_empty() {
         return Err(String::from("the TPM has no bank with 24 PCRs"));
     }
-    Ok(banks)
+    // A chosen bank systemd has no digest for (SM3) stops it; one not chosen does not.
+    banks
+        .into_iter()
+        .map(|(id, name)| match name {
+            Some(n) if n != "sm3_256" => Ok(n),
+            _ => Err(format!("the TPM's bank {id:#06x} is one systemd does not measure into")),
+        })
+        .collect()
 }
 
 /// A PCR's value as sysfs shows it (kernels from 5.12).
@@ -506,6 +510,9 @@ pub fn measures_volume_key(init: &mut Init, name: &str, o: &CryptOptions) -> boo
 /// PCR 15 (or crypttab's): the volume key of the open /dev/mapper/`name`, as
 /// systemd-cryptsetup measures it, and the record in [`MEASURE_LOG`]. A failure is logged
 /// and the boot goes on (as with systemd: a policy bound to that PCR then does not unseal).
+/// The key is held in a [`crate::prompt::Secret`] (wiped when dropped); the HMAC's padded-key
+/// blocks are not wiped (the RustCrypto state has no zeroize), and go with /init's memory at
+/// the switch to the root, whose exec replaces it.
 pub fn measure_volume_key(init: &mut Init, name: &str, uuid: &str, o: &CryptOptions) {
     let Some(pcr) = o.tpm2_measure_pcr else { return };
     let event = volume_key_event(name, uuid);
@@ -673,6 +680,8 @@ mod tests {
         assert_eq!(banks_for(&a, 15, &one).unwrap(), ["sha256"]);
         assert_eq!(banks_for(&a, 15, &|_, _| None).unwrap(), ["sha1", "sha256", "sha384"]);
         assert!(banks_for(&[(0x12, true)], 15, &zero).is_err(), "SM3, as systemd");
+        // An SM3 bank not chosen (PCR 15 extended in sha256 only) does not stop it.
+        assert_eq!(banks_for(&[(0x12, true), (0x0b, true)], 15, &one).unwrap(), ["sha256"]);
         assert!(banks_for(&[(0x0b, false)], 15, &zero).is_err());
         let mut other = r.clone();
         other[14] = 6;
