@@ -24,8 +24,8 @@ pub(crate) struct CryptSelection {
     pub modules: Vec<String>,
     /// Of those, what /init loads before it asks for a passphrase (the keyboard's).
     pub before_prompt: Vec<String>,
-    /// Features the containers need: their tokens' (`luks-tpm2`, `luks-fido2`,
-    /// `luks-pkcs11`) and the TPM's drivers (`tpm`, for a TPM2 token or `tpm2-measure-pcr=`).
+    /// Features the containers need: their tokens' (`luks-tpm2`, which requires `tpm`,
+    /// `luks-fido2`, `luks-pkcs11`), and the TPM's drivers (`tpm`) for `tpm2-measure-pcr=`.
     pub token_features: BTreeSet<String>,
     /// What the user must hear about: crypttab lines that cannot be used, containers /init
     /// cannot open, key files or headers not found.
@@ -43,15 +43,14 @@ pub(crate) fn luks2_token_types(header: &[u8]) -> Vec<String> {
 }
 
 /// The token features for an entry's options and a header's token types, and the TPM's
-/// drivers where the TPM unseals its key or measures it.
+/// drivers where the TPM measures its key (a token's come with its feature's `requires`).
 fn token_features(o: &CryptOptions, header_types: &[String]) -> Vec<&'static str> {
     let mut v = Vec::new();
     let has = |t: &str| header_types.iter().any(|h| h == t);
-    let tpm2_token = o.tpm2_device.is_some() || has("systemd-tpm2");
-    if tpm2_token {
+    if o.tpm2_device.is_some() || has("systemd-tpm2") {
         v.push("luks-tpm2");
     }
-    if tpm2_token || o.tpm2_measure_pcr.is_some() {
+    if o.tpm2_measure_pcr.is_some() {
         v.push("tpm");
     }
     if o.fido2_device.is_some() || has("systemd-fido2") {
@@ -314,7 +313,7 @@ mod tests {
         h[4096..4096 + json.len()].copy_from_slice(json);
         assert_eq!(luks2_token_types(&h), ["systemd-fido2", "systemd-tpm2"]);
         let feats = token_features(&CryptOptions::default(), &luks2_token_types(&h));
-        assert_eq!(feats, ["luks-tpm2", "tpm", "luks-fido2"]);
+        assert_eq!(feats, ["luks-tpm2", "luks-fido2"]);
         h[4096..4096 + 12].copy_from_slice(br#"{"tokens":{}"#);
         h[4096 + 12] = b'}';
         h[4096 + 13..4096 + json.len()].fill(0);
@@ -323,7 +322,7 @@ mod tests {
         h[6..8].copy_from_slice(&1u16.to_be_bytes());
         assert_eq!(luks2_token_types(&h), Vec::<String>::new(), "LUKS1 has no tokens");
         let (o, _) = CryptOptions::parse("tpm2-device=auto");
-        assert_eq!(token_features(&o, &[]), ["luks-tpm2", "tpm"]);
+        assert_eq!(token_features(&o, &[]), ["luks-tpm2"]);
         let (o, _) = CryptOptions::parse("tpm2-measure-pcr=yes");
         assert_eq!(token_features(&o, &[]), ["tpm"], "measured: the drivers, not the token plugin");
     }

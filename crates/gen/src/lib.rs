@@ -125,6 +125,8 @@ pub fn generate(r: &Request) -> Result<Generated> {
             ));
         }
     }
+    // What those need (luks-tpm2: the TPM's drivers).
+    select::with_requirements(&all, r, &mut selected);
     let mods = resolve::modules(r, &kernel, &selected, facts.as_ref(), &crypt.modules)?;
     let module_cache = open_cache(r, &kernel, &mods.set, &mut warnings);
     let (main, more) = compose::main_plan(r, &kernel, &selected, facts.as_ref(), &mods, crypt, module_cache.as_ref())?;

@@ -49,8 +49,14 @@ pub(crate) fn available(selected: Vec<Selected>, sysroot: &Path, warnings: &mut 
 
 pub(crate) fn select(all: &BTreeMap<String, Feature>, r: &Request, facts: Option<&Facts>) -> Vec<Selected> {
     let mut out = chosen(all, r, facts);
-    // What the chosen need, as required as what needs it (load() checked the names), until
-    // nothing changes: a requirement made required passes that on.
+    with_requirements(all, r, &mut out);
+    out
+}
+
+/// What the selected need, as required as what needs it (load() checked the names), until
+/// nothing changes: a requirement made required passes that on. Sorted by name. Also for the
+/// features added after selection (a container's token plugin).
+pub(crate) fn with_requirements(all: &BTreeMap<String, Feature>, r: &Request, out: &mut Vec<Selected>) {
     loop {
         let mut changed = false;
         for i in 0..out.len() {
@@ -76,7 +82,6 @@ pub(crate) fn select(all: &BTreeMap<String, Feature>, r: &Request, facts: Option
         }
     }
     out.sort_by(|a, b| a.feature.name.cmp(&b.feature.name));
-    out
 }
 
 fn chosen(all: &BTreeMap<String, Feature>, r: &Request, facts: Option<&Facts>) -> Vec<Selected> {
@@ -141,5 +146,28 @@ mod tests {
         assert!(names(&r).contains(&"microcode".to_string()), "x86-64: {:?}", names(&r));
         r.machine = 183;
         assert!(!names(&r).contains(&"microcode".to_string()), "aarch64: {:?}", names(&r));
+    }
+
+    /// A feature added after selection (a container's token plugin) brings what it requires:
+    /// luks-tpm2 the TPM's drivers, as required as itself; not when excluded.
+    #[test]
+    fn late_features_bring_their_requirements() {
+        let t = tempfile::tempdir().unwrap();
+        let all = crate::features::load(None).unwrap();
+        let s = crate::request::Settings {
+            kver: Some("x".into()),
+            sysroot: Some(t.path().into()),
+            init: Some(t.path().into()),
+            ..Default::default()
+        };
+        let mut r = crate::request::Request::new(s, t.path()).unwrap();
+        let mut out = vec![Selected { feature: all["luks-tpm2"].clone(), required: true }];
+        with_requirements(&all, &r, &mut out);
+        let got: Vec<(&str, bool)> = out.iter().map(|s| (s.feature.name.as_str(), s.required)).collect();
+        assert_eq!(got, [("luks-tpm2", true), ("tpm", true)]);
+        r.exclude.push("tpm".into());
+        let mut out = vec![Selected { feature: all["luks-tpm2"].clone(), required: true }];
+        with_requirements(&all, &r, &mut out);
+        assert_eq!(out.len(), 1);
     }
 }

@@ -213,19 +213,12 @@ fn uki_aavmf(s: &Setup) {
 /// namespace 70ffd812-4c7f-4c7d-0000-000000000000 of "MANUFACTURER&PRODUCT" in UTF-16LE.
 /// Computed here with OpenSSL, apart from leanrd (which takes CHIDs, and computes none).
 fn chid_manufacturer_product(manufacturer: &str, product: &str) -> String {
-    use std::io::Write;
     let mut input = vec![0x70, 0xff, 0xd8, 0x12, 0x4c, 0x7f, 0x4c, 0x7d, 0, 0, 0, 0, 0, 0, 0, 0];
     for u in format!("{manufacturer}&{product}").encode_utf16() {
         input.extend_from_slice(&u.to_le_bytes());
     }
-    let mut c = Command::new("openssl")
-        .args(["dgst", "-sha1", "-r"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    c.stdin.take().unwrap().write_all(&input).unwrap();
-    let o = c.wait_with_output().unwrap();
+    let o = leanrd_testkit::run_stdin(Command::new("openssl").args(["dgst", "-sha1", "-r"]), &input);
+    assert!(o.status.success(), "openssl dgst -sha1: {}", String::from_utf8_lossy(&o.stderr));
     let hex = String::from_utf8(o.stdout).unwrap();
     let mut b: Vec<u8> = (0..16).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()).collect();
     b[6] = (b[6] & 0x0f) | 0x50;

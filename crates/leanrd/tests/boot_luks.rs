@@ -640,17 +640,8 @@ fn pcr15_values(log: &str) -> Vec<(String, String)> {
 
 /// `openssl dgst` over `input` with `args`: the digest in hex.
 fn openssl_dgst(args: &[&str], input: &[u8]) -> String {
-    let mut c = Command::new("openssl")
-        .arg("dgst")
-        .args(args)
-        .arg("-r")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    c.stdin.take().unwrap().write_all(input).unwrap();
-    let o = c.wait_with_output().unwrap();
-    assert!(o.status.success(), "openssl dgst {args:?}");
+    let o = leanrd_testkit::run_stdin(Command::new("openssl").arg("dgst").args(args).arg("-r"), input);
+    assert!(o.status.success(), "openssl dgst {args:?}: {}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).unwrap().split_whitespace().next().unwrap().to_string()
 }
 
