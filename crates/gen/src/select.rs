@@ -113,6 +113,18 @@ fn chosen(all: &BTreeMap<String, Feature>, r: &Request, facts: Option<&Facts>) -
 mod tests {
     use super::*;
 
+    /// A request for a sysroot (and /init) at `dir`.
+    fn request(dir: &std::path::Path, universal: bool) -> crate::request::Request {
+        let s = crate::request::Settings {
+            kver: Some("x".into()),
+            sysroot: Some(dir.into()),
+            init: Some(dir.into()),
+            universal: Some(universal),
+            ..Default::default()
+        };
+        crate::request::Request::new(s, dir).unwrap()
+    }
+
     #[test]
     fn universal_features_without_their_binaries_are_left_out() {
         let t = tempfile::tempdir().unwrap();
@@ -131,14 +143,7 @@ mod tests {
     fn microcode_is_for_x86_kernels_only() {
         let t = tempfile::tempdir().unwrap();
         let all = crate::features::load(None).unwrap();
-        let s = crate::request::Settings {
-            kver: Some("x".into()),
-            sysroot: Some(t.path().into()),
-            init: Some(t.path().into()),
-            universal: Some(true),
-            ..Default::default()
-        };
-        let mut r = crate::request::Request::new(s, t.path()).unwrap();
+        let mut r = request(t.path(), true);
         let names = |r: &crate::request::Request| -> Vec<String> {
             select(&all, r, None).into_iter().map(|s| s.feature.name).collect()
         };
@@ -154,13 +159,7 @@ mod tests {
     fn late_features_bring_their_requirements() {
         let t = tempfile::tempdir().unwrap();
         let all = crate::features::load(None).unwrap();
-        let s = crate::request::Settings {
-            kver: Some("x".into()),
-            sysroot: Some(t.path().into()),
-            init: Some(t.path().into()),
-            ..Default::default()
-        };
-        let mut r = crate::request::Request::new(s, t.path()).unwrap();
+        let mut r = request(t.path(), false);
         let mut out = vec![Selected { feature: all["luks-tpm2"].clone(), required: true }];
         with_requirements(&all, &r, &mut out);
         let got: Vec<(&str, bool)> = out.iter().map(|s| (s.feature.name.as_str(), s.required)).collect();
