@@ -789,7 +789,8 @@ pub fn run_all(kernel: &Path, boots: &[Boot]) -> Vec<Outcome> {
                             crate::firmware_command(vars, &extra, b.secs)
                         }
                         Start::KernelAarch64 => {
-                            crate::aarch64_qemu_command(kernel, &b.image, &b.append, &extra, b.secs)
+                            let append = format!("{} {}", crate::TEST_APPEND, b.append);
+                            crate::aarch64_qemu_command(kernel, &b.image, &append, &extra, b.secs)
                         }
                         Start::Aavmf(vars) => crate::aavmf_command(vars, &extra, b.secs),
                     };
