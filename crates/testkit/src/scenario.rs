@@ -364,12 +364,15 @@ pub fn test_cache() -> PathBuf {
 
 /// The test cache's entry `kind/key`, made by `make` (into a partial path, synced, then
 /// renamed) under a lock when missing. Its mtime is when it was last used: entries and
-/// leftover partial ones unused for a week are removed, once per process.
+/// leftover partial ones unused for a week are removed, once per process and kind.
 pub fn cached(kind: &str, key: &str, make: impl FnOnce(&Path)) -> PathBuf {
     let dir = test_cache().join(kind);
     fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    static SWEPT: OnceLock<()> = OnceLock::new();
-    SWEPT.get_or_init(|| sweep(&dir, std::time::Duration::from_secs(7 * 86400)));
+    // Each kind's directory once (a process that made disks first also sweeps arch-modules/).
+    static SWEPT: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+    if SWEPT.lock().unwrap().insert(dir.clone()) {
+        sweep(&dir, std::time::Duration::from_secs(7 * 86400));
+    }
     let path = dir.join(key);
     // Lock files stay: a process waiting on one must exclude whoever opens it next.
     let lock = fs::File::create(dir.join(format!("{key}.lock"))).unwrap();
