@@ -34,11 +34,14 @@ pub enum Capability {
     Iscsi,
     /// Connect to NVMe over TCP subsystems (the kernel's nvme-tcp, through /dev/nvme-fabrics).
     Nvmf,
+    /// Unlock LUKS2 containers by their clevis tokens (Tang servers), /init bringing the network
+    /// up for them.
+    Clevis,
 }
 
 impl Capability {
     /// Every capability, for looking names up and listing the known ones.
-    pub const ALL: [Capability; 7] = [
+    pub const ALL: [Capability; 8] = [
         Capability::Luks,
         Capability::Lvm,
         Capability::Md,
@@ -46,6 +49,7 @@ impl Capability {
         Capability::Token,
         Capability::Iscsi,
         Capability::Nvmf,
+        Capability::Clevis,
     ];
 
     /// The capability's name: what a feature's `init =` and the configuration's `layer` line spell.
@@ -58,6 +62,7 @@ impl Capability {
             Capability::Token => "token",
             Capability::Iscsi => "iscsi",
             Capability::Nvmf => "nvmf",
+            Capability::Clevis => "clevis",
         }
     }
 
@@ -116,6 +121,9 @@ pub struct InitConfig {
     pub resume: Option<DeviceRef>,
     /// Where in that device the hibernation image starts, in pages (a swap file's).
     pub resume_offset: Option<u64>,
+    /// How long each Tang server has (s), the network's start included (the `clevis.tang_timeout`
+    /// setting); None: /init's default. `rd.leanrd.tang_timeout=` wins over it.
+    pub tang_timeout: Option<u64>,
     /// File system checkers in the image, by file system type (`ext4` → `e2fsck`): run on a
     /// root or /usr the initramfs mounts read-write.
     pub fsck: Vec<(String, String)>,
@@ -302,6 +310,16 @@ pub const FIELDS: &[Field] = &[
         },
     },
     Field {
+        key: "tang_timeout",
+        doc: "How long each Tang server has to answer, in seconds.",
+        put: |c| c.tang_timeout.iter().map(|o| vec![format!("{o}")]).collect(),
+        get: |c, v| {
+            let v = one("tang_timeout", v)?;
+            let o = v.parse().map_err(|_| format!("tang_timeout \"{v}\" is not a number"))?;
+            set(&mut c.tang_timeout, o)
+        },
+    },
+    Field {
         key: "fsck",
         doc: "A file system type and the checker in the image for it.",
         put: |c| c.fsck.iter().map(|(t, p)| vec![t.clone(), p.clone()]).collect(),
@@ -460,6 +478,7 @@ mod tests {
             fsck: vec![("ext4".into(), "e2fsck".into()), ("vfat".into(), "fsck.fat".into())],
             resume: Some(DeviceRef::DevNo { major: 254, minor: 2 }),
             resume_offset: Some(34816),
+            tang_timeout: Some(25),
             crypt: vec![
                 Crypt {
                     entry: CryptEntry {

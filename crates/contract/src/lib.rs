@@ -21,6 +21,7 @@
 
 extern crate alloc;
 
+pub mod clevis;
 mod config;
 mod crypttab;
 mod device;

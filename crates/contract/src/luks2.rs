@@ -10,6 +10,8 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
+use crate::clevis::ClevisToken;
+
 /// The first bytes of a LUKS header.
 pub const MAGIC: &[u8; 6] = b"LUKS\xba\xbe";
 /// Where the JSON area begins: after the 4 KiB binary header.
@@ -46,29 +48,45 @@ pub fn header_size(head: &[u8]) -> Option<usize> {
     (size > BINARY_HEADER as u64 && size <= MAX_HEADER && size % 4096 == 0).then_some(size as usize)
 }
 
-/// The tokens of a LUKS2 header (`header`: its first bytes, at least the size
-/// [`header_size`] says), in the order of their numbers. Empty for a header that is not LUKS2
-/// or whose JSON does not parse.
-pub fn tokens(header: &[u8]) -> Vec<Token> {
+/// The token objects of a LUKS2 header's JSON area, by number; empty for a header that is
+/// not LUKS2 or whose JSON does not parse.
+fn token_objects(header: &[u8]) -> Vec<(u32, serde_json::Value)> {
     let Some(size) = header_size(header) else { return Vec::new() };
     let Some(area) = header.get(BINARY_HEADER..size) else { return Vec::new() };
     // The JSON text ends at the first NUL; the rest of the area is zeros.
     let text = area.iter().position(|&b| b == 0).map_or(area, |end| &area[..end]);
-    let Ok(serde_json::Value::Object(root)) = serde_json::from_slice::<serde_json::Value>(text) else {
+    let Ok(serde_json::Value::Object(mut root)) = serde_json::from_slice::<serde_json::Value>(text) else {
         return Vec::new();
     };
-    let Some(serde_json::Value::Object(all)) = root.get("tokens") else { return Vec::new() };
-    let mut out: Vec<Token> = all
-        .iter()
+    let Some(serde_json::Value::Object(all)) = root.remove("tokens") else { return Vec::new() };
+    let mut out: Vec<(u32, serde_json::Value)> =
+        all.into_iter().filter_map(|(id, t)| Some((id.parse().ok()?, t))).collect();
+    out.sort_by_key(|(id, _)| *id);
+    out
+}
+
+/// The tokens of a LUKS2 header (`header`: its first bytes, at least the size
+/// [`header_size`] says), in the order of their numbers. Empty for a header that is not LUKS2
+/// or whose JSON does not parse.
+pub fn tokens(header: &[u8]) -> Vec<Token> {
+    token_objects(header)
+        .into_iter()
         .filter_map(|(id, t)| {
-            let id: u32 = id.parse().ok()?;
             let kind = t.get("type")?.as_str()?.into();
             let pin = t.get("tpm2-pin").and_then(serde_json::Value::as_bool).unwrap_or(false);
             Some(Token { id, kind, pin })
         })
-        .collect();
-    out.sort_by_key(|t| t.id);
-    out
+        .collect()
+}
+
+/// The clevis tokens of a LUKS2 header (`clevis luks bind`), in the order of their numbers,
+/// each with its JWE or why that could not be read.
+pub fn clevis_tokens(header: &[u8]) -> Vec<ClevisToken> {
+    token_objects(header)
+        .into_iter()
+        .filter(|(_, t)| t.get("type").and_then(serde_json::Value::as_str) == Some("clevis"))
+        .map(|(id, t)| ClevisToken::from_json(id, &t))
+        .collect()
 }
 
 #[cfg(test)]
@@ -117,5 +135,31 @@ mod tests {
         // A token whose number or type is not as LUKS2 has them is left out, not the others.
         let t = tokens(&header(r#"{"tokens":{"x":{"type":"a"},"1":{"type":5},"3":{"type":"systemd-tpm2"}}}"#));
         assert_eq!(t, [Token { id: 3, kind: "systemd-tpm2".into(), pin: false }]);
+    }
+
+    #[test]
+    fn clevis_tokens_carry_their_jwe() {
+        let parts: Vec<&str> = crate::clevis::tests::TANG_JWE.trim().split('.').collect();
+        let json = alloc::format!(
+            r#"{{"tokens":{{"0":{{"type":"systemd-tpm2"}},"1":{{"type":"clevis","keyslots":["1"],"jwe":{{"ciphertext":"{}","encrypted_key":"","iv":"{}","protected":"{}","tag":"{}"}}}},"2":{{"type":"clevis","keyslots":["2"],"jwe":{{"protected":"e30"}}}}}}}}"#,
+            parts[3],
+            parts[2],
+            parts[0],
+            parts[4]
+        );
+        let mut h = alloc::vec![0u8; 16384];
+        h[..6].copy_from_slice(MAGIC);
+        h[6..8].copy_from_slice(&[0, 2]);
+        h[8..16].copy_from_slice(&16384u64.to_be_bytes());
+        h[BINARY_HEADER..BINARY_HEADER + json.len()].copy_from_slice(json.as_bytes());
+        let c = clevis_tokens(&h);
+        assert_eq!(c.len(), 2);
+        assert_eq!((c[0].id, c[0].keyslots.as_slice()), (1, [alloc::string::String::from("1")].as_slice()));
+        assert_eq!(c[0].jwe.as_ref().unwrap(), &crate::clevis::Jwe::compact(crate::clevis::tests::TANG_JWE).unwrap());
+        assert!(c[1].jwe.is_err(), "a token without a whole JWE says so");
+        assert_eq!(
+            tokens(&h).iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
+            ["systemd-tpm2", "clevis", "clevis"]
+        );
     }
 }

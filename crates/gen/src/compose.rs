@@ -168,7 +168,12 @@ pub(crate) fn init_config(
     facts: Option<&Facts>,
     m: &Modules,
 ) -> InitConfig {
-    let mut c = InitConfig { kver: Some(r.kver.clone()), load: m.load.clone(), ..InitConfig::default() };
+    let mut c = InitConfig {
+        kver: Some(r.kver.clone()),
+        load: m.load.clone(),
+        tang_timeout: r.tang_timeout,
+        ..InitConfig::default()
+    };
     if let Some(x) = facts {
         c.mounts.root = x.root_source.clone().or_else(|| device_ref(&r.host_root, &x.root).map(Root::Block));
         if x.root_source.is_none() {

@@ -59,24 +59,60 @@ fn token_features(o: &CryptOptions, header_types: &[String]) -> Vec<&'static str
     if o.pkcs11_uri.is_some() || has("systemd-pkcs11") {
         v.push("luks-pkcs11");
     }
+    if has("clevis") {
+        v.push("clevis");
+    }
     v
 }
 
-/// The token types in the LUKS2 header of a host block device (by kernel name); none when it
-/// cannot be read (a fixture, or not root).
-fn host_token_types(host_root: &Path, name: &str) -> Vec<String> {
+/// What a LUKS2 header's clevis tokens mean for the image: a warning for each token /init
+/// cannot use (a pin it does not unlock, a JWE that does not read), naming the container.
+pub(crate) fn clevis_warnings(name: &str, header: &[u8]) -> Vec<String> {
+    use leanrd_contract::clevis::{Pin, describe};
+    let mut out = Vec::new();
+    for t in leanrd_contract::luks2::clevis_tokens(header) {
+        match &t.jwe {
+            Err(e) => out.push(format!("{name}: clevis token {} cannot be read ({e}); it will not unlock", t.id)),
+            Ok(j) if !matches!(j.pin, Pin::Tang(_)) => out.push(format!(
+                "{name}: clevis token {} ({}): leanrd's /init unlocks the tang pin only; this token will not \
+                 unlock, and the container is asked for its passphrase",
+                t.id,
+                describe(&j.pin)
+            )),
+            Ok(j) => {
+                if let Pin::Tang(tang) = &j.pin
+                    && let Err(e) = tang_url_usable(&tang.url)
+                {
+                    out.push(format!("{name}: clevis token {}: {e}; it will not unlock", t.id));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether /init can reach a Tang URL: plain http (its replies need no secrecy; clevis's
+/// `https` would need a TLS client in the image).
+pub(crate) fn tang_url_usable(url: &str) -> Result<(), String> {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("http") => Ok(()),
+        Some("https") => Err(format!("Tang server {url}: https is not supported by leanrd's /init")),
+        _ => Err(format!("Tang server {url}: not an http:// URL")),
+    }
+}
+
+/// The LUKS2 header of a host block device (by kernel name); None when it cannot be read (a
+/// fixture, or not root) or is not LUKS2.
+fn host_header(host_root: &Path, name: &str) -> Option<Vec<u8>> {
     use std::os::unix::fs::FileExt;
-    let Ok(f) = fs::File::open(host_root.join("dev").join(name)) else { return Vec::new() };
+    let f = fs::File::open(host_root.join("dev").join(name)).ok()?;
     let mut head = vec![0u8; leanrd_contract::luks2::BINARY_HEADER];
-    if f.read_exact_at(&mut head, 0).is_err() {
-        return Vec::new();
-    }
-    let Some(size) = leanrd_contract::luks2::header_size(&head) else { return Vec::new() };
+    f.read_exact_at(&mut head, 0).ok()?;
+    let size = leanrd_contract::luks2::header_size(&head)?;
     let mut all = vec![0u8; size];
-    if f.read_exact_at(&mut all, 0).is_err() {
-        return Vec::new();
-    }
-    luks2_token_types(&all)
+    f.read_exact_at(&mut all, 0).ok()?;
+    Some(all)
 }
 
 /// Whether a crypttab entry's device is the one a dm-crypt device sits on.
@@ -134,7 +170,11 @@ pub(crate) fn select(r: &Request, facts: Option<&Facts>) -> CryptSelection {
                         }
                     }
                 };
-                let header: Vec<String> = c.backing.iter().flat_map(|b| host_token_types(&r.host_root, b)).collect();
+                let headers: Vec<Vec<u8>> = c.backing.iter().filter_map(|b| host_header(&r.host_root, b)).collect();
+                let header: Vec<String> = headers.iter().flat_map(|h| luks2_token_types(h)).collect();
+                for h in &headers {
+                    s.warnings.extend(clevis_warnings(&c.name, h));
+                }
                 s.token_features.extend(token_features(&entry.options, &header).into_iter().map(String::from));
                 push(&mut s, r, entry, true);
             }
@@ -325,6 +365,42 @@ mod tests {
         assert_eq!(token_features(&o, &[]), ["luks-tpm2"]);
         let (o, _) = CryptOptions::parse("tpm2-measure-pcr=yes");
         assert_eq!(token_features(&o, &[]), ["tpm"], "measured: the drivers, not the token plugin");
+    }
+
+    #[test]
+    fn clevis_tokens_bring_the_feature_and_say_which_will_not_unlock() {
+        let b64 = leanrd_contract::clevis::b64_encode;
+        let jwe = |header: &str| {
+            format!(
+                r#"{{"protected":"{}","iv":"AAAAAAAAAAAAAAAA","ciphertext":"AA","tag":"AAAAAAAAAAAAAAAAAAAAAA"}}"#,
+                b64(header.as_bytes())
+            )
+        };
+        let tang = |url: &str| {
+            jwe(&format!(
+                r#"{{"alg":"ECDH-ES","enc":"A256GCM","kid":"k","epk":{{"kty":"EC","crv":"P-521","x":"AQ","y":"Ag"}},"clevis":{{"pin":"tang","tang":{{"url":"{url}","adv":{{"keys":[]}}}}}}}}"#
+            ))
+        };
+        let tpm2 = jwe(r#"{"alg":"dir","enc":"A256GCM","clevis":{"pin":"tpm2","tpm2":{}}}"#);
+        let json = format!(
+            r#"{{"tokens":{{"0":{{"type":"clevis","keyslots":["1"],"jwe":{}}},"1":{{"type":"clevis","keyslots":["2"],"jwe":{tpm2}}},"2":{{"type":"clevis","keyslots":["3"],"jwe":{}}},"3":{{"type":"clevis"}}}}}}"#,
+            tang("http://tang.lan:7500"),
+            tang("https://tang.lan")
+        );
+        let mut h = vec![0u8; 16384];
+        h[..6].copy_from_slice(b"LUKS\xba\xbe");
+        h[6..8].copy_from_slice(&2u16.to_be_bytes());
+        h[8..16].copy_from_slice(&16384u64.to_be_bytes());
+        h[4096..4096 + json.len()].copy_from_slice(json.as_bytes());
+        assert_eq!(token_features(&CryptOptions::default(), &luks2_token_types(&h)), ["clevis"]);
+        let w = clevis_warnings("root_crypt", &h);
+        assert_eq!(w.len(), 3, "{w:?}");
+        assert!(
+            w[0].starts_with("root_crypt: clevis token 1 (tpm2): leanrd's /init unlocks the tang pin only"),
+            "{w:?}"
+        );
+        assert!(w[1].contains("token 2: Tang server https://tang.lan: https is not supported"), "{w:?}");
+        assert!(w[2].contains("token 3 cannot be read (no \"jwe\")"), "{w:?}");
     }
 
     #[test]

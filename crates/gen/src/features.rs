@@ -358,7 +358,10 @@ mod tests {
         let e = parse("x", "when = \"detected\"\nmodules = [1\n", "x.toml").unwrap_err().to_string();
         assert!(e.starts_with("x.toml:") && e.contains("line 2"), "{e}");
         let e = parse("x", "init = \"nfs\"\n", "x.toml").unwrap_err().to_string();
-        assert_eq!(e, "x.toml: init = \"nfs\" is not an /init capability (luks, lvm, md, rescue, token, iscsi, nvmf)");
+        assert_eq!(
+            e,
+            "x.toml: init = \"nfs\" is not an /init capability (luks, lvm, md, rescue, token, iscsi, nvmf, clevis)"
+        );
         let e = parse("x", "bogus = 1\n", "x.toml").unwrap_err().to_string();
         assert!(e.contains("bogus"), "{e}");
         let e = parse("x", "when = \"always\"\nfiles = [\"/etc/a\\u0000b\"]\n", "x.toml").unwrap_err().to_string();

@@ -58,6 +58,8 @@ pub struct Settings {
     pub output: Option<String>,
     /// Compression threads (`threads`); None: every core.
     pub threads: Option<u32>,
+    /// Seconds each Tang server has at boot (`tang_timeout`); None: /init's default.
+    pub tang_timeout: Option<u64>,
     /// How compressed modules are stored: `decompress` (at build time) or `keep` (when the
     /// kernel decompresses them).
     #[serde(default, deserialize_with = "from_text")]
@@ -285,6 +287,18 @@ pub const SETTINGS: &[Setting] = &[
         example: "threads = 2",
     },
     Setting {
+        key: "tang_timeout",
+        flag: "--tang-timeout",
+        short: None,
+        arg: ArgKind::Number,
+        value_name: "SECONDS",
+        value: "N",
+        doc: "How long each Tang server of a container's clevis tokens has at boot, the network's start included, \
+              before the next token and then the passphrase prompt (the kernel parameter rd.leanrd.tang_timeout= \
+              wins over it). Default: 10.",
+        example: "tang_timeout = 30",
+    },
+    Setting {
         key: "module_compression",
         flag: "--module-compression",
         short: None,
@@ -424,6 +438,8 @@ pub struct Request {
     pub image_mode: Option<u32>,
     /// Compression threads.
     pub threads: u32,
+    /// Seconds each Tang server has at boot; None: /init's default.
+    pub tang_timeout: Option<u64>,
     /// How compressed modules are stored in the image.
     pub module_compression: ModuleStrategy,
     /// Where decompressed modules are cached between builds (see `crate::modcache`).
@@ -459,6 +475,7 @@ impl Request {
             output,
             image_mode: s.image_mode,
             threads: s.threads.unwrap_or_else(leanrd_compress::default_threads),
+            tang_timeout: s.tang_timeout,
             module_compression: s.module_compression.unwrap_or_default(),
             module_cache: crate::modcache::base_dir(),
             sysroot,

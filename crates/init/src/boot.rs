@@ -147,6 +147,7 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     }
     // Drivers coldplug began that the root did not wait for: done before their files go.
     init.mods.finish(STRAGGLERS_MS, &mut init.log);
+    crate::clevis::release_network(init);
     switch_root::switch_root(init)
 }
 
@@ -161,17 +162,31 @@ const STRAGGLERS_MS: u64 = 10_000;
 /// `rd.neednet=1`: bring the network up and hand it over, though the root is local. Its
 /// drivers were loaded by coldplug with the storage's; a failure is logged, not fatal.
 fn need_network(init: &mut Init) {
-    // The interface (named by ifname= as it appears), as a network root waits for it.
-    let mut w = crate::net::NetWaiter::new(init.cmd.net_wanted());
-    let end = sys::now_ms().saturating_add(10_000);
-    while !w.offer(&[], &|_| None) && sys::now_ms() < end {
-        sys::sleep_ms(100);
-    }
-    w.log_renames(&mut init.log);
-    let want = w.0;
     let deadline = sys::now_ms().saturating_add(init.cmd.timeout.saturating_mul(1000));
-    match crate::net::bring_up(&want, deadline, &mut init.log) {
+    match network(init, deadline) {
         Ok(c) => crate::net::hand_over(&c),
         Err(e) => init.log.error(&format!("rd.neednet=1: {e}")),
     }
+}
+
+/// The network for a local root's needs (`rd.neednet=1`, a Tang server): wait for an
+/// interface `ip=`/`BOOTIF=` allows (named by `ifname=` as it appears, its driver loaded by
+/// coldplug meanwhile), at most 10 s and never past `deadline`, then bring it up by `deadline`.
+pub fn network(init: &mut Init, deadline: u64) -> Result<crate::net::Configured, alloc::string::String> {
+    use crate::wait::Waiter;
+    let mut w = crate::net::NetWaiter::new(init.cmd.net_wanted());
+    let start = sys::now_ms();
+    let end = start.saturating_add(10_000).min(deadline);
+    if !w.offer(&[], &|_| None) {
+        init.mods.coldplug(SETTLE_MS.min(end.saturating_sub(start)), &mut init.log, &mut || false);
+    }
+    while !w.offer(&[], &|_| None) && sys::now_ms() < end {
+        init.mods.settle(100, &mut init.log, &mut || false);
+        sys::sleep_ms(100);
+    }
+    w.log_renames(&mut init.log);
+    if !w.offer(&[], &|_| None) {
+        return Err(format!("waited {} ms for {}", sys::now_ms() - start, w.describe()));
+    }
+    crate::net::bring_up(&w.0, deadline, &mut init.log)
 }

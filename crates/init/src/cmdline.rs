@@ -93,6 +93,8 @@ pub struct Cmdline {
     pub ifnames: Vec<(String, [u8; 6])>,
     /// `rd.neednet=1`: bring the network up (and hand it to the root) even for a local root.
     pub neednet: bool,
+    /// `rd.leanrd.tang_timeout=`: seconds each Tang server has (None: the image's setting).
+    pub tang_timeout: Option<u64>,
     /// iSCSI targets and settings (dracut's `netroot=iscsi:`, `root=iscsi:`, `rd.iscsi.*`).
     pub iscsi: IscsiCmd,
     /// NVMe over TCP (dracut's `rd.nvmf.*`).

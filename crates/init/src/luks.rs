@@ -40,6 +40,8 @@ pub struct State {
     /// Their mapper names: a device waited for by one of these names is not asked of another
     /// container (the passphrase typed wrong until the tries ran out is the end of it).
     given_up_names: BTreeSet<String>,
+    /// The network clevis brought up for a Tang server.
+    pub clevis: crate::clevis::Network,
     /// The keymap was applied (or could not be).
     keymap_done: bool,
 }
@@ -335,6 +337,17 @@ fn open(
             }
         }
         args.insert(args.len() - 2, "--disable-external-tokens".into());
+    }
+    // clevis tokens (Tang), decrypted by /init itself: the secret is the passphrase of the
+    // token's key slot.
+    if init.conf.layer(Capability::Clevis).is_some() {
+        let tokens = crate::clevis::tokens(job.options.header.as_deref().unwrap_or(&dev));
+        if !tokens.is_empty() {
+            let mut attempt = |secret: &[u8]| matches!(try_key(&args, &["--key-file=-"], Some(secret)), Tried::Opened);
+            if let Some(how) = crate::clevis::unlock(init, &dev, &tokens, &mut attempt) {
+                return opened(init, job, &format!("its {how}"));
+            }
+        }
     }
     let mut nums = [String::new(), String::new()];
     // A key file: in the image, or on a device that may come late.

@@ -14,20 +14,21 @@ use leanrd_contract::luks2::{BINARY_HEADER, Token, header_size, tokens};
 /// The tokens of the LUKS2 header at `path` (the device, or a detached header); empty when it
 /// cannot be read or is not LUKS2.
 pub fn read_tokens(path: &str) -> Vec<Token> {
+    read_header(path).map(|h| tokens(&h)).unwrap_or_default()
+}
+
+/// The whole LUKS2 header (binary header and JSON area) at `path`; None when it cannot be
+/// read or is not LUKS2.
+pub fn read_header(path: &str) -> Option<Vec<u8>> {
     use rustix::fs::{Mode, OFlags};
-    let Ok(fd) = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) else {
-        return Vec::new();
-    };
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
     let mut head = alloc::vec![0u8; BINARY_HEADER];
     if !read_at(&fd, &mut head, 0) {
-        return Vec::new();
+        return None;
     }
-    let Some(size) = header_size(&head) else { return Vec::new() };
+    let size = header_size(&head)?;
     let mut all = alloc::vec![0u8; size];
-    if !read_at(&fd, &mut all, 0) {
-        return Vec::new();
-    }
-    tokens(&all)
+    read_at(&fd, &mut all, 0).then_some(all)
 }
 
 /// Fill `buf` from `offset`; false on an error or a short file.

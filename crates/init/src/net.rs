@@ -685,6 +685,17 @@ pub fn hand_over(c: &Configured) {
     let _ = sys::write_file_mode(&format!("/run/net-{}.conf", c.iface), &c.handover_text(), 0o644);
 }
 
+/// Take an interface [`bring_up`] configured down again: its address removed (the default
+/// route goes with it), the link down.
+pub fn take_down(c: &Configured) -> Result<(), String> {
+    let mut rt = Rtnl::open().map_err(|e| format!("rtnetlink: {}", strerror(e)))?;
+    if c.address != [0, 0, 0, 0] {
+        rt.address(false, c.index, c.address, c.prefix)
+            .map_err(|e| format!("cannot remove address {}: {}", show(c.address), strerror(e)))?;
+    }
+    rt.link(c.index, false).map_err(|e| format!("cannot take the link down: {}", strerror(e)))
+}
+
 // ---- DNS ----
 
 /// A DNS query for `name`'s A record.

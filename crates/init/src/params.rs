@@ -495,6 +495,20 @@ pub static PARAMS: &[Param] = &[
         "rd.luks=0"
     ),
     param!(
+        &["rd.leanrd.tang_timeout"],
+        SECONDS,
+        Storage,
+        ONCE,
+        |p, v| {
+            p.c.tang_timeout = Some(v.number());
+            Ok(())
+        },
+        "How long each Tang server of a container's clevis tokens has to answer, the network's start included, \
+         before the next token and then the passphrase prompt. Default: the image's `clevis.tang_timeout` \
+         setting, else 10.",
+        "rd.leanrd.tang_timeout=30"
+    ),
+    param!(
         &["rd.luks.uuid"],
         Form::Text("UUID"),
         Storage,
