@@ -80,7 +80,11 @@ pub fn unlock(
                     t.keyslots.join(",")
                 ));
             }
-            Err(e) => init.notes.push(format!("{dev}: {what}: {e}")),
+            Err(e) => {
+                // On the console too: the prompt that follows says nothing of why.
+                init.log.error(&format!("{dev}: {what}: {e}"));
+                init.notes.push(format!("{dev}: {what}: {e}"));
+            }
         }
     }
     None

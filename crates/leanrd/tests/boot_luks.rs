@@ -76,6 +76,7 @@ fn root_tree(t: &TempDir) -> PathBuf {
          $b echo {MLOG_MARK}-END; fi > /dev/ttyS0\nm=\"{MARK} $(/bin/busybox cat /proc/uptime) $(/bin/busybox grep ' / ' /proc/mounts)\"\n\
          /bin/busybox echo \"$m\"\n/bin/busybox echo \"$m\" > /dev/ttyS0\n\
          /bin/busybox echo \"MAPPED $(/bin/busybox ls /dev/mapper | /bin/busybox tr '\\n' ' ')\" > /dev/ttyS0\n\
+         /bin/busybox echo \"ADDRS [$(/bin/busybox ip -4 -o addr show scope global | /bin/busybox tr '\\n' ' ')]\" > /dev/ttyS0\n\
          /bin/busybox poweroff -f\n"
     );
     fs::write(r.join("sbin/init"), init).unwrap();
@@ -456,6 +457,9 @@ fn main() -> std::process::ExitCode {
         }
         Ok(())
     }));
+    for (name, want) in TANG_BOOTS {
+        trials.push(test(*name, move || tang_boot(name, want)));
+    }
     trials.push(test("tpm2_unseals_and_refuses_a_changed_pcr", || {
         if let Some(s) = setup() {
             tpm2(&s.kernel, &s.t, &s.kver, &s.init, &s.disk)
@@ -924,4 +928,186 @@ fn tpm2_signed(s: &Setup) {
         "tpm2-signed-new-kernel-other-cmdline: unsealed with no re-enrolment; the booted root could not \
          (cryptsetup exit status {rc})"
     );
+}
+
+/// Clevis and Tang: the root container bound to a Tang server as `clevis luks bind` binds it
+/// (a new key slot for a random key, and a `clevis` token holding `clevis encrypt tang`'s JWE
+/// of that key), the server Debian's tangd in the test's network namespace. The bind is done
+/// on the host through an offset loop device (header operations need no device-mapper), its
+/// key slot with PBKDF2 (clevis's default Argon2 would want more memory than the test VM has).
+struct TangSetup {
+    /// The disk, bound.
+    disk: PathBuf,
+    /// A universal image with `--include clevis`.
+    image: PathBuf,
+    /// tangd's keys, and the same after a rotation (the old keys hidden, new ones made).
+    db: PathBuf,
+    rotated: PathBuf,
+}
+
+fn tang_setup() -> Option<&'static TangSetup> {
+    static S: std::sync::OnceLock<Result<Option<TangSetup>, String>> = std::sync::OnceLock::new();
+    once(&S, make_tang).as_ref()
+}
+
+/// The URL the container is bound to.
+fn tang_url() -> String {
+    format!("http://{}:{}", netlab::SERVER, netlab::TANG_PORT)
+}
+
+fn make_tang() -> Option<TangSetup> {
+    let s = setup()?;
+    let need = ["clevis", "socat", "losetup", "ip", "dnsmasq"];
+    if need.iter().any(|t| !have(t)) || !Path::new("/usr/libexec/tangd-keygen").exists() {
+        return skip(&format!("Tang: needs {need:?} and tangd (apt install clevis tang socat dnsmasq-base)"));
+    }
+    let t = &s.t;
+    let db = t.join("tang-db");
+    fs::create_dir_all(&db).unwrap();
+    sh(&format!("/usr/libexec/tangd-keygen {}", db.display()));
+    // The advertisement, as tangd serves it (GET /adv on its standard input).
+    let mut c = Command::new("/usr/libexec/tangd")
+        .arg(&db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(b"GET /adv HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let reply = String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap();
+    let adv = t.join("tang-adv.jws");
+    fs::write(&adv, reply.split_once("\r\n\r\n").expect("tangd's /adv reply").1).unwrap();
+    // Bind: the disk's third partition through an offset loop device.
+    let disk = t.join("tang.disk");
+    sh(&format!("cp --sparse=always {} {}", s.disk.display(), disk.display()));
+    let table: serde_json::Value =
+        serde_json::from_slice(&ok(Command::new("sfdisk").arg("-J").arg(&disk))).expect("sfdisk -J");
+    let p3 = &table["partitiontable"]["partitions"][2];
+    let (start, size) = (p3["start"].as_u64().unwrap() * 512, p3["size"].as_u64().unwrap() * 512);
+    let lo = String::from_utf8(ok(Command::new("losetup")
+        .args(["--find", "--show", "-o", &start.to_string(), "--sizelimit", &size.to_string()])
+        .arg(&disk)))
+    .unwrap()
+    .trim()
+    .to_string();
+    let pass = t.join("tang-pass");
+    fs::write(&pass, PASS).unwrap();
+    let key = t.join("tang-key");
+    fs::write(&key, leanrd_contract::clevis::b64_encode(&noise(29, 32))).unwrap();
+    let bind = (|| -> Result<(), String> {
+        let add = Command::new("cryptsetup")
+            .args(["luksAddKey", "--batch-mode", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"])
+            .args(["--new-key-slot", "5", "--key-file"])
+            .arg(&pass)
+            .arg(&lo)
+            .arg(&key)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !add.status.success() {
+            return Err(format!("luksAddKey: {}", String::from_utf8_lossy(&add.stderr)));
+        }
+        let cfg = format!(r#"{{"url":"{}","adv":"{}"}}"#, tang_url(), adv.display());
+        let enc = Command::new("clevis")
+            .args(["encrypt", "tang", &cfg])
+            .stdin(fs::File::open(&key).unwrap())
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !enc.status.success() {
+            return Err(format!("clevis encrypt tang: {}", String::from_utf8_lossy(&enc.stderr)));
+        }
+        let jwe = String::from_utf8_lossy(&enc.stdout).trim().to_string();
+        let p: Vec<&str> = jwe.split('.').collect();
+        let token = serde_json::json!({
+            "type": "clevis", "keyslots": ["5"],
+            "jwe": { "protected": p[0], "encrypted_key": p[1], "iv": p[2], "ciphertext": p[3], "tag": p[4] },
+        });
+        let tok = t.join("tang-token.json");
+        fs::write(&tok, token.to_string()).unwrap();
+        let imp = Command::new("cryptsetup").args(["token", "import", "--json-file"]).arg(&tok).arg(&lo).output();
+        match imp {
+            Ok(o) if o.status.success() => Ok(()),
+            Ok(o) => Err(format!("token import: {}", String::from_utf8_lossy(&o.stderr))),
+            Err(e) => Err(e.to_string()),
+        }
+    })();
+    let _ = Command::new("losetup").args(["-d", &lo]).status();
+    bind.unwrap_or_else(|e| panic!("binding the disk to Tang: {e}"));
+    // tangd-rotate-keys: the old keys hidden (still answering for what was bound to them),
+    // new ones advertised.
+    let rotated = t.join("tang-db-rotated");
+    fs::create_dir_all(&rotated).unwrap();
+    for e in fs::read_dir(&db).unwrap().flatten() {
+        fs::copy(e.path(), rotated.join(format!(".{}", e.file_name().to_string_lossy()))).unwrap();
+    }
+    sh(&format!("/usr/libexec/tangd-keygen {}", rotated.display()));
+    let tab = format!("sda3_crypt UUID={LUKS_UUID} none luks,discard\n");
+    let sr = host_sysroot(t, "sr-tang", &[("crypttab", tab.as_bytes(), 0o644)]);
+    let image = t.join("universal-clevis.img");
+    let o = leanrd()
+        .args(["build", "-k", &s.kver, "--universal", "--include", "clevis", "--init"])
+        .arg(&s.init)
+        .arg("--sysroot")
+        .arg(&sr)
+        .arg("-o")
+        .arg(&image)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "leanrd build --include clevis: {}", String::from_utf8_lossy(&o.stderr));
+    Some(TangSetup { disk, image, db, rotated })
+}
+
+const TANG_TRYING: &str = "trying its clevis token 0 (tang http://10.77.0.1:7500)";
+const TANG_OPENED: &str = "unlocked as /dev/mapper/sda3_crypt with its clevis token 0 (tang http://10.77.0.1:7500)";
+
+/// The Tang boots, each a test: its name and what its serial log must show.
+const TANG_BOOTS: &[(&str, &[&str])] = &[
+    // Nothing typed, no ip=: DHCP on the interface with a link, the root opens, and the
+    // interface is down again before the switch (the root has no address from it).
+    ("tang_unattended_by_dhcp", &[TANG_TRYING, TANG_OPENED, "down again (it was up for Tang only)", "ADDRS []", MARK]),
+    // ip=dhcp, and the server's keys rotated since the bind: still opens.
+    ("tang_rotated_keys_ip_dhcp", &[TANG_TRYING, TANG_OPENED, MARK]),
+    // A server that takes the connection and never answers: given up at the bound
+    // (rd.leanrd.tang_timeout=4), then the passphrase prompt, and the typed passphrase boots.
+    (
+        "tang_silent_server_falls_back_to_the_prompt",
+        &[TANG_TRYING, "no whole reply in time", "Enter passphrase for sda3_crypt", "with the passphrase typed", MARK],
+    ),
+];
+
+fn tang_boot(name: &str, want: &[&str]) -> Result<(), String> {
+    let Some(s) = setup() else { return Ok(()) };
+    let Some(ts) = tang_setup() else { return Ok(()) };
+    let (server, append, answer) = match name {
+        "tang_unattended_by_dhcp" => (netlab::TangServer::Keys(&ts.db), ROOT.to_string(), None),
+        "tang_rotated_keys_ip_dhcp" => (netlab::TangServer::Keys(&ts.rotated), format!("{ROOT} ip=dhcp"), None),
+        "tang_silent_server_falls_back_to_the_prompt" => {
+            (netlab::TangServer::Silent, format!("{ROOT} rd.leanrd.tang_timeout=4"), Some(PASS))
+        }
+        other => panic!("no Tang boot {other}"),
+    };
+    let spec = netlab::LabSpec { exports: &[], dhcp: true, root_path: None, luns: &[], nvmf: None, tang: Some(server) };
+    let lab = netlab::NetLab::start(&name[..name.len().min(12)], &spec).map_err(|e| format!("the network lab: {e}"))?;
+    let mut q = vec!["-drive".to_string(), format!("file={},if=virtio,format=raw,snapshot=on", ts.disk.display())];
+    q.extend(lab.nics(&["52:54:00:12:34:61"], "virtio-net-pci", true)?);
+    let q: Vec<&str> = q.iter().map(String::as_str).collect();
+    let cmd = qemu_command(&s.kernel, &ts.image, &format!("leanrd.debug {append}"), &q, 240);
+    let log = leanrd_testkit::boot::run_console(netlab::in_netns(&lab.ns, &cmd), answer, &[], &[]).console;
+    let _ = fs::create_dir_all(leanrd_testkit::boot::console_path(name).parent().unwrap());
+    let _ = fs::write(leanrd_testkit::boot::console_path(name), &log);
+    if let Some(l) = log.lines().find(|l| l.contains(MARK)) {
+        eprintln!("{name}: {}", l.trim());
+    }
+    let gap = stamp(&log, TANG_TRYING).zip(stamp(&log, "Enter passphrase for sda3_crypt")).map(|(a, b)| b - a);
+    if let Some(g) = gap {
+        eprintln!("{name}: the prompt came {g:.1} s after the Tang attempt began");
+    }
+    let mut missing: Vec<String> = want.iter().filter(|w| !log.contains(**w)).map(|w| w.to_string()).collect();
+    if answer.is_none() && log.contains("Enter passphrase") {
+        missing.push("no passphrase prompt".into());
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{name}: missing {missing:?}\n{}\ntang: {}", tail(&log), lab.log("tang")))
+    }
 }

@@ -275,6 +275,7 @@ fn make_world() -> Option<World> {
         root_path: Some(&root_path),
         luns: &luns,
         nvmf: Some(NvmfSpec { kernel: &kernel, subsystems: &subsystems }),
+        tang: None,
     };
     let lab = NetLab::start("nfs", &spec).unwrap_or_else(|e| panic!("the network lab: {e}"));
     let image = t.join("universal-net.img");

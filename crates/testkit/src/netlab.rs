@@ -36,7 +36,23 @@ pub struct LabSpec<'a> {
     pub luns: &'a [(&'a str, &'a Path)],
     /// NVMe over TCP subsystems, served by a target VM (the host kernel has no nvmet).
     pub nvmf: Option<NvmfSpec<'a>>,
+    /// A Tang server on [`SERVER`]:[`TANG_PORT`].
+    pub tang: Option<TangServer<'a>>,
 }
+
+/// What listens on the Tang port.
+#[derive(Debug, Clone, Copy)]
+pub enum TangServer<'a> {
+    /// Debian's tangd under socat (one process per connection), with this key directory.
+    Keys(&'a Path),
+    /// A server that takes each connection and never answers.
+    Silent,
+}
+
+/// The Tang server's port.
+pub const TANG_PORT: u16 = 7500;
+/// What a Tang server needs.
+pub const TANG_TOOLS: [&str; 2] = ["socat", "/usr/libexec/tangd"];
 
 /// The NVMe/TCP target VM: this kernel (with nvmet-tcp among its modules) serves each
 /// subsystem's file as its namespace 1, at [`NVMF_SERVER`]:4420 (with the discovery
@@ -92,8 +108,13 @@ impl NetLab {
         ip(&["-n", &ns, "link", "add", "br0", "type", "bridge"])?;
         ip(&["-n", &ns, "addr", "add", &format!("{SERVER}/24"), "dev", "br0"])?;
         ip(&["-n", &ns, "link", "set", "br0", "up"])?;
-        lab.nfs(spec.exports)?;
+        if !spec.exports.is_empty() {
+            lab.nfs(spec.exports)?;
+        }
         lab.dnsmasq(spec)?;
+        if let Some(t) = spec.tang {
+            lab.tang(t)?;
+        }
         if !spec.luns.is_empty() {
             lab.iscsi(spec.luns)?;
         }
@@ -154,6 +175,26 @@ impl NetLab {
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         Err(format!("ganesha did not listen on 2049: {}", self.log("ganesha")))
+    }
+
+    /// tangd on the bridge's address, started by socat for each connection (as
+    /// systemd's tangd.socket does), or a silent listener. Waits (bounded, 10 s) until it
+    /// listens.
+    fn tang(&mut self, t: TangServer) -> Result<(), String> {
+        let serve = match t {
+            TangServer::Keys(db) => format!("/usr/libexec/tangd {}", db.display()),
+            TangServer::Silent => "sleep 600".into(),
+        };
+        let script = format!("exec socat TCP-LISTEN:{TANG_PORT},bind={SERVER},reuseaddr,fork EXEC:'{serve}'");
+        self.spawn("tang", &script)?;
+        for _ in 0..100 {
+            let o = Command::new("ip").args(["netns", "exec", &self.ns, "ss", "-ltn"]).output();
+            if o.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(&format!(":{TANG_PORT}"))) {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Err(format!("tangd (socat) did not listen on {TANG_PORT}: {}", self.log("tang")))
     }
 
     /// tgt (a userspace iSCSI target) on the bridge's address: one target per LUN file, open

@@ -130,8 +130,10 @@ fn boot(a: BootArgs) -> Result<String, String> {
         None
     } else {
         let exports: Vec<&Path> = a.nfs_exports.iter().map(PathBuf::as_path).collect();
-        let lab =
-            NetLab::start("bench", &LabSpec { exports: &exports, dhcp: true, root_path: None, luns: &[], nvmf: None })?;
+        let lab = NetLab::start(
+            "bench",
+            &LabSpec { exports: &exports, dhcp: true, root_path: None, luns: &[], nvmf: None, tang: None },
+        )?;
         let macs: Vec<&str> =
             if a.nics.is_empty() { vec!["52:54:00:12:34:56"] } else { a.nics.iter().map(String::as_str).collect() };
         extra.extend(lab.nics(&macs, "virtio-net-pci", true)?);
