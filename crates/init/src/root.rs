@@ -132,16 +132,22 @@ pub fn asked(cmd: &Cmdline, text: &str, conf: &InitConfig) -> Vec<(RootFeature, 
         }
         (None, None) => {}
     }
+    let what = RootFeature::Iscsi.what();
     if !cmd.iscsi.targets.is_empty() {
         let given = word(&|w| w.starts_with("root=iscsi:") || w.starts_with("netroot=iscsi:"))
             .or_else(|| word(&|w| w.starts_with("rd.iscsi.target.")))
             .unwrap_or_else(|| format!("netroot={}", cmd.iscsi.targets[0]));
-        out.push((RootFeature::Iscsi, format!("the command line asks for {} ({given})", RootFeature::Iscsi.what())));
+        out.push((RootFeature::Iscsi, format!("the command line asks for {what} ({given})")));
+    } else if let Some(t) = conf.iscsi.first() {
+        out.push((RootFeature::Iscsi, format!("the image was made for {what} (target {})", t.name)));
     }
+    let what = RootFeature::Nvmf.what();
     if !cmd.nvmf.targets.is_empty() {
         let given = word(&|w| w.starts_with("rd.nvmf.discover="))
             .unwrap_or_else(|| format!("rd.nvmf.discover={}", cmd.nvmf.targets[0]));
-        out.push((RootFeature::Nvmf, format!("the command line asks for {} ({given})", RootFeature::Nvmf.what())));
+        out.push((RootFeature::Nvmf, format!("the command line asks for {what} ({given})")));
+    } else if let Some(t) = conf.nvmf.first().filter(|_| !cmd.nvmf.nostatic) {
+        out.push((RootFeature::Nvmf, format!("the image was made for {what} ({t})")));
     }
     out
 }
@@ -293,6 +299,16 @@ mod tests {
             Some(
                 "the image was made for an NFS root (nfs:10.0.0.1:/r), but this image was built without the `nfs` \
                  feature: rebuild it with `--include nfs`"
+            )
+        );
+        // An image made for a root on a transport names it when the command line does not.
+        let mut own = without();
+        own.iscsi.push(leanrd_contract::IscsiTarget::parse("iscsi:10.0.0.1::::iqn.a:root").unwrap());
+        assert_eq!(
+            why("root=UUID=1b2c", &own).as_deref(),
+            Some(
+                "the image was made for a root on iSCSI (target iqn.a:root), but this image was built without the \
+                 `iscsi` feature: rebuild it with `--include iscsi`"
             )
         );
         // Two at once: both said.
