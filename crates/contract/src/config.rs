@@ -34,6 +34,10 @@ pub enum Capability {
     Iscsi,
     /// Connect to NVMe over TCP subsystems (the kernel's nvme-tcp, through /dev/nvme-fabrics).
     Nvmf,
+    /// Mount a root exported over NFS (the kernel's NFS client, over the network /init brings up).
+    Nfs,
+    /// Mount a live root: an image on a medium through a loop device, under an overlay.
+    Live,
     /// Unlock LUKS2 containers by their clevis tokens (Tang servers), /init bringing the network
     /// up for them.
     Clevis,
@@ -41,7 +45,7 @@ pub enum Capability {
 
 impl Capability {
     /// Every capability, for looking names up and listing the known ones.
-    pub const ALL: [Capability; 8] = [
+    pub const ALL: [Capability; 10] = [
         Capability::Luks,
         Capability::Lvm,
         Capability::Md,
@@ -49,6 +53,8 @@ impl Capability {
         Capability::Token,
         Capability::Iscsi,
         Capability::Nvmf,
+        Capability::Nfs,
+        Capability::Live,
         Capability::Clevis,
     ];
 
@@ -62,6 +68,8 @@ impl Capability {
             Capability::Token => "token",
             Capability::Iscsi => "iscsi",
             Capability::Nvmf => "nvmf",
+            Capability::Nfs => "nfs",
+            Capability::Live => "live",
             Capability::Clevis => "clevis",
         }
     }
@@ -394,7 +402,7 @@ pub const FIELDS: &[Field] = &[
     text!("nvmf_hostid", "This host's NVMe host ID.", nvmf_hostid),
     Field {
         key: "layer",
-        doc: "A capability the image has (luks, lvm, md, rescue, token, iscsi, nvmf) and the modules it loads first.",
+        doc: "A capability the image has (luks, lvm, md, rescue, token, iscsi, nvmf, nfs, live) and the modules it loads first.",
         put: |c| {
             let line = |l: &Layer| {
                 let mut v = vec![l.capability.name().to_string()];
@@ -604,7 +612,7 @@ mod tests {
         assert!(e("# leanrd /init configuration\nkver 1\n").starts_with("line 1: "));
         assert_eq!(e("leanrd-init-config 1\nload a\nkver\n"), "line 3: kver takes one value, not 0");
         assert_eq!(e("leanrd-init-config 1\nbogus 1\n"), "line 2: unknown key \"bogus\"");
-        assert_eq!(e("leanrd-init-config 1\nlayer nfs\n"), "line 2: unknown capability \"nfs\"");
+        assert_eq!(e("leanrd-init-config 1\nlayer cifs\n"), "line 2: unknown capability \"cifs\"");
         assert!(e("leanrd-init-config 1\nroot UUID=\n").starts_with("line 2: \"UUID=\" is not a device"));
         assert!(
             e("leanrd-init-config 1\nroot nfs:srv:rel\n").starts_with("line 2: \"nfs:srv:rel\" is not an NFS root")

@@ -41,7 +41,7 @@ pub use device::{DeviceRef, DeviceRefError, unescape_udev};
 pub use fstab::{FstabEntry, NOT_BLOCK_FSTYPES, fstab_entries, fstab_entry, unescape_octal};
 pub use iscsi::{Chap, ISCSI_PORT, IscsiError, IscsiTarget, redact_secrets};
 pub use nvmf::{DISCOVERY_NQN, NVMF_DISCOVERY_PORT, NVMF_PORT, NvmfError, NvmfTarget, option_value};
-pub use root::{LiveRoot, NfsRoot, NfsVersion, Root, RootError, RootKind};
+pub use root::{LiveRoot, NfsRoot, NfsVersion, Root, RootError, RootFeature, RootKind};
 
 /// Where helper programs are: the generator looks for a feature's binaries here (under the
 /// system root), /init runs them with this `PATH`.

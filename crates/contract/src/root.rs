@@ -7,6 +7,7 @@
 use alloc::string::{String, ToString};
 use core::fmt;
 
+use crate::config::Capability;
 use crate::device::{DeviceRef, DeviceRefError};
 
 /// Where the root file system comes from.
@@ -58,6 +59,63 @@ impl RootKind {
     /// Whether /init must bring the network up before it can find this root.
     pub fn needs_network(self) -> bool {
         matches!(self, RootKind::Nfs)
+    }
+
+    /// What an image must have been built with for this kind of root; None: every image can
+    /// mount it (a block root's drivers are the proof's business, not a feature's).
+    pub fn feature(self) -> Option<RootFeature> {
+        match self {
+            RootKind::Block => None,
+            RootKind::Nfs => Some(RootFeature::Nfs),
+            RootKind::Live => Some(RootFeature::Live),
+        }
+    }
+}
+
+/// What a root can come through that not every image can use: a kind of root (NFS, live
+/// media) or a network transport under a block root (iSCSI, NVMe over TCP). This is the one
+/// place that says which /init [`Capability`] each needs; the feature that turns it on has
+/// the capability's name (`--include nfs`). /init checks it before it waits for anything,
+/// the boot proof before an image is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RootFeature {
+    /// An NFS export (`root=/dev/nfs`, `root=nfs:`, `boot=nfs`).
+    Nfs,
+    /// Live media (`root=live:`, `boot=live`).
+    Live,
+    /// LUNs on iSCSI targets (`netroot=iscsi:`, `root=iscsi:`, `rd.iscsi.target.*`).
+    Iscsi,
+    /// Namespaces on NVMe over TCP subsystems (`rd.nvmf.discover=`).
+    Nvmf,
+}
+
+impl RootFeature {
+    /// Every one, in the order messages list them.
+    pub const ALL: [RootFeature; 4] = [RootFeature::Nfs, RootFeature::Live, RootFeature::Iscsi, RootFeature::Nvmf];
+
+    /// The /init capability the image needs for it.
+    pub fn capability(self) -> Capability {
+        match self {
+            RootFeature::Nfs => Capability::Nfs,
+            RootFeature::Live => Capability::Live,
+            RootFeature::Iscsi => Capability::Iscsi,
+            RootFeature::Nvmf => Capability::Nvmf,
+        }
+    }
+
+    /// The feature that turns the capability on: what `--include` takes.
+    pub fn feature(self) -> &'static str {
+        self.capability().name()
+    }
+
+    /// What the root is, for messages: "an NFS root".
+    pub fn what(self) -> &'static str {
+        match self {
+            RootFeature::Nfs => "an NFS root",
+            RootFeature::Live => "a live root",
+            RootFeature::Iscsi => "a root on iSCSI",
+            RootFeature::Nvmf => "a root on NVMe over TCP",
+        }
     }
 }
 
@@ -268,6 +326,19 @@ mod tests {
         assert_eq!(r, Root::Block(DeviceRef::Kernel("nfs".into())));
         assert_eq!(Root::parse(&r.to_string(), None).unwrap(), r);
         assert_eq!(Root::parse("/dev/nfs", None).unwrap().kind(), RootKind::Nfs);
+    }
+
+    /// Every kind of root but a block device needs a feature, each feature its own capability,
+    /// spelled so that a configuration's `layer` line reads it back.
+    #[test]
+    fn each_root_feature_has_its_capability() {
+        let kinds: alloc::vec::Vec<_> = RootKind::ALL.iter().map(|k| (k.name(), k.feature())).collect();
+        assert_eq!(kinds, [("block", None), ("nfs", Some(RootFeature::Nfs)), ("live", Some(RootFeature::Live))]);
+        let names: alloc::vec::Vec<&str> = RootFeature::ALL.iter().map(|f| f.feature()).collect();
+        assert_eq!(names, ["nfs", "live", "iscsi", "nvmf"]);
+        for f in RootFeature::ALL {
+            assert_eq!(Capability::from_name(f.feature()), Some(f.capability()), "{f:?}");
+        }
     }
 
     #[test]

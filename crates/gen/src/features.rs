@@ -339,6 +339,17 @@ mod tests {
         assert_eq!(all["mdraid"].init, Some(Capability::Md));
     }
 
+    /// /init's diagnosis for a root the image cannot mount says `--include NAME`: the built-in
+    /// feature of that name must turn on the capability the root needs.
+    #[test]
+    fn each_root_feature_is_the_feature_of_its_name() {
+        let all = load(None).unwrap();
+        for f in leanrd_contract::RootFeature::ALL {
+            let feature = all.get(f.feature()).unwrap_or_else(|| panic!("no built-in feature {}", f.feature()));
+            assert_eq!(feature.init, Some(f.capability()), "{}", f.feature());
+        }
+    }
+
     /// Bounded mutation fuzzing: every built-in feature text, mutated, parses or fails with
     /// an error naming the file; never a panic.
     #[test]
@@ -357,10 +368,10 @@ mod tests {
     fn errors_name_the_line_and_overrides_work() {
         let e = parse("x", "when = \"detected\"\nmodules = [1\n", "x.toml").unwrap_err().to_string();
         assert!(e.starts_with("x.toml:") && e.contains("line 2"), "{e}");
-        let e = parse("x", "init = \"nfs\"\n", "x.toml").unwrap_err().to_string();
+        let e = parse("x", "init = \"cifs\"\n", "x.toml").unwrap_err().to_string();
         assert_eq!(
             e,
-            "x.toml: init = \"nfs\" is not an /init capability (luks, lvm, md, rescue, token, iscsi, nvmf, clevis)"
+            "x.toml: init = \"cifs\" is not an /init capability (luks, lvm, md, rescue, token, iscsi, nvmf, nfs, live, clevis)"
         );
         let e = parse("x", "bogus = 1\n", "x.toml").unwrap_err().to_string();
         assert!(e.contains("bogus"), "{e}");

@@ -586,6 +586,20 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
             }
         }
     }
+    // /init mounts a root of a kind that needs a feature only when its configuration turns the
+    // feature's capability on (it says so before it waits for anything).
+    if let Some(f) = facts.root_kind().feature()
+        && let Some(conf) = &c.conf
+        && conf.layer(f.capability()).is_none()
+    {
+        missing.push(format!(
+            "the {} root {}: /init's configuration does not turn on {} (the {} feature)",
+            facts.root_kind().name(),
+            facts.root.source,
+            f.capability().name(),
+            f.feature()
+        ));
+    }
     let mounts = [Some(("root", &facts.root)), facts.usr.as_ref().map(|u| ("/usr", u))];
     for (role, m) in mounts.into_iter().flatten() {
         if role == "root" && facts.root_kind() != RootKind::Block {

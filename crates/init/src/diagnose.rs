@@ -7,6 +7,12 @@ use alloc::string::String;
 
 use crate::devices::Dev;
 
+/// Why no block device was seen, for a root on one (a local disk, a live medium).
+pub const NO_DISK_CONTROLLER: &str = "none: no driver for the disk controller was loaded?";
+
+/// Why no block device was seen, for a root on one that a network transport brings in.
+pub const NO_NETWORK_DISK: &str = "none: no disk came over the iSCSI or NVMe/TCP connection";
+
 /// The diagnosis of a failed boot: what went wrong and what the machine had.
 pub struct Report<'a> {
     /// Why the boot failed: the error that stopped it.
@@ -15,6 +21,9 @@ pub struct Report<'a> {
     pub cmdline: &'a str,
     /// The block devices found, with what probing found on each.
     pub devs: &'a [Dev],
+    /// What to say when there are none (why there may be none); None: the root is not on a
+    /// block device, and the block devices are listed only when there are some.
+    pub no_disk_hint: Option<&'a str>,
     /// The modules that failed to load: name, and why.
     pub failed: &'a BTreeMap<String, String>,
     /// How many modules are loaded.
@@ -27,13 +36,12 @@ impl Report<'_> {
     /// The report as console text: one `leanrd: ` line per heading or note, and a line per block
     /// device with its TYPE, UUID, LABEL, PARTUUID and PARTLABEL.
     pub fn text(&self) -> String {
-        let mut s = format!(
-            "leanrd: cannot boot: {}\nleanrd: kernel command line: {}\nleanrd: block devices seen:\n",
-            self.why,
-            self.cmdline.trim()
-        );
-        if self.devs.is_empty() {
-            s += "  (none: no driver for the disk controller was loaded?)\n";
+        let mut s =
+            format!("leanrd: cannot boot: {}\nleanrd: kernel command line: {}\n", self.why, self.cmdline.trim());
+        match (self.devs.is_empty(), self.no_disk_hint) {
+            (true, Some(hint)) => s += &format!("leanrd: block devices seen:\n  ({hint})\n"),
+            (true, None) => {}
+            (false, _) => s += "leanrd: block devices seen:\n",
         }
         for d in self.devs {
             let p = &d.probe;
@@ -79,6 +87,7 @@ mod tests {
             why: "waited 5 s for root=UUID=x",
             cmdline: "quiet root=UUID=x\n",
             devs: &devs,
+            no_disk_hint: Some(NO_DISK_CONTROLLER),
             failed: &failed,
             loaded: 3,
             notes: &notes,
@@ -93,5 +102,25 @@ mod tests {
         assert!(t.contains("  /dev/vda1       TYPE=ext4 UUID=1111 LABEL=root\n"), "{t}");
         assert!(t.contains("  nvme: ") && t.contains("(errno 8)"), "{t}");
         assert!(t.ends_with("leanrd: 3 modules loaded\nleanrd: lvm failed (exit status 5)\n"), "{t}");
+    }
+
+    /// A root on block devices says why there may be none; one that is not (NFS) drops the
+    /// heading when there are none, and lists them when there are.
+    #[test]
+    fn the_block_device_hint_only_for_a_root_on_block_devices() {
+        let failed = BTreeMap::new();
+        let r = |devs: &[Dev], hint| {
+            Report { why: "x", cmdline: "", devs, no_disk_hint: hint, failed: &failed, loaded: 0, notes: &[] }.text()
+        };
+        let t = r(&[], Some(NO_DISK_CONTROLLER));
+        assert!(
+            t.contains("leanrd: block devices seen:\n  (none: no driver for the disk controller was loaded?)\n"),
+            "{t}"
+        );
+        let t = r(&[], None);
+        assert!(!t.contains("block devices") && !t.contains("disk controller"), "{t}");
+        let devs = vec![dev("vda1", (254, 1), Some("vda"), 1, fs("ext4", "1111", None, None, None))];
+        let t = r(&devs, None);
+        assert!(t.contains("leanrd: block devices seen:\n  /dev/vda1 "), "{t}");
     }
 }

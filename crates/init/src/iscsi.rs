@@ -9,7 +9,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use leanrd_contract::{Capability, IscsiTarget};
+use leanrd_contract::{IscsiTarget, RootFeature};
 
 use crate::Init;
 use crate::net::{self, Configured};
@@ -102,8 +102,8 @@ impl Transport for Iscsi {
         "iSCSI"
     }
 
-    fn capability(&self) -> Capability {
-        Capability::Iscsi
+    fn feature(&self) -> RootFeature {
+        RootFeature::Iscsi
     }
 
     fn root_disk(&self) -> Option<(String, Locate)> {

@@ -80,6 +80,17 @@ pub struct Init {
     /// What the generator decided, read from [`leanrd_contract::CONFIG_PATH`]; the default when
     /// that is missing or unreadable (a note says why).
     pub conf: InitConfig,
+    /// Whether [`Init::conf`] was read (not the default put in place of a missing or unreadable
+    /// one): only then does its lack of a capability say what the image was built without.
+    pub conf_read: bool,
+    /// The kind of the root this boot chose (None: not chosen yet).
+    pub root_kind: Option<leanrd_contract::RootKind>,
+    /// What the diagnosis says when it saw no block device; None: the root is not on a block
+    /// device (an NFS export), and the block devices are listed only when there are some.
+    pub no_disk_hint: Option<&'static str>,
+    /// The switch to the root went past the point of no return (the initramfs is deleted and
+    /// the root is /): a failure then cannot be retried.
+    pub switched: bool,
     /// The module tables and what has been loaded.
     pub mods: Modules,
     /// The kernel command line as shown (its secrets redacted).
@@ -117,6 +128,7 @@ impl Init {
             why,
             cmdline: &self.cmdline_text,
             devs: &devs,
+            no_disk_hint: self.no_disk_hint,
             failed: &self.mods.failed,
             loaded: self.mods.loaded.len(),
             notes: &notes,
@@ -141,15 +153,16 @@ impl Init {
 
 /// The configuration the generator wrote; a problem with it is a note for the diagnosis
 /// (the command line may still be enough to boot).
-fn read_config(notes: &mut Vec<String>) -> InitConfig {
+fn read_config(notes: &mut Vec<String>) -> Option<InitConfig> {
     let Some(text) = sys::read_string(CONFIG_PATH) else {
         notes.push(format!("{CONFIG_PATH}: missing"));
-        return InitConfig::default();
+        return None;
     };
-    InitConfig::decode(&text).unwrap_or_else(|e| {
-        notes.push(format!("{CONFIG_PATH}: {e}"));
-        InitConfig::default()
-    })
+    InitConfig::decode(&text)
+        .map_err(|e| {
+            notes.push(format!("{CONFIG_PATH}: {e}"));
+        })
+        .ok()
 }
 
 /// Module parameters (modprobe.d's, then the command line's, which win) and the blacklist.
@@ -196,7 +209,7 @@ fn load_wait_ms(cmd: &Cmdline) -> u64 {
 pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
     if !rustix::process::getpid().is_init() {
         if args.len() > 1 {
-            let conf = read_config(&mut Vec::new());
+            let conf = read_config(&mut Vec::new()).unwrap_or_default();
             let cmd = Cmdline::parse(&sys::read_string("/proc/cmdline").unwrap_or_default());
             let (options, blacklist) = module_settings(&conf, &cmd);
             sys::exit(modules::helper_main(&args, options, blacklist, load_wait_ms(&cmd)));
@@ -211,6 +224,8 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
     let cmdline_text = leanrd_contract::redact_secrets(cmdline_text.trim());
     let mut notes = cmd.problems.clone();
     let conf = read_config(&mut notes);
+    let conf_read = conf.is_some();
+    let conf = conf.unwrap_or_default();
     let kver = conf
         .kver
         .clone()
@@ -237,6 +252,10 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
         mods,
         cmd,
         conf,
+        conf_read,
+        root_kind: None,
+        no_disk_hint: Some(diagnose::NO_DISK_CONTROLLER),
+        switched: false,
         cmdline_text,
         notes,
         args,
@@ -252,9 +271,13 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
         init.diagnose(&err);
         if init.conf.layer(Capability::Rescue).is_some() || sys::exists("/bin/sh") {
             init.shell();
-            // After the shell, try once more (the user may have fixed things).
-            let _ = rustix::mount::unmount(root::NEWROOT, UnmountFlags::DETACH);
-            continue;
+            // After the shell, try once more (the user may have fixed things): from scratch,
+            // the root taken down (lazily, should something still hold it). Not once the switch
+            // went past its point of no return: the initramfs is gone, and / is the root.
+            if !init.switched {
+                let _ = rustix::mount::unmount(root::NEWROOT, UnmountFlags::DETACH);
+                continue;
+            }
         }
         init.log.error("no rescue shell in this image (add --include rescue)");
         reboot_or_wait(&init.cmd);

@@ -13,7 +13,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use leanrd_contract::{Capability, DeviceRef, RootKind};
+use leanrd_contract::{DeviceRef, RootFeature, RootKind};
 
 use crate::Init;
 use crate::devices::Dev;
@@ -48,8 +48,8 @@ pub const CONNECT_MS: u64 = 5_000;
 pub trait Transport {
     /// For messages: "iSCSI", "NVMe/TCP".
     fn name(&self) -> &'static str;
-    /// What the image must have for it (the feature of the same name turns it on).
-    fn capability(&self) -> Capability;
+    /// What the image must have been built with for it.
+    fn feature(&self) -> RootFeature;
     /// Connect to every target; the failures of the ones that did not (the boot goes on when
     /// one did), or Err when none did.
     fn connect(&mut self, init: &mut Init, up: &Configured) -> Result<Vec<String>, String>;
@@ -134,19 +134,13 @@ impl RootSource for NetBlockSource {
 
     fn connect(&mut self, init: &mut Init) -> Result<(), String> {
         self.net.log_renames(&mut init.log);
+        // An image without a transport's feature was refused before the wait
+        // (root::missing_feature); its layer's modules now.
         for t in &self.transports {
-            let c = t.capability();
-            let Some(layer) = init.conf.layer(c) else {
-                return Err(format!(
-                    "the root is on {}, and this image cannot connect to it: it was built without the {} \
-                     feature (leanrd build --include {})",
-                    t.name(),
-                    c.name(),
-                    c.name()
-                ));
-            };
-            let modules = layer.modules.clone();
-            init.mods.load_many(&modules, &mut init.log);
+            if let Some(layer) = init.conf.layer(t.feature().capability()) {
+                let modules = layer.modules.clone();
+                init.mods.load_many(&modules, &mut init.log);
+            }
         }
         let started = sys::now_ms();
         let deadline = started.saturating_add(init.cmd.timeout.max(5).saturating_mul(1000));

@@ -131,6 +131,65 @@ fn meaning(e: Errno) -> &'static str {
     }
 }
 
+/// An NFS mount as /proc/self/mountinfo shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mounted {
+    /// `SERVER:PATH`, as the kernel shows it.
+    pub source: String,
+    /// The protocol version the client and the server agreed on (`4.2`, `3`): the super
+    /// block's `vers=`.
+    pub version: Option<String>,
+}
+
+/// The NFS mount on `target` in a /proc/self/mountinfo text (the last one there: the one on
+/// top); None when the mount there is not NFS, or there is none.
+pub fn mounted(mountinfo: &str, target: &str) -> Option<Mounted> {
+    let line = mountinfo.lines().rev().find(|l| l.split(' ').nth(4) == Some(target))?;
+    let (_, after) = line.split_once(" - ")?;
+    let mut f = after.split(' ');
+    let (fstype, source, options) = (f.next()?, f.next()?, f.next().unwrap_or(""));
+    if fstype != "nfs" && fstype != "nfs4" {
+        return None;
+    }
+    let version = options.split(',').find_map(|o| o.strip_prefix("vers=")).map(String::from);
+    Some(Mounted { source: source.into(), version })
+}
+
+/// The next version down from `v` that the kernel's client speaks; None below 3.
+fn lower(v: &str) -> Option<&'static str> {
+    match v {
+        "4.2" => Some("4.1"),
+        "4.1" => Some("4.0"),
+        "4.0" | "4" => Some("3"),
+        _ => None,
+    }
+}
+
+/// What to add to "the root's init cannot be read/run" on an NFS root: the version the mount
+/// is at and the lower one to force (servers that fail a version's reads, as nfs-ganesha with
+/// NFSv4.2's READ_PLUS, serve the one below it).
+pub fn exec_advice(m: Option<&Mounted>) -> String {
+    let Some(m) = m else {
+        return " (the root is on NFS: forcing another protocol version with vers= in the NFS options may help)".into();
+    };
+    let Some(v) = &m.version else {
+        return format!(
+            " (the root {} is on NFS, at a version the mount table does not show: forcing one with vers= in the \
+             NFS options may help)",
+            m.source
+        );
+    };
+    match lower(v) {
+        Some(l) => format!(
+            " (the root {} is mounted with NFS vers={v}: a server that fails this version's reads may serve a \
+             lower one: force vers={l} in the NFS options, as root=nfs:SERVER:PATH:vers={l} or \
+             nfsroot=SERVER:PATH,vers={l})",
+            m.source
+        ),
+        None => format!(" (the root {} is mounted with NFS vers={v}: the server fails its reads)", m.source),
+    }
+}
+
 /// Make this client known to the server as itself. The NFSv4 client id is "Linux NFSv4.x
 /// <uniquifier>/<host name>", and in an initramfs the host name is "(none)" on every machine:
 /// without a uniquifier, two diskless machines look like one rebooting, and the server drops
@@ -244,6 +303,43 @@ mod tests {
         l.server = None;
         assert!(target(&NfsRoot::default(), &l).unwrap_err().starts_with("no NFS server"));
         assert!(target(&NfsRoot::default(), &lease(Some("relative"))).unwrap_err().contains("is not [SERVER:]PATH"));
+    }
+
+    /// The version is read from the super block's options of the mount on the target, the
+    /// one on top when several are stacked there.
+    #[test]
+    fn the_negotiated_version_from_mountinfo() {
+        let info = "22 1 0:21 / / rw,relatime - rootfs rootfs rw\n\
+                    31 22 0:5 / /dev rw,nosuid - devtmpfs udev rw,size=1000k,mode=755\n\
+                    40 22 0:40 / /newroot ro,relatime shared:1 - nfs4 10.77.0.1:/srv/root \
+                    ro,vers=4.2,rsize=1048576,wsize=1048576,namlen=255,hard,proto=tcp,timeo=600,retrans=2,\
+                    sec=sys,clientaddr=10.77.0.50,local_lock=none,addr=10.77.0.1\n";
+        let m = mounted(info, NEWROOT).unwrap();
+        assert_eq!(m, Mounted { source: "10.77.0.1:/srv/root".into(), version: Some("4.2".into()) });
+        assert_eq!(mounted(info, "/dev"), None, "not NFS");
+        assert_eq!(mounted(info, "/nowhere"), None);
+        // After the switch the root is /: the NFS mount over the initramfs's rootfs.
+        let after = "22 1 0:21 / / rw - rootfs rootfs rw\n40 22 0:40 / / rw - nfs 10.0.0.1:/r rw,vers=3,nolock\n";
+        assert_eq!(mounted(after, "/").unwrap().version.as_deref(), Some("3"));
+        let bare = "40 22 0:40 / /newroot rw - nfs 10.0.0.1:/r rw,nolock\n";
+        assert_eq!(mounted(bare, NEWROOT).unwrap().version, None);
+    }
+
+    #[test]
+    fn exec_advice_names_the_version_and_a_lower_one() {
+        let m = |v: Option<&str>| Mounted { source: "10.77.0.1:/srv/root".into(), version: v.map(Into::into) };
+        assert_eq!(
+            exec_advice(Some(&m(Some("4.2")))),
+            " (the root 10.77.0.1:/srv/root is mounted with NFS vers=4.2: a server that fails this version's reads \
+             may serve a lower one: force vers=4.1 in the NFS options, as root=nfs:SERVER:PATH:vers=4.1 or \
+             nfsroot=SERVER:PATH,vers=4.1)"
+        );
+        assert!(exec_advice(Some(&m(Some("4.1")))).contains("force vers=4.0 "));
+        assert!(exec_advice(Some(&m(Some("4.0")))).contains("force vers=3 "));
+        let v3 = exec_advice(Some(&m(Some("3"))));
+        assert!(v3.contains("vers=3: the server fails its reads") && !v3.contains("force"), "{v3}");
+        assert!(exec_advice(Some(&m(None))).contains("at a version the mount table does not show"));
+        assert!(exec_advice(None).contains("the root is on NFS"));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
 
-use leanrd_contract::{Capability, DISCOVERY_NQN, NvmfTarget, option_value};
+use leanrd_contract::{DISCOVERY_NQN, NvmfTarget, RootFeature, option_value};
 use rustix::fd::OwnedFd;
 use rustix::fs::OFlags;
 
@@ -221,8 +221,8 @@ impl Transport for Nvmf {
         "NVMe/TCP"
     }
 
-    fn capability(&self) -> Capability {
-        Capability::Nvmf
+    fn feature(&self) -> RootFeature {
+        RootFeature::Nvmf
     }
 
     fn connect(&mut self, init: &mut Init, up: &Configured) -> Result<Vec<String>, String> {

@@ -6,10 +6,11 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use leanrd_contract::Root;
+use leanrd_contract::{InitConfig, Root, RootFeature};
 use rustix::mount::MountFlags;
 
 use crate::Init;
+use crate::cmdline::{Cmdline, words};
 use crate::devices::Dev;
 use crate::sys::{self, Errno, strerror};
 use crate::wait::{DeviceWaiter, Waiter};
@@ -64,12 +65,22 @@ impl RootSource for BlockRoot {
 /// The root this boot uses: `root=` from the command line, else the one the image was built
 /// for. One [`RootSource`] per kind of [`Root`].
 pub fn source(init: &mut Init) -> Result<Box<dyn RootSource>, String> {
+    // What this image cannot do, said at once rather than after a wait for what cannot come.
+    if let Some(conf) = init.conf_read.then_some(&init.conf)
+        && let Some(why) = missing_feature(&asked(&init.cmd, &init.cmdline_text, conf), conf)
+    {
+        return Err(why);
+    }
     if init.cmd.iscsi.lun_root {
+        init.root_kind = Some(leanrd_contract::RootKind::Block);
+        init.no_disk_hint = Some(crate::diagnose::NO_NETWORK_DISK);
         return Ok(crate::netblock::source(init, None));
     }
     let want = init.cmd.mounts.root.clone().or(init.conf.mounts.root.clone());
     let want = want.ok_or("no root= on the command line and none in the image")?;
     init.mods.net |= want.kind().needs_network();
+    init.root_kind = Some(want.kind());
+    init.no_disk_hint = Some(crate::diagnose::NO_DISK_CONTROLLER);
     match want {
         Root::Block(d) => {
             let mut w = DeviceWaiter::new("root", d);
@@ -77,6 +88,7 @@ pub fn source(init: &mut Init) -> Result<Box<dyn RootSource>, String> {
             w.degraded = flags.is_some_and(|f| f.split(',').any(|o| o == "degraded"));
             // A block device that a network transport (iSCSI, NVMe/TCP) brings in.
             if crate::netblock::wanted(init) {
+                init.no_disk_hint = Some(crate::diagnose::NO_NETWORK_DISK);
                 return Ok(crate::netblock::source(init, Some(w)));
             }
             Ok(Box::new(BlockRoot(w)))
@@ -86,10 +98,73 @@ pub fn source(init: &mut Init) -> Result<Box<dyn RootSource>, String> {
             Ok(Box::new(crate::live::LiveSource::new(init, l)))
         }
         Root::Nfs(n) => {
+            // No block device has anything to do with it: the diagnosis lists none unless seen.
+            init.no_disk_hint = None;
             let want = init.cmd.net_wanted();
             Ok(Box::new(crate::nfs::NfsSource { want: n, waiter: crate::net::NetWaiter::new(want) }))
         }
     }
+}
+
+/// What this boot asks of the image beyond a block device's drivers, with the words that ask
+/// for it: the root's kind (the command line's root, else the image's own) and the network
+/// transports the command line names (iSCSI, NVMe over TCP). `text` is the command line as
+/// shown (secrets redacted), for the parameters as they were given.
+pub fn asked(cmd: &Cmdline, text: &str, conf: &InitConfig) -> Vec<(RootFeature, String)> {
+    let words = words(text);
+    let word = |f: &dyn Fn(&str) -> bool| words.iter().find(|w| f(w)).cloned();
+    let mut out = Vec::new();
+    match (&cmd.mounts.root, &conf.mounts.root) {
+        (Some(r), _) => {
+            if let Some(f) = r.kind().feature() {
+                let given = match f {
+                    RootFeature::Live => word(&|w| w.starts_with("root=live:")).or_else(|| word(&|w| w == "boot=live")),
+                    _ => word(&|w| w.starts_with("root=")).or_else(|| word(&|w| w.starts_with("boot="))),
+                };
+                let given = given.unwrap_or_else(|| format!("root={r}"));
+                out.push((f, format!("the command line asks for {} ({given})", f.what())));
+            }
+        }
+        (None, Some(r)) => {
+            if let Some(f) = r.kind().feature() {
+                out.push((f, format!("the image was made for {} ({r})", f.what())));
+            }
+        }
+        (None, None) => {}
+    }
+    let what = RootFeature::Iscsi.what();
+    if !cmd.iscsi.targets.is_empty() {
+        let given = word(&|w| w.starts_with("root=iscsi:") || w.starts_with("netroot=iscsi:"))
+            .or_else(|| word(&|w| w.starts_with("rd.iscsi.target.")))
+            .unwrap_or_else(|| format!("netroot={}", cmd.iscsi.targets[0]));
+        out.push((RootFeature::Iscsi, format!("the command line asks for {what} ({given})")));
+    } else if let Some(t) = conf.iscsi.first() {
+        out.push((RootFeature::Iscsi, format!("the image was made for {what} (target {})", t.name)));
+    }
+    let what = RootFeature::Nvmf.what();
+    if !cmd.nvmf.targets.is_empty() {
+        let given = word(&|w| w.starts_with("rd.nvmf.discover="))
+            .unwrap_or_else(|| format!("rd.nvmf.discover={}", cmd.nvmf.targets[0]));
+        out.push((RootFeature::Nvmf, format!("the command line asks for {what} ({given})")));
+    } else if let Some(t) = conf.nvmf.first().filter(|_| !cmd.nvmf.nostatic) {
+        out.push((RootFeature::Nvmf, format!("the image was made for {what} ({t})")));
+    }
+    out
+}
+
+/// Why the image cannot boot what [`asked`] found, when it was built without a feature that
+/// needs: one sentence each, naming the feature and the option that adds it; None: it has
+/// all of them.
+pub fn missing_feature(asked: &[(RootFeature, String)], conf: &InitConfig) -> Option<String> {
+    let missing: Vec<String> = asked
+        .iter()
+        .filter(|(f, _)| conf.layer(f.capability()).is_none())
+        .map(|(f, why)| {
+            let name = f.feature();
+            format!("{why}, but this image was built without the `{name}` feature: rebuild it with `--include {name}`")
+        })
+        .collect();
+    (!missing.is_empty()).then(|| missing.join("; "))
 }
 
 /// The types to try, in order: `rootfstype=` may list several, as for the kernel.
@@ -147,6 +222,109 @@ pub fn mount(init: &mut Init, dev: &Dev) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use leanrd_contract::{Capability, Layer};
+
+    /// What a universal image without network roots or live media has: no nfs, iscsi, nvmf
+    /// or live layer.
+    fn without() -> InitConfig {
+        let mut c = InitConfig { kver: Some("6.12.0".into()), ..InitConfig::default() };
+        c.layers.push(Layer { capability: Capability::Luks, modules: Vec::new() });
+        c
+    }
+
+    fn with(c: Capability) -> InitConfig {
+        let mut conf = without();
+        conf.layers.push(Layer { capability: c, modules: Vec::new() });
+        conf
+    }
+
+    fn why(text: &str, conf: &InitConfig) -> Option<String> {
+        missing_feature(&asked(&Cmdline::parse(text), text, conf), conf)
+    }
+
+    #[test]
+    fn a_root_the_image_was_built_without_is_named_with_its_feature() {
+        let nfs = "root=/dev/nfs nfsroot=10.0.0.1:/srv/root ip=dhcp";
+        assert_eq!(
+            why(nfs, &without()).as_deref(),
+            Some(
+                "the command line asks for an NFS root (root=/dev/nfs), but this image was built without the \
+                 `nfs` feature: rebuild it with `--include nfs`"
+            )
+        );
+        assert_eq!(why(nfs, &with(Capability::Nfs)), None);
+        assert!(why("boot=nfs nfsroot=10.0.0.1:/srv/root", &without()).unwrap().contains("(boot=nfs)"));
+        assert!(why("root=nfs4:10.0.0.1:/r", &without()).unwrap().contains("(root=nfs4:10.0.0.1:/r)"));
+
+        let iscsi = "root=UUID=1b2c netroot=iscsi:10.0.0.1::::iqn.2026-11.org.example:root";
+        assert_eq!(
+            why(iscsi, &without()).as_deref(),
+            Some(
+                "the command line asks for a root on iSCSI (netroot=iscsi:10.0.0.1::::iqn.2026-11.org.example:root), \
+                 but this image was built without the `iscsi` feature: rebuild it with `--include iscsi`"
+            )
+        );
+        assert_eq!(why(iscsi, &with(Capability::Iscsi)), None);
+        assert!(why("root=iscsi:10.0.0.1::::iqn.a:root", &without()).unwrap().contains("(root=iscsi:10.0.0.1"));
+
+        let nvmf = "root=UUID=1b2c rd.nvmf.discover=tcp,10.0.0.2,,4420";
+        assert_eq!(
+            why(nvmf, &without()).as_deref(),
+            Some(
+                "the command line asks for a root on NVMe over TCP (rd.nvmf.discover=tcp,10.0.0.2,,4420), but this \
+                 image was built without the `nvmf` feature: rebuild it with `--include nvmf`"
+            )
+        );
+        assert_eq!(why(nvmf, &with(Capability::Nvmf)), None);
+
+        let live = "root=live:CDLABEL=MY_LIVE rd.live.ram";
+        assert_eq!(
+            why(live, &without()).as_deref(),
+            Some(
+                "the command line asks for a live root (root=live:CDLABEL=MY_LIVE), but this image was built \
+                 without the `live` feature: rebuild it with `--include live`"
+            )
+        );
+        assert_eq!(why(live, &with(Capability::Live)), None);
+        assert!(why("boot=live", &without()).unwrap().contains("a live root (boot=live)"));
+
+        // A local root needs no feature; an image's own root is checked when the command line
+        // names none.
+        assert_eq!(why("root=UUID=1b2c", &without()), None);
+        let mut own = without();
+        own.mounts.root = Some(Root::parse("nfs:10.0.0.1:/r", None).unwrap());
+        assert_eq!(
+            why("quiet", &own).as_deref(),
+            Some(
+                "the image was made for an NFS root (nfs:10.0.0.1:/r), but this image was built without the `nfs` \
+                 feature: rebuild it with `--include nfs`"
+            )
+        );
+        // An image made for a root on a transport names it when the command line does not.
+        let mut own = without();
+        own.iscsi.push(leanrd_contract::IscsiTarget::parse("iscsi:10.0.0.1::::iqn.a:root").unwrap());
+        assert_eq!(
+            why("root=UUID=1b2c", &own).as_deref(),
+            Some(
+                "the image was made for a root on iSCSI (target iqn.a:root), but this image was built without the \
+                 `iscsi` feature: rebuild it with `--include iscsi`"
+            )
+        );
+        // Two at once: both said.
+        let both = why("root=UUID=1b2c netroot=iscsi:10.0.0.1::::iqn.a:r rd.nvmf.discover=tcp,10.0.0.2", &without());
+        assert!(both.as_deref().is_some_and(|w| w.contains("`--include iscsi`; ") && w.ends_with("`--include nvmf`")));
+    }
+
+    /// Secrets on the command line stay out of the message: the words come from the text the
+    /// diagnosis shows, redacted.
+    #[test]
+    fn the_missing_feature_message_shows_no_secret() {
+        let raw = "root=iscsi:u:secret@10.0.0.1::::iqn.a:root";
+        let shown = leanrd_contract::redact_secrets(raw);
+        let w = missing_feature(&asked(&Cmdline::parse(raw), &shown, &without()), &without()).unwrap();
+        assert!(!w.contains("secret") && w.contains("root=iscsi:"), "{w}");
+    }
 
     #[test]
     fn types_come_from_the_option_or_the_kernel() {
