@@ -41,11 +41,14 @@ pub enum Capability {
     /// Unlock LUKS2 containers by their clevis tokens (Tang servers), /init bringing the network
     /// up for them.
     Clevis,
+    /// Ask for passphrases over SSH too (dropbear, public keys only, the session the prompt and
+    /// nothing else), /init bringing the network up for it.
+    Ssh,
 }
 
 impl Capability {
     /// Every capability, for looking names up and listing the known ones.
-    pub const ALL: [Capability; 10] = [
+    pub const ALL: [Capability; 11] = [
         Capability::Luks,
         Capability::Lvm,
         Capability::Md,
@@ -56,6 +59,7 @@ impl Capability {
         Capability::Nfs,
         Capability::Live,
         Capability::Clevis,
+        Capability::Ssh,
     ];
 
     /// The capability's name: what a feature's `init =` and the configuration's `layer` line spell.
@@ -71,6 +75,7 @@ impl Capability {
             Capability::Nfs => "nfs",
             Capability::Live => "live",
             Capability::Clevis => "clevis",
+            Capability::Ssh => "ssh",
         }
     }
 
@@ -132,6 +137,8 @@ pub struct InitConfig {
     /// How long each Tang server has (s), the network's start included (the `clevis.tang_timeout`
     /// setting); None: /init's default. `rd.leanrd.tang_timeout=` wins over it.
     pub tang_timeout: Option<u64>,
+    /// The port the SSH server listens on for passphrases (with the `ssh` capability).
+    pub ssh_port: Option<u16>,
     /// File system checkers in the image, by file system type (`ext4` → `e2fsck`): run on a
     /// root or /usr the initramfs mounts read-write.
     pub fsck: Vec<(String, String)>,
@@ -328,6 +335,16 @@ pub const FIELDS: &[Field] = &[
         },
     },
     Field {
+        key: "ssh_port",
+        doc: "The port the SSH server listens on for passphrases.",
+        put: |c| c.ssh_port.iter().map(|o| vec![format!("{o}")]).collect(),
+        get: |c, v| {
+            let v = one("ssh_port", v)?;
+            let o = v.parse().map_err(|_| format!("ssh_port \"{v}\" is not a port number"))?;
+            set(&mut c.ssh_port, o)
+        },
+    },
+    Field {
         key: "fsck",
         doc: "A file system type and the checker in the image for it.",
         put: |c| c.fsck.iter().map(|(t, p)| vec![t.clone(), p.clone()]).collect(),
@@ -487,6 +504,7 @@ mod tests {
             resume: Some(DeviceRef::DevNo { major: 254, minor: 2 }),
             resume_offset: Some(34816),
             tang_timeout: Some(25),
+            ssh_port: Some(2222),
             crypt: vec![
                 Crypt {
                     entry: CryptEntry {

@@ -47,5 +47,27 @@ pub use root::{LiveRoot, NfsRoot, NfsVersion, Root, RootError, RootFeature, Root
 /// system root), /init runs them with this `PATH`.
 pub const SEARCH_PATH: [&str; 4] = ["/usr/sbin", "/usr/bin", "/sbin", "/bin"];
 
+/// Unlocking over SSH: where the image keeps the server's host keys (dropbear's format, private),
+/// the program every session runs (a link to /init: the session is the prompt, nothing else;
+/// it is root's shell in the image's /etc/passwd, the only one /etc/shells lists), and the
+/// socket /init asks on, which that program relays the session to.
+pub mod ssh {
+    /// The host keys, in the image and under the system root (made there once, then kept).
+    pub const HOST_KEYS: [&str; 2] =
+        ["/etc/leanrd/ssh/dropbear_ed25519_host_key", "/etc/leanrd/ssh/dropbear_ecdsa_host_key"];
+    /// Their types, as dropbearkey's `-t` names them, in the order of [`HOST_KEYS`].
+    pub const HOST_KEY_TYPES: [&str; 2] = ["ed25519", "ecdsa"];
+    /// The users' public keys, host-only: under the system root.
+    pub const AUTHORIZED_KEYS: &str = "/etc/leanrd/ssh/authorized_keys";
+    /// The session's program: a link to /init, which relays the session to [`SOCKET`].
+    pub const UNLOCK_PROGRAM: &str = "/usr/lib/leanrd/leanrd-unlock";
+    /// The name /init knows it by (`argv[0]`'s last part, a login shell's `-` taken off).
+    pub const UNLOCK_NAME: &str = "leanrd-unlock";
+    /// Where /init listens for sessions while it asks for a passphrase.
+    pub const SOCKET: &str = "/run/leanrd/unlock.sock";
+    /// The port, unless the configuration says otherwise.
+    pub const DEFAULT_PORT: u16 = 22;
+}
+
 /// Where the generator puts the configuration in the image, and where /init reads it.
 pub const CONFIG_PATH: &str = "/etc/leanrd/init.conf";

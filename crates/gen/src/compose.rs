@@ -219,6 +219,9 @@ fn add_crypt(
     conf: &mut InitConfig,
 ) -> Vec<String> {
     let mut warnings = crypt.warnings;
+    if let Some(s) = crypt.ssh {
+        add_ssh(plan, s, conf);
+    }
     for (dest, src) in crypt.files {
         plan.put(&dest, Item::File { src, mode: 0o600 });
     }
@@ -256,6 +259,25 @@ fn add_crypt(
     warnings
 }
 
+/// Unlocking over SSH: the host keys (private: the image becomes private too), root's keys
+/// with leanrd's restrictions, and root's shell the session program (a link to /init), the
+/// only one /etc/shells lists: a session gets the prompt whatever it asks for.
+fn add_ssh(plan: &mut Plan, s: crate::ssh::SshSelection, conf: &mut InitConfig) {
+    use leanrd_contract::ssh::UNLOCK_PROGRAM;
+    for (dest, src) in s.host_keys {
+        plan.put(&dest, Item::File { src, mode: 0o600 });
+    }
+    plan.put("/root", Item::Dir { mode: 0o700 });
+    plan.put("/root/.ssh", Item::Dir { mode: 0o700 });
+    plan.put("/root/.ssh/authorized_keys", Item::Inline { data: s.authorized_keys.into_bytes(), mode: 0o600 });
+    plan.put(UNLOCK_PROGRAM, Item::Symlink { target: "/init".into() });
+    let passwd = format!("root:x:0:0:root:/root:{UNLOCK_PROGRAM}\n");
+    plan.put("/etc/passwd", Item::Inline { data: passwd.into_bytes(), mode: 0o644 });
+    plan.put("/etc/group", Item::Inline { data: b"root:x:0:\n".to_vec(), mode: 0o644 });
+    plan.put("/etc/shells", Item::Inline { data: format!("{UNLOCK_PROGRAM}\n").into_bytes(), mode: 0o644 });
+    conf.ssh_port = Some(s.port);
+}
+
 /// The main segment's plan.
 pub(crate) fn main_plan(
     r: &Request,
@@ -285,6 +307,7 @@ pub(crate) fn main_plan(
     if conf.layer(leanrd_contract::Capability::Luks).is_some() {
         warnings.extend(add_crypt(&mut plan, r, kernel, facts, m, crypt, &mut conf));
     }
+
     conf.options = modprobe.options;
     conf.blacklist = modprobe.blacklist;
     plan.put(CONFIG_PATH, Item::Inline { data: conf.encode().into_bytes(), mode: 0o644 });

@@ -30,6 +30,8 @@ pub(crate) struct CryptSelection {
     /// What the user must hear about: crypttab lines that cannot be used, containers /init
     /// cannot open, key files or headers not found.
     pub warnings: Vec<String>,
+    /// Unlocking over SSH, when asked for.
+    pub ssh: Option<crate::ssh::SshSelection>,
 }
 
 /// The token types in a LUKS2 header (`systemd-tpm2`, ...), sorted, each once; none for a
@@ -68,27 +70,41 @@ fn token_features(o: &CryptOptions, header_types: &[String]) -> Vec<&'static str
 /// What a LUKS2 header's clevis tokens mean for the image: a warning for each token /init
 /// cannot use (a pin it does not unlock, a JWE that does not read), naming the container.
 pub(crate) fn clevis_warnings(name: &str, header: &[u8]) -> Vec<String> {
-    use leanrd_contract::clevis::{Pin, describe};
+    use leanrd_contract::clevis::describe;
     let mut out = Vec::new();
     for t in leanrd_contract::luks2::clevis_tokens(header) {
         match &t.jwe {
             Err(e) => out.push(format!("{name}: clevis token {} cannot be read ({e}); it will not unlock", t.id)),
-            Ok(j) if !matches!(j.pin, Pin::Tang(_)) => out.push(format!(
-                "{name}: clevis token {} ({}): leanrd's /init unlocks the tang pin only; this token will not \
-                 unlock, and the container is asked for its passphrase",
-                t.id,
-                describe(&j.pin)
-            )),
             Ok(j) => {
-                if let Pin::Tang(tang) = &j.pin
-                    && let Err(e) = tang_url_usable(&tang.url)
-                {
-                    out.push(format!("{name}: clevis token {}: {e}; it will not unlock", t.id));
+                if let Err(e) = usable(&j.pin) {
+                    out.push(format!(
+                        "{name}: clevis token {} ({}): {e}; this token will not unlock, and the container is asked \
+                         for its passphrase",
+                        t.id,
+                        describe(&j.pin)
+                    ));
                 }
             }
         }
     }
     out
+}
+
+/// Whether /init can unlock a pin: tang over http, sss with enough such shares; why not.
+fn usable(p: &leanrd_contract::clevis::Pin) -> Result<(), String> {
+    use leanrd_contract::clevis::Pin;
+    match p {
+        Pin::Tang(t) => tang_url_usable(&t.url),
+        Pin::Sss { threshold, shares, .. } => {
+            let why: Vec<String> = shares.iter().filter_map(|s| usable(&s.pin).err()).collect();
+            if shares.len() - why.len() >= *threshold {
+                Ok(())
+            } else {
+                Err(format!("sss needs {threshold} of its shares, and {} cannot open ({})", why.len(), why.join("; ")))
+            }
+        }
+        Pin::Other(n) => Err(format!("pin {n}: leanrd's /init unlocks tang and sss over tang")),
+    }
 }
 
 /// Whether /init can reach a Tang URL: plain http (its replies need no secrecy; clevis's
@@ -395,11 +411,11 @@ mod tests {
         assert_eq!(token_features(&CryptOptions::default(), &luks2_token_types(&h)), ["clevis"]);
         let w = clevis_warnings("root_crypt", &h);
         assert_eq!(w.len(), 3, "{w:?}");
+        assert!(w[0].starts_with("root_crypt: clevis token 1 (tpm2): pin tpm2: leanrd's /init unlocks tang"), "{w:?}");
         assert!(
-            w[0].starts_with("root_crypt: clevis token 1 (tpm2): leanrd's /init unlocks the tang pin only"),
+            w[1].contains("token 2 (tang https://tang.lan): Tang server https://tang.lan: https is not supported"),
             "{w:?}"
         );
-        assert!(w[1].contains("token 2: Tang server https://tang.lan: https is not supported"), "{w:?}");
         assert!(w[2].contains("token 3 cannot be read (no \"jwe\")"), "{w:?}");
     }
 

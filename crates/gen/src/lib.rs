@@ -35,6 +35,7 @@ pub mod proof;
 pub mod request;
 mod resolve;
 mod select;
+mod ssh;
 mod stack;
 
 use std::collections::BTreeSet;
@@ -125,10 +126,28 @@ pub fn generate(r: &Request) -> Result<Generated> {
             ));
         }
     }
+    // Unlocking over SSH: with LUKS, when keys are given (or host-only, found); the host keys
+    // made now if missing, before anything is composed.
+    let ssh = if luks && !r.exclude.iter().any(|e| e == "ssh-unlock") { ssh::select(r)? } else { None };
+    if ssh.is_some()
+        && !selected.iter().any(|s| s.feature.name == "ssh-unlock")
+        && let Some(f) = all.get("ssh-unlock")
+    {
+        selected.extend(select::available(
+            vec![select::Selected { feature: f.clone(), required: false }],
+            &r.sysroot,
+            &mut warnings,
+        ));
+    }
+    let ssh = ssh.filter(|_| selected.iter().any(|s| s.feature.name == "ssh-unlock"));
+    if let Some(s) = &ssh {
+        notes.push(format!("SSH unlock on port {}: host keys {}", s.port, s.fingerprints.join(", ")));
+    }
     // What those need (luks-tpm2: the TPM's drivers).
     select::with_requirements(&all, r, &mut selected);
     let mods = resolve::modules(r, &kernel, &selected, facts.as_ref(), &crypt.modules)?;
     let module_cache = open_cache(r, &kernel, &mods.set, &mut warnings);
+    crypt.ssh = ssh;
     let (main, more) = compose::main_plan(r, &kernel, &selected, facts.as_ref(), &mods, crypt, module_cache.as_ref())?;
     let microcode = selected.iter().any(|s| s.feature.microcode);
     let early = if microcode { compose::microcode(r, facts.is_some())? } else { None };

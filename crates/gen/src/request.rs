@@ -60,6 +60,12 @@ pub struct Settings {
     pub threads: Option<u32>,
     /// Seconds each Tang server has at boot (`tang_timeout`); None: /init's default.
     pub tang_timeout: Option<u64>,
+    /// Public keys that may unlock over SSH (`ssh_authorized_keys`): files in authorized_keys
+    /// form. Empty: host-only images take /etc/leanrd/ssh/authorized_keys if there is one.
+    #[serde(default)]
+    pub ssh_authorized_keys: Vec<PathBuf>,
+    /// The SSH server's port (`ssh_port`); None: 22.
+    pub ssh_port: Option<u16>,
     /// How compressed modules are stored: `decompress` (at build time) or `keep` (when the
     /// kernel decompresses them).
     #[serde(default, deserialize_with = "from_text")]
@@ -299,6 +305,29 @@ pub const SETTINGS: &[Setting] = &[
         example: "tang_timeout = 30",
     },
     Setting {
+        key: "ssh_authorized_keys",
+        flag: "--ssh-authorized-keys",
+        short: None,
+        arg: ArgKind::List,
+        value_name: "FILE",
+        value: "[\"FILE\", ...]",
+        doc: "Unlock over SSH (feature ssh-unlock): files of public keys (authorized_keys lines: ed25519, ECDSA, \
+              RSA, FIDO) that may log in to the image's SSH server, where the session is the passphrase prompt and \
+              nothing else. Without it, a host-only image takes /etc/leanrd/ssh/authorized_keys if there is one. \
+              The server's host keys are made once in /etc/leanrd/ssh/ and kept; the image is private.",
+        example: "ssh_authorized_keys = [\"/root/.ssh/authorized_keys\"]",
+    },
+    Setting {
+        key: "ssh_port",
+        flag: "--ssh-port",
+        short: None,
+        arg: ArgKind::Number,
+        value_name: "PORT",
+        value: "PORT",
+        doc: "The port the image's SSH server listens on. Default: 22.",
+        example: "ssh_port = 2222",
+    },
+    Setting {
         key: "module_compression",
         flag: "--module-compression",
         short: None,
@@ -440,6 +469,10 @@ pub struct Request {
     pub threads: u32,
     /// Seconds each Tang server has at boot; None: /init's default.
     pub tang_timeout: Option<u64>,
+    /// Files of public keys that may unlock over SSH.
+    pub ssh_authorized_keys: Vec<PathBuf>,
+    /// The SSH server's port; None: 22.
+    pub ssh_port: Option<u16>,
     /// How compressed modules are stored in the image.
     pub module_compression: ModuleStrategy,
     /// Where decompressed modules are cached between builds (see `crate::modcache`).
@@ -476,6 +509,8 @@ impl Request {
             image_mode: s.image_mode,
             threads: s.threads.unwrap_or_else(leanrd_compress::default_threads),
             tang_timeout: s.tang_timeout,
+            ssh_authorized_keys: s.ssh_authorized_keys,
+            ssh_port: s.ssh_port,
             module_compression: s.module_compression.unwrap_or_default(),
             module_cache: crate::modcache::base_dir(),
             sysroot,

@@ -147,6 +147,7 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     }
     // Drivers coldplug began that the root did not wait for: done before their files go.
     init.mods.finish(STRAGGLERS_MS, &mut init.log);
+    crate::ssh::stop(init);
     crate::clevis::release_network(init);
     switch_root::switch_root(init)
 }

@@ -12,9 +12,9 @@
 //! Before the switch to the root, an interface brought up for Tang alone goes down again,
 //! its address removed; with `rd.neednet=1` it is handed over as a network root's is.
 //!
-//! Pins other than tang (`sss`, `tpm2`) are not unlocked by this /init yet: such a token is
-//! passed over with a note saying so (and the generator's proof refuses an image whose only
-//! unattended way in is one).
+//! `sss` (Shamir's threshold over other pins, nested: [`crate::sss`]) is unlocked through its
+//! shares' pins. Other pins (`tpm2`, `pkcs11`...) are not unlocked by this /init: such a share or
+//! token fails with a note saying so (and the generator warns of it at build time).
 
 use alloc::format;
 use alloc::string::String;
@@ -111,7 +111,37 @@ fn decrypt(init: &mut Init, jwe: &Jwe) -> Result<Vec<u8>, String> {
                 }
             })
         }
-        Pin::Sss { .. } => Err("pin sss: not unlocked by this leanrd's /init yet (tang is)".into()),
+        Pin::Sss { threshold, prime, shares } => {
+            // Each share through its own pin, in order, until the threshold is met (as
+            // clevis does); why each failed share failed, when too few open.
+            let mut points = Vec::new();
+            let mut failed = Vec::new();
+            for (i, s) in shares.iter().enumerate() {
+                if points.len() >= *threshold {
+                    break;
+                }
+                match decrypt(init, s) {
+                    Ok(p) => points.push(p),
+                    Err(e) => failed.push(format!("share {} ({}): {e}", i + 1, describe(&s.pin))),
+                }
+            }
+            if points.len() < *threshold {
+                for p in points.iter_mut() {
+                    p.fill(0);
+                }
+                return Err(format!(
+                    "pin sss: {} of {} shares opened, {threshold} needed: {}",
+                    points.len(),
+                    shares.len(),
+                    failed.join("; ")
+                ));
+            }
+            let r = crate::sss::decrypt(jwe, *threshold, prime, &points);
+            for p in points.iter_mut() {
+                p.fill(0);
+            }
+            r
+        }
         Pin::Other(n) => Err(format!("pin {n}: not unlocked by leanrd's /init (tang is)")),
     }
 }

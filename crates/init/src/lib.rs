@@ -50,6 +50,8 @@ pub mod process;
 pub mod prompt;
 pub mod resume;
 pub mod root;
+pub mod ssh;
+pub mod sss;
 pub mod stack;
 pub mod switch_root;
 pub mod sys;
@@ -207,6 +209,9 @@ fn load_wait_ms(cmd: &Cmdline) -> u64 {
 /// The program: /init as PID 1, the module helper otherwise, with the arguments and
 /// environment the kernel passed. Never returns.
 pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
+    if args.first().is_some_and(|a| ssh::is_client(a)) {
+        ssh::client_main();
+    }
     if !rustix::process::getpid().is_init() {
         if args.len() > 1 {
             let conf = read_config(&mut Vec::new()).unwrap_or_default();

@@ -42,6 +42,8 @@ pub struct State {
     given_up_names: BTreeSet<String>,
     /// The network clevis brought up for a Tang server.
     pub clevis: crate::clevis::Network,
+    /// The SSH server, once a prompt started it (or why it could not start).
+    pub ssh: Option<Result<crate::ssh::Server, String>>,
     /// The keymap was applied (or could not be).
     keymap_done: bool,
 }
@@ -427,7 +429,10 @@ fn ask(
 ) -> Option<Secret> {
     let dev = job.dev.path();
     let what = asked.noun();
-    let c = consoles.get_or_insert_with(Consoles::open);
+    if consoles.is_none() {
+        *consoles = Some(Consoles::open(crate::ssh::listener(init)));
+    }
+    let c = consoles.as_mut()?;
     if !init.luks.keymap_done {
         init.luks.keymap_done = true;
         apply_keymap(init, c);
@@ -463,7 +468,10 @@ fn ask(
             }
         };
         match attempt(&secret) {
-            Tried::Opened => return Some(secret),
+            Tried::Opened => {
+                c.say(&format!("leanrd: {} unlocked\r\n", job.name));
+                return Some(secret);
+            }
             Tried::WrongKey if tries == 0 || n < tries => {
                 let left = if tries == 0 { String::new() } else { format!(" ({} left)", tries - n) };
                 c.say(&format!("leanrd: wrong {what} for {}{left}\r\n", job.name));

@@ -2,7 +2,8 @@
 //! serial console — taking the first line typed on any of them. Nothing is echoed; Enter
 //! ends a line, Backspace and Ctrl-U edit it, Ctrl-C or an empty line gives up (the boot goes
 //! on to the diagnosis). While waiting, uevents are still handled, so that a USB keyboard
-//! plugged in or enumerated late gets its driver.
+//! plugged in or enumerated late gets its driver. With SSH ([`crate::ssh`]), each session
+//! that connects to the listening socket is one more console, greeted with the prompt.
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -102,11 +103,16 @@ impl Line {
 
     /// Empty the line, zeroing what was typed.
     pub fn clear(&mut self) {
-        for b in self.buf.iter_mut() {
-            // SAFETY: as in Secret::drop.
-            unsafe { core::ptr::write_volatile(b, 0) };
-        }
+        Line::zero(&mut self.buf);
         self.buf.clear();
+    }
+
+    /// Zero bytes that held a secret.
+    fn zero(b: &mut [u8]) {
+        for x in b.iter_mut() {
+            // SAFETY: as in Secret::drop.
+            unsafe { core::ptr::write_volatile(x, 0) };
+        }
     }
 }
 
@@ -115,11 +121,17 @@ struct Tty {
     fd: OwnedFd,
     saved: Option<Termios>,
     line: Line,
+    /// What a session sent after the line it answered with, for the next prompt.
+    pending: Vec<u8>,
 }
 
 /// The consoles to ask on, in no-echo character mode while this lives.
 pub struct Consoles {
     ttys: Vec<Tty>,
+    /// SSH sessions connect here (see [`crate::ssh`]); each becomes a console named `ssh`.
+    listener: Option<OwnedFd>,
+    /// The prompt being shown, for a session that connects while it is.
+    prompt: String,
 }
 
 /// The kernel's consoles (/sys/class/tty/console/active: `tty0` is the foreground VT) and the
@@ -166,7 +178,7 @@ impl Consoles {
     /// Open every console [`console_names`] lists (else /dev/console), each put in no-echo
     /// character mode with pending input flushed; one that cannot be opened is left out.
     #[inline(never)] // out of line: a smaller /init (measured)
-    pub fn open() -> Consoles {
+    pub fn open(listener: Option<OwnedFd>) -> Consoles {
         let mut ttys = Vec::new();
         let mut names = console_names();
         if names.is_empty() {
@@ -185,9 +197,25 @@ impl Consoles {
                 let _ = rustix::termios::tcsetattr(&fd, OptionalActions::Now, &raw);
                 let _ = rustix::termios::tcflush(&fd, rustix::termios::QueueSelector::IFlush);
             }
-            ttys.push(Tty { name, fd, saved, line: Line::default() });
+            ttys.push(Tty { name, fd, saved, line: Line::default(), pending: Vec::new() });
         }
-        Consoles { ttys }
+        Consoles { ttys, listener, prompt: String::new() }
+    }
+
+    /// Take the SSH sessions waiting on the listener (at most [`crate::ssh::MAX_SESSIONS`]
+    /// at once; more are closed), each greeted with the prompt.
+    fn accept(&mut self) {
+        let Some(l) = &self.listener else { return };
+        while let Ok(fd) =
+            rustix::net::accept_with(l, rustix::net::SocketFlags::CLOEXEC | rustix::net::SocketFlags::NONBLOCK)
+        {
+            if self.ttys.iter().filter(|t| t.name == "ssh").count() >= crate::ssh::MAX_SESSIONS {
+                sys::write_all(&fd, b"leanrd: too many sessions\r\n");
+                continue;
+            }
+            sys::write_all(&fd, self.prompt.as_bytes());
+            self.ttys.push(Tty { name: "ssh".into(), fd, saved: None, line: Line::default(), pending: Vec::new() });
+        }
     }
 
     /// The consoles open, by kernel name (tty1, ttyS0).
@@ -217,12 +245,13 @@ impl Consoles {
         events: Option<BorrowedFd<'_>>,
         on_event: &mut dyn FnMut(),
     ) -> Answer {
-        if self.ttys.is_empty() {
+        if self.ttys.is_empty() && self.listener.is_none() {
             return Answer::NoConsole;
         }
         for t in self.ttys.iter_mut() {
             t.line.clear();
         }
+        self.prompt = prompt.to_string();
         self.say(prompt);
         let start = sys::now_ms();
         let mut buf = [0u8; 64];
@@ -239,45 +268,70 @@ impl Consoles {
                 }
             };
             let mut fds: Vec<PollFd<'_>> = self.ttys.iter().map(|t| PollFd::new(&t.fd, PollFlags::IN)).collect();
+            if let Some(l) = &self.listener {
+                fds.push(PollFd::new(l, PollFlags::IN));
+            }
             if let Some(e) = &events {
                 fds.push(PollFd::from_borrowed_fd(*e, PollFlags::IN));
             }
-            let ts = left.map(sys::timespec_ms);
+            // What a session sent past its last line is taken at once (`printf 'a\nb\n' |
+            // ssh`: the second answer is there already).
+            let pending = self.ttys.iter().any(|t| !t.pending.is_empty());
+            let ts = if pending { Some(sys::timespec_ms(0)) } else { left.map(sys::timespec_ms) };
             match rustix::event::poll(&mut fds, ts.as_ref()) {
                 Ok(_) | Err(Errno::INTR) => {}
                 Err(_) => sys::sleep_ms(100),
             }
             let ready: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
             drop(fds);
+            let listener_at = self.ttys.len();
             if events.is_some() && ready.last() == Some(&true) {
                 on_event();
             }
+            let mut closed = Vec::new();
             for (i, t) in self.ttys.iter_mut().enumerate() {
-                if !ready[i] {
-                    continue;
+                let remote = t.name == "ssh";
+                let mut data = core::mem::take(&mut t.pending);
+                if ready[i] {
+                    match rustix::io::read(&t.fd, &mut buf) {
+                        // A session that ended (a console never reads 0 in character mode).
+                        Ok(0) | Err(_) if remote => closed.push(i),
+                        Ok(n) => data.extend_from_slice(&buf[..n]),
+                        Err(_) => {}
+                    }
+                    buf.fill(0);
                 }
-                let n = match rustix::io::read(&t.fd, &mut buf) {
-                    Ok(n) => n,
-                    Err(_) => continue,
-                };
-                for &b in &buf[..n] {
+                for (k, &b) in data.iter().enumerate() {
                     match t.line.feed(b) {
                         Edit::More => {}
+                        // A session cannot give up for the console: its Ctrl-C or empty line
+                        // is nothing (it may close instead).
+                        Edit::Cancel if remote => t.line.clear(),
+                        Edit::Done if remote && t.line.buf.is_empty() => {}
                         Edit::Cancel => {
-                            buf.fill(0);
+                            Line::zero(&mut data);
                             self.say("\r\n");
                             return Answer::Cancelled;
                         }
                         Edit::Done => {
-                            buf.fill(0);
+                            if remote {
+                                t.pending = data[k + 1..].to_vec();
+                            }
+                            Line::zero(&mut data);
                             let line = core::mem::take(&mut t.line.buf);
                             self.say("\r\n");
                             return if line.is_empty() { Answer::Cancelled } else { Answer::Line(Secret(line)) };
                         }
                     }
                 }
+                Line::zero(&mut data);
             }
-            buf.fill(0);
+            for i in closed.into_iter().rev() {
+                self.ttys.remove(i);
+            }
+            if self.listener.is_some() && ready.get(listener_at).copied().unwrap_or(false) {
+                self.accept();
+            }
         }
     }
 }

@@ -176,7 +176,7 @@ pub fn open_content(jwe: &Jwe, key: &[u8]) -> Result<Vec<u8>, String> {
             &mut buf,
             aes_gcm::Tag::from_slice(&jwe.tag),
         )
-        .map_err(|_| "the JWE does not decrypt (the server's key is not the one it was bound to)".to_string())?;
+        .map_err(|_| "the JWE does not decrypt with the key recovered (not the key it was bound to)".to_string())?;
     Ok(buf)
 }
 
