@@ -18,8 +18,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use base64ct::{Base64, Base64Unpadded, Encoding};
 use leanrd_archive::{Context, Result, bail, invalid};
-use leanrd_contract::clevis::{b64_decode, b64_encode};
 use leanrd_contract::ssh::{AUTHORIZED_KEYS, DEFAULT_PORT, HOST_KEY_TYPES, HOST_KEYS};
 use sha2::Digest;
 
@@ -99,7 +99,7 @@ pub(crate) fn authorized(text: &str) -> std::result::Result<Vec<String>, (usize,
             return Err((i + 1, "a DSA key: refused (OpenSSH and dropbear no longer trust DSA)".into()));
         }
         let Some(b64) = words.get(at + 1) else { return Err((i + 1, format!("{kind} without its key"))) };
-        let blob = b64_decode(b64).map_err(|_| (i + 1, format!("{kind} key: {b64:.20}... is not base64")))?;
+        let blob = Base64::decode_vec(b64).map_err(|_| (i + 1, format!("{kind} key: {b64:.20}... is not base64")))?;
         if blob_type(&blob).as_deref() != Some(kind.as_str()) {
             return Err((i + 1, format!("the key's data is not a {kind} key")));
         }
@@ -140,9 +140,8 @@ fn blob_type(blob: &[u8]) -> Option<String> {
 
 /// OpenSSH's fingerprint of a public key blob: `SHA256:` and its base64.
 pub(crate) fn fingerprint(blob: &[u8]) -> String {
-    let b = b64_encode(&sha2::Sha256::digest(blob));
-    // OpenSSH's base64 is the standard alphabet, unpadded.
-    format!("SHA256:{}", b.replace('-', "+").replace('_', "/"))
+    // OpenSSH's fingerprint: the standard alphabet, unpadded.
+    format!("SHA256:{}", Base64Unpadded::encode_string(&sha2::Sha256::digest(blob)))
 }
 
 /// Host keys: (image path, source under the system root).
@@ -186,7 +185,7 @@ fn host_keys(sysroot: &Path) -> Result<(HostKeys, Vec<String>)> {
         if let Some(blob) = text.lines().find_map(|l| {
             let mut w = l.split_whitespace();
             (w.next()?.starts_with(if kind == "ecdsa" { "ecdsa-sha2-" } else { "ssh-" })).then(|| w.next())?
-        }) && let Ok(blob) = b64_decode(blob)
+        }) && let Ok(blob) = Base64::decode_vec(blob)
         {
             prints.push(format!("{kind} {}", fingerprint(&blob)));
         } else {
@@ -225,6 +224,9 @@ mod tests {
         let text = format!("# admins\n\nssh-ed25519 {ED} alice@box\ncommand=\"/bin/sh -i\",no-pty ssh-ed25519 {ED}\n");
         let k = authorized(&text).unwrap();
         assert_eq!(k, [format!("ssh-ed25519 {ED} alice@box"), format!("ssh-ed25519 {ED}")], "options taken off");
+        // Standard base64 with + / and padding, as OpenSSH writes it.
+        let ec = "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBGdnA41lNWmtE0iBQme1WnU2ZamKw1E8IC/bL08+aLX1ulxC6Qn17Cmdc9AagNvQp4aOnva+n7OrS4Js0H/S8WU= e";
+        assert_eq!(authorized(ec).unwrap(), [ec]);
         assert_eq!(authorized("hello world\n").unwrap_err().0, 1);
         let dss = "ssh-dss AAAAB3NzaC1kc3MAAACBAP\n";
         assert!(authorized(&format!("\n{dss}")).unwrap_err().1.contains("DSA"));
@@ -236,6 +238,6 @@ mod tests {
     #[test]
     fn fingerprints_are_openssh_s() {
         // What `ssh-keygen -lf` says of this key.
-        assert_eq!(fingerprint(&b64_decode(ED).unwrap()), "SHA256:yR5TMSKiBD533miHTWiH/T989KHSOr4Eurfr1G9hWBE");
+        assert_eq!(fingerprint(&Base64::decode_vec(ED).unwrap()), "SHA256:yR5TMSKiBD533miHTWiH/T989KHSOr4Eurfr1G9hWBE");
     }
 }

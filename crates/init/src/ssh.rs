@@ -117,7 +117,7 @@ fn start(init: &mut Init, port: u16) -> Result<Server, String> {
                     let note = format!("{} {} {} {}\n", c.index, crate::netconf::show(c.address), c.prefix, c.iface);
                     let _ = sys::write_file_mode(NET_NOTE, &note, 0o600);
                     init.log.step(&format!(
-                        "ssh: listening on {}:{port}",
+                        "ssh: dropbear starting on {}:{port}",
                         crate::net::host(&crate::netconf::show(c.address))
                     ));
                 }

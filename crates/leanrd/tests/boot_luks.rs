@@ -77,6 +77,7 @@ fn root_tree(t: &TempDir) -> PathBuf {
          /bin/busybox echo \"$m\"\n/bin/busybox echo \"$m\" > /dev/ttyS0\n\
          /bin/busybox echo \"MAPPED $(/bin/busybox ls /dev/mapper | /bin/busybox tr '\\n' ' ')\" > /dev/ttyS0\n\
          /bin/busybox echo \"ADDRS [$(/bin/busybox ip -4 -o addr show scope global | /bin/busybox tr '\\n' ' ')]\" > /dev/ttyS0\n\
+         /bin/busybox echo \"LISTEN [$(/bin/busybox netstat -ltn 2>/dev/null | /bin/busybox grep LISTEN | /bin/busybox tr '\\n' ' ')]\" > /dev/ttyS0\n\
          /bin/busybox poweroff -f\n"
     );
     fs::write(r.join("sbin/init"), init).unwrap();
@@ -460,6 +461,19 @@ fn main() -> std::process::ExitCode {
     for (name, want) in TANG_BOOTS {
         trials.push(test(*name, move || tang_boot(name, want)));
     }
+    trials.push(test("ssh_host_keys_kept_across_rebuilds_and_the_image_private", || {
+        if let Some(s) = ssh_setup() {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(fs::metadata(&s.image).unwrap().permissions().mode() & 0o777, 0o600);
+            let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&s.image))).unwrap();
+            for f in ["etc/leanrd/ssh/dropbear_ed25519_host_key", "root/.ssh/authorized_keys", "usr/sbin/dropbear"] {
+                assert!(ls.contains(f), "{f} not in the image:\n{ls}");
+            }
+        }
+        Ok(())
+    }));
+    trials.push(test("ssh_unlocks_from_a_script_and_refuses_keys_passwords_and_shells", ssh_boot));
+    trials.push(test("ssh_flooded_the_console_prompt_still_unlocks", ssh_flood_boot));
     trials.push(test("tpm2_unseals_and_refuses_a_changed_pcr", || {
         if let Some(s) = setup() {
             tpm2(&s.kernel, &s.t, &s.kver, &s.init, &s.disk)
@@ -1110,4 +1124,311 @@ fn tang_boot(name: &str, want: &[&str]) -> Result<(), String> {
     } else {
         Err(format!("{name}: missing {missing:?}\n{}\ntang: {}", tail(&log), lab.log("tang")))
     }
+}
+
+/// SSH: a universal image with `--ssh-authorized-keys` (an ed25519 and an ECDSA key), built
+/// twice: the host keys made on the first build are the second's too.
+struct SshSetup {
+    image: PathBuf,
+    /// The authorized keys (private halves), and one that is not authorized.
+    ed25519: PathBuf,
+    ecdsa: PathBuf,
+    stranger: PathBuf,
+    /// The host keys' fingerprints, as the build's note gives them.
+    prints: String,
+}
+
+fn ssh_setup() -> Option<&'static SshSetup> {
+    static S: std::sync::OnceLock<Result<Option<SshSetup>, String>> = std::sync::OnceLock::new();
+    once(&S, make_ssh).as_ref()
+}
+
+fn make_ssh() -> Option<SshSetup> {
+    let s = setup()?;
+    let need = ["dropbear", "dropbearkey", "ssh", "ssh-keygen", "ip", "dnsmasq", "bash"];
+    if need.iter().any(|t| !have(t)) {
+        return skip(&format!("SSH: needs {need:?} (apt install dropbear-bin openssh-client dnsmasq-base)"));
+    }
+    let t = &s.t;
+    let key = |name: &str, kind: &str| {
+        let k = t.join(name);
+        let _ = fs::remove_file(&k);
+        sh(&format!("ssh-keygen -q -t {kind} -N '' -C {name} -f {}", k.display()));
+        k
+    };
+    let (ed25519, ecdsa, stranger) =
+        (key("ssh-ed25519", "ed25519"), key("ssh-ecdsa", "ecdsa"), key("ssh-stranger", "ed25519"));
+    let auth = t.join("ssh-authorized_keys");
+    let pubs: Vec<String> = [&ed25519, &ecdsa]
+        .iter()
+        .map(|k| {
+            fs::read_to_string(k.with_extension("pub"))
+                .unwrap_or_else(|_| fs::read_to_string(format!("{}.pub", k.display())).unwrap())
+        })
+        .collect();
+    fs::write(&auth, pubs.concat()).unwrap();
+    let tab = format!("sda3_crypt UUID={LUKS_UUID} none luks,discard\n");
+    let sr = host_sysroot(t, "sr-ssh", &[("crypttab", tab.as_bytes(), 0o644)]);
+    let build = |out: &Path| -> String {
+        let o = leanrd()
+            .args(["build", "-k", &s.kver, "--universal", "--ssh-authorized-keys"])
+            .arg(&auth)
+            .arg("--init")
+            .arg(&s.init)
+            .arg("--sysroot")
+            .arg(&sr)
+            .arg("-o")
+            .arg(out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "leanrd build --ssh-authorized-keys: {err}");
+        err.lines()
+            .find(|l| l.contains("SSH unlock on port 22: host keys"))
+            .unwrap_or_else(|| panic!("no host key note:\n{err}"))
+            .to_string()
+    };
+    let image = t.join("universal-ssh.img");
+    let prints = build(&image);
+    let again = build(&t.join("universal-ssh-again.img"));
+    assert_eq!(prints, again, "the host keys changed on a rebuild");
+    let mode = fs::metadata(sr.join("etc/leanrd/ssh/dropbear_ed25519_host_key")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(mode.permissions().mode() & 0o777, 0o600, "the host key under the system root");
+    Some(SshSetup { image, ed25519, ecdsa, stranger, prints })
+}
+
+/// Where the SSH boots' guest is.
+const SSH_GUEST: &str = "10.77.0.9";
+
+/// A boot in `lab` whose console `act` watches (the whole console so far each time, and the
+/// VM's serial input to type on); the console when the VM ends.
+fn boot_acting(lab: &netlab::NetLab, image: &Path, append: &str, act: &mut dyn FnMut(&str, &mut dyn Write)) -> String {
+    let s = setup().unwrap();
+    let mut q = vec!["-drive".to_string(), format!("file={},if=virtio,format=raw,snapshot=on", s.disk.display())];
+    q.extend(lab.nics(&["52:54:00:12:34:71"], "virtio-net-pci", true).unwrap());
+    let q: Vec<&str> = q.iter().map(String::as_str).collect();
+    let ip = format!("ip={SSH_GUEST}::{}:255.255.255.0::eth0:off", netlab::SERVER);
+    let cmd = qemu_command(&s.kernel, image, &format!("leanrd.debug {ip} {append}"), &q, 300);
+    let _slot = vm_slot();
+    let mut child = netlab::in_netns(&lab.ns, &cmd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = out.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut log = Vec::new();
+    let start = Instant::now();
+    loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(b) => log.extend(b),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(_) => break,
+        }
+        act(&String::from_utf8_lossy(&log), &mut input);
+        if start.elapsed() > Duration::from_secs(330) {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    String::from_utf8_lossy(&log).into_owned()
+}
+
+/// `ssh` from inside the lab to the guest (bounded: 60 s), with `input` on its standard input:
+/// (exit status, standard output, standard error).
+fn ssh_to_guest(lab: &netlab::NetLab, known: &Path, args: &[&str], input: &[u8]) -> (i32, String, String) {
+    let mut c = Command::new("timeout");
+    c.args([
+        "60",
+        "ip",
+        "netns",
+        "exec",
+        &lab.ns,
+        "ssh",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "StrictHostKeyChecking=accept-new",
+    ])
+    .arg("-o")
+    .arg(format!("UserKnownHostsFile={}", known.display()))
+    .args(["-o", "ConnectTimeout=20", "-o", "IdentitiesOnly=yes", "-l", "root"])
+    .args(args)
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut i = child.stdin.take().unwrap();
+    let _ = i.write_all(input);
+    drop(i);
+    let o = child.wait_with_output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+const SSH_LISTENING: &str = "ssh: dropbear starting on 10.77.0.9:22";
+
+/// Wait (bounded: 60 tries, 30 s) until the guest's SSH port takes a connection.
+fn wait_for_port(lab: &netlab::NetLab) -> bool {
+    for _ in 0..60 {
+        let probe = format!("exec 3<>/dev/tcp/{SSH_GUEST}/22");
+        let ok = Command::new("timeout")
+            .args(["5", "ip", "netns", "exec", &lab.ns, "bash", "-c", &probe])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    false
+}
+
+/// The SSH boot: a key not authorized, a password and a shell are refused; `printf
+/// 'wrong\nPASS\n' | ssh -T` gets the prompt, the wrong passphrase counted, then unlocks;
+/// the known host key is the build's; in the booted root nothing listens on 22 and the
+/// interface has no address.
+fn ssh_boot() -> Result<(), String> {
+    let Some(ss) = ssh_setup() else { return Ok(()) };
+    let s = setup().unwrap();
+    let spec = netlab::LabSpec { exports: &[], dhcp: false, root_path: None, luns: &[], nvmf: None, tang: None };
+    let lab = netlab::NetLab::start("ssh", &spec)?;
+    let known = s.t.join("ssh-known_hosts");
+    let _ = fs::remove_file(&known);
+    let id = |k: &Path| format!("-i{}", k.display());
+    let mut results: Vec<(String, (i32, String, String))> = Vec::new();
+    let mut done = false;
+    let log = boot_acting(&lab, &ss.image, ROOT, &mut |text, _| {
+        if done || !text.contains(SSH_LISTENING) {
+            return;
+        }
+        done = true;
+        if !wait_for_port(&lab) {
+            return;
+        }
+        let guest = SSH_GUEST;
+        let stranger = id(&ss.stranger);
+        results.push(("stranger".into(), ssh_to_guest(&lab, &known, &[&stranger, guest, "true"], b"")));
+        results.push((
+            "password".into(),
+            ssh_to_guest(
+                &lab,
+                &known,
+                &[
+                    "-o",
+                    "PubkeyAuthentication=no",
+                    "-o",
+                    "PreferredAuthentications=password,keyboard-interactive",
+                    guest,
+                    "true",
+                ],
+                b"",
+            ),
+        ));
+        let ecdsa = id(&ss.ecdsa);
+        results.push(("shell".into(), ssh_to_guest(&lab, &known, &[&ecdsa, guest, "echo PWNED; /bin/sh -i"], b"")));
+        let ed = id(&ss.ed25519);
+        let answer = format!("wrong-passphrase\n{PASS}\n");
+        results.push(("unlock".into(), ssh_to_guest(&lab, &known, &["-T", &ed, guest], answer.as_bytes())));
+    });
+    let _ = fs::write(leanrd_testkit::boot::console_path("ssh_unlock"), &log);
+    let get = |n: &str| results.iter().find(|(k, _)| k == n).map(|(_, r)| r.clone());
+    let mut bad = Vec::new();
+    let Some(stranger) = get("stranger") else { return Err(format!("the SSH server never listened:\n{}", tail(&log))) };
+    if stranger.0 == 0 || !stranger.2.contains("Permission denied (publickey)") {
+        bad.push(format!("a key not authorized: {stranger:?}"));
+    }
+    let pw = get("password").unwrap();
+    if pw.0 == 0 || !pw.2.contains("Permission denied (publickey)") {
+        bad.push(format!("a password login: {pw:?}"));
+    }
+    let shell = get("shell").unwrap();
+    if shell.1.contains("PWNED") || !shell.1.contains("Enter passphrase for sda3_crypt (/dev/vda3): ") {
+        bad.push(format!("a command or shell: {shell:?}"));
+    }
+    let unlock = get("unlock").unwrap();
+    for w in ["Enter passphrase for sda3_crypt", "wrong passphrase for sda3_crypt (2 left)", "sda3_crypt unlocked"] {
+        if !unlock.1.contains(w) {
+            bad.push(format!("the script's session lacks {w:?}: {unlock:?}"));
+        }
+    }
+    for w in [
+        "unlocked as /dev/mapper/sda3_crypt with the passphrase typed",
+        "ssh: server stopped",
+        "down again (it was up for SSH only)",
+        "ADDRS []",
+        MARK,
+    ] {
+        if !log.contains(w) {
+            bad.push(format!("the console lacks {w:?}"));
+        }
+    }
+    if log.lines().any(|l| l.starts_with("LISTEN [") && l.contains(":22 ")) {
+        bad.push("something listens on port 22 in the booted root".into());
+    }
+    // The host key the client met is one the build named.
+    let o = Command::new("ssh-keygen").arg("-lf").arg(&known).output().unwrap();
+    let met = String::from_utf8_lossy(&o.stdout);
+    let fp = met.split_whitespace().nth(1).unwrap_or("none").to_string();
+    if !ss.prints.contains(&fp) {
+        bad.push(format!("the host key met ({fp}) is not the build's ({})", ss.prints));
+    }
+    eprintln!("ssh: host key {fp}; the script's session said: {:?}", unlock.1);
+    if bad.is_empty() { Ok(()) } else { Err(format!("{}\n{}", bad.join("\n"), tail(&log))) }
+}
+
+/// 200 connections opened to the SSH port and left idle: the console prompt still takes the
+/// passphrase typed on it.
+fn ssh_flood_boot() -> Result<(), String> {
+    let Some(ss) = ssh_setup() else { return Ok(()) };
+    let spec = netlab::LabSpec { exports: &[], dhcp: false, root_path: None, luns: &[], nvmf: None, tang: None };
+    let lab = netlab::NetLab::start("sshflood", &spec)?;
+    let mut flood: Option<std::process::Child> = None;
+    let mut typed = false;
+    let log = boot_acting(&lab, &ss.image, ROOT, &mut |text, input| {
+        if flood.is_none() && text.contains(SSH_LISTENING) && wait_for_port(&lab) {
+            // Bounded: 200 connections, held 40 s.
+            let script = format!(
+                "for i in $(seq 200); do exec {{fd}}<>/dev/tcp/{SSH_GUEST}/22 || break; done; echo FLOODED; sleep 40"
+            );
+            flood = Some(
+                Command::new("timeout")
+                    .args(["60", "ip", "netns", "exec", &lab.ns, "bash", "-c", &script])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            );
+            std::thread::sleep(Duration::from_secs(3));
+        }
+        if flood.is_some() && !typed && text.contains("Enter passphrase for sda3_crypt") {
+            typed = true;
+            let _ = input.write_all(format!("{PASS}\r").as_bytes());
+            let _ = input.flush();
+        }
+    });
+    if let Some(mut f) = flood {
+        let _ = f.kill();
+        let _ = f.wait();
+    }
+    let _ = fs::write(leanrd_testkit::boot::console_path("ssh_flood"), &log);
+    let want = ["unlocked as /dev/mapper/sda3_crypt with the passphrase typed", MARK];
+    let missing: Vec<&&str> = want.iter().filter(|w| !log.contains(**w)).collect();
+    if missing.is_empty() { Ok(()) } else { Err(format!("missing {missing:?}\n{}", tail(&log))) }
 }
