@@ -272,7 +272,9 @@ fn boot_lacking(c: &Lacking) -> Result<(), String> {
     b.secs = 120;
     b.expect = vec![c.expect.into()];
     // Nothing waited for, no network brought up: the diagnosis is the first thing /init says.
-    b.reject = vec!["waited".into(), "] net:".into(), "interface".into(), "DHCP".into()];
+    // No block device hint either: no driver was loaded, and an NFS root is on none.
+    b.reject =
+        ["waited", "] net:", "interface", "DHCP", "block devices seen", "disk controller"].map(String::from).into();
     b.stop = vec!["no rescue shell in this image".into()];
     boots_pass(&w.kernel, &[b], format!("{}: see the console above", c.name))
 }
