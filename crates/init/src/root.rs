@@ -69,6 +69,9 @@ pub fn source(init: &mut Init) -> Result<Box<dyn RootSource>, String> {
     if let Some(conf) = init.conf_read.then_some(&init.conf)
         && let Some(why) = missing_feature(&asked(&init.cmd, &init.cmdline_text, conf), conf)
     {
+        // Nothing was looked for and no driver loaded yet: no block device seen says nothing
+        // of a disk controller (the root may not even be on one).
+        init.no_disk_hint = None;
         return Err(why);
     }
     if init.cmd.iscsi.lun_root {

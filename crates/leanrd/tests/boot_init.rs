@@ -310,6 +310,31 @@ struct Matrix {
     split: [PathBuf; 2],
     usr_fs: PathBuf,
     raid: (PathBuf, PathBuf, String),
+    /// A root whose only init is on a block that cannot be read: its ext4 image and the
+    /// blkdebug rules that fail that block's reads.
+    eio: (PathBuf, PathBuf),
+}
+
+const EIO_UUID: &str = "55555555-6666-7777-8888-999999999999";
+
+/// A root with /sbin/init alone (static busybox, never run) on ext4, and a blkdebug
+/// configuration that fails every read of the sector its first block starts at with EIO.
+fn unreadable_init(t: &TempDir) -> (PathBuf, PathBuf) {
+    let tree = t.join("eio-tree");
+    fs::create_dir_all(tree.join("sbin")).unwrap();
+    fs::copy("/bin/busybox", tree.join("sbin/init")).unwrap();
+    let img = t.join("eio.fs");
+    sh(&format!(
+        "truncate -s 16M {i} && mkfs.ext4 -q -b 4096 -d {} -U {EIO_UUID} {i}",
+        tree.display(),
+        i = img.display()
+    ));
+    let o = Command::new("debugfs").args(["-R", "bmap /sbin/init 0"]).arg(&img).output().unwrap();
+    let block: u64 = String::from_utf8_lossy(&o.stdout).trim().parse().expect("debugfs bmap: a block number");
+    let conf = t.join("eio.blkdebug");
+    fs::write(&conf, format!("[inject-error]\nevent = \"read_aio\"\nerrno = \"5\"\nsector = \"{}\"\n", block * 8))
+        .unwrap();
+    (img, conf)
 }
 
 fn matrix() -> Option<&'static Matrix> {
@@ -392,6 +417,7 @@ fn make_matrix() -> Option<Matrix> {
     let root_fstab = fs_image(&tf, &root_f, "ext4", "99999999-0000-1111-2222-333333333333", "splitroot");
     let root_plain = fs_image(&tc, &root_c, "ext4", "99999999-0000-1111-2222-444444444444", "splitroot2");
     let usr_fs = fs_image(&tf, &usr_tree, "xfs", USR_UUID, "usr");
+    let eio = unreadable_init(&t);
     Some(Matrix {
         dir: t,
         _usr: (tf, tc),
@@ -403,6 +429,7 @@ fn make_matrix() -> Option<Matrix> {
         split: [root_fstab, root_plain],
         usr_fs,
         raid,
+        eio,
     })
 }
 
@@ -502,8 +529,17 @@ fn faults() -> Result<(), String> {
         b.image = img;
         b
     });
-    let mut boots = vec![vanish, slow, small];
+    // The root's init on a bad sector: QEMU's blkdebug fails every read of its first block
+    // with EIO. /init reads the init before the switch, says so, and takes the root down.
+    let mut unreadable = boot(
+        "fault_init_unreadable",
+        format!("root=UUID={EIO_UUID} leanrd.debug"),
+        format!("-drive file=blkdebug:{}:{},format=raw,if=virtio,readonly=on", m.eio.1.display(), m.eio.0.display()),
+    );
+    unreadable.stop = vec!["no rescue shell in this image".into()];
+    let mut boots = vec![vanish, slow, small, unreadable];
     boots.extend(hang);
+    const UNREADABLE: &str = "leanrd: cannot boot: the root's init cannot be read: /sbin/init: Input/output error";
     let outcomes = common::debian::run_all(&m.kernel, &boots);
     let mut bad = Vec::new();
     for (b, o) in boots.iter().zip(&outcomes) {
@@ -522,6 +558,18 @@ fn faults() -> Result<(), String> {
                 ended(&[MARK])
             }
             "fault_module_hangs" => None,
+            // Only /sbin/init, unreadable (no other init, no /bin/sh): said as such, nothing
+            // more (a local root: no NFS advice), the root unmounted before the diagnosis.
+            "fault_init_unreadable"
+                if log.lines().any(|l| l.trim_end() == UNREADABLE)
+                    && log.contains("leanrd: /newroot/sbin/init: Input/output error")
+                    && log.contains("leanrd: /newroot unmounted")
+                    && !log.contains("(the root ")
+                    && !log.contains("exec ") =>
+            {
+                ended(&[UNREADABLE])
+            }
+            "fault_init_unreadable" => None,
             // The kernel cannot unpack it or runs out of memory: it says so and the VM ends.
             _ => ended(&["Initramfs unpacking failed", "Out of memory", "Kernel panic", "leanrd: cannot boot: "]),
         };

@@ -10,6 +10,10 @@
 //!   12 over NFSv4 by DHCP, whose root then builds its own image with no options, which boots
 //!   again; Debian 13 (its own 6.12 kernel, `.ko.xz` modules) over NFSv3 with a static `ip=` on
 //!   the second of two NICs, chosen by `BOOTIF=`.
+//! - Debian 13 at the NFSv4.2 that ganesha and its client agree on: the exec of the root's
+//!   init fails with EIO, and the diagnosis names the version and the one to force.
+//! - LACKING: an image without the network roots' features (and live's), no NIC, no lab: each
+//!   root kind's missing feature said at once.
 //!
 //! `cargo test --release -p leanrd --test boot_net -- nfs4_root_path_from_dhcp`.
 //! - iSCSI: the busybox root on a LUN (netroot=iscsi: by DHCP; root=iscsi:, the LUN itself,
@@ -209,6 +213,72 @@ const CASES: &[Case] = &[
     },
 ];
 
+/// A boot of an image built without the feature a root needs: `--universal` with no
+/// `--include`, so without nfs, iscsi, nvmf and live. /init must say which feature the image
+/// lacks and the option that adds it at once, before it brings a network up or waits for a
+/// medium: no NIC, no server, no lab (a regression would wait out `leanrd.timeout` and say
+/// `waited`, or look for a network interface).
+struct Lacking {
+    name: &'static str,
+    append: &'static str,
+    /// The diagnosis, whole (its `leanrd: cannot boot: ` line).
+    expect: &'static str,
+}
+
+const LACKING: &[Lacking] = &[
+    // The kernel's NFS form, alone: the commonest network root.
+    Lacking {
+        name: "no_nfs_feature_said_at_once",
+        append: "root=/dev/nfs ip=dhcp",
+        expect: "leanrd: cannot boot: the command line asks for an NFS root (root=/dev/nfs), but this image was \
+                 built without the `nfs` feature: rebuild it with `--include nfs`",
+    },
+    // A live medium on an iSCSI LUN or an NVMe/TCP namespace: the root's kind and both
+    // transports, each said, in one boot.
+    Lacking {
+        name: "no_live_iscsi_nvmf_features_said_at_once",
+        append: "root=live:CDLABEL=LEANRD_LIVE netroot=iscsi:10.77.0.1::::iqn.2026-11.test.leanrd:busybox \
+                 rd.nvmf.discover=tcp,10.77.0.2,,4420 ip=dhcp",
+        expect: "leanrd: cannot boot: the command line asks for a live root (root=live:CDLABEL=LEANRD_LIVE), but \
+                 this image was built without the `live` feature: rebuild it with `--include live`; the command \
+                 line asks for a root on iSCSI (netroot=iscsi:10.77.0.1::::iqn.2026-11.test.leanrd:busybox), but \
+                 this image was built without the `iscsi` feature: rebuild it with `--include iscsi`; the command \
+                 line asks for a root on NVMe over TCP (rd.nvmf.discover=tcp,10.77.0.2,,4420), but this image was \
+                 built without the `nvmf` feature: rebuild it with `--include nvmf`",
+    },
+];
+
+/// The host's kernel and its universal image without the network roots and live.
+struct Bare {
+    kernel: PathBuf,
+    image: PathBuf,
+    _t: TempDir,
+}
+
+static BARE: OnceLock<Result<Option<Bare>, String>> = OnceLock::new();
+
+fn make_bare() -> Option<Bare> {
+    let kernel = kernel()?;
+    let init = init_binary()?;
+    let t = TempDir::new("bootnet-bare");
+    let image = t.join("universal.img");
+    ok(leanrd().args(["build", "-k", &kver_of(&kernel), "--universal", "--init"]).arg(&init).arg("-o").arg(&image));
+    Some(Bare { kernel, image, _t: t })
+}
+
+fn boot_lacking(c: &Lacking) -> Result<(), String> {
+    let Some(w) = once(&BARE, make_bare).as_ref() else { return Ok(()) };
+    let mut b = Boot::new(c.name, &w.image, &format!("quiet {}", c.append), Vec::new());
+    b.secs = 120;
+    b.expect = vec![c.expect.into()];
+    // Nothing waited for, no network brought up: the diagnosis is the first thing /init says.
+    // No block device hint either: no driver was loaded, and an NFS root is on none.
+    b.reject =
+        ["waited", "] net:", "interface", "DHCP", "block devices seen", "disk controller"].map(String::from).into();
+    b.stop = vec!["no rescue shell in this image".into()];
+    boots_pass(&w.kernel, &[b], format!("{}: see the console above", c.name))
+}
+
 /// The busybox root's file system on its LUN, and the targets' names.
 const BB_UUID: &str = "1e5c5100-b0b0-4b0b-8b0b-000000000001";
 const BB_IQN: &str = "iqn.2026-11.test.leanrd:busybox";
@@ -371,21 +441,60 @@ fn debian12_nfs_and_self_built() -> Result<(), String> {
     boots_pass(&w.kernel, &[b], "the self-built NFS image did not boot".into())
 }
 
+/// Debian 13's kernel and the universal image with the nfs feature built from its root, made
+/// once for the boots that share it.
+fn trixie_image(w: &World) -> (PathBuf, &'static PathBuf) {
+    static IMAGE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let kernel = root_kernel(&w.trixie);
+    let image = once(&IMAGE, || {
+        let image = w.t.join("trixie-universal-nfs.img");
+        ok(leanrd()
+            .args(["build", "-k", &kver_of(&kernel), "--universal", "--include", "nfs", "--sysroot"])
+            .arg(&w.trixie)
+            .arg("--init")
+            .arg(&w.init)
+            .arg("-o")
+            .arg(&image));
+        image
+    });
+    (kernel, image)
+}
+
+/// Debian 13 (its own 6.12 client) over NFS with nothing forced: the client and ganesha 4.3
+/// agree on NFSv4.2, and the exec of the root's init fails with a real EIO (the same root
+/// boots at vers=3, [`debian13_nfs3_static`]). /init says so with the version the mount is at
+/// and the lower one to force; an NFS root's diagnosis lists no block devices (none are
+/// attached) and gives no disk controller hint.
+fn debian13_nfs42_exec_eio_diagnosed() -> Result<(), String> {
+    let Some(w) = world()? else { return Ok(()) };
+    let (kernel, image) = trixie_image(w);
+    let (qemu, _) = nics(w, Nics::One)?;
+    let tree = w.trixie.display();
+    let mut b =
+        Boot::new("debian13_nfs42_exec_eio_diagnosed", image, &format!("quiet root=nfs:{SERVER}:{tree} ip=dhcp"), qemu);
+    b.netns = Some(w.lab.ns.clone());
+    b.secs = 180;
+    // The init's file reads whole before the switch (read(2) gets no error); the exec after
+    // it fails. What follows /sbin/init's failure (/bin/sh's) is the server's too.
+    b.expect = vec![
+        "leanrd: cannot boot: the root's init could not be run: exec /sbin/init: Input/output error".into(),
+        format!(
+            " (the root {SERVER}:{tree} is mounted with NFS vers=4.2: a server that fails this version's reads may \
+             serve a lower one: force vers=4.1 in the NFS options, as root=nfs:SERVER:PATH:vers=4.1 or \
+             nfsroot=SERVER:PATH,vers=4.1)"
+        ),
+    ];
+    b.reject = vec!["block devices seen".into(), "disk controller".into(), "LEANRD-ROOT".into()];
+    b.stop = vec!["no rescue shell in this image".into()];
+    boots_pass(&kernel, &[b], format!("the NFSv4.2 exec failure was not diagnosed\n{}", w.lab.log("ganesha")))
+}
+
 /// Debian 13 with its own kernel over NFSv3, a static address on the NIC BOOTIF= names (the
 /// second of two).
 fn debian13_nfs3_static() -> Result<(), String> {
     let Some(w) = world()? else { return Ok(()) };
     let tree = &w.trixie;
-    let kernel = root_kernel(tree);
-    let kver = kver_of(&kernel);
-    let image = w.t.join("trixie-universal-nfs.img");
-    ok(leanrd()
-        .args(["build", "-k", &kver, "--universal", "--include", "nfs", "--sysroot"])
-        .arg(tree)
-        .arg("--init")
-        .arg(&w.init)
-        .arg("-o")
-        .arg(&image));
+    let (kernel, image) = trixie_image(w);
     // Two NICs, PXE's BOOTIF= naming the second (e1000, the only one wired to the server):
     // the static address goes there, or the root is not reached.
     let (qemu, macs) = nics(w, Nics::SecondWired)?;
@@ -394,7 +503,7 @@ fn debian13_nfs3_static() -> Result<(), String> {
         tree.display(),
         macs[1].replace(':', "-")
     );
-    let mut b = Boot::new("debian13_nfs3_static", &image, &append, qemu)
+    let mut b = Boot::new("debian13_nfs3_static", image, &append, qemu)
         .expect("LEANRD-ROOT 10.77.0.1:")
         .expect("vers=3")
         .expect(": none 10.77.0.20/24 gateway 10.77.0.1");
@@ -462,8 +571,10 @@ fn debian12_nvmf_and_self_built() -> Result<(), String> {
 
 fn main() -> std::process::ExitCode {
     let mut trials: Vec<Trial> = CASES.iter().map(|c| test(c.name, move || boot_case(c))).collect();
+    trials.extend(LACKING.iter().map(|c| test(c.name, move || boot_lacking(c))));
     trials.push(test("debian12_nfs4_dhcp_and_self_built", debian12_nfs_and_self_built));
     trials.push(test("debian13_nfs3_static", debian13_nfs3_static));
+    trials.push(test("debian13_nfs42_exec_eio_diagnosed", debian13_nfs42_exec_eio_diagnosed));
     trials.push(test("debian12_iscsi", debian12_iscsi));
     trials.push(test("debian12_nvmf_and_self_built", debian12_nvmf_and_self_built));
     let code = run_tests(trials, cores());
