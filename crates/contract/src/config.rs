@@ -261,6 +261,22 @@ macro_rules! text {
     };
 }
 
+/// A field holding one number (of the field's type), written in decimal.
+macro_rules! number {
+    ($key:literal, $doc:literal, $field:ident) => {
+        Field {
+            key: $key,
+            doc: $doc,
+            put: |c| c.$field.iter().map(|o| vec![format!("{o}")]).collect(),
+            get: |c, v| {
+                let v = one($key, v)?;
+                let o = v.parse().map_err(|_| format!("{} \"{v}\" is not a number", $key))?;
+                set(&mut c.$field, o)
+            },
+        }
+    };
+}
+
 /// Every key, in the order encode writes them.
 pub const FIELDS: &[Field] = &[
     text!("kver", "The kernel release the image's modules are for.", kver),
@@ -314,36 +330,13 @@ pub const FIELDS: &[Field] = &[
             Ok(())
         },
     },
-    Field {
-        key: "resume_offset",
-        doc: "Where the hibernation image starts in the resume device, in pages (a swap file's).",
-        put: |c| c.resume_offset.iter().map(|o| vec![format!("{o}")]).collect(),
-        get: |c, v| {
-            let v = one("resume_offset", v)?;
-            let o = v.parse().map_err(|_| format!("resume_offset \"{v}\" is not a number"))?;
-            set(&mut c.resume_offset, o)
-        },
-    },
-    Field {
-        key: "tang_timeout",
-        doc: "How long each Tang server has to answer, in seconds.",
-        put: |c| c.tang_timeout.iter().map(|o| vec![format!("{o}")]).collect(),
-        get: |c, v| {
-            let v = one("tang_timeout", v)?;
-            let o = v.parse().map_err(|_| format!("tang_timeout \"{v}\" is not a number"))?;
-            set(&mut c.tang_timeout, o)
-        },
-    },
-    Field {
-        key: "ssh_port",
-        doc: "The port the SSH server listens on for passphrases.",
-        put: |c| c.ssh_port.iter().map(|o| vec![format!("{o}")]).collect(),
-        get: |c, v| {
-            let v = one("ssh_port", v)?;
-            let o = v.parse().map_err(|_| format!("ssh_port \"{v}\" is not a port number"))?;
-            set(&mut c.ssh_port, o)
-        },
-    },
+    number!(
+        "resume_offset",
+        "Where the hibernation image starts in the resume device, in pages (a swap file's).",
+        resume_offset
+    ),
+    number!("tang_timeout", "How long each Tang server has to answer, in seconds.", tang_timeout),
+    number!("ssh_port", "The port the SSH server listens on for passphrases.", ssh_port),
     Field {
         key: "fsck",
         doc: "A file system type and the checker in the image for it.",

@@ -208,6 +208,30 @@ fn boot_keyboard(kernel: &Path, t: &TempDir, tag: &str, b: &Typing) -> String {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let mut step = 0;
+    let mut typed_at = 0; // the console's length when the last step was typed: wait for new text
+    let mut monitor: Option<UnixStream> = None;
+    watch(&mut child, Duration::from_secs(310), &mut |text| {
+        if step < b.steps.len() {
+            let (wait_for, pass, layout) = b.steps[step];
+            let ready = b.ready.iter().all(|r| text.contains(r));
+            if ready && text.get(typed_at..).is_some_and(|t| t.contains(wait_for)) {
+                std::thread::sleep(Duration::from_millis(500));
+                let m = monitor.get_or_insert_with(|| UnixStream::connect(&sock).unwrap());
+                for k in keys(pass, layout).iter().chain(std::iter::once(&"ret".to_string())) {
+                    m.write_all(format!("sendkey {k}\n").as_bytes()).unwrap();
+                    std::thread::sleep(Duration::from_millis(60));
+                }
+                typed_at = text.len();
+                step += 1;
+            }
+        }
+    })
+}
+
+/// Read a VM's console (its standard output) until it ends or `limit` passes, giving `act` the
+/// whole console so far after each read (and every 200 ms); the console, once the VM is done.
+fn watch(child: &mut std::process::Child, limit: Duration, act: &mut dyn FnMut(&str)) -> String {
     let mut out = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
     std::thread::spawn(move || {
@@ -219,32 +243,16 @@ fn boot_keyboard(kernel: &Path, t: &TempDir, tag: &str, b: &Typing) -> String {
         }
     });
     let mut log = Vec::new();
-    let mut step = 0;
-    let mut typed_at = 0; // the log length when the last step was typed: wait for new text
     let start = Instant::now();
-    let mut monitor: Option<UnixStream> = None;
     loop {
         match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(b) => log.extend(b),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             Err(_) => break,
         }
-        let text = String::from_utf8_lossy(&log).into_owned();
-        if step < b.steps.len() {
-            let (wait_for, pass, layout) = b.steps[step];
-            let ready = b.ready.iter().all(|r| text.contains(r));
-            if ready && text[typed_at..].contains(wait_for) {
-                std::thread::sleep(Duration::from_millis(500));
-                let m = monitor.get_or_insert_with(|| UnixStream::connect(&sock).unwrap());
-                for k in keys(pass, layout).iter().chain(std::iter::once(&"ret".to_string())) {
-                    m.write_all(format!("sendkey {k}\n").as_bytes()).unwrap();
-                    std::thread::sleep(Duration::from_millis(60));
-                }
-                typed_at = log.len();
-                step += 1;
-            }
-        }
-        if start.elapsed() > Duration::from_secs(310) {
+        act(&String::from_utf8_lossy(&log));
+        if start.elapsed() > limit {
+            let _ = child.kill();
             break;
         }
     }
@@ -1218,32 +1226,7 @@ fn boot_acting(lab: &netlab::NetLab, image: &Path, append: &str, act: &mut dyn F
         .spawn()
         .unwrap();
     let mut input = child.stdin.take().unwrap();
-    let mut out = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = out.read(&mut buf) {
-            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
-                break;
-            }
-        }
-    });
-    let mut log = Vec::new();
-    let start = Instant::now();
-    loop {
-        match rx.recv_timeout(Duration::from_millis(200)) {
-            Ok(b) => log.extend(b),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(_) => break,
-        }
-        act(&String::from_utf8_lossy(&log), &mut input);
-        if start.elapsed() > Duration::from_secs(330) {
-            break;
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    String::from_utf8_lossy(&log).into_owned()
+    watch(&mut child, Duration::from_secs(330), &mut |text| act(text, &mut input))
 }
 
 /// `ssh` from inside the lab to the guest (bounded: 60 s), with `input` on its standard input:
