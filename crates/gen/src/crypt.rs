@@ -32,6 +32,9 @@ pub(crate) struct CryptSelection {
     pub warnings: Vec<String>,
     /// Unlocking over SSH, when asked for.
     pub ssh: Option<crate::ssh::SshSelection>,
+    /// The needed containers bound with clevis: each name, and whether one of its tokens can
+    /// open it from an image with the `clevis` feature (Err: why none can).
+    pub clevis: Vec<(String, Result<(), String>)>,
 }
 
 /// The token types in a LUKS2 header (`systemd-tpm2`, ...), sorted, each once; none for a
@@ -88,6 +91,23 @@ pub(crate) fn clevis_warnings(name: &str, header: &[u8]) -> Vec<String> {
         }
     }
     out
+}
+
+/// A container bound with clevis (its header has clevis tokens): its name, and whether one of
+/// them can open it unattended (Err: why none can). None without clevis tokens.
+pub(crate) fn clevis_unattended(name: &str, header: &[u8]) -> Option<(String, Result<(), String>)> {
+    let tokens = leanrd_contract::luks2::clevis_tokens(header);
+    if tokens.is_empty() {
+        return None;
+    }
+    let why: Vec<String> = tokens
+        .iter()
+        .filter_map(|t| match &t.jwe {
+            Ok(j) => usable(&j.pin).err().map(|e| format!("token {}: {e}", t.id)),
+            Err(e) => Some(format!("token {}: {e}", t.id)),
+        })
+        .collect();
+    Some((name.to_string(), if why.len() < tokens.len() { Ok(()) } else { Err(why.join("; ")) }))
 }
 
 /// Whether /init can unlock a pin: tang over http, sss with enough such shares; why not.
@@ -190,6 +210,7 @@ pub(crate) fn select(r: &Request, facts: Option<&Facts>) -> CryptSelection {
                 let header: Vec<String> = headers.iter().flat_map(|h| luks2_token_types(h)).collect();
                 for h in &headers {
                     s.warnings.extend(clevis_warnings(&c.name, h));
+                    s.clevis.extend(clevis_unattended(&c.name, h));
                 }
                 s.token_features.extend(token_features(&entry.options, &header).into_iter().map(String::from));
                 push(&mut s, r, entry, true);
@@ -417,6 +438,16 @@ mod tests {
             "{w:?}"
         );
         assert!(w[2].contains("token 3 cannot be read (no \"jwe\")"), "{w:?}");
+        // Token 0 opens from an image with clevis: the container opens unattended.
+        assert_eq!(clevis_unattended("root_crypt", &h), Some(("root_crypt".into(), Ok(()))));
+        let only_tpm2 = format!(r#"{{"tokens":{{"1":{{"type":"clevis","keyslots":["2"],"jwe":{tpm2}}}}}}}"#);
+        h[4096..].fill(0);
+        h[4096..4096 + only_tpm2.len()].copy_from_slice(only_tpm2.as_bytes());
+        let (_, r) = clevis_unattended("root_crypt", &h).unwrap();
+        assert!(r.unwrap_err().starts_with("token 1: pin tpm2"), "fails closed");
+        h[4096..].fill(0);
+        h[4096..4098].copy_from_slice(b"{}");
+        assert_eq!(clevis_unattended("root_crypt", &h), None, "no clevis token: nothing to prove");
     }
 
     #[test]

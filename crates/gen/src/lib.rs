@@ -148,6 +148,19 @@ pub fn generate(r: &Request) -> Result<Generated> {
     let mods = resolve::modules(r, &kernel, &selected, facts.as_ref(), &crypt.modules)?;
     let module_cache = open_cache(r, &kernel, &mods.set, &mut warnings);
     crypt.ssh = ssh;
+    // A container bound with clevis is to open unattended: the proof fails closed when the
+    // image cannot (no token /init can use, or the feature left out).
+    let has_clevis = selected.iter().any(|s| s.feature.init == Some(leanrd_contract::Capability::Clevis));
+    let clevis_failures: Vec<String> = std::mem::take(&mut crypt.clevis)
+        .into_iter()
+        .filter_map(|(name, r)| match r {
+            Err(why) => Some(format!("{name} is bound with clevis, and no token of it opens from this image ({why})")),
+            Ok(()) if !has_clevis => {
+                Some(format!("{name} is bound with clevis, and this image has no clevis feature (--exclude clevis?)"))
+            }
+            Ok(()) => None,
+        })
+        .collect();
     let (main, more) = compose::main_plan(r, &kernel, &selected, facts.as_ref(), &mods, crypt, module_cache.as_ref())?;
     let microcode = selected.iter().any(|s| s.feature.microcode);
     let early = if microcode { compose::microcode(r, facts.is_some())? } else { None };
@@ -172,6 +185,9 @@ pub fn generate(r: &Request) -> Result<Generated> {
     let mut proven = proven;
     if let Err(e) = kconfig::check_image_compression(&kernel.config, r.compress.format, &r.kver) {
         proof::also_missing(&mut proven, e);
+    }
+    for f in clevis_failures {
+        proof::also_missing(&mut proven, f);
     }
     let proof = Some((proven, start.elapsed()));
     notes.extend(kernel.storage_note(&mods.set));
