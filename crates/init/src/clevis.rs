@@ -36,6 +36,14 @@ pub const DEFAULT_TIMEOUT_S: u64 = 10;
 pub struct Network {
     /// The interface, or why there is none (not tried again).
     pub up: Option<Result<Configured, String>>,
+    /// It is the root's (a network transport brought it up): used as it is, never taken down.
+    pub roots: bool,
+}
+
+/// The interface a network root brought up: Tang and SSH use it as it is (no second DHCP on
+/// it), and it stays up for the root.
+pub fn adopt(init: &mut Init, up: &Configured) {
+    init.luks.clevis = Network { up: Some(Ok(up.clone())), roots: true };
 }
 
 /// The time each Tang server has (ms).
@@ -185,6 +193,9 @@ fn network(init: &mut Init, deadline: u64) -> Result<Configured, String> {
 /// down (the root brings up its own network as it is configured to).
 pub fn release_network(init: &mut Init) {
     let Some(Ok(c)) = init.luks.clevis.up.take() else { return };
+    if init.luks.clevis.roots {
+        return; // the root's: handed over by the root's own code
+    }
     if init.cmd.neednet {
         net::hand_over(&c);
         return;

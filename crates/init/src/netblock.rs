@@ -147,6 +147,9 @@ impl RootSource for NetBlockSource {
         // `rootwait`: the DHCP server may be booting with the storage; wait for it too.
         let until = if init.cmd.rootwait { u64::MAX } else { deadline };
         let up = net::bring_up(&self.net.0, until, &mut init.log)?;
+        // A container on these devices bound to a Tang server, or asked for over SSH, uses
+        // this interface as it is, and leaves it up for the root.
+        crate::clevis::adopt(init, &up);
         // Until one transport connects: the storage server may be booting too. Tried again
         // after 1, 2, 4... s (at most 8) until the timeout, or for ever with `rootwait`.
         let mut pause = 1000;

@@ -26,8 +26,14 @@ use elliptic_curve::{AffinePoint, CurveArithmetic, FieldBytesSize, NonZeroScalar
 use leanrd_contract::clevis::{EcKey, Jwe, Tang, b64_encode};
 use sha2::Digest;
 
-/// The kernel's random numbers (getrandom(2)), for the ephemeral key.
-pub struct KernelRng;
+/// The kernel's random numbers (getrandom(2)), for the ephemeral key. A getrandom that fails
+/// (a kernel without it) marks the generator `failed` and fills with a non-zero pattern (so that
+/// a scalar drawn from it terminates); the caller refuses what was drawn. /init never panics.
+#[derive(Default)]
+pub struct KernelRng {
+    /// getrandom failed: nothing drawn may be used.
+    pub failed: bool,
+}
 
 impl rand_core::RngCore for KernelRng {
     fn next_u32(&mut self) -> u32 {
@@ -44,7 +50,11 @@ impl rand_core::RngCore for KernelRng {
             match rustix::rand::getrandom(&mut dest[done..], rustix::rand::GetRandomFlags::empty()) {
                 Ok(n) => done += n,
                 Err(rustix::io::Errno::INTR) => {}
-                Err(e) => panic!("getrandom: {e}"),
+                Err(_) => {
+                    self.failed = true;
+                    dest[done..].fill(1);
+                    return;
+                }
             }
         }
     }
@@ -113,7 +123,11 @@ where
 {
     let c = point::<C>(epk).map_err(|e| format!("epk: {e}"))?;
     let s = point::<C>(srv).map_err(|e| format!("the server's key: {e}"))?;
-    let e = NonZeroScalar::<C>::random(&mut KernelRng);
+    let mut rng = KernelRng::default();
+    let e = NonZeroScalar::<C>::random(&mut rng);
+    if rng.failed {
+        return Err("the kernel gave no random numbers (getrandom failed)".into());
+    }
     let x = c.to_projective() + ProjectivePoint::<C>::generator() * *e;
     let y = rec(&key_of::<C>(x, &epk.crv)?)?;
     if y.crv != epk.crv {
