@@ -1,7 +1,7 @@
 //! Clevis's JWEs: what `clevis luks bind` puts in a LUKS2 token (`"type": "clevis"`, the JWE
 //! in flattened JSON form under `"jwe"`), and the pins their protected headers name: `tang`
-//! (McCallum-Relyea over HTTP), `sss` (Shamir's threshold over other pins' JWEs, nested) and
-//! any other (`tpm2`, `null`...), by name.
+//! (McCallum-Relyea over HTTP), `tpm2` (a key sealed by the machine's TPM), `sss` (Shamir's
+//! threshold over other pins' JWEs, nested) and any other (`null`, `yubikey`...), by name.
 //!
 //! The generator reads them for what an image needs (the network for a Tang server); /init to
 //! unlock. A header comes from a disk and a JWE from wherever it was written: whatever does not
@@ -56,8 +56,31 @@ pub enum Pin {
         /// The shares (`jwe`).
         shares: Vec<Jwe>,
     },
-    /// Any other pin (`tpm2`, `null`, `yubikey`...), by name.
+    /// A key sealed by the TPM (`clevis encrypt tpm2`).
+    Tpm2(Tpm2),
+    /// Any other pin (`null`, `yubikey`...), by name.
     Other(String),
+}
+
+/// A tpm2 pin's header: the sealed object `tpm2_create` wrote, and what recreates its parent
+/// (a primary key under the owner hierarchy from tpm2-tools' default template) and its
+/// policy (the PCRs it was sealed to).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tpm2 {
+    /// The name algorithm of the primary key and the object: `sha1`, `sha256`, `sha384`,
+    /// `sha512` (`hash`).
+    pub hash: String,
+    /// The primary key's type: `ecc` or `rsa` (`key`).
+    pub key: String,
+    /// The PCR bank of the policy (`pcr_bank`); empty without a policy.
+    pub pcr_bank: String,
+    /// The PCRs of the policy (`pcr_ids`, `7` or `0,7`); empty: none, the object opens with
+    /// an empty password.
+    pub pcr_ids: Vec<u8>,
+    /// The object's TPM2B_PUBLIC and TPM2B_PRIVATE, as marshalled (`jwk_pub`, `jwk_priv`).
+    pub public: Vec<u8>,
+    /// See `public`.
+    pub private: Vec<u8>,
 }
 
 /// A tang pin's header: the server, its advertised keys, and the client's half of the
@@ -123,6 +146,15 @@ impl EcKey {
     pub fn thumbprint_input(&self) -> String {
         EcKey { alg: None, ..self.clone() }.to_json()
     }
+}
+
+/// The key of a symmetric JWK (`{"kty":"oct","k":...}`): what a tpm2 pin seals.
+pub fn oct_key(jwk: &[u8]) -> Result<Vec<u8>, String> {
+    let v: Value = serde_json::from_slice(jwk).map_err(|_| String::from("not a JWK (not JSON)"))?;
+    if v.get("kty").and_then(Value::as_str) != Some("oct") {
+        return Err("a JWK whose kty is not oct".into());
+    }
+    b64(v.as_object().ok_or("a JWK that is not an object")?, "k")
 }
 
 /// Base64url without padding, as JOSE writes it.
@@ -240,6 +272,37 @@ impl Pin {
                 }
                 Ok(Pin::Sss { threshold, prime: b64(s, "p").map_err(|e| format!("pin sss: {e}"))?, shares })
             }
+            "tpm2" => {
+                let t = conf("tpm2")?;
+                let f = |n: &str| text(t, n).map_err(|e| format!("pin tpm2: {e}"));
+                let pcr_ids = match t.get("pcr_ids") {
+                    None => Vec::new(),
+                    // clevis writes a string ("0,7"); a list of numbers is taken as well.
+                    Some(Value::String(s)) if s.trim().is_empty() => Vec::new(),
+                    Some(Value::String(s)) => s
+                        .split(',')
+                        .map(|p| p.trim().parse::<u8>().ok().filter(|n| *n < 24))
+                        .collect::<Option<Vec<u8>>>()
+                        .ok_or_else(|| format!("pin tpm2: pcr_ids {s:?} are not PCR numbers"))?,
+                    Some(Value::Array(a)) => a
+                        .iter()
+                        .map(|p| p.as_u64().filter(|n| *n < 24).map(|n| n as u8))
+                        .collect::<Option<Vec<u8>>>()
+                        .ok_or("pin tpm2: pcr_ids are not PCR numbers")?,
+                    Some(_) => return Err("pin tpm2: pcr_ids are not PCR numbers".into()),
+                };
+                let hash = f("hash")?.to_owned();
+                let key = f("key")?.to_owned();
+                let pcr_bank = if pcr_ids.is_empty() { String::new() } else { f("pcr_bank")?.to_owned() };
+                Ok(Pin::Tpm2(Tpm2 {
+                    hash,
+                    key,
+                    pcr_bank,
+                    pcr_ids,
+                    public: b64(t, "jwk_pub").map_err(|e| format!("pin tpm2: {e}"))?,
+                    private: b64(t, "jwk_priv").map_err(|e| format!("pin tpm2: {e}"))?,
+                }))
+            }
             other => Ok(Pin::Other(other.to_owned())),
         }
     }
@@ -249,6 +312,7 @@ impl Pin {
         match self {
             Pin::Tang(_) => "tang",
             Pin::Sss { .. } => "sss",
+            Pin::Tpm2(_) => "tpm2",
             Pin::Other(n) => n,
         }
     }
@@ -258,7 +322,7 @@ impl Pin {
         match self {
             Pin::Tang(_) => true,
             Pin::Sss { shares, .. } => shares.iter().any(|s| s.pin.uses_tang()),
-            Pin::Other(_) => false,
+            Pin::Tpm2(_) | Pin::Other(_) => false,
         }
     }
 }
@@ -298,6 +362,11 @@ pub fn describe(p: &Pin) -> String {
             let inner: Vec<String> = shares.iter().map(|s| describe(&s.pin)).collect();
             format!("sss(t={threshold}: {})", inner.join(", "))
         }
+        Pin::Tpm2(t) if t.pcr_ids.is_empty() => "tpm2".into(),
+        Pin::Tpm2(t) => {
+            let ids: Vec<String> = t.pcr_ids.iter().map(|p| p.to_string()).collect();
+            format!("tpm2 PCR {}:{}", t.pcr_bank, ids.join(","))
+        }
         Pin::Other(n) => n.clone(),
     }
 }
@@ -324,13 +393,33 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_tpm2_jwe_is_read() {
+        // `clevis encrypt tpm2 '{"pcr_ids":"7","pcr_bank":"sha256"}'` (clevis 19, tpm2-tools 5.4).
+        let j = Jwe::compact(include_str!("../testdata/clevis-tpm2-pcr7.jwe")).unwrap();
+        assert_eq!((j.alg.as_str(), j.enc.as_str()), ("dir", "A256GCM"));
+        let Pin::Tpm2(t) = &j.pin else { panic!("{:?}", j.pin) };
+        assert_eq!((t.hash.as_str(), t.key.as_str(), t.pcr_bank.as_str()), ("sha256", "ecc", "sha256"));
+        assert_eq!(t.pcr_ids, [7]);
+        // TPM2B_PUBLIC and TPM2B_PRIVATE: each its size first.
+        assert_eq!(usize::from(u16::from_be_bytes([t.public[0], t.public[1]])), t.public.len() - 2);
+        assert_eq!(usize::from(u16::from_be_bytes([t.private[0], t.private[1]])), t.private.len() - 2);
+        assert_eq!(describe(&j.pin), "tpm2 PCR sha256:7");
+        assert!(!j.pin.uses_tang());
+    }
+
+    #[test]
     fn what_is_not_clevis_is_an_error_that_says_what() {
         let j = |h: &str| Jwe::compact(&format!("{}..AA.AA.AA", b64_encode(h.as_bytes())));
         assert!(j("{\"alg\":\"dir\",\"enc\":\"A256GCM\"}").unwrap_err().contains("clevis"));
-        assert_eq!(
-            j(r#"{"alg":"dir","enc":"A256GCM","clevis":{"pin":"tpm2","tpm2":{}}}"#).unwrap().pin,
-            Pin::Other("tpm2".into())
+        assert!(
+            j(r#"{"alg":"dir","enc":"A256GCM","clevis":{"pin":"tpm2","tpm2":{}}}"#).unwrap_err().contains("pin tpm2")
         );
+        assert_eq!(
+            j(r#"{"alg":"dir","enc":"A256GCM","clevis":{"pin":"yubikey","yubikey":{}}}"#).unwrap().pin,
+            Pin::Other("yubikey".into())
+        );
+        let bad = r#"{"alg":"dir","enc":"A256GCM","clevis":{"pin":"tpm2","tpm2":{"hash":"sha256","key":"ecc","pcr_bank":"sha256","pcr_ids":"7,99","jwk_pub":"AA","jwk_priv":"AA"}}}"#;
+        assert!(j(bad).unwrap_err().contains("\"7,99\" are not PCR numbers"));
         assert!(
             j(r#"{"alg":"ECDH-ES","enc":"A256GCM","clevis":{"pin":"tang","tang":{"url":"u"}}}"#)
                 .unwrap_err()
@@ -354,6 +443,14 @@ pub(crate) mod tests {
             deep = format!("{}..AA.AA.AA", b64_encode(sss(1, &deep).as_bytes()));
         }
         assert!(Jwe::compact(&deep).unwrap_err().contains("nested"));
+    }
+
+    #[test]
+    fn an_oct_jwk_gives_its_key() {
+        assert_eq!(oct_key(br#"{"alg":"A256GCM","k":"AQI","kty":"oct"}"#).unwrap(), [1, 2]);
+        assert!(oct_key(b"{}").unwrap_err().contains("not oct"));
+        assert!(oct_key(br#"{"kty":"oct"}"#).unwrap_err().contains("\"k\""));
+        assert!(oct_key(b"\x00").is_err());
     }
 
     #[test]

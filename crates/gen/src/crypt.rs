@@ -110,7 +110,7 @@ pub(crate) fn clevis_unattended(name: &str, header: &[u8]) -> Option<(String, Re
     Some((name.to_string(), if why.len() < tokens.len() { Ok(()) } else { Err(why.join("; ")) }))
 }
 
-/// Whether /init can unlock a pin: tang over http, sss with enough such shares; why not.
+/// Whether /init can unlock a pin: tang over http, tpm2, sss with enough such shares; why not.
 fn usable(p: &leanrd_contract::clevis::Pin) -> Result<(), String> {
     use leanrd_contract::clevis::Pin;
     match p {
@@ -123,7 +123,13 @@ fn usable(p: &leanrd_contract::clevis::Pin) -> Result<(), String> {
                 Err(format!("sss needs {threshold} of its shares, and {} cannot open ({})", why.len(), why.join("; ")))
             }
         }
-        Pin::Other(n) => Err(format!("pin {n}: leanrd's /init unlocks tang and sss over tang")),
+        // The TPM's drivers come with the clevis feature; whether the PCRs still match is the
+        // boot's to find out (as with a systemd-tpm2 token).
+        Pin::Tpm2(t) => match t.key.as_str() {
+            "ecc" | "rsa" => Ok(()),
+            k => Err(format!("pin tpm2: a primary key of type {k:?} (clevis makes ecc or rsa)")),
+        },
+        Pin::Other(n) => Err(format!("pin {n}: leanrd's /init unlocks tang, tpm2, and sss over them")),
     }
 }
 
@@ -418,7 +424,7 @@ mod tests {
                 r#"{{"alg":"ECDH-ES","enc":"A256GCM","kid":"k","epk":{{"kty":"EC","crv":"P-521","x":"AQ","y":"Ag"}},"clevis":{{"pin":"tang","tang":{{"url":"{url}","adv":{{"keys":[]}}}}}}}}"#
             ))
         };
-        let tpm2 = jwe(r#"{"alg":"dir","enc":"A256GCM","clevis":{"pin":"tpm2","tpm2":{}}}"#);
+        let tpm2 = jwe(r#"{"alg":"dir","enc":"A256GCM","clevis":{"pin":"yubikey","yubikey":{}}}"#);
         let json = format!(
             r#"{{"tokens":{{"0":{{"type":"clevis","keyslots":["1"],"jwe":{}}},"1":{{"type":"clevis","keyslots":["2"],"jwe":{tpm2}}},"2":{{"type":"clevis","keyslots":["3"],"jwe":{}}},"3":{{"type":"clevis"}}}}}}"#,
             tang("http://tang.lan:7500"),
@@ -432,7 +438,10 @@ mod tests {
         assert_eq!(token_features(&CryptOptions::default(), &luks2_token_types(&h)), ["clevis"]);
         let w = clevis_warnings("root_crypt", &h);
         assert_eq!(w.len(), 3, "{w:?}");
-        assert!(w[0].starts_with("root_crypt: clevis token 1 (tpm2): pin tpm2: leanrd's /init unlocks tang"), "{w:?}");
+        assert!(
+            w[0].starts_with("root_crypt: clevis token 1 (yubikey): pin yubikey: leanrd's /init unlocks tang"),
+            "{w:?}"
+        );
         assert!(
             w[1].contains("token 2 (tang https://tang.lan): Tang server https://tang.lan: https is not supported"),
             "{w:?}"
@@ -444,7 +453,7 @@ mod tests {
         h[4096..].fill(0);
         h[4096..4096 + only_tpm2.len()].copy_from_slice(only_tpm2.as_bytes());
         let (_, r) = clevis_unattended("root_crypt", &h).unwrap();
-        assert!(r.unwrap_err().starts_with("token 1: pin tpm2"), "fails closed");
+        assert!(r.unwrap_err().starts_with("token 1: pin yubikey"), "fails closed");
         h[4096..].fill(0);
         h[4096..4098].copy_from_slice(b"{}");
         assert_eq!(clevis_unattended("root_crypt", &h), None, "no clevis token: nothing to prove");

@@ -12,9 +12,11 @@
 //! Before the switch to the root, an interface brought up for Tang alone goes down again,
 //! its address removed; with `rd.neednet=1` it is handed over as a network root's is.
 //!
-//! `sss` (Shamir's threshold over other pins, nested: [`crate::sss`]) is unlocked through its
-//! shares' pins. Other pins (`tpm2`, `pkcs11`...) are not unlocked by this /init: such a share or
-//! token fails with a note saying so (and the generator warns of it at build time).
+//! `tpm2` is unsealed by the TPM ([`crate::tpm2pin`]); it never waits for a network. `sss`
+//! (Shamir's threshold over other pins, nested: [`crate::sss`]) is unlocked through its shares'
+//! pins, in order, until the threshold is met. Other pins (`yubikey`, `pkcs11`...) are not
+//! unlocked by this /init: such a share or token fails with a note saying so (and the
+//! generator warns of it at build time).
 
 use alloc::format;
 use alloc::string::String;
@@ -30,6 +32,8 @@ use crate::sys;
 /// How long one Tang server has (s), the network's start included, unless the command line
 /// or the image says otherwise.
 pub const DEFAULT_TIMEOUT_S: u64 = 10;
+/// How long a tpm2 pin waits for /dev/tpmrm0 (its driver probing).
+const TPM_WAIT_MS: u64 = 3_000;
 
 /// The network clevis brought up, once per boot.
 #[derive(Default)]
@@ -150,7 +154,27 @@ fn decrypt(init: &mut Init, jwe: &Jwe) -> Result<Vec<u8>, String> {
             }
             r
         }
-        Pin::Other(n) => Err(format!("pin {n}: not unlocked by leanrd's /init (tang is)")),
+        Pin::Tpm2(t) => {
+            // The TPM's driver is loaded with the hardware's modules; its device may still be
+            // coming.
+            let dev = crate::tpm::Device::open(TPM_WAIT_MS)?;
+            let mut rng = crate::tang::KernelRng::default();
+            let mut nonce = |b: &mut [u8]| {
+                rand_core::RngCore::fill_bytes(&mut rng, b);
+                if rng.failed {
+                    Err(String::from("the kernel gave no random numbers (getrandom failed)"))
+                } else {
+                    Ok(())
+                }
+            };
+            let start = sys::now_ms();
+            let r = crate::tpm2pin::decrypt(jwe, t, &mut |c| dev.transact(c), &mut nonce);
+            if r.is_ok() {
+                init.log.step(&format!("tpm2: unsealed by the TPM in {} ms", sys::now_ms() - start));
+            }
+            r
+        }
+        Pin::Other(n) => Err(format!("pin {n}: not unlocked by leanrd's /init (tang, tpm2 and sss are)")),
     }
 }
 

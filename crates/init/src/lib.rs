@@ -57,6 +57,7 @@ pub mod switch_root;
 pub mod sys;
 pub mod tang;
 pub mod tpm;
+pub mod tpm2pin;
 pub mod uevent;
 pub mod usr;
 pub mod wait;

@@ -219,19 +219,47 @@ pub fn stub_measured() -> Option<bool> {
     seen.then_some(false)
 }
 
+/// The TPM's resource manager, open: the transient objects and sessions made through it live
+/// until it is closed (the kernel flushes them then).
+pub struct Device(rustix::fd::OwnedFd);
+
+impl Device {
+    /// /dev/tpmrm0, waiting up to `wait_ms` for it to appear (its driver may still be
+    /// probing).
+    pub fn open(wait_ms: u64) -> Result<Device, String> {
+        let until = sys::now_ms().saturating_add(wait_ms);
+        loop {
+            match rustix::fs::open(
+                DEVICE,
+                rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            ) {
+                Ok(fd) => return Ok(Device(fd)),
+                Err(rustix::io::Errno::NOENT) if sys::now_ms() < until => sys::sleep_ms(50),
+                Err(rustix::io::Errno::NOENT) => {
+                    return Err(format!("no TPM: {DEVICE} did not appear (no TPM2, or its driver not in the image)"));
+                }
+                Err(e) => return Err(format!("{DEVICE}: {}", strerror(e))),
+            }
+        }
+    }
+
+    /// One command and its response.
+    pub fn transact(&self, cmd: &[u8]) -> Result<Vec<u8>, String> {
+        let n = rustix::io::write(&self.0, cmd).map_err(|e| format!("{DEVICE}: {}", strerror(e)))?;
+        if n != cmd.len() {
+            return Err(format!("{DEVICE}: wrote {n} of {} bytes", cmd.len()));
+        }
+        let mut buf = vec![0u8; 4096];
+        let n = rustix::io::read(&self.0, &mut buf).map_err(|e| format!("{DEVICE}: {}", strerror(e)))?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+}
+
 /// One command to the TPM and its response.
 fn transact(cmd: &[u8]) -> Result<Vec<u8>, String> {
-    let fd =
-        rustix::fs::open(DEVICE, rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CLOEXEC, rustix::fs::Mode::empty())
-            .map_err(|e| format!("{DEVICE}: {}", strerror(e)))?;
-    let n = rustix::io::write(&fd, cmd).map_err(|e| format!("{DEVICE}: {}", strerror(e)))?;
-    if n != cmd.len() {
-        return Err(format!("{DEVICE}: wrote {n} of {} bytes", cmd.len()));
-    }
-    let mut buf = vec![0u8; 4096];
-    let n = rustix::io::read(&fd, &mut buf).map_err(|e| format!("{DEVICE}: {}", strerror(e)))?;
-    buf.truncate(n);
-    Ok(buf)
+    Device::open(0)?.transact(cmd)
 }
 
 /// Extend PCR 11 with `word`; the digests the TPM extended.

@@ -965,6 +965,10 @@ struct TangSetup {
     /// tangd's keys, and the same after a rotation (the old keys hidden, new ones made).
     db: PathBuf,
     rotated: PathBuf,
+    /// The same disk bound instead with `sss` t=2 over that Tang server and a TPM2 (PCR 16 of
+    /// sha256, which no firmware extends), and the software TPM's state that sealed it.
+    sss: PathBuf,
+    tpm_state: PathBuf,
 }
 
 fn tang_setup() -> Option<&'static TangSetup> {
@@ -999,61 +1003,30 @@ fn make_tang() -> Option<TangSetup> {
     let reply = String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap();
     let adv = t.join("tang-adv.jws");
     fs::write(&adv, reply.split_once("\r\n\r\n").expect("tangd's /adv reply").1).unwrap();
-    // Bind: the disk's third partition through an offset loop device.
+    // Bind: the disk's third partition, through an offset loop device.
     let disk = t.join("tang.disk");
     sh(&format!("cp --sparse=always {} {}", s.disk.display(), disk.display()));
-    let table: serde_json::Value =
-        serde_json::from_slice(&ok(Command::new("sfdisk").arg("-J").arg(&disk))).expect("sfdisk -J");
-    let p3 = &table["partitiontable"]["partitions"][2];
-    let (start, size) = (p3["start"].as_u64().unwrap() * 512, p3["size"].as_u64().unwrap() * 512);
-    let lo = String::from_utf8(ok(Command::new("losetup")
-        .args(["--find", "--show", "-o", &start.to_string(), "--sizelimit", &size.to_string()])
-        .arg(&disk)))
-    .unwrap()
-    .trim()
-    .to_string();
-    let pass = t.join("tang-pass");
-    fs::write(&pass, PASS).unwrap();
+    let cfg = format!(r#"{{"url":"{}","adv":"{}"}}"#, tang_url(), adv.display());
     let key = t.join("tang-key");
     fs::write(&key, leanrd_contract::clevis::b64_encode(&noise(29, 32))).unwrap();
-    let bind = (|| -> Result<(), String> {
-        let add = Command::new("cryptsetup")
-            .args(["luksAddKey", "--batch-mode", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"])
-            .args(["--new-key-slot", "5", "--key-file"])
-            .arg(&pass)
-            .arg(&lo)
-            .arg(&key)
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !add.status.success() {
-            return Err(format!("luksAddKey: {}", String::from_utf8_lossy(&add.stderr)));
-        }
-        let cfg = format!(r#"{{"url":"{}","adv":"{}"}}"#, tang_url(), adv.display());
-        let enc = Command::new("clevis")
-            .args(["encrypt", "tang", &cfg])
-            .stdin(fs::File::open(&key).unwrap())
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !enc.status.success() {
-            return Err(format!("clevis encrypt tang: {}", String::from_utf8_lossy(&enc.stderr)));
-        }
-        let jwe = String::from_utf8_lossy(&enc.stdout).trim().to_string();
-        let p: Vec<&str> = jwe.split('.').collect();
-        let token = serde_json::json!({
-            "type": "clevis", "keyslots": ["5"],
-            "jwe": { "protected": p[0], "encrypted_key": p[1], "iv": p[2], "ciphertext": p[3], "tag": p[4] },
-        });
-        let tok = t.join("tang-token.json");
-        fs::write(&tok, token.to_string()).unwrap();
-        let imp = Command::new("cryptsetup").args(["token", "import", "--json-file"]).arg(&tok).arg(&lo).output();
-        match imp {
-            Ok(o) if o.status.success() => Ok(()),
-            Ok(o) => Err(format!("token import: {}", String::from_utf8_lossy(&o.stderr))),
-            Err(e) => Err(e.to_string()),
-        }
-    })();
-    let _ = Command::new("losetup").args(["-d", &lo]).status();
-    bind.unwrap_or_else(|e| panic!("binding the disk to Tang: {e}"));
+    let jwe = clevis_encrypt("tang", &cfg, &key, None).unwrap_or_else(|e| panic!("{e}"));
+    clevis_bind(t.path(), &disk, &key, &jwe).unwrap_or_else(|e| panic!("binding the disk to Tang: {e}"));
+    // sss t=2 over the same server and a TPM2, as `clevis luks bind -d DISK sss CFG` does it.
+    if !have("tpm2_createprimary") || !have("swtpm") {
+        return skip("Tang with TPM2: needs tpm2-tools and swtpm (apt install clevis-tpm2 swtpm)");
+    }
+    let sss = t.join("tang-sss.disk");
+    sh(&format!("cp --sparse=always {} {}", s.disk.display(), sss.display()));
+    let tpm_state = t.join("tang-tpm-state");
+    let _ = fs::remove_dir_all(&tpm_state);
+    let sss_cfg = format!(r#"{{"t":2,"pins":{{"tang":[{cfg}],"tpm2":[{{"pcr_ids":"16","pcr_bank":"sha256"}}]}}}}"#);
+    let sss_key = t.join("tang-sss-key");
+    fs::write(&sss_key, leanrd_contract::clevis::b64_encode(&noise(31, 32))).unwrap();
+    let jwe = {
+        let tpm = TcpTpm::start(&tpm_state);
+        clevis_encrypt("sss", &sss_cfg, &sss_key, Some(&tpm.1)).unwrap_or_else(|e| panic!("{e}"))
+    };
+    clevis_bind(t.path(), &sss, &sss_key, &jwe).unwrap_or_else(|e| panic!("binding the disk to sss: {e}"));
     // tangd-rotate-keys: the old keys hidden (still answering for what was bound to them),
     // new ones advertised.
     let rotated = t.join("tang-db-rotated");
@@ -1075,7 +1048,71 @@ fn make_tang() -> Option<TangSetup> {
         .output()
         .unwrap();
     assert!(o.status.success(), "leanrd build --include clevis: {}", String::from_utf8_lossy(&o.stderr));
-    Some(TangSetup { disk, image, db, rotated })
+    Some(TangSetup { disk, image, db, rotated, sss, tpm_state })
+}
+
+/// `clevis encrypt PIN CONFIG` of the key in `key`; `tcti`: the TPM for a tpm2 pin.
+fn clevis_encrypt(pin: &str, cfg: &str, key: &Path, tcti: Option<&str>) -> Result<String, String> {
+    let mut c = Command::new("clevis");
+    c.args(["encrypt", pin, cfg]).stdin(fs::File::open(key).unwrap());
+    if let Some(tcti) = tcti {
+        c.env("TPM2TOOLS_TCTI", tcti);
+    }
+    let enc = c.output().map_err(|e| e.to_string())?;
+    if !enc.status.success() {
+        return Err(format!("clevis encrypt {pin}: {}", String::from_utf8_lossy(&enc.stderr)));
+    }
+    Ok(String::from_utf8_lossy(&enc.stdout).trim().to_string())
+}
+
+/// What `clevis luks bind` does to `disk`'s third partition: key slot 5 for the key in `key`
+/// (PBKDF2: clevis's default Argon2 would want more memory than the test VM has), and a
+/// clevis token holding `jwe` for it. On the host, through an offset loop device (header
+/// operations need no device-mapper).
+fn clevis_bind(t: &Path, disk: &Path, key: &Path, jwe: &str) -> Result<(), String> {
+    let table: serde_json::Value =
+        serde_json::from_slice(&ok(Command::new("sfdisk").arg("-J").arg(disk))).expect("sfdisk -J");
+    let p3 = &table["partitiontable"]["partitions"][2];
+    let (start, size) = (p3["start"].as_u64().unwrap() * 512, p3["size"].as_u64().unwrap() * 512);
+    let lo = String::from_utf8(ok(Command::new("losetup")
+        .args(["--find", "--show", "-o", &start.to_string(), "--sizelimit", &size.to_string()])
+        .arg(disk)))
+    .unwrap()
+    .trim()
+    .to_string();
+    let pass = t.join("tang-pass");
+    fs::write(&pass, PASS).unwrap();
+    let bind = (|| -> Result<(), String> {
+        let add = Command::new("cryptsetup")
+            .args(["luksAddKey", "--batch-mode", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"])
+            .args(["--new-key-slot", "5", "--key-file"])
+            .arg(&pass)
+            .arg(&lo)
+            .arg(key)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !add.status.success() {
+            return Err(format!("luksAddKey: {}", String::from_utf8_lossy(&add.stderr)));
+        }
+        let p: Vec<&str> = jwe.split('.').collect();
+        if p.len() != 5 {
+            return Err(format!("not a compact JWE: {jwe:.80}"));
+        }
+        let token = serde_json::json!({
+            "type": "clevis", "keyslots": ["5"],
+            "jwe": { "protected": p[0], "encrypted_key": p[1], "iv": p[2], "ciphertext": p[3], "tag": p[4] },
+        });
+        let tok = t.join("clevis-token.json");
+        fs::write(&tok, token.to_string()).unwrap();
+        let imp = Command::new("cryptsetup").args(["token", "import", "--json-file"]).arg(&tok).arg(&lo).output();
+        match imp {
+            Ok(o) if o.status.success() => Ok(()),
+            Ok(o) => Err(format!("token import: {}", String::from_utf8_lossy(&o.stderr))),
+            Err(e) => Err(e.to_string()),
+        }
+    })();
+    let _ = Command::new("losetup").args(["-d", &lo]).status();
+    bind
 }
 
 const TANG_TRYING: &str = "trying its clevis token 0 (tang http://10.77.0.1:7500)";
@@ -1094,23 +1131,58 @@ const TANG_BOOTS: &[(&str, &[&str])] = &[
         "tang_silent_server_falls_back_to_the_prompt",
         &[TANG_TRYING, "no whole reply in time", "Enter passphrase for sda3_crypt", "with the passphrase typed", MARK],
     ),
+    // sss t=2 over Tang and the TPM2 (a policy session over PCR 16): both shares open, nothing
+    // typed.
+    ("tang_and_tpm2_sss_opens", &[SSS_TRYING, "tpm2 PCR sha256:16", SSS_OPENED, MARK]),
+    // The same with the Tang server silent: the TPM's share alone is one of two, so the
+    // prompt comes after the bound, and the passphrase typed boots.
+    (
+        "tang_and_tpm2_sss_tang_silent_prompts",
+        &[
+            SSS_TRYING,
+            "1 of 2 shares opened, 2 needed",
+            "Enter passphrase for sda3_crypt",
+            "with the passphrase typed",
+            MARK,
+        ],
+    ),
 ];
+
+const SSS_TRYING: &str = "trying its clevis token 0 (sss(t=2: ";
+const SSS_OPENED: &str = "unlocked as /dev/mapper/sda3_crypt with its clevis token 0 (sss(t=2: ";
 
 fn tang_boot(name: &str, want: &[&str]) -> Result<(), String> {
     let Some(s) = setup() else { return Ok(()) };
     let Some(ts) = tang_setup() else { return Ok(()) };
     let (server, append, answer) = match name {
-        "tang_unattended_by_dhcp" => (netlab::TangServer::Keys(&ts.db), ROOT.to_string(), None),
+        "tang_unattended_by_dhcp" | "tang_and_tpm2_sss_opens" => {
+            (netlab::TangServer::Keys(&ts.db), ROOT.to_string(), None)
+        }
         "tang_rotated_keys_ip_dhcp" => (netlab::TangServer::Keys(&ts.rotated), format!("{ROOT} ip=dhcp"), None),
-        "tang_silent_server_falls_back_to_the_prompt" => {
+        "tang_silent_server_falls_back_to_the_prompt" | "tang_and_tpm2_sss_tang_silent_prompts" => {
             (netlab::TangServer::Silent, format!("{ROOT} rd.leanrd.tang_timeout=4"), Some(PASS))
         }
         other => panic!("no Tang boot {other}"),
     };
+    let sss = name.contains("sss");
+    // Each boot its own copy of the TPM (two swtpm on one state would fight over it).
+    let tpm = sss.then(|| {
+        let state = ts.tpm_state.with_file_name(format!("{name}-tpm"));
+        let _ = fs::remove_dir_all(&state);
+        fs::create_dir_all(&state).unwrap();
+        for e in fs::read_dir(&ts.tpm_state).unwrap().flatten().filter(|e| e.path().is_file()) {
+            fs::copy(e.path(), state.join(e.file_name())).unwrap();
+        }
+        Swtpm::start(&state)
+    });
     let spec = netlab::LabSpec { exports: &[], dhcp: true, root_path: None, luns: &[], nvmf: None, tang: Some(server) };
     let lab = netlab::NetLab::start(&name[..name.len().min(12)], &spec).map_err(|e| format!("the network lab: {e}"))?;
-    let mut q = vec!["-drive".to_string(), format!("file={},if=virtio,format=raw,snapshot=on", ts.disk.display())];
+    let disk = if sss { &ts.sss } else { &ts.disk };
+    let mut q = vec!["-drive".to_string(), format!("file={},if=virtio,format=raw,snapshot=on", disk.display())];
     q.extend(lab.nics(&["52:54:00:12:34:61"], "virtio-net-pci", true)?);
+    if let Some(tpm) = &tpm {
+        q.extend(tpm.args.iter().cloned());
+    }
     let q: Vec<&str> = q.iter().map(String::as_str).collect();
     let cmd = qemu_command(&s.kernel, &ts.image, &format!("leanrd.debug {append}"), &q, 240);
     let log = leanrd_testkit::boot::run_console(netlab::in_netns(&lab.ns, &cmd), answer, &[], &[]).console;
@@ -1119,7 +1191,8 @@ fn tang_boot(name: &str, want: &[&str]) -> Result<(), String> {
     if let Some(l) = log.lines().find(|l| l.contains(MARK)) {
         eprintln!("{name}: {}", l.trim());
     }
-    let gap = stamp(&log, TANG_TRYING).zip(stamp(&log, "Enter passphrase for sda3_crypt")).map(|(a, b)| b - a);
+    let trying = if sss { SSS_TRYING } else { TANG_TRYING };
+    let gap = stamp(&log, trying).zip(stamp(&log, "Enter passphrase for sda3_crypt")).map(|(a, b)| b - a);
     if let Some(g) = gap {
         eprintln!("{name}: the prompt came {g:.1} s after the Tang attempt began");
     }

@@ -190,7 +190,16 @@ pub fn run_console_answering(
     let asked = std::time::Instant::now();
     let _slot = vm_slot();
     let started = std::time::Instant::now();
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("run qemu");
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run qemu");
+    // QEMU's own complaints (a device it cannot open...), kept for the log: read aside so
+    // that a full pipe never stops it.
+    let mut stderr = child.stderr.take().unwrap();
+    let complaints = std::thread::spawn(move || {
+        let mut e = Vec::new();
+        let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut e);
+        let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+        e
+    });
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = child.stdout.take().unwrap();
     let mut log = Vec::new();
@@ -240,7 +249,11 @@ pub fn run_console_answering(
             break;
         }
     }
-    let _ = child.wait();
+    let status = child.wait();
+    let complaints = complaints.join().unwrap_or_default();
+    if !status.as_ref().is_ok_and(|s| s.success()) && !complaints.is_empty() {
+        log.extend(format!("\n[test: QEMU's stderr: {}]\n", String::from_utf8_lossy(&complaints).trim()).bytes());
+    }
     Console {
         console: String::from_utf8_lossy(&log).into_owned(),
         ran: started.elapsed(),
