@@ -35,6 +35,23 @@ pub const DEFAULT_TIMEOUT_S: u64 = 10;
 /// How long a tpm2 pin waits for /dev/tpmrm0 (its driver probing).
 const TPM_WAIT_MS: u64 = 3_000;
 
+/// How long a pending Tang unlock keeps trying once the prompt has appeared, all told (s).
+const PENDING_S: u64 = 300;
+/// The pause between its rounds (ms).
+const PENDING_PAUSE_MS: u64 = 2_000;
+/// Where it notes the interface it configured, for /init to take down before the switch.
+const PENDING_NET_NOTE: &str = "/run/leanrd/clevis-net";
+
+/// A Tang unlock still going on while the prompt is up: a child process that keeps trying
+/// the container's Tang tokens (the network may come up late, the server may come back), and
+/// sends the secret it gets on `fd` (hex, one line). The prompt reads it as one more console
+/// ([`crate::prompt::Consoles::race_key`]): the first good answer wins.
+pub struct Pending {
+    pid: i32,
+    /// The child's end: taken by the prompt.
+    pub fd: Option<rustix::fd::OwnedFd>,
+}
+
 /// The network clevis brought up, once per boot.
 #[derive(Default)]
 pub struct Network {
@@ -100,6 +117,73 @@ pub fn unlock(
         }
     }
     None
+}
+
+/// After the tokens failed, before the prompt: when one of them needs a Tang server, a child
+/// keeps trying them, each round bounded as the first was, [`PENDING_PAUSE_MS`] apart, for up
+/// to [`PENDING_S`] s. Quiet: the prompt already said why the first attempt failed.
+pub fn pending(init: &mut Init, tokens: &[ClevisToken]) -> Option<Pending> {
+    let tang: Vec<Jwe> =
+        tokens.iter().filter_map(|t| t.jwe.as_ref().ok()).filter(|j| j.pin.uses_tang()).cloned().collect();
+    if tang.is_empty() {
+        return None;
+    }
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
+    let had_net = matches!(init.luks.clevis.up, Some(Ok(_)));
+    sys::mkdir_p("/run/leanrd");
+    let pid = crate::process::fork().ok()?;
+    if pid == 0 {
+        drop(r);
+        let until = sys::now_ms().saturating_add(PENDING_S * 1000);
+        let mut noted = had_net;
+        while sys::now_ms() < until {
+            sys::sleep_ms(PENDING_PAUSE_MS);
+            // A network that did not come up is tried again (a cable plugged in late).
+            if matches!(init.luks.clevis.up, Some(Err(_))) {
+                init.luks.clevis.up = None;
+            }
+            for j in &tang {
+                let got = decrypt(init, j);
+                if !noted && let Some(Ok(c)) = &init.luks.clevis.up {
+                    net::write_note(PENDING_NET_NOTE, c);
+                    noted = true;
+                }
+                if let Ok(mut secret) = got {
+                    let mut line: Vec<u8> = Vec::with_capacity(secret.len() * 2 + 1);
+                    for b in &secret {
+                        line.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+                    }
+                    line.push(b'\n');
+                    secret.fill(0);
+                    sys::write_all(&w, &line);
+                    line.fill(0);
+                    crate::process::exit(0);
+                }
+            }
+        }
+        crate::process::exit(1);
+    }
+    drop(w);
+    init.log.step(&format!("clevis: Tang tried again in the background (pid {pid}) while the prompt waits"));
+    Some(Pending { pid, fd: Some(r) })
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+impl Pending {
+    /// The prompt is over: the child ended (it may have finished), the interface it brought
+    /// up taken over, to be taken down or handed over with the rest before the switch.
+    pub fn finish(self, init: &mut Init) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+        let _ = crate::process::wait(self.pid);
+        if let Some(c) = net::take_note(PENDING_NET_NOTE)
+            && !matches!(init.luks.clevis.up, Some(Ok(_)))
+        {
+            init.luks.clevis.up = Some(Ok(c));
+        }
+    }
 }
 
 /// A JWE's secret, by its pin.

@@ -46,6 +46,10 @@ pub struct State {
     pub ssh: Option<Result<crate::ssh::Server, String>>,
     /// The keymap was applied (or could not be).
     keymap_done: bool,
+    /// A Tang unlock racing the current prompt.
+    pending: Option<crate::clevis::Pending>,
+    /// The prompt's answer came from it.
+    raced: bool,
 }
 
 /// One container to open.
@@ -342,8 +346,10 @@ fn open(
     }
     // clevis tokens (Tang), decrypted by /init itself: the secret is the passphrase of the
     // token's key slot.
+    let mut clevis = Vec::new();
     if init.conf.layer(Capability::Clevis).is_some() {
         let tokens = crate::clevis::tokens(job.options.header.as_deref().unwrap_or(&dev));
+        clevis = tokens.clone();
         if !tokens.is_empty() {
             let mut attempt = |secret: &[u8]| matches!(try_key(&args, &["--key-file=-"], Some(secret)), Tried::Opened);
             if let Some(how) = crate::clevis::unlock(init, &dev, &tokens, &mut attempt) {
@@ -379,7 +385,18 @@ fn open(
         init.notes.push(format!("{dev} ({}): no key opened it, and headless forbids asking", job.name));
         return false;
     }
-    match ask(init, job, Asked::Passphrase, consoles, events, &mut |p| try_key(&args, &["--key-file=-"], Some(&p.0))) {
+    // A Tang server that did not answer may yet: it races the prompt.
+    init.luks.pending = crate::clevis::pending(init, &clevis);
+    init.luks.raced = false;
+    let r = ask(init, job, Asked::Passphrase, consoles, events, &mut |p| try_key(&args, &["--key-file=-"], Some(&p.0)));
+    if let Some(c) = consoles.as_mut() {
+        c.race_key(None);
+    }
+    if let Some(p) = init.luks.pending.take() {
+        p.finish(init);
+    }
+    match r {
+        Some(_) if init.luks.raced => opened(init, job, "its clevis token (Tang answered after the prompt appeared)"),
         Some(secret) => {
             init.luks.cached = Some(secret);
             opened(init, job, "the passphrase typed")
@@ -433,6 +450,9 @@ fn ask(
         *consoles = Some(Consoles::open(crate::ssh::listener(init)));
     }
     let c = consoles.as_mut()?;
+    if let Some(fd) = init.luks.pending.as_mut().and_then(|p| p.fd.take()) {
+        c.race_key(Some(fd));
+    }
     if !init.luks.keymap_done {
         init.luks.keymap_done = true;
         apply_keymap(init, c);
@@ -454,6 +474,17 @@ fn ask(
         let answer = c.ask(&prompt, job.options.timeout.saturating_mul(1000), events, &mut on_event);
         let secret = match answer {
             Answer::Line(s) => s,
+            // The race's key: it opens, or it is not counted as a try.
+            Answer::Key(k) => {
+                if matches!(attempt(&k), Tried::Opened) {
+                    c.say(&format!("leanrd: {} unlocked by its clevis token (Tang answered)\r\n", job.name));
+                    init.luks.raced = true;
+                    return Some(k);
+                }
+                init.notes.push(format!("{dev}: the key Tang sent late does not open it"));
+                n -= 1;
+                continue;
+            }
             Answer::Cancelled => {
                 init.notes.push(format!("the {what} for {dev} ({}) was not given", job.name));
                 return None;

@@ -685,6 +685,27 @@ pub fn hand_over(c: &Configured) {
     let _ = sys::write_file_mode(&format!("/run/net-{}.conf", c.iface), &c.handover_text(), 0o644);
 }
 
+/// A note of an interface a child process configured (`INDEX ADDRESS PREFIX NAME`), for the
+/// parent that must take it down or hand it over before the switch.
+pub fn write_note(path: &str, c: &Configured) {
+    let note = format!("{} {} {} {}\n", c.index, crate::netconf::show(c.address), c.prefix, c.iface);
+    let _ = sys::write_file_mode(path, &note, 0o600);
+}
+
+/// The interface a [`write_note`] names (then the note is removed); None without one.
+pub fn take_note(path: &str) -> Option<Configured> {
+    let note = sys::read_string(path)?;
+    sys::remove(path, false);
+    let w: Vec<&str> = note.split_whitespace().collect();
+    Some(Configured {
+        index: w.first()?.parse().ok()?,
+        address: crate::netconf::ipv4(w.get(1)?)?,
+        prefix: w.get(2)?.parse().ok()?,
+        iface: w.get(3)?.to_string(),
+        ..Default::default()
+    })
+}
+
 /// Take an interface [`bring_up`] configured down again: its address removed (the default
 /// route goes with it), the link down.
 pub fn take_down(c: &Configured) -> Result<(), String> {

@@ -37,6 +37,8 @@ pub enum Answer {
     TimedOut,
     /// No console could be opened.
     NoConsole,
+    /// A key came from the race ([`Consoles::race_key`]) before anyone answered.
+    Key(Secret),
 }
 
 /// What a byte did to the line being typed.
@@ -132,6 +134,9 @@ pub struct Consoles {
     listener: Option<OwnedFd>,
     /// The prompt being shown, for a session that connects while it is.
     prompt: String,
+    /// A pending clevis unlock racing the prompt ([`crate::clevis::Pending`]), and what it
+    /// sent so far.
+    key: Option<(OwnedFd, Vec<u8>)>,
 }
 
 /// The kernel's consoles (/sys/class/tty/console/active: `tty0` is the foreground VT) and the
@@ -199,7 +204,7 @@ impl Consoles {
             }
             ttys.push(Tty { name, fd, saved, line: Line::default(), pending: Vec::new() });
         }
-        Consoles { ttys, listener, prompt: String::new() }
+        Consoles { ttys, listener, prompt: String::new(), key: None }
     }
 
     /// Take the SSH sessions waiting on the listener (at most [`crate::ssh::MAX_SESSIONS`]
@@ -216,6 +221,36 @@ impl Consoles {
             sys::write_all(&fd, self.prompt.as_bytes());
             self.ttys.push(Tty { name: "ssh".into(), fd, saved: None, line: Line::default(), pending: Vec::new() });
         }
+    }
+
+    /// Race the prompt with a key from `fd` (a line of hex; see [`crate::clevis::pending`]);
+    /// None ends the race.
+    pub fn race_key(&mut self, fd: Option<OwnedFd>) {
+        self.key = fd.map(|f| (f, Vec::new()));
+    }
+
+    /// What the key source sent, when its line is whole: the key; the source is dropped
+    /// when it ends or sends what is not a line of hex.
+    fn read_key(&mut self) -> Option<Secret> {
+        let (fd, got) = self.key.as_mut()?;
+        let mut buf = [0u8; 256];
+        match rustix::io::read(&*fd, &mut buf) {
+            Ok(n) if n > 0 && got.len() + n <= 4096 => got.extend_from_slice(&buf[..n]),
+            Err(Errno::INTR) | Err(Errno::AGAIN) => return None,
+            _ => {
+                if let Some((_, mut g)) = self.key.take() {
+                    g.fill(0);
+                }
+                return None;
+            }
+        }
+        buf.fill(0);
+        let end = got.iter().position(|&b| b == b'\n')?;
+        let nib = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+        let key: Option<Vec<u8>> = got[..end].chunks(2).map(|p| Some(nib(p[0])? << 4 | nib(*p.get(1)?)?)).collect();
+        let (_, mut g) = self.key.take()?;
+        g.fill(0);
+        key.filter(|k| !k.is_empty()).map(Secret)
     }
 
     /// The consoles open, by kernel name (tty1, ttyS0).
@@ -271,6 +306,9 @@ impl Consoles {
             if let Some(l) = &self.listener {
                 fds.push(PollFd::new(l, PollFlags::IN));
             }
+            if let Some((k, _)) = &self.key {
+                fds.push(PollFd::new(k, PollFlags::IN));
+            }
             if let Some(e) = &events {
                 fds.push(PollFd::from_borrowed_fd(*e, PollFlags::IN));
             }
@@ -285,8 +323,16 @@ impl Consoles {
             let ready: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
             drop(fds);
             let listener_at = self.ttys.len();
+            let key_at = listener_at + usize::from(self.listener.is_some());
             if events.is_some() && ready.last() == Some(&true) {
                 on_event();
+            }
+            if self.key.is_some()
+                && ready.get(key_at).copied().unwrap_or(false)
+                && let Some(k) = self.read_key()
+            {
+                self.say("\r\n");
+                return Answer::Key(k);
             }
             let mut closed = Vec::new();
             for (i, t) in self.ttys.iter_mut().enumerate() {

@@ -114,8 +114,7 @@ fn start(init: &mut Init, port: u16) -> Result<Server, String> {
             let deadline = sys::now_ms().saturating_add(init.cmd.timeout.max(30).saturating_mul(1000));
             match crate::boot::network(init, deadline) {
                 Ok(c) => {
-                    let note = format!("{} {} {} {}\n", c.index, crate::netconf::show(c.address), c.prefix, c.iface);
-                    let _ = sys::write_file_mode(NET_NOTE, &note, 0o600);
+                    crate::net::write_note(NET_NOTE, &c);
                     init.log.step(&format!(
                         "ssh: dropbear starting on {}:{port}",
                         crate::net::host(&crate::netconf::show(c.address))
@@ -161,18 +160,8 @@ pub fn stop(init: &mut Init) {
     drop(s.listener);
     sys::remove(SOCKET, false);
     init.log.step(&format!("ssh: server stopped ({ended} processes ended)"));
-    let Some(note) = sys::read_string(NET_NOTE) else { return };
-    sys::remove(NET_NOTE, false);
-    let w: Vec<&str> = note.split_whitespace().collect();
-    let (Some(index), Some(address), Some(prefix), Some(iface)) = (
-        w.first().and_then(|v| v.parse().ok()),
-        w.get(1).and_then(|v| crate::netconf::ipv4(v)),
-        w.get(2).and_then(|v| v.parse().ok()),
-        w.get(3),
-    ) else {
-        return;
-    };
-    let c = crate::net::Configured { iface: iface.to_string(), index, address, prefix, ..Default::default() };
+    let Some(c) = crate::net::take_note(NET_NOTE) else { return };
+    let iface = c.iface.clone();
     if init.cmd.neednet {
         return; // the child's lease stays; rd.neednet=1's own bring-up hands it over
     }

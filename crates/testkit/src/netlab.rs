@@ -47,6 +47,9 @@ pub enum TangServer<'a> {
     Keys(&'a Path),
     /// A server that takes each connection and never answers.
     Silent,
+    /// tangd with this key directory, listening only after this many seconds (before: each
+    /// connection refused).
+    Late(&'a Path, u32),
 }
 
 /// The Tang server's port.
@@ -184,9 +187,17 @@ impl NetLab {
         let serve = match t {
             TangServer::Keys(db) => format!("/usr/libexec/tangd {}", db.display()),
             TangServer::Silent => "sleep 600".into(),
+            TangServer::Late(db, _) => format!("/usr/libexec/tangd {}", db.display()),
         };
-        let script = format!("exec socat TCP-LISTEN:{TANG_PORT},bind={SERVER},reuseaddr,fork EXEC:'{serve}'");
+        let late = if let TangServer::Late(_, s) = t { Some(format!("sleep {s}; ")) } else { None };
+        let script = format!(
+            "{}exec socat TCP-LISTEN:{TANG_PORT},bind={SERVER},reuseaddr,fork EXEC:'{serve}'",
+            late.as_deref().unwrap_or("")
+        );
         self.spawn("tang", &script)?;
+        if late.is_some() {
+            return Ok(()); // listens later, by design
+        }
         for _ in 0..100 {
             let o = Command::new("ip").args(["netns", "exec", &self.ns, "ss", "-ltn"]).output();
             if o.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(&format!(":{TANG_PORT}"))) {
