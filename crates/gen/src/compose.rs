@@ -12,9 +12,8 @@ use leanrd_kmod::Resolved;
 
 use crate::crypt::CryptSelection;
 use crate::elf;
-use crate::host::{Facts, Mount};
+use crate::host::{Facts, Mount, SystemConfig};
 use crate::modcache::ModuleCache;
-use crate::modprobe::ModprobeConf;
 use crate::modules::Kernel;
 use crate::plan::{Item, Plan, host_path};
 use crate::request::Request;
@@ -75,28 +74,24 @@ fn add_features(plan: &mut Plan, selected: &[Selected]) -> Result<Vec<String>> {
 /// [`Feature::fsck`]: crate::features::Feature::fsck
 fn add_checkers(
     plan: &mut Plan,
-    r: &Request,
     selected: &[Selected],
     facts: Option<&Facts>,
     conf: &mut InitConfig,
 ) -> Result<Vec<String>> {
-    let fstab = fs::read_to_string(r.sysroot.join("etc/fstab")).unwrap_or_default();
     // Host-only: the types of the root and /usr whose fstab pass number is not 0.
     // Host-only: the types of the root and /usr that the initramfs mounts read-write (the
     // root with `rw` on this boot's command line, /usr when its fstab options say `rw`) and
     // whose fstab pass number is not 0. Mounted read-only (the usual), the root's own
     // systemd-fsck checks them, and a checker in the image (with the C library it brings) would
     // be megabytes loaded at every boot for nothing.
-    let cmdline = fs::read_to_string(r.host_root.join("proc/cmdline")).unwrap_or_default();
-    let root_rw = cmdline.split_whitespace().rfind(|w| *w == "rw" || *w == "ro") == Some("rw");
     let checked: Vec<&str> = match facts {
         None => Vec::new(),
         Some(x) => [("/", Some(&x.root)), ("/usr", x.usr.as_ref())]
             .into_iter()
-            .filter_map(|(at, m)| Some((at, m?, leanrd_contract::fstab_entry(&fstab, at)?)))
+            .filter_map(|(at, m)| Some((at, m?, leanrd_contract::fstab_entry(&x.fstab, at)?)))
             .filter(|(at, _, e)| {
                 let rw = if *at == "/" {
-                    root_rw
+                    x.cmdline.split_whitespace().rfind(|w| *w == "rw" || *w == "ro") == Some("rw")
                 } else {
                     e.mntops.as_deref().is_some_and(|o| o.split(',').any(|x| x == "rw"))
                 };
@@ -131,10 +126,10 @@ fn add_checkers(
 }
 
 /// A mounted file system's device as the image will name it: by UUID when /dev/disk/by-uuid
-/// under the host root has a link to its device, else as mountinfo gives its source.
-fn device_ref(host_root: &Path, m: &Mount) -> Option<DeviceRef> {
-    let name = Path::new(&m.source).file_name()?.to_string_lossy().into_owned();
-    crate::host::by_uuid(host_root, &name).map(DeviceRef::Uuid).or_else(|| DeviceRef::parse(&m.source).ok())
+/// had a link to its device (the facts' `by_uuid`), else as mountinfo gives its source.
+fn device_ref(facts: &Facts, m: &Mount) -> Option<DeviceRef> {
+    let name = Path::new(&m.source).file_name()?.to_string_lossy();
+    facts.by_uuid.get(name.as_ref()).cloned().map(DeviceRef::Uuid).or_else(|| DeviceRef::parse(&m.source).ok())
 }
 
 /// The modules /init loads before it uses a capability: the feature's modules named one by
@@ -175,7 +170,7 @@ pub(crate) fn init_config(
         ..InitConfig::default()
     };
     if let Some(x) = facts {
-        c.mounts.root = x.root_source.clone().or_else(|| device_ref(&r.host_root, &x.root).map(Root::Block));
+        c.mounts.root = x.root_source.clone().or_else(|| device_ref(x, &x.root).map(Root::Block));
         if x.root_source.is_none() {
             c.mounts.rootfstype = Some(x.root.fstype.clone());
         }
@@ -195,7 +190,7 @@ pub(crate) fn init_config(
         }
         // /usr on a block device (not a network or virtual file system).
         if let Some(u) = x.usr.as_ref().filter(|u| !leanrd_contract::NOT_BLOCK_FSTYPES.contains(&u.fstype.as_str())) {
-            c.mounts.usr = device_ref(&r.host_root, u);
+            c.mounts.usr = device_ref(x, u);
             c.mounts.usrfstype = Some(u.fstype.clone());
         }
     }
@@ -211,9 +206,9 @@ pub(crate) fn init_config(
 /// drivers loaded before the prompt, and the console keymap. Returns warnings.
 fn add_crypt(
     plan: &mut Plan,
-    r: &Request,
+    tmp: &Path,
     kernel: &Kernel,
-    facts: Option<&Facts>,
+    console: &crate::keymap::ConsoleSetup,
     m: &Modules,
     crypt: CryptSelection,
     conf: &mut InitConfig,
@@ -238,17 +233,17 @@ fn add_crypt(
     if let Some(l) = conf.layers.iter_mut().find(|l| l.capability == leanrd_contract::Capability::Luks) {
         l.modules.extend(keyboard);
     }
-    if let Some(f) = crate::keymap::font_setting(r) {
+    if let Some(f) = console.font.as_ref().and_then(crate::keymap::Font::warning) {
         warnings.push(format!("console font ({f}): not loaded by leanrd's /init; the prompt uses the kernel's font"));
     }
-    if let Some(w) = crate::keymap::wanted(r, facts.is_some()) {
-        match crate::keymap::compile(r, &w, &r.tmp.join("keymaps")) {
+    if let Some(w) = &console.keymap {
+        match crate::keymap::compile(w, &tmp.join("keymaps")) {
             Ok(file) => {
                 plan.put(
                     &format!("{}/{}.bmap", leanrd_contract::KEYMAP_DIR, w.name),
                     Item::File { src: file, mode: 0o644 },
                 );
-                conf.keymap = Some(w.name);
+                conf.keymap = Some(w.name.clone());
             }
             Err(e) => warnings.push(format!(
                 "keymap {} (from {}): {e}; a passphrase is read with the kernel's US keymap",
@@ -279,11 +274,14 @@ fn add_ssh(plan: &mut Plan, s: crate::ssh::SshSelection, conf: &mut InitConfig) 
 }
 
 /// The main segment's plan.
+// The stages' outputs, each its own argument (as `generate` has them).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn main_plan(
     r: &Request,
     kernel: &Kernel,
     selected: &[Selected],
     facts: Option<&Facts>,
+    config: &SystemConfig,
     m: &Modules,
     crypt: CryptSelection,
     cache: Option<&ModuleCache>,
@@ -292,7 +290,7 @@ pub(crate) fn main_plan(
     plan.add_console();
     add_init(&mut plan, &r.init)?;
     let mut warnings = add_features(&mut plan, selected)?;
-    let modprobe = ModprobeConf::read(&r.sysroot)?.for_modules(&m.set);
+    let modprobe = config.modprobe.for_modules(&m.set);
     warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp, cache, &modprobe, r.threads)?);
     let mut conf = init_config(r, kernel, selected, facts, m);
     if let (Some(_), Some(Root::Block(DeviceRef::Kernel(name)))) = (facts, &conf.mounts.root) {
@@ -303,9 +301,9 @@ pub(crate) fn main_plan(
              /dev/disk/by-uuid has no link to it (has udev named the disks? `udevadm settle`)"
         ));
     }
-    warnings.extend(add_checkers(&mut plan, r, selected, facts, &mut conf)?);
+    warnings.extend(add_checkers(&mut plan, selected, facts, &mut conf)?);
     if conf.layer(leanrd_contract::Capability::Luks).is_some() {
-        warnings.extend(add_crypt(&mut plan, r, kernel, facts, m, crypt, &mut conf));
+        warnings.extend(add_crypt(&mut plan, &r.tmp, kernel, &config.console, m, crypt, &mut conf));
     }
 
     conf.options = modprobe.options;
@@ -316,7 +314,7 @@ pub(crate) fn main_plan(
 
 /// The CPU's microcode file name: Intel's `FF-MM-SS` (family, model, stepping in hex) under
 /// intel-ucode/, AMD's family file under amd-ucode/ (one file before family 15h).
-fn cpu_microcode(cpuinfo: &str) -> Option<(&'static str, String)> {
+pub(crate) fn cpu_microcode(cpuinfo: &str) -> Option<(&'static str, String)> {
     let field = |k: &str| {
         cpuinfo
             .lines()
@@ -338,13 +336,12 @@ fn cpu_microcode(cpuinfo: &str) -> Option<(&'static str, String)> {
     }
 }
 
-/// The microcode files to bundle, by vendor: host-only, only this CPU's file (none when the
-/// system has no file for it); universal, every file of both vendors.
-fn microcode_files(r: &Request, host_only: bool) -> Vec<(&'static str, Vec<PathBuf>)> {
-    if host_only {
-        let cpuinfo = fs::read_to_string(r.host_root.join("proc/cpuinfo")).unwrap_or_default();
-        return match cpu_microcode(&cpuinfo) {
-            Some((vendor, f)) if host_path(&r.sysroot, &f).is_file() => vec![(vendor, vec![host_path(&r.sysroot, &f)])],
+/// The microcode files to bundle, by vendor: host-only (with `facts`), only this CPU's file
+/// (none when the system has no file for it); universal, every file of both vendors.
+fn microcode_files(r: &Request, facts: Option<&Facts>) -> Vec<(&'static str, Vec<PathBuf>)> {
+    if let Some(x) = facts {
+        return match &x.cpu_microcode {
+            Some((vendor, f)) if host_path(&r.sysroot, f).is_file() => vec![(*vendor, vec![host_path(&r.sysroot, f)])],
             _ => Vec::new(),
         };
     }
@@ -362,9 +359,9 @@ fn microcode_files(r: &Request, host_only: bool) -> Vec<(&'static str, Vec<PathB
 
 /// The early microcode segment: the files [`microcode_files`] chose, concatenated per vendor
 /// into the one file the kernel's early loader reads.
-pub(crate) fn microcode(r: &Request, host_only: bool) -> Result<Option<Plan>> {
+pub(crate) fn microcode(r: &Request, facts: Option<&Facts>) -> Result<Option<Plan>> {
     let mut plan = Plan::new(&r.sysroot);
-    for (vendor, files) in microcode_files(r, host_only) {
+    for (vendor, files) in microcode_files(r, facts) {
         let mut blob = Vec::new();
         for f in files {
             blob.extend(fs::read(&f).with_context(|| format!("{}: cannot read", f.display()))?);
@@ -404,12 +401,9 @@ mod tests {
         let (sys, host) = (t.path().join("sys"), t.path().join("host"));
         let ucode = sys.join("lib/firmware/intel-ucode");
         fs::create_dir_all(&ucode).unwrap();
-        fs::create_dir_all(host.join("proc")).unwrap();
         for f in ["06-9e-0a", "06-9e-0b", "06-55-04"] {
             fs::write(ucode.join(f), f).unwrap();
         }
-        fs::write(host.join("proc/cpuinfo"), "vendor_id : GenuineIntel\ncpu family : 6\nmodel : 158\nstepping : 10\n")
-            .unwrap();
         let s = Settings {
             kver: Some("x".into()),
             sysroot: Some(sys.clone()),
@@ -418,9 +412,133 @@ mod tests {
             ..Default::default()
         };
         let r = Request::new(s, t.path()).unwrap();
-        assert_eq!(microcode_files(&r, true), [("GenuineIntel", vec![ucode.join("06-9e-0a")])]);
-        assert_eq!(microcode_files(&r, false)[0].1.len(), 3);
+        // The host's /proc/cpuinfo, as the facts keep it.
+        let cpuinfo = "vendor_id : GenuineIntel\ncpu family : 6\nmodel : 158\nstepping : 10\n";
+        let facts = Facts { cpu_microcode: cpu_microcode(cpuinfo), ..Facts::default() };
+        assert_eq!(microcode_files(&r, Some(&facts)), [("GenuineIntel", vec![ucode.join("06-9e-0a")])]);
+        assert_eq!(microcode_files(&r, None)[0].1.len(), 3);
         fs::remove_file(ucode.join("06-9e-0a")).unwrap();
-        assert!(microcode_files(&r, true).is_empty(), "no file for this CPU: no early segment");
+        assert!(microcode_files(&r, Some(&facts)).is_empty(), "no file for this CPU: no early segment");
+    }
+
+    /// A request whose sysroot and host root do not exist: whatever compose does with it
+    /// comes from the facts it is given.
+    fn nowhere(t: &Path) -> Request {
+        let s = Settings {
+            kver: Some("x".into()),
+            sysroot: Some(t.join("gone/sys")),
+            host_root: Some(t.join("gone/host")),
+            init: Some(t.into()),
+            ..Default::default()
+        };
+        Request::new(s, t).unwrap()
+    }
+
+    /// A kernel with no modules (its tables read from `t`, which is then free to go).
+    fn empty_kernel(t: &Path) -> Kernel {
+        fs::create_dir_all(t.join("k/lib/modules/x")).unwrap();
+        fs::write(t.join("k/lib/modules/x/modules.dep"), "").unwrap();
+        Kernel::load(&t.join("k"), "x").unwrap()
+    }
+
+    fn no_modules() -> Modules {
+        Modules { set: BTreeSet::new(), load: Vec::new(), warnings: Vec::new(), notes: Vec::new() }
+    }
+
+    fn mount(at: &str, source: &str, fstype: &str) -> Mount {
+        Mount {
+            mountpoint: at.into(),
+            source: source.into(),
+            fstype: fstype.into(),
+            fsroot: "/".into(),
+            ..Mount::default()
+        }
+    }
+
+    #[test]
+    fn the_root_is_named_from_the_facts_by_uuid_links() {
+        let t = tempfile::tempdir().unwrap();
+        let (r, kernel) = (nowhere(t.path()), empty_kernel(t.path()));
+        let facts = Facts {
+            root: mount("/", "/dev/sda2", "ext4"),
+            usr: Some(mount("/usr", "/dev/sda3", "xfs")),
+            by_uuid: [("sda2".to_string(), "0a1b2c3d-1111-2222-3333-444455556666".to_string())].into(),
+            ..Facts::default()
+        };
+        let c = init_config(&r, &kernel, &[], Some(&facts), &no_modules());
+        assert_eq!(c.mounts.root, Some(Root::Block(DeviceRef::Uuid("0a1b2c3d-1111-2222-3333-444455556666".into()))));
+        assert_eq!(c.mounts.rootfstype.as_deref(), Some("ext4"));
+        assert_eq!(c.mounts.usr, DeviceRef::parse("/dev/sda3").ok(), "no link: as mountinfo names it");
+        assert_eq!(c.mounts.usrfstype.as_deref(), Some("xfs"));
+    }
+
+    #[test]
+    fn the_checkers_follow_the_facts_command_line_and_fstab() {
+        let t = tempfile::tempdir().unwrap();
+        let r = nowhere(t.path());
+        let feature = crate::features::Feature {
+            name: "fs-ext4".into(),
+            fstypes: vec!["ext4".into()],
+            fsck: Some("no-such-fsck".into()),
+            ..Default::default()
+        };
+        let selected = [Selected { feature, required: true }];
+        let mut facts = Facts {
+            root: mount("/", "/dev/sda2", "ext4"),
+            fstab: "/dev/sda2 / ext4 defaults 0 1\n".into(),
+            cmdline: "root=/dev/sda2 ro".into(),
+            ..Facts::default()
+        };
+        let check = |facts: &Facts| {
+            let mut plan = Plan::new(&r.sysroot);
+            add_checkers(&mut plan, &selected, Some(facts), &mut InitConfig::default()).unwrap()
+        };
+        assert!(check(&facts).is_empty(), "read-only root: its own systemd-fsck checks it");
+        facts.cmdline = "root=/dev/sda2 rw quiet".into();
+        assert_eq!(check(&facts).len(), 1, "read-write root with pass 1: its checker is wanted");
+        facts.fstab = "/dev/sda2 / ext4 defaults 0 0\n".into();
+        assert!(check(&facts).is_empty(), "pass 0: never checked");
+    }
+
+    #[test]
+    fn the_console_and_modprobe_d_come_from_the_facts() {
+        let t = tempfile::tempdir().unwrap();
+        let sys = t.path().join("sys");
+        fs::create_dir_all(sys.join("etc/modprobe.d")).unwrap();
+        fs::write(sys.join("etc/modprobe.d/a.conf"), "options dm_crypt x=1\noptions other y=2\nblacklist dm_crypt\n")
+            .unwrap();
+        fs::write(sys.join("etc/vconsole.conf"), "FONT=eurlatgr\n").unwrap();
+        // Gathered once, then the files are gone: compose works from what was gathered.
+        let config = crate::host::read_config(&sys, None).unwrap();
+        fs::remove_dir_all(&sys).unwrap();
+        let set: BTreeSet<String> = ["dm_crypt".to_string()].into();
+        let m = config.modprobe.for_modules(&set);
+        assert_eq!(m.options, [("dm_crypt".to_string(), "x=1".to_string())]);
+        assert_eq!(m.blacklist, ["dm_crypt"]);
+
+        let kernel = empty_kernel(t.path());
+        let mut plan = Plan::new(&sys);
+        let mut conf = InitConfig {
+            layers: vec![Layer { capability: leanrd_contract::Capability::Luks, modules: Vec::new() }],
+            ..InitConfig::default()
+        };
+        let w = add_crypt(
+            &mut plan,
+            t.path(),
+            &kernel,
+            &config.console,
+            &no_modules(),
+            CryptSelection::default(),
+            &mut conf,
+        );
+        let vconsole = sys.join("etc/vconsole.conf");
+        assert_eq!(
+            w,
+            [format!(
+                "console font (FONT=eurlatgr in {}): not loaded by leanrd's /init; the prompt uses the kernel's font",
+                vconsole.display()
+            )]
+        );
+        assert_eq!(conf.keymap, None, "no keymap set: the kernel's US keymap");
     }
 }

@@ -3,7 +3,7 @@
 //! collect every ancestor's modalias and driver. Reads a proc/sys root given by the caller,
 //! so it runs on fixture trees too.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -14,6 +14,8 @@ use leanrd_contract::{
 
 use leanrd_archive::{Context, Result, bail};
 
+use crate::keymap;
+use crate::modprobe::ModprobeConf;
 use crate::stack::StackLayer;
 
 /// One mounted file system that the image must be able to mount.
@@ -91,6 +93,16 @@ pub struct Facts {
     pub cpu_modalias: Option<String>,
     /// The running kernel's release (/proc/sys/kernel/osrelease).
     pub running_kernel: Option<String>,
+    /// /dev/disk/by-uuid's links: the block device's kernel name (`sda2`, `dm-0`) → the UUID
+    /// its link names (the first link found when two name the same device).
+    pub by_uuid: BTreeMap<String, String>,
+    /// This boot's kernel command line (/proc/cmdline; empty when unreadable).
+    pub cmdline: String,
+    /// The system's /etc/fstab (empty when it has none).
+    pub fstab: String,
+    /// The CPU's microcode file, by vendor (from /proc/cpuinfo's first processor: see
+    /// `compose::cpu_microcode`); None for a CPU leanrd has no file name for.
+    pub cpu_microcode: Option<(&'static str, String)>,
 }
 
 impl Facts {
@@ -345,7 +357,32 @@ pub fn detect_all(root: &Path, sysroot: &Path) -> Result<Facts> {
     detect_keyboards(root, &mut f);
     f.cpu_modalias = read_trim(&root.join("sys/devices/system/cpu/modalias")).filter(|m| m.starts_with("cpu:"));
     f.running_kernel = read_trim(&root.join("proc/sys/kernel/osrelease")).filter(|k| !k.is_empty());
+    f.by_uuid = uuid_links(root);
+    f.cmdline = fs::read_to_string(root.join("proc/cmdline")).unwrap_or_default();
+    f.fstab = fs::read_to_string(sysroot.join("etc/fstab")).unwrap_or_default();
+    let cpuinfo = fs::read_to_string(root.join("proc/cpuinfo")).unwrap_or_default();
+    f.cpu_microcode = crate::compose::cpu_microcode(&cpuinfo);
     Ok(f)
+}
+
+/// The system's own configuration that the image carries, read once before anything is
+/// composed, for host-only and universal images alike: modprobe.d, and the console's keymap
+/// and font.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SystemConfig {
+    /// Every modprobe.d file's lines (see [`ModprobeConf::read`]).
+    pub modprobe: ModprobeConf,
+    /// The console's keymap and font (see [`keymap::console_setup`]).
+    pub console: keymap::ConsoleSetup,
+}
+
+/// Read the system's configuration under `sysroot` (host-only: with `facts`, whose command
+/// line may name the keymap). An error when a modprobe.d file cannot be read as text.
+pub(crate) fn read_config(sysroot: &Path, facts: Option<&Facts>) -> Result<SystemConfig> {
+    Ok(SystemConfig {
+        modprobe: ModprobeConf::read(sysroot)?,
+        console: keymap::console_setup(sysroot, facts.map(|f| f.cmdline.as_str())),
+    })
 }
 
 /// The page size hibernation counts `resume_offset` in.
@@ -491,6 +528,20 @@ pub(crate) fn resolve_name(root: &Path, d: &DeviceRef) -> Option<String> {
     };
     let target = fs::read_link(link).ok()?;
     Some(target.file_name()?.to_string_lossy().into_owned())
+}
+
+/// Every /dev/disk/by-uuid link: the device's kernel name → its UUID (the first link in
+/// directory order when two name one device, as [`by_uuid`] finds it).
+fn uuid_links(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for e in fs::read_dir(root.join("dev/disk/by-uuid")).into_iter().flatten().flatten() {
+        let Some(name) = fs::read_link(e.path()).ok().and_then(|t| Some(t.file_name()?.to_string_lossy().into_owned()))
+        else {
+            continue;
+        };
+        out.entry(name).or_insert_with(|| e.file_name().to_string_lossy().into_owned());
+    }
+    out
 }
 
 /// The UUID /dev/disk/by-uuid gives the block device `name`.

@@ -19,14 +19,14 @@ use std::process::{Command, Stdio};
 use leanrd_archive::{Context, Result, bail};
 
 use crate::plan::host_path;
-use crate::request::Request;
 
 /// Where a keymap comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Source {
-    /// A kbd keymap by name (`de-latin1`), looked up in the system's keymap directories.
+    /// A kbd keymap by name (`de-latin1`) that the system's keymap directories do not have
+    /// (Debian's): the XKB layout of that name, through ckbcomp.
     Named(String),
-    /// A keymap file (console-setup's cache).
+    /// A keymap file (console-setup's cache, or a kbd keymap found by name).
     File(PathBuf),
     /// XKB settings for ckbcomp: model, layout, variant, options.
     Xkb {
@@ -77,26 +77,94 @@ fn safe_name(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.+".contains(c) { c } else { '_' }).collect()
 }
 
+/// The console as the system sets it up: the keymap the passphrase prompt uses and the
+/// font, read once with the other facts (see `host::read_config`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ConsoleSetup {
+    /// The keymap to compile; None for the kernel's US keymap.
+    pub keymap: Option<Wanted>,
+    /// The console font the system sets; None when it sets none.
+    pub font: Option<Font>,
+}
+
+/// The console font the system sets, as its configuration says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Font {
+    /// systemd's /etc/vconsole.conf: `FONT=` (a kbd font name or file), with `FONT_MAP=` and
+    /// `FONT_UNIMAP=`.
+    Vconsole {
+        /// `FONT=` (`eurlatgr`).
+        font: String,
+        /// `FONT_MAP=`, if set.
+        map: Option<String>,
+        /// `FONT_UNIMAP=`, if set.
+        unimap: Option<String>,
+        /// The file it was read from.
+        file: PathBuf,
+    },
+    /// Debian's console-setup (/etc/default/console-setup): `FONT=` (font files, which
+    /// setupcon prefers when set), else the font setupcon makes of `CODESET=`, `FONTFACE=` and
+    /// `FONTSIZE=`.
+    ConsoleSetup {
+        /// `FONT=` (`Lat15-Terminus16.psf.gz`), if set.
+        font: Option<String>,
+        /// `CODESET=` (`Lat15`, `guess`), if set.
+        codeset: Option<String>,
+        /// `FONTFACE=`; `Fixed` when unset.
+        face: String,
+        /// `FONTSIZE=`; `8x16` when unset.
+        size: String,
+        /// The file it was read from.
+        file: PathBuf,
+    },
+}
+
+impl Font {
+    /// The build warning for a font /init does not load; None for console-setup's default
+    /// (Fixed 8x16, which looks like the kernel's own VGA font).
+    pub(crate) fn warning(&self) -> Option<String> {
+        match self {
+            Font::Vconsole { font, file, .. } => Some(format!("FONT={font} in {}", file.display())),
+            Font::ConsoleSetup { face, size, file, .. } => (!matches!(face.as_str(), "Fixed" | "VGA")
+                || !matches!(size.as_str(), "8x16" | "16"))
+            .then(|| format!("FONTFACE={face} FONTSIZE={size} in {}", file.display())),
+        }
+    }
+}
+
+/// The console's keymap and font as the system under `sysroot` sets them; host-only, with
+/// this boot's command line (`cmdline`), whose `vconsole.keymap=` wins.
+pub(crate) fn console_setup(sysroot: &Path, cmdline: Option<&str>) -> ConsoleSetup {
+    let vconsole = host_path(sysroot, "/etc/vconsole.conf");
+    let vconsole_vars = fs::read_to_string(&vconsole).ok().map(|t| shell_vars(&t));
+    let mut keymap = keymap_setting(sysroot, cmdline.unwrap_or(""), &vconsole, vconsole_vars.as_deref());
+    // A kbd keymap by name is looked up now, with the other files: compose compiles the file.
+    if let Some(w) = &mut keymap
+        && let Source::Named(n) = &w.source
+        && let Some(p) = find_named(sysroot, n)
+    {
+        w.source = Source::File(p);
+    }
+    ConsoleSetup { keymap, font: font_setting(sysroot, &vconsole, vconsole_vars.as_deref()) }
+}
+
 /// The keymap the system's configuration asks for; None for the kernel's US keymap.
-pub(crate) fn wanted(r: &Request, host_only: bool) -> Option<Wanted> {
-    let cmdline = if host_only {
-        fs::read_to_string(r.host_root.join("proc/cmdline")).unwrap_or_default()
-    } else {
-        String::new()
-    };
+fn keymap_setting(
+    sysroot: &Path,
+    cmdline: &str,
+    vconsole: &Path,
+    vconsole_vars: Option<&[(String, String)]>,
+) -> Option<Wanted> {
     let from_cmdline = cmdline.split_whitespace().rev().find_map(|w| {
         w.strip_prefix("rd.vconsole.keymap=").or_else(|| w.strip_prefix("vconsole.keymap=")).map(str::to_string)
     });
     if let Some(k) = from_cmdline {
         return named(k, "the kernel command line".into());
     }
-    let vconsole = host_path(&r.sysroot, "/etc/vconsole.conf");
-    if let Ok(t) = fs::read_to_string(&vconsole)
-        && let Some(k) = var(&shell_vars(&t), "KEYMAP")
-    {
+    if let Some(k) = vconsole_vars.and_then(|v| var(v, "KEYMAP")) {
         return named(k.to_string(), vconsole.display().to_string());
     }
-    let keyboard = host_path(&r.sysroot, "/etc/default/keyboard");
+    let keyboard = host_path(sysroot, "/etc/default/keyboard");
     let vars = shell_vars(&fs::read_to_string(&keyboard).ok()?);
     let layout = var(&vars, "XKBLAYOUT").unwrap_or("us").to_string();
     let variant = var(&vars, "XKBVARIANT").unwrap_or("").to_string();
@@ -109,7 +177,7 @@ pub(crate) fn wanted(r: &Request, host_only: bool) -> Option<Wanted> {
         &[layout.as_str(), variant.as_str()].iter().filter(|x| !x.is_empty()).cloned().collect::<Vec<_>>().join("-"),
     );
     // setupcon's cache is exactly what the console uses (it is made from the same settings).
-    let cached = fs::read_dir(host_path(&r.sysroot, "/etc/console-setup")).ok().and_then(|rd| {
+    let cached = fs::read_dir(host_path(sysroot, "/etc/console-setup")).ok().and_then(|rd| {
         let mut v: Vec<PathBuf> = rd
             .flatten()
             .map(|e| e.path())
@@ -130,21 +198,28 @@ pub(crate) fn wanted(r: &Request, host_only: bool) -> Option<Wanted> {
     Some(Wanted { name, source, origin: keyboard.display().to_string() })
 }
 
-/// The console font the system sets (vconsole.conf's `FONT=`, console-setup's `FONTFACE=`),
-/// which /init does not load: for a build warning.
-pub(crate) fn font_setting(r: &Request) -> Option<String> {
-    let vconsole = host_path(&r.sysroot, "/etc/vconsole.conf");
-    if let Ok(t) = fs::read_to_string(&vconsole)
-        && let Some(f) = var(&shell_vars(&t), "FONT")
+/// The console font the system sets: vconsole.conf's `FONT=` first, else console-setup's
+/// settings.
+fn font_setting(sysroot: &Path, vconsole: &Path, vconsole_vars: Option<&[(String, String)]>) -> Option<Font> {
+    if let Some(v) = vconsole_vars
+        && let Some(f) = var(v, "FONT")
     {
-        return Some(format!("FONT={f} in {}", vconsole.display()));
+        return Some(Font::Vconsole {
+            font: f.to_string(),
+            map: var(v, "FONT_MAP").map(str::to_string),
+            unimap: var(v, "FONT_UNIMAP").map(str::to_string),
+            file: vconsole.to_path_buf(),
+        });
     }
-    // Debian's default (Fixed 8x16) is what the kernel's own VGA font looks like.
-    let cs = host_path(&r.sysroot, "/etc/default/console-setup");
+    let cs = host_path(sysroot, "/etc/default/console-setup");
     let vars = shell_vars(&fs::read_to_string(&cs).ok()?);
-    let (face, size) = (var(&vars, "FONTFACE").unwrap_or("Fixed"), var(&vars, "FONTSIZE").unwrap_or("8x16"));
-    (!matches!(face, "Fixed" | "VGA") || !matches!(size, "8x16" | "16"))
-        .then(|| format!("FONTFACE={face} FONTSIZE={size} in {}", cs.display()))
+    Some(Font::ConsoleSetup {
+        font: var(&vars, "FONT").map(str::to_string),
+        codeset: var(&vars, "CODESET").map(str::to_string),
+        face: var(&vars, "FONTFACE").unwrap_or("Fixed").to_string(),
+        size: var(&vars, "FONTSIZE").unwrap_or("8x16").to_string(),
+        file: cs,
+    })
 }
 
 fn named(k: String, origin: String) -> Option<Wanted> {
@@ -221,7 +296,7 @@ pub(crate) fn check_bkeymap(b: &[u8]) -> std::result::Result<usize, String> {
 }
 
 /// Compile the keymap into `dir`; the file written.
-pub(crate) fn compile(r: &Request, w: &Wanted, dir: &Path) -> Result<PathBuf> {
+pub(crate) fn compile(w: &Wanted, dir: &Path) -> Result<PathBuf> {
     let loadkeys = |file: Option<&Path>, input: Option<&[u8]>| -> Result<Vec<u8>> {
         let mut c = Command::new("loadkeys");
         // -u: the console runs in Unicode; characters past ASCII are kept as Unicode.
@@ -230,20 +305,17 @@ pub(crate) fn compile(r: &Request, w: &Wanted, dir: &Path) -> Result<PathBuf> {
     };
     let bin = match &w.source {
         Source::File(p) => loadkeys(Some(p), None)?,
-        Source::Named(n) => match find_named(&r.sysroot, n) {
-            Some(p) => loadkeys(Some(&p), None)?,
-            // Debian keeps no kbd keymap tree: an XKB layout of that name, through ckbcomp.
-            None => {
-                let (layout, variant) = n.split_once('-').unwrap_or((n, ""));
-                let mut c = Command::new("ckbcomp");
-                c.arg(layout);
-                if !variant.is_empty() && variant != "latin1" {
-                    c.arg(variant);
-                }
-                let text = output(&mut c, &format!("keymap {n}: not in {}; ckbcomp", KEYMAP_DIRS.join(", ")), None)?;
-                loadkeys(None, Some(&text))?
+        // Debian keeps no kbd keymap tree: an XKB layout of that name, through ckbcomp.
+        Source::Named(n) => {
+            let (layout, variant) = n.split_once('-').unwrap_or((n, ""));
+            let mut c = Command::new("ckbcomp");
+            c.arg(layout);
+            if !variant.is_empty() && variant != "latin1" {
+                c.arg(variant);
             }
-        },
+            let text = output(&mut c, &format!("keymap {n}: not in {}; ckbcomp", KEYMAP_DIRS.join(", ")), None)?;
+            loadkeys(None, Some(&text))?
+        }
         Source::Xkb { model, layout, variant, options } => {
             let mut c = Command::new("ckbcomp");
             c.args(["-model", model, "-layout", layout]);
@@ -269,30 +341,18 @@ pub(crate) fn compile(r: &Request, w: &Wanted, dir: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::Settings;
-
-    fn request(t: &Path) -> Request {
-        let s = Settings {
-            kver: Some("x".into()),
-            sysroot: Some(t.join("sys")),
-            host_root: Some(t.join("host")),
-            init: Some(t.into()),
-            ..Default::default()
-        };
-        Request::new(s, t).unwrap()
-    }
 
     #[test]
     fn the_configuration_names_the_keymap() {
         let t = tempfile::tempdir().unwrap();
-        let r = request(t.path());
-        fs::create_dir_all(t.path().join("sys/etc/default")).unwrap();
-        fs::create_dir_all(t.path().join("host/proc")).unwrap();
-        assert_eq!(wanted(&r, true), None, "nothing configured: the kernel's US keymap");
-        fs::write(t.path().join("sys/etc/default/keyboard"), "XKBMODEL=\"pc105\"\nXKBLAYOUT=\"us\"\n").unwrap();
-        assert_eq!(wanted(&r, true), None);
-        fs::write(t.path().join("sys/etc/default/keyboard"), "XKBLAYOUT=\"de\"\nXKBVARIANT=\"nodeadkeys\"\n").unwrap();
-        let w = wanted(&r, true).unwrap();
+        let sys = t.path().join("sys");
+        let wanted = |cmdline: Option<&str>| console_setup(&sys, cmdline).keymap;
+        fs::create_dir_all(sys.join("etc/default")).unwrap();
+        assert_eq!(wanted(Some("")), None, "nothing configured: the kernel's US keymap");
+        fs::write(sys.join("etc/default/keyboard"), "XKBMODEL=\"pc105\"\nXKBLAYOUT=\"us\"\n").unwrap();
+        assert_eq!(wanted(Some("")), None);
+        fs::write(sys.join("etc/default/keyboard"), "XKBLAYOUT=\"de\"\nXKBVARIANT=\"nodeadkeys\"\n").unwrap();
+        let w = wanted(Some("")).unwrap();
         assert_eq!(w.name, "de-nodeadkeys");
         assert_eq!(
             w.source,
@@ -303,14 +363,58 @@ mod tests {
                 options: "".into()
             }
         );
-        fs::create_dir_all(t.path().join("sys/etc/console-setup")).unwrap();
-        fs::write(t.path().join("sys/etc/console-setup/cached_UTF-8_del.kmap.gz"), b"").unwrap();
-        assert!(matches!(wanted(&r, true).unwrap().source, Source::File(_)), "setupcon's cache first");
-        fs::write(t.path().join("sys/etc/vconsole.conf"), "# x\nKEYMAP=fr\nFONT=eurlatgr\n").unwrap();
-        assert_eq!(wanted(&r, true).unwrap().source, Source::Named("fr".into()));
-        fs::write(t.path().join("host/proc/cmdline"), "root=/dev/sda1 rd.vconsole.keymap=sv-latin1 quiet\n").unwrap();
-        assert_eq!(wanted(&r, true).unwrap().source, Source::Named("sv-latin1".into()));
-        assert_eq!(wanted(&r, false).unwrap().source, Source::Named("fr".into()), "universal: not this boot's");
+        fs::create_dir_all(sys.join("etc/console-setup")).unwrap();
+        fs::write(sys.join("etc/console-setup/cached_UTF-8_del.kmap.gz"), b"").unwrap();
+        assert!(matches!(wanted(Some("")).unwrap().source, Source::File(_)), "setupcon's cache first");
+        fs::write(sys.join("etc/vconsole.conf"), "# x\nKEYMAP=fr\nFONT=eurlatgr\n").unwrap();
+        assert_eq!(wanted(Some("")).unwrap().source, Source::Named("fr".into()));
+        let cmdline = "root=/dev/sda1 rd.vconsole.keymap=sv-latin1 quiet\n";
+        assert_eq!(wanted(Some(cmdline)).unwrap().source, Source::Named("sv-latin1".into()));
+        assert_eq!(wanted(None).unwrap().source, Source::Named("fr".into()), "universal: not this boot's");
+        // A kbd keymap by name is found with the facts, so compose only compiles a file.
+        let kbd = sys.join("usr/share/kbd/keymaps/i386/azerty");
+        fs::create_dir_all(&kbd).unwrap();
+        fs::write(kbd.join("fr.map.gz"), b"").unwrap();
+        assert_eq!(wanted(None).unwrap().source, Source::File(kbd.join("fr.map.gz")));
+        assert_eq!(wanted(None).unwrap().name, "fr");
+    }
+
+    #[test]
+    fn the_configuration_names_the_font() {
+        let t = tempfile::tempdir().unwrap();
+        let sys = t.path().join("sys");
+        let font = || console_setup(&sys, None).font;
+        assert_eq!(font(), None);
+        fs::create_dir_all(sys.join("etc/default")).unwrap();
+        let cs = sys.join("etc/default/console-setup");
+        fs::write(&cs, "CODESET=\"guess\"\nFONTFACE=\"Fixed\"\nFONTSIZE=\"8x16\"\n").unwrap();
+        let f = font().unwrap();
+        assert_eq!(
+            f,
+            Font::ConsoleSetup {
+                font: None,
+                codeset: Some("guess".into()),
+                face: "Fixed".into(),
+                size: "8x16".into(),
+                file: cs.clone()
+            }
+        );
+        assert_eq!(f.warning(), None, "Debian's default looks like the kernel's font");
+        fs::write(&cs, "FONT=\"Lat15-Terminus32x16.psf.gz\"\nFONTFACE=\"Terminus\"\nFONTSIZE=\"16x32\"\n").unwrap();
+        let f = font().unwrap();
+        assert!(matches!(&f, Font::ConsoleSetup { font: Some(x), .. } if x == "Lat15-Terminus32x16.psf.gz"));
+        assert_eq!(f.warning().unwrap(), format!("FONTFACE=Terminus FONTSIZE=16x32 in {}", cs.display()));
+        // vconsole.conf's FONT= first; without it, console-setup's.
+        let vc = sys.join("etc/vconsole.conf");
+        fs::write(&vc, "KEYMAP=de\n").unwrap();
+        assert!(matches!(font(), Some(Font::ConsoleSetup { .. })));
+        fs::write(&vc, "KEYMAP=de\nFONT=eurlatgr\nFONT_UNIMAP=x\n").unwrap();
+        let f = font().unwrap();
+        assert_eq!(
+            f,
+            Font::Vconsole { font: "eurlatgr".into(), map: None, unimap: Some("x".into()), file: vc.clone() }
+        );
+        assert_eq!(f.warning().unwrap(), format!("FONT=eurlatgr in {}", vc.display()));
     }
 
     #[test]
@@ -331,13 +435,12 @@ mod tests {
             return;
         }
         let t = tempfile::tempdir().unwrap();
-        let r = request(t.path());
         let w = Wanted {
             name: "de".into(),
             source: Source::Xkb { model: "pc105".into(), layout: "de".into(), variant: "".into(), options: "".into() },
             origin: "test".into(),
         };
-        let p = compile(&r, &w, t.path()).unwrap();
+        let p = compile(&w, t.path()).unwrap();
         let b = fs::read(p).unwrap();
         let maps = check_bkeymap(&b).unwrap();
         assert!(maps >= 2);

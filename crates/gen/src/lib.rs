@@ -103,6 +103,8 @@ pub fn generate(r: &Request) -> Result<Generated> {
     kernel.set_strategy(r.module_compression);
     let mut notes: Vec<String> = kernel.config.assumption(&r.kver).into_iter().collect();
     let facts = host_facts(r)?;
+    // The system's configuration the image carries (modprobe.d, the console), for both kinds.
+    let config = host::read_config(&r.sysroot, facts.as_ref())?;
     let mut warnings = Vec::new();
     let selected = select::available(select::select(&all, r, facts.as_ref()), &r.sysroot, &mut warnings);
     let luks = selected.iter().any(|s| s.feature.init == Some(leanrd_contract::Capability::Luks));
@@ -161,9 +163,10 @@ pub fn generate(r: &Request) -> Result<Generated> {
             Ok(()) => None,
         })
         .collect();
-    let (main, more) = compose::main_plan(r, &kernel, &selected, facts.as_ref(), &mods, crypt, module_cache.as_ref())?;
+    let (main, more) =
+        compose::main_plan(r, &kernel, &selected, facts.as_ref(), &config, &mods, crypt, module_cache.as_ref())?;
     let microcode = selected.iter().any(|s| s.feature.microcode);
-    let early = if microcode { compose::microcode(r, facts.is_some())? } else { None };
+    let early = if microcode { compose::microcode(r, facts.as_ref())? } else { None };
     warnings.extend(mods.warnings);
     notes.extend(mods.notes);
     warnings.extend(facts.iter().flat_map(|f| f.notes.iter().cloned()));

@@ -123,6 +123,30 @@ fn library_sets_equal_ldd() {
     }
 }
 
+/// The facts compose needs from the host are gathered with the others: the by-uuid links,
+/// this boot's command line, the system's fstab and the CPU's microcode file.
+#[test]
+fn host_facts_hold_what_compose_reads() {
+    let t = TempDir::new("hostfacts");
+    let f = virtio_ext4(&t);
+    let (root, sysroot) = (f.root.clone(), t.join("sysroot"));
+    fs::create_dir_all(root.join("dev/disk/by-uuid")).unwrap();
+    symlink("../../vda1", root.join("dev/disk/by-uuid/1111-2222")).unwrap();
+    symlink("../../vdb", root.join("dev/disk/by-uuid/3333-4444")).unwrap();
+    fs::write(root.join("proc/cmdline"), "root=UUID=1111-2222 rw quiet\n").unwrap();
+    fs::write(root.join("proc/cpuinfo"), "vendor_id\t: AuthenticAMD\ncpu family\t: 25\n").unwrap();
+    fs::create_dir_all(sysroot.join("etc")).unwrap();
+    fs::write(sysroot.join("etc/fstab"), "UUID=1111-2222 / ext4 defaults 0 1\n").unwrap();
+    let x = host::detect_all(&root, &sysroot).unwrap();
+    assert_eq!(
+        x.by_uuid.into_iter().collect::<Vec<_>>(),
+        [("vda1".to_string(), "1111-2222".to_string()), ("vdb".into(), "3333-4444".into())]
+    );
+    assert_eq!(x.cmdline, "root=UUID=1111-2222 rw quiet\n");
+    assert_eq!(x.fstab, "UUID=1111-2222 / ext4 defaults 0 1\n");
+    assert_eq!(x.cpu_microcode, Some(("AuthenticAMD", "/lib/firmware/amd-ucode/microcode_amd_fam19h.bin".into())));
+}
+
 #[test]
 fn host_detection_on_fixture_trees() {
     let t = TempDir::new("hostfix");
