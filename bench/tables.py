@@ -405,6 +405,55 @@ def render_luks():
     return "\n".join(out)
 
 
+UNLOCK_BOOTS = [("leanrd", "tang", "leanrd --universal --include clevis", "leanrd +clevis"),
+                ("initramfs-tools", "tang", "initramfs-tools + clevis-initramfs, `ip=dhcp`",
+                 "initramfs-tools +clevis +dropbear"),
+                ("initramfs-tools", "tang-nic", "initramfs-tools + clevis-initramfs, `ip=:::::ens3:dhcp`",
+                 "initramfs-tools +clevis +dropbear"),
+                ("dracut", "tang", "dracut + clevis-dracut, `rd.neednet=1 ip=dhcp`", "dracut +clevis"),
+                ("leanrd", "ssh", "leanrd --universal --ssh-authorized-keys", "leanrd +ssh"),
+                ("initramfs-tools", "ssh", "the same initramfs-tools image, dropbear-initramfs: `cryptroot-unlock`",
+                 "initramfs-tools +clevis +dropbear")]
+UNLOCK_SIZES = [("leanrd", "leanrd --universal", "leanrd"), ("leanrd +clevis", "+ clevis (Tang)", "leanrd"),
+                ("leanrd +ssh", "+ SSH unlock (dropbear)", "leanrd"), ("leanrd +clevis +ssh", "+ both", "leanrd"),
+                ("initramfs-tools", "initramfs-tools MODULES=most + cryptsetup-initramfs", "initramfs-tools"),
+                ("initramfs-tools +clevis +dropbear", "+ clevis-initramfs + dropbear-initramfs", "initramfs-tools"),
+                ("dracut", "dracut --no-hostonly --add crypt", "dracut"),
+                ("dracut +clevis", "+ clevis clevis-pin-tang (+ network, systemd-networkd, dbus)", "dracut")]
+
+
+def render_unlock():
+    path, d = results("unlock")
+    boots = d["boots"]
+    known = {(f, h) for f, h, _, _ in UNLOCK_BOOTS}
+    unknown = sorted({(b["flavour"], b["how"]) for b in boots} - known) + sorted(
+        set(d["image_bytes"]) - {k for k, _, _ in UNLOCK_SIZES})
+    if unknown:
+        raise SystemExit(f"{os.path.relpath(path, ROOT)}: rows tables.py does not know: {unknown}")
+    rows = []
+    for f, h, label, size in UNLOCK_BOOTS:
+        bs = [b for b in boots if b["flavour"] == f and b["how"] == h]
+        if not bs:
+            continue
+        ok = [b for b in bs if b.get("root_init_s") is not None]
+        rows.append([label, "SSH" if h == "ssh" else "Tang", num(med(b.get("unlocked_s") for b in bs), "{:.2f} s"),
+                     num(med(b.get("root_mounted_s") for b in bs), "{:.2f} s"),
+                     num(med(b.get("root_init_s") for b in bs), "{:.2f} s"), f"{len(ok)}/{len(bs)}",
+                     thousands(d["image_bytes"][size])])
+    out = [provenance(path, d, f", kernel {d['kernel']}, QEMU TCG, medians of {d['runs']}"), "",
+           table(["image", "unlock by", "kernel → unlocked", "→ root mounted", "→ root's init", "boots ok",
+                  "image bytes"], ["---", "---", "---:", "---:", "---:", "---:", "---:"], rows)]
+    sizes = d["image_bytes"]
+    rows = [[label, thousands(sizes[k]), "" if k == base else f"{sizes[k] - sizes[base]:+,}"]
+            for k, label, base in UNLOCK_SIZES if k in sizes]
+    out += ["", table(["image", "bytes", "the unlock features add"], ["---", "---:", "---:"], rows)]
+    peers = d.get("peers") or {}
+    if peers:
+        out += ["", "Peers: " + "; ".join(f"{g}: " + ", ".join(f"{p} {v}" for p, v in vs.items())
+                                          for g, vs in sorted(peers.items())) + "."]
+    return "\n".join(out)
+
+
 UKI_ROWS = [("leanrd --uki", "leanrd zstd", "`leanrd build --universal --uki`"),
             ("dracut --uefi", "dracut", "`dracut --no-hostonly --uefi --zstd`")]
 
@@ -575,6 +624,7 @@ TABLES = {
     "nfs": render_nfs,
     "live": render_live,
     "luks": render_luks,
+    "unlock": render_unlock,
     "proof": render_proof,
     "uki": render_uki,
     "arm64": render_arm64,

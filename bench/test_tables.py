@@ -106,6 +106,20 @@ class Measure(unittest.TestCase):
         self.assertEqual(debian.measure(log)[:2], (True, 67.6))
 
 
+def unlock_results():
+    def boot(flavour, how, u, m, i):
+        return {"name": f"{flavour}-{how}-1", "flavour": flavour, "how": how, "unlocked_s": u, "root_mounted_s": m,
+                "root_init_s": i}
+    boots = [boot("leanrd", "tang", 6.1, 6.3, 6.5), boot("leanrd", "tang", 6.3, 6.5, 6.7),
+             boot("leanrd", "tang", 6.2, 6.4, None), boot("initramfs-tools", "tang", 28.5, 30.1, 31.8),
+             boot("dracut", "tang", 26.4, 28.6, 30.3), boot("initramfs-tools", "ssh", None, None, None)]
+    sizes = {"leanrd": 21_000_000, "leanrd +clevis": 22_000_000, "leanrd +ssh": 21_500_000,
+             "leanrd +clevis +ssh": 22_500_000, "initramfs-tools": 33_000_000,
+             "initramfs-tools +clevis +dropbear": 40_600_000, "dracut": 32_000_000, "dracut +clevis": 49_800_000}
+    return saved("unlock", {"kernel": "6.1.0-1-amd64", "runs": 3, "image_bytes": sizes, "boots": boots},
+                 peers={"dracut": {"dracut": "059-4", "clevis-dracut": "19-2"}})
+
+
 class Tables(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory(prefix="leanrd-tables-")
@@ -288,6 +302,26 @@ class Tables(unittest.TestCase):
         self.assertIn("| `universal_ps2_de` | 1.07 s | 3.10 s |", got)
         self.put("luks-2026-01-03-abc1234.json", luks_results(boot=False))
         self.assertIn("Boot not measured in this run (`--no-boot`).", tables.render_luks())
+
+    def test_unlock(self):
+        name = "unlock-2026-01-02-abc1234.json"
+        self.put(name, unlock_results())
+        got = tables.render_unlock()
+        self.assertTrue(got.startswith(self.provenance(
+            "unlock", name, ", kernel 6.1.0-1-amd64, QEMU TCG, medians of 3") + "\n"), got)
+        self.assertIn("| leanrd --universal --include clevis | Tang | 6.20 s | 6.40 s | 6.60 s | 2/3 | 22,000,000 |", got)
+        self.assertIn("| dracut + clevis-dracut, `rd.neednet=1 ip=dhcp` | Tang | 26.40 s | 28.60 s | 30.30 s | 1/1 | "
+                      "49,800,000 |", got)
+        self.assertIn("| the same initramfs-tools image, dropbear-initramfs: `cryptroot-unlock` | SSH | – | – | – | 0/1 | "
+                      "40,600,000 |", got)
+        self.assertIn("| + clevis (Tang) | 22,000,000 | +1,000,000 |", got)
+        self.assertIn("| + clevis-initramfs + dropbear-initramfs | 40,600,000 | +7,600,000 |", got)
+        self.assertIn("Peers: dracut: dracut 059-4, clevis-dracut 19-2.", got)
+        bad = unlock_results()
+        bad["boots"].append({"flavour": "booster", "how": "tang"})
+        self.put("unlock-2026-01-03-abc1234.json", bad)
+        with self.assertRaises(SystemExit):
+            tables.render_unlock()
 
     def test_uki(self):
         name = "uki-2026-01-02-abc1234.json"

@@ -70,7 +70,9 @@ const PCRS: &str = "if [ -d /sys/class/tpm/tpm0 ]; then\n\
 /// line (the console is the VT in most boots here), then powers off.
 fn root_tree(t: &TempDir) -> PathBuf {
     // /tools: where the signed-policy test's tools disk is mounted (the root is read-only).
-    let r = busybox_root(t, &["dev", "proc", "sys", "run", "tools"]);
+    let r = busybox_root(t, &["dev", "proc", "sys", "run", "tools", "etc"]);
+    // An OS tree, as systemd's switch-root wants one (bench/unlock.py boots dracut's image).
+    fs::write(r.join("etc/os-release"), "ID=leanrd-test\n").unwrap();
     let init = format!(
         "#!/bin/sh\n{UNSEAL}{PCRS}if [ -e {MLOG} ]; then $b echo {MLOG_MARK}-BEGIN; $b tr -d '\\036' < {MLOG}; \
          $b echo {MLOG_MARK}-END; fi > /dev/ttyS0\nm=\"{MARK} $(/bin/busybox cat /proc/uptime) $(/bin/busybox grep ' / ' /proc/mounts)\"\n\
@@ -482,6 +484,7 @@ fn main() -> std::process::ExitCode {
     }));
     trials.push(test("ssh_unlocks_from_a_script_and_refuses_keys_passwords_and_shells", ssh_boot));
     trials.push(test("ssh_flooded_the_console_prompt_still_unlocks", ssh_flood_boot));
+    trials.push(test("bench_unlock", bench_unlock).with_ignored_flag(true));
     trials.push(test("tpm2_unseals_and_refuses_a_changed_pcr", || {
         if let Some(s) = setup() {
             tpm2(&s.kernel, &s.t, &s.kver, &s.init, &s.disk)
@@ -1508,4 +1511,82 @@ fn ssh_flood_boot() -> Result<(), String> {
     let want = ["unlocked as /dev/mapper/sda3_crypt with the passphrase typed", MARK];
     let missing: Vec<&&str> = want.iter().filter(|w| !log.contains(**w)).collect();
     if missing.is_empty() { Ok(()) } else { Err(format!("missing {missing:?}\n{}", tail(&log))) }
+}
+
+/// For bench/unlock.py (issue 52; ignored, run by the bench): the images it names, booted on
+/// the disk bound to Tang ([`make_tang`]) in a lab of their own. `LEANRD_BENCH_UNLOCK` names
+/// a JSON file: `{"out": DIR, "boots": [{"name", "image", "append", "how": "tang"|"ssh",
+/// "marks": [...], "ssh_key", "ssh_args": [...], "newline", "guest"}]}`. A Tang boot has DHCP and tangd;
+/// an SSH boot has neither: a thread waits (bounded) for the guest's port 22, then sends the
+/// passphrase with `printf 'PASS\n' | ssh -T -i KEY root@GUEST ARGS...` (no newline when
+/// `"newline": false`). Each boot leaves
+/// OUT/NAME.json: its console, marks (seconds from QEMU's start), the SSH client's answer.
+fn bench_unlock() -> Result<(), String> {
+    let Ok(spec) = std::env::var("LEANRD_BENCH_UNLOCK") else { return Ok(()) };
+    let spec: serde_json::Value = serde_json::from_str(&fs::read_to_string(&spec).map_err(|e| format!("{spec}: {e}"))?)
+        .map_err(|e| e.to_string())?;
+    let Some(s) = setup() else { return Err("no setup".into()) };
+    let Some(ts) = tang_setup() else { return Err("no Tang setup".into()) };
+    let out = PathBuf::from(spec["out"].as_str().ok_or("no out")?);
+    let strs = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default()
+    };
+    for b in spec["boots"].as_array().ok_or("no boots")? {
+        let name = b["name"].as_str().ok_or("a boot without a name")?;
+        let image = PathBuf::from(b["image"].as_str().ok_or("no image")?);
+        let ssh = b["how"] == "ssh";
+        let tang = if ssh { None } else { Some(netlab::TangServer::Keys(&ts.db)) };
+        let lab_spec = netlab::LabSpec { exports: &[], dhcp: !ssh, root_path: None, luns: &[], nvmf: None, tang };
+        let lab = netlab::NetLab::start("bench", &lab_spec).map_err(|e| format!("the network lab: {e}"))?;
+        let mut q = vec!["-drive".to_string(), format!("file={},if=virtio,format=raw,snapshot=on", ts.disk.display())];
+        q.extend(lab.nics(&["52:54:00:12:34:81"], "virtio-net-pci", true)?);
+        let q: Vec<&str> = q.iter().map(String::as_str).collect();
+        // As users' machines boot (the benchmarks' way): the bzImage as it is, no test words.
+        let cmd = qemu_command_as_is(&s.kernel, &image, b["append"].as_str().unwrap_or(""), &q, 300);
+        let marks = strs(&b["marks"]);
+        let (console, client) = std::thread::scope(|sc| {
+            let client = ssh.then(|| {
+                let (lab, out) = (&lab, &out);
+                sc.spawn(move || {
+                    let guest = b["guest"].as_str().unwrap_or(SSH_GUEST).to_string();
+                    let started = Instant::now();
+                    // Bounded: 240 tries, at most 300 s.
+                    for _ in 0..240 {
+                        let probe = format!("exec 3<>/dev/tcp/{guest}/22");
+                        let up = Command::new("timeout")
+                            .args(["2", "ip", "netns", "exec", &lab.ns, "bash", "-c", &probe])
+                            .stderr(Stdio::null())
+                            .status()
+                            .is_ok_and(|s| s.success());
+                        if up {
+                            let open = started.elapsed().as_secs_f64();
+                            let known = out.join(format!("{name}.known_hosts"));
+                            let _ = fs::remove_file(&known);
+                            let key = format!("-i{}", b["ssh_key"].as_str().unwrap_or(""));
+                            let mut args = vec!["-T".to_string(), key, guest.clone()];
+                            args.extend(strs(&b["ssh_args"]));
+                            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                            // cryptroot-unlock's non-interactive mode takes its standard input whole.
+                            let nl = if b["newline"] == false { "" } else { "\n" };
+                            let r = ssh_to_guest(lab, &known, &args, format!("{PASS}{nl}").as_bytes());
+                            return serde_json::json!({"port_open_s": open, "done_s": started.elapsed().as_secs_f64(),
+                                "rc": r.0, "stdout": r.1, "stderr": r.2});
+                        }
+                        if started.elapsed() > Duration::from_secs(300) {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                    serde_json::json!({"error": "port 22 never opened"})
+                })
+            });
+            let c = leanrd_testkit::boot::run_console(netlab::in_netns(&lab.ns, &cmd), None, &[], &marks);
+            (c, client.map(|h| h.join().unwrap()))
+        });
+        let doc = serde_json::json!({"name": name, "console": console.console, "marks": console.marks,
+            "vm_seconds": console.ran.as_secs_f64(), "ssh": client, "tang_log": lab.log("tang")});
+        fs::write(out.join(format!("{name}.json")), doc.to_string()).map_err(|e| e.to_string())?;
+        eprintln!("bench_unlock: {name}: {:.1} s", console.ran.as_secs_f64());
+    }
+    Ok(())
 }
