@@ -121,7 +121,7 @@ fn scan_transports() -> Vec<Piece> {
 /// Whether the exitrd is left: the command line's word, else the image's setting, else where
 /// the boot built anything the root sits on (or the root is NFS or live).
 pub fn wanted(cmd: Option<bool>, conf: Option<bool>, record: &Exitrd, kind: Option<RootKind>) -> bool {
-    cmd.or(conf).unwrap_or_else(|| !record.pieces.is_empty() || matches!(kind, Some(RootKind::Nfs | RootKind::Live)))
+    cmd.or(conf).unwrap_or(!record.pieces.is_empty() || matches!(kind, Some(RootKind::Nfs | RootKind::Live)))
 }
 
 /// At the switch, before /run moves: leave the exitrd in /run/initramfs when it is wanted.
@@ -261,8 +261,12 @@ fn bounded(ms: u64, f: impl FnOnce() -> Result<(), Errno>) -> Bounded {
     loop {
         match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG) {
             Ok(Some((_, st))) => {
-                let code = st.exit_status().unwrap_or(255) as i32;
-                return Bounded::Done(if code == 0 { Ok(()) } else { Err(Errno::from_raw_os_error(code)) });
+                // Killed rather than ended: as an interrupted call.
+                return Bounded::Done(match st.exit_status() {
+                    Some(0) => Ok(()),
+                    Some(code) => Err(Errno::from_raw_os_error(code)),
+                    None => Err(Errno::INTR),
+                });
             }
             Ok(None) => {}
             Err(Errno::INTR) => continue,
@@ -405,29 +409,53 @@ fn rescue(down: &mut Down) {
     }
 }
 
-/// Unmount everything under /oldroot, deepest first, each within `ms`: a file system that
-/// will not go is remounted read-only (within the bound too) and detached.
+/// How many passes unmount what is under /oldroot before the rest is detached (a mount
+/// that was busy because of one above it goes in the next).
+const PASSES: usize = 4;
+
+/// Unmount everything under /oldroot, deepest first, each within `ms`, in passes while one
+/// makes progress; what still will not go is remounted read-only (within the bound too) and
+/// detached.
 fn unmount_all(down: &mut Down, ms: u64) {
-    let mountinfo = sys::read_string("/proc/self/mountinfo").unwrap_or_default();
-    for m in mounts_under(&mountinfo, exitrd::OLDROOT) {
-        let t0 = sys::now_ms();
-        let target = m.clone();
-        match bounded(ms, move || rustix::mount::unmount(target.as_str(), UnmountFlags::empty())) {
-            Bounded::Done(Ok(())) => {
-                down.step(&format!("unmounted {m} ({} ms)", sys::now_ms() - t0));
+    let under = || mounts_under(&sys::read_string("/proc/self/mountinfo").unwrap_or_default(), exitrd::OLDROOT);
+    let mut given_up: Vec<String> = Vec::new();
+    for _ in 0..PASSES {
+        let mut progress = false;
+        for m in under() {
+            if given_up.contains(&m) {
                 continue;
             }
-            Bounded::Done(Err(Errno::INVAL | Errno::NOENT)) => continue, // gone with its parent
-            Bounded::Done(Err(e)) => down.fail(&format!("unmount {m}: {}", strerror(e))),
-            Bounded::TimedOut => down.fail(&format!("unmount {m}: no answer in {} s", ms / 1000)),
+            let t0 = sys::now_ms();
+            let target = m.clone();
+            match bounded(ms, move || rustix::mount::unmount(target.as_str(), UnmountFlags::empty())) {
+                Bounded::Done(Ok(())) => {
+                    down.step(&format!("unmounted {m} ({} ms)", sys::now_ms() - t0));
+                    progress = true;
+                }
+                Bounded::Done(Err(_)) => {}
+                Bounded::TimedOut => {
+                    down.fail(&format!("unmount {m}: no answer in {} s", ms / 1000));
+                    given_up.push(m);
+                }
+            }
         }
+        if !progress {
+            break;
+        }
+    }
+    let left = under();
+    if left.is_empty() {
+        return;
+    }
+    down.fail(&format!("still mounted under {}: {}", exitrd::OLDROOT, left.join(" ")));
+    for m in left {
         let target = m.clone();
-        let ro = bounded(ms, move || {
-            rustix::mount::mount_remount(target.as_str(), MountFlags::RDONLY, "").map_err(Into::into)
-        });
-        let ro = if ro == Bounded::Done(Ok(())) { "read-only, " } else { "" };
+        let ro = match bounded(ms, move || rustix::mount::mount_remount(target.as_str(), MountFlags::RDONLY, "")) {
+            Bounded::Done(Ok(())) => "read-only, ",
+            _ => "",
+        };
         match rustix::mount::unmount(m.as_str(), UnmountFlags::DETACH) {
-            Ok(()) => down.step(&format!("{m}: {ro}detached")),
+            Ok(()) => down.fail(&format!("{m}: {ro}detached")),
             Err(e) => down.fail(&format!("{m}: {ro}not detached: {}", strerror(e))),
         }
     }

@@ -90,6 +90,11 @@ pub enum Stack {
     /// Debian's installer layout: GPT, an ESP, /boot, LUKS2 holding the ext4 root
     /// (sda3_crypt in crypttab); the passphrase is typed on the console. Made in a prep VM.
     Luks,
+    /// LUKS2 (md_crypt in crypttab) on LVM (vg0/root) on md RAID1 over two whole virtio
+    /// disks (a volume of `members = 2`); the passphrase is typed. Made in a prep VM. The boot
+    /// writes to copies of the disks, and afterwards `mdadm --examine` must call each member
+    /// clean: the way down stopped the array.
+    MdLvmLuks,
 }
 
 /// A file system kind, or a blank disk.
@@ -240,7 +245,7 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
                 "a self-built root on raid1: the host reads its image from one member, which it cannot mount".into()
             );
         }
-        if !(1..=2).contains(&v.members) || (v.members == 2 && v.fs != FsKind::Btrfs) {
+        if !(1..=2).contains(&v.members) || (v.members == 2 && v.fs != FsKind::Btrfs && s.stack != Stack::MdLvmLuks) {
             return Err(format!("members = {} on {kind}: a volume is one disk, or two for btrfs raid1", v.members));
         }
         if v.members == 2 && v.gpt {
@@ -251,6 +256,15 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
             Stack::Lvm if v.fs == FsKind::Ext4 && v.bus == Bus::VirtioBlk && !v.gpt && v.members == 1 => {}
             Stack::Luks
                 if v.fs == FsKind::Ext4 && v.bus == Bus::VirtioBlk && v.holds == Holds::Root && s.disks.len() == 1 => {}
+            Stack::MdLvmLuks
+                if v.fs == FsKind::Ext4
+                    && v.bus == Bus::VirtioBlk
+                    && v.holds == Holds::Root
+                    && v.members == 2
+                    && s.disks.len() == 1 => {}
+            Stack::MdLvmLuks => {
+                return Err("md-lvm-luks holds the ext4 root alone, on two virtio-blk members (members = 2)".into());
+            }
             Stack::Lvm | Stack::Luks => {
                 return Err(format!(
                     "{:?} holds ext4 volumes on one virtio-blk disk{} (not {kind} on {:?})",
@@ -703,6 +717,30 @@ fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
             }];
             (made, "root=/dev/mapper/vg0-root".into(), "mount.usr=/dev/mapper/vg0-usr mount.usrfstype=ext4".into())
         }
+        Stack::MdLvmLuks => {
+            let host_kver = kver_of(&crate::kernel().expect("the prep VM runs the host's kernel"));
+            let key = key_of(&[b"md-lvm-luks 1", root_tree.key.as_bytes(), PASS.as_bytes()]);
+            let dir = cached("disks", &key, |d| {
+                let tmp = TempDir::new("stack-prep");
+                let members = [d.join("member-0.disk"), d.join("member-1.disk")];
+                let (prep, disks, luks_uuid) =
+                    md_lvm_luks_prep(&tmp, &host_kver, &root_tree.path, [&members[0], &members[1]])
+                        .expect("the md/LVM/LUKS prep image");
+                prep_boot(&prep, &disks, &format!("md/LVM/LUKS {key}"));
+                fs::write(d.join("luks-uuid"), luks_uuid).unwrap();
+            });
+            let disks = (0..2)
+                .map(|m| Disk { path: dir.join(format!("member-{m}.disk")), gpt: false, bus: Bus::VirtioBlk })
+                .collect();
+            let made = vec![Made {
+                disks,
+                fs: FsKind::Ext4,
+                uuid: fs::read_to_string(dir.join("luks-uuid")).expect("the LUKS UUID"),
+                subvol: false,
+                holds: Some(Holds::Root),
+            }];
+            (made, "root=/dev/mapper/md_crypt".into(), String::new())
+        }
         Stack::Luks => {
             let host_kver = kver_of(&crate::kernel().expect("the prep VM runs the host's kernel"));
             let key = key_of(&[b"luks", root_tree.key.as_bytes(), PASS.as_bytes()]);
@@ -799,7 +837,9 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     let first_image = image(s.root, &su, s.image);
     let (made, root_arg, usr_arg) = disks(name, s, &su);
     let self_built = s.image == Image::SelfBuilt;
-    let made = if self_built { writable(&made, &t) } else { made };
+    // The stacked root's members are read back afterwards: the boot writes to copies.
+    let keeps = self_built || s.stack == Stack::MdLvmLuks;
+    let made = if keeps { writable(&made, &t) } else { made };
     let all: Vec<&Disk> = made.iter().flat_map(|m| &m.disks).collect();
     let mut cmdline = s.cmdline.replace("{root}", &root_arg).replace("{usr}", &usr_arg);
     // A self-building root gets leanrd on a disk of its own ([`tools_disk`]), last, on its
@@ -825,10 +865,17 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
         for r in &s.reject {
             b = b.reject(r);
         }
-        if s.stack == Stack::Luks { b.typing(PASS) } else { b }
+        match s.stack {
+            Stack::Luks => b.typing(PASS),
+            Stack::MdLvmLuks => {
+                b.answer = Some(PASS);
+                b.expect("Enter passphrase for md_crypt")
+            }
+            _ => b,
+        }
     };
     let with_tools: Vec<&Disk> = all.iter().copied().chain(&tools).collect();
-    let mut first = boot(name, &first_image, &cmdline, &with_tools, !self_built);
+    let mut first = boot(name, &first_image, &cmdline, &with_tools, !keeps);
     if self_built {
         first = first.expect("LEANRD-SELFBUILD ok");
     }
@@ -838,6 +885,23 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     }
     if s.analyze {
         analyze_boot(&t, &outcomes[0].log);
+    }
+    if s.stack == Stack::MdLvmLuks {
+        // Top-down: the LUKS mapping, then the LVM volume under it, then the array.
+        let log = &outcomes[0].log;
+        let at = |what: &str| log.find(what).ok_or_else(|| format!("{name}: no \"{what}\" on the console"));
+        let order =
+            [at("md_crypt: LUKS mapping closed")?, at("vg0-root: LVM volume deactivated")?, at(": stopped, was")?];
+        if !order.is_sorted() {
+            return Err(format!("{name}: the layers were not closed top-down (LUKS, LVM, md): {order:?}"));
+        }
+        for d in &made[0].disks {
+            let state = md_member_state(&d.path).map_err(|e| format!("{name}: {e}"))?;
+            println!("{name}: mdadm --examine of {}: State : {state}", d.path.display());
+            if state != "clean" {
+                return Err(format!("{name}: md member {} is {state}, not clean", d.path.display()));
+            }
+        }
     }
     if !self_built {
         return Ok(());
@@ -849,7 +913,7 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     let initrd = format!("boot/initrd.img-{}", su.kver);
     match s.stack {
         Stack::Luks => take_boot_file(&t, &root.disks[0], &format!("initrd.img-{}", su.kver), &own),
-        Stack::Lvm | Stack::Plain => take_file(&t, &root.disks[0], root.subvol, &initrd, &own),
+        Stack::MdLvmLuks | Stack::Lvm | Stack::Plain => take_file(&t, &root.disks[0], root.subvol, &initrd, &own),
     }
     let listing = String::from_utf8(ok(leanrd().arg("ls").arg(&own))).unwrap();
     let mods: Vec<String> = listing
