@@ -574,16 +574,20 @@ pub fn arch_tree(su_root: Root) -> Option<(PathBuf, String)> {
 }
 
 /// The image a scenario boots first (self-built: the universal image it builds from).
-fn image(root: Root, su: &Suite, kind: Image) -> PathBuf {
+fn image(root: Root, su: &Suite, kind: Image, stack: Stack) -> PathBuf {
     // A self-built scenario first boots the universal image.
     let kind = if kind == Image::SelfBuilt { Image::Universal } else { kind };
-    memo(&format!("image {root:?} {kind:?}"), || {
+    let md = stack == Stack::MdLvmLuks;
+    memo(&format!("image {root:?} {kind:?} md={md}"), || {
         let (tree, extra): (PathBuf, &[&str]) = match kind {
+            // The test roots have no mdadm (adding it would remake every cached root and disk):
+            // the md stack's image is built from a copy of the root with the host's.
+            Image::Universal | Image::SelfBuilt if md => (with_host_mdadm(root, su), &[]),
             Image::Universal | Image::SelfBuilt => (su.base.path.clone(), &[]),
             Image::UniversalKeep => (su.base.path.clone(), &["--module-compression", "keep"]),
             Image::ArchZst => (arch_tree(root).expect("the suite is there").0, &["--module-compression", "keep"]),
         };
-        let out = scratch().join(format!("{}-{kind:?}.img", root.tag()));
+        let out = scratch().join(format!("{}-{kind:?}{}.img", root.tag(), if md { "-md" } else { "" }));
         let o = leanrd()
             .args(["build", "-k", &su.kver, "--universal", "--sysroot"])
             .arg(&tree)
@@ -597,6 +601,18 @@ fn image(root: Root, su: &Suite, kind: Image) -> PathBuf {
         assert!(o.status.success(), "leanrd build {extra:?}: {}", String::from_utf8_lossy(&o.stderr));
         out
     })
+}
+
+/// A copy of the suite's root (hard links) with the host's mdadm in /usr/sbin, for an image
+/// that assembles md arrays; the root itself stays without it.
+fn with_host_mdadm(root: Root, su: &Suite) -> PathBuf {
+    let tree = scratch().join(format!("{}-md-tree", root.tag()));
+    let _ = fs::remove_dir_all(&tree);
+    sh(&format!("cp -al {} {}", su.base.path.display(), tree.display()));
+    let mdadm = tree.join("usr/sbin/mdadm");
+    let _ = fs::remove_file(&mdadm);
+    fs::copy("/usr/sbin/mdadm", &mdadm).expect("the host's mdadm (package mdadm)");
+    tree
 }
 
 /// A UUID for a scenario's volume: the same from run to run (disks are cached by content),
@@ -834,7 +850,7 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     check(name, s)?;
     let Some(su) = suite(s.root)? else { return Ok(()) };
     let t = TempDir::new(&format!("scenario-{name}"));
-    let first_image = image(s.root, &su, s.image);
+    let first_image = image(s.root, &su, s.image, s.stack);
     let (made, root_arg, usr_arg) = disks(name, s, &su);
     let self_built = s.image == Image::SelfBuilt;
     // The stacked root's members are read back afterwards: the boot writes to copies.
