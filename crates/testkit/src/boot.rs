@@ -956,6 +956,49 @@ pub fn md_lvm_luks_prep(
     Some((img, disks, luks_uuid))
 }
 
+/// The volume key of the LUKS container at byte `offset` of `disk`, read from its header with
+/// [`PASS`] by the host's cryptsetup (through a read-only loop device).
+pub fn luks_volume_key(disk: &Path, offset: u64) -> Result<Vec<u8>, String> {
+    let out = Command::new("losetup")
+        .args(["-r", "-f", "--show", "-o", &offset.to_string()])
+        .arg(disk)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("losetup {}: {}", disk.display(), String::from_utf8_lossy(&out.stderr)));
+    }
+    let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let mut c = Command::new("cryptsetup");
+    c.args(["luksDump", "--dump-volume-key", "--batch-mode", "--key-file", "-", &dev]);
+    let dumped = c
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut ch| {
+            use std::io::Write;
+            ch.stdin.take().unwrap().write_all(PASS.as_bytes())?;
+            ch.wait_with_output()
+        });
+    let _ = Command::new("losetup").args(["-d", &dev]).status();
+    let dumped = dumped.map_err(|e| format!("cryptsetup: {e}"))?;
+    let text = String::from_utf8_lossy(&dumped.stdout).into_owned();
+    // "MK dump:\t00 11 ...", continued on the following lines up to an empty one.
+    let start = text.find("MK dump:").ok_or_else(|| {
+        format!("cryptsetup luksDump --dump-volume-key: no key in {text}{}", String::from_utf8_lossy(&dumped.stderr))
+    })?;
+    let key: Vec<u8> = text[start + "MK dump:".len()..]
+        .lines()
+        .take_while(|l| !l.trim().is_empty() && !l.contains(':'))
+        .flat_map(|l| l.split_whitespace())
+        .filter_map(|b| u8::from_str_radix(b, 16).ok())
+        .collect();
+    if key.len() < 32 {
+        return Err(format!("a volume key of {} bytes from {text}", key.len()));
+    }
+    Ok(key)
+}
+
 /// What `mdadm --examine` says of an md member's state (`clean`, `active`...), read from a copy
 /// of the disk through a read-only loop device; Err: why it could not be read.
 pub fn md_member_state(disk: &Path) -> Result<String, String> {

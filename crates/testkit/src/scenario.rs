@@ -198,6 +198,22 @@ pub struct Scenario {
     /// `leanrd analyze` reads the boot's record and journal and draws it.
     #[serde(default)]
     pub analyze: bool,
+    /// With the LUKS stack: once the machine is down (QEMU kept by `-no-shutdown`), the monitor's
+    /// `dump-guest-memory` of its RAM must hold (`present`) or not hold (`absent`) each 32-byte
+    /// half of the container's volume key (an XTS key's halves are what the AES key schedules
+    /// keep), read from the header with the passphrase.
+    #[serde(default)]
+    pub ram_key: Option<RamKey>,
+}
+
+/// What the RAM of a machine that went down holds of its LUKS volume key.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RamKey {
+    /// Neither half: the way down removed the mapping, the kernel wiping its key.
+    Absent,
+    /// Both halves (no exitrd: the control, showing the check can fail).
+    Present,
 }
 
 /// The scenarios of a file, by test name, each checked.
@@ -290,6 +306,9 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
     }
     if s.image == Image::ArchZst && s.root != Root::Debian13 {
         return Err("arch-zst re-lays a kernel whose modules are .ko.xz: debian13's".into());
+    }
+    if s.ram_key.is_some() && (s.stack != Stack::Luks || s.image == Image::SelfBuilt) {
+        return Err("ram_key reads the key of the luks stack's container, after a universal image's boot".into());
     }
     if s.analyze && !s.cmdline.contains("leanrd.test=journal") {
         return Err("analyze reads the journal the root prints with leanrd.test=journal in cmdline".into());
@@ -895,12 +914,40 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     if self_built {
         first = first.expect("LEANRD-SELFBUILD ok");
     }
+    let dump = t.join("ram.elf");
+    if s.ram_key.is_some() {
+        // Powered off, the machine stays (its RAM as it was) for the monitor's dump; then it ends.
+        first.qemu.push("-no-shutdown".into());
+        first.monitor = vec![("reboot: Power down".into(), format!("dump-guest-memory {}", dump.display()))];
+        first = first.stop("reboot: Power down");
+    }
     let (failed, outcomes) = run_keep(&su.kernel, std::slice::from_ref(&first));
     if !failed.is_empty() {
         return Err(format!("{name}: the boot failed (its console is above and under target/boot-logs)"));
     }
     if s.analyze {
         analyze_boot(&t, &outcomes[0].log);
+    }
+    if let Some(want) = s.ram_key {
+        let key = luks_volume_key(&made[0].disks[0].path, (BOOT_START_MB + BOOT_MB) << 20)?;
+        let ram = fs::read(&dump).map_err(|e| format!("{name}: the RAM dump {}: {e}", dump.display()))?;
+        // At least the VM's memory (-m 512): a dump cut short would find nothing.
+        if ram.len() < 500 << 20 {
+            return Err(format!("{name}: the RAM dump has {} bytes: cut short", ram.len()));
+        }
+        let found: Vec<usize> =
+            key.chunks(32).map(|half| ram.windows(half.len()).filter(|w| *w == half).count()).collect();
+        println!(
+            "{name}: {}-byte volume key; copies of each 32-byte half in RAM after the way down: {found:?}",
+            key.len()
+        );
+        let ok = match want {
+            RamKey::Absent => found.iter().all(|&n| n == 0),
+            RamKey::Present => found.iter().all(|&n| n > 0),
+        };
+        if !ok {
+            return Err(format!("{name}: the volume key's halves in RAM: {found:?}, wanted {want:?}"));
+        }
     }
     if s.stack == Stack::MdLvmLuks {
         // Top-down: the LUKS mapping, then the LVM volume under it, then the array.
