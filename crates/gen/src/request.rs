@@ -765,6 +765,12 @@ pub(crate) mod tests {
         assert!(e("image_mode = 0o17777\n").contains("beyond 0o7777"));
         assert!(e("module_compression = \"lz4\"\n").contains("not a module strategy (decompress, keep)"));
         assert!(e("kver = \"6.1\"\n").contains("kver"), "command-line-only keys are not in the file");
+        let exitrd = e("threads = 1\nexitrd = \"maybe\"\n");
+        assert!(exitrd.contains("line 2") && exitrd.contains("\"maybe\" is not \"on\" or \"off\""), "{exitrd}");
+        let p = |t: &str| Settings::parse(t, Path::new("leanrd.toml")).unwrap();
+        assert_eq!(p("exitrd = \"off\"\numount_timeout = 0\n").exitrd, Some(false));
+        assert_eq!(p("exitrd = \"on\"\n").exitrd, Some(true));
+        assert_eq!(p("umount_timeout = 20\n").umount_timeout, Some(20));
     }
 
     /// Bounded mutation fuzzing of the configuration parser: an error names the file; never

@@ -258,6 +258,8 @@ fn bounded(ms: u64, f: impl FnOnce() -> Result<(), Errno>) -> Bounded {
     };
     let Some(pid) = rustix::process::Pid::from_raw(pid) else { return Bounded::Done(Err(Errno::CHILD)) };
     let end = sys::now_ms().saturating_add(ms);
+    // Most steps take a millisecond or two: looked at soon, then less often (at most every 20 ms).
+    let mut pause = 1;
     loop {
         match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG) {
             Ok(Some((_, st))) => {
@@ -276,7 +278,8 @@ fn bounded(ms: u64, f: impl FnOnce() -> Result<(), Errno>) -> Bounded {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
             return Bounded::TimedOut;
         }
-        sys::sleep_ms(20);
+        sys::sleep_ms(pause);
+        pause = (pause * 2).min(20);
     }
 }
 
@@ -620,6 +623,16 @@ mod tests {
         assert!(wanted(None, Some(true), &plain, None));
         assert!(!wanted(Some(false), Some(true), &stacked, None));
         assert!(wanted(Some(true), Some(false), &plain, None));
+    }
+
+    #[test]
+    fn the_parameters_of_the_way_down() {
+        let c = Cmdline::parse("rd.leanrd.exitrd=0 rd.shutdown.timeout.umount=7 rd.break=shutdown");
+        assert_eq!((c.exitrd, c.umount_timeout, c.break_shutdown), (Some(false), Some(7), true));
+        assert!(c.problems.is_empty(), "{:?}", c.problems);
+        let c = Cmdline::parse("rd.leanrd.exitrd rd.break=pre-mount rd.shutdown.timeout.umount=90s");
+        assert_eq!((c.exitrd, c.umount_timeout, c.break_shutdown), (Some(true), None, false));
+        assert_eq!(c.problems.len(), 2, "{:?}", c.problems);
     }
 
     #[test]

@@ -92,8 +92,8 @@ pub enum Stack {
     Luks,
     /// LUKS2 (md_crypt in crypttab) on LVM (vg0/root) on md RAID1 over two whole virtio
     /// disks (a volume of `members = 2`); the passphrase is typed. Made in a prep VM. The boot
-    /// writes to copies of the disks, and afterwards `mdadm --examine` must call each member
-    /// clean: the way down stopped the array.
+    /// writes to copies of the disks; afterwards the console must show the way down closing
+    /// LUKS, LVM and md in that order, and `mdadm --examine` must call each member clean.
     MdLvmLuks,
 }
 
