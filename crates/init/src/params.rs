@@ -1154,8 +1154,9 @@ pub static PARAMS: &[Param] = &[
             p.c.break_shutdown = true;
             Ok(())
         },
-        "`shutdown`: on the way down, start the rescue shell (where the image has one) before the teardown; \
-         exiting it goes on.",
+        "`shutdown`: on the way down, a shell before the teardown, the old root still mounted at /oldroot: \
+         the image's busybox (left in the exitrd when the image has `rescue` and the boot had this parameter), \
+         else the root's own /bin/sh, chrooted in /oldroot. Exiting it goes on with the teardown.",
         "rd.break=shutdown"
     ),
     param!(

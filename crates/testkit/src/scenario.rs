@@ -950,11 +950,18 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
         }
     }
     if s.stack == Stack::MdLvmLuks {
-        // Top-down: the LUKS mapping, then the LVM volume under it, then the array.
+        // Once systemd entered the exitrd, top-down: the LUKS mapping, then the LVM volume under
+        // it, then the array, in the kernel's words too (mdadm stops arrays at boot as well).
         let log = &outcomes[0].log;
-        let at = |what: &str| log.find(what).ok_or_else(|| format!("{name}: no \"{what}\" on the console"));
-        let order =
-            [at("md_crypt: LUKS mapping closed")?, at("vg0-root: LVM volume deactivated")?, at(": stopped, was")?];
+        let entered = log.find("Entering exitrd").ok_or_else(|| format!("{name}: systemd did not enter the exitrd"))?;
+        let after = &log[entered..];
+        let at = |what: &str| after.find(what).ok_or_else(|| format!("{name}: no \"{what}\" after the exitrd's start"));
+        let order = [
+            at("md_crypt: LUKS mapping closed")?,
+            at("vg0-root: LVM volume deactivated")?,
+            at("md: md0 stopped.")?,
+            at("md0: stopped, was clean")?,
+        ];
         if !order.is_sorted() {
             return Err(format!("{name}: the layers were not closed top-down (LUKS, LVM, md): {order:?}"));
         }
