@@ -283,14 +283,22 @@ fn bounded(ms: u64, f: impl FnOnce() -> Result<(), Errno>) -> Bounded {
     }
 }
 
-/// The mount points under `root` (itself included) in `mountinfo`, deepest first: the later
-/// a mount, the earlier it goes (a mount is always listed after the one it is on).
-pub fn mounts_under(mountinfo: &str, root: &str) -> Vec<String> {
+/// The mount points of the exitrd to take down, deepest first: the old root and everything
+/// under it, and whatever else the boot mounted in /run/initramfs (a live medium, at /live
+/// once systemd pivoted) — all but / and the API file systems systemd brought along (/dev,
+/// /proc, /sys, /run). The later a mount, the earlier it goes (a mount is always listed after
+/// the one it is on).
+pub fn mounts_to_take_down(mountinfo: &str) -> Vec<String> {
+    let api = |m: &str| {
+        ["/dev", "/proc", "/sys", "/run"]
+            .iter()
+            .any(|a| m == *a || m.strip_prefix(a).is_some_and(|r| r.starts_with('/')))
+    };
     let mut v: Vec<String> = mountinfo
         .lines()
         .filter_map(|l| l.split(' ').nth(4))
         .map(leanrd_contract::unescape_octal)
-        .filter(|m| m == root || m.strip_prefix(root).is_some_and(|r| r.starts_with('/')))
+        .filter(|m| m != "/" && !api(m))
         .collect();
     v.reverse();
     v
@@ -416,11 +424,11 @@ fn rescue(down: &mut Down) {
 /// that was busy because of one above it goes in the next).
 const PASSES: usize = 4;
 
-/// Unmount everything under /oldroot, deepest first, each within `ms`, in passes while one
+/// Unmount what [`mounts_to_take_down`] lists, deepest first, each within `ms`, in passes while one
 /// makes progress; what still will not go is remounted read-only (within the bound too) and
 /// detached.
 fn unmount_all(down: &mut Down, ms: u64) {
-    let under = || mounts_under(&sys::read_string("/proc/self/mountinfo").unwrap_or_default(), exitrd::OLDROOT);
+    let under = || mounts_to_take_down(&sys::read_string("/proc/self/mountinfo").unwrap_or_default());
     let mut given_up: Vec<String> = Vec::new();
     for _ in 0..PASSES {
         let mut progress = false;
@@ -450,7 +458,7 @@ fn unmount_all(down: &mut Down, ms: u64) {
     if left.is_empty() {
         return;
     }
-    down.fail(&format!("still mounted under {}: {}", exitrd::OLDROOT, left.join(" ")));
+    down.fail(&format!("still mounted: {}", left.join(" ")));
     for m in left {
         let target = m.clone();
         let ro = match bounded(ms, move || rustix::mount::mount_remount(target.as_str(), MountFlags::RDONLY, "")) {
@@ -636,19 +644,24 @@ mod tests {
     }
 
     #[test]
-    fn mounts_under_the_old_root_go_deepest_first() {
-        let mi = "1 0 8:1 / / rw - ext4 /dev/vda1 rw\n\
+    fn the_old_root_and_a_live_medium_go_deepest_first_and_the_api_file_systems_stay() {
+        let mi = "1 0 8:1 / / rw - tmpfs tmpfs rw\n\
                   20 1 0:5 / /oldroot rw - ext4 /dev/mapper/root rw\n\
                   21 20 0:6 / /oldroot/boot rw - ext4 /dev/vda2 rw\n\
                   22 20 0:7 / /oldroot/my\\040data rw - xfs /dev/vdc rw\n\
                   23 21 0:8 / /oldroot/boot/efi rw - vfat /dev/vda3 rw\n\
-                  24 1 0:9 / /oldrootx rw - tmpfs tmpfs rw\n\
-                  25 1 0:10 / /proc rw - proc proc rw\n";
+                  24 1 0:9 / /live rw - iso9660 /dev/sr0 ro\n\
+                  25 1 0:10 / /proc rw - proc proc rw\n\
+                  26 1 0:11 / /dev rw - devtmpfs devtmpfs rw\n\
+                  27 26 0:12 / /dev/pts rw - devpts devpts rw\n\
+                  28 1 0:13 / /run rw - tmpfs tmpfs rw\n\
+                  29 1 0:14 / /sys rw - sysfs sysfs rw\n\
+                  30 1 0:15 / /devices rw - tmpfs tmpfs rw\n";
         assert_eq!(
-            mounts_under(mi, "/oldroot"),
-            ["/oldroot/boot/efi", "/oldroot/my data", "/oldroot/boot", "/oldroot"]
+            mounts_to_take_down(mi),
+            ["/devices", "/live", "/oldroot/boot/efi", "/oldroot/my data", "/oldroot/boot", "/oldroot"]
         );
-        assert!(mounts_under("", "/oldroot").is_empty());
+        assert!(mounts_to_take_down("").is_empty());
     }
 
     #[test]
