@@ -458,16 +458,26 @@ fn unmount_all(down: &mut Down, ms: u64) {
     if left.is_empty() {
         return;
     }
-    down.fail(&format!("still mounted: {}", left.join(" ")));
+    // Mounts that hold each other (a live root's overlay over layers mounted beneath it) or a
+    // busy file system: each made read-only, then detached; the kernel lets it go once nothing
+    // holds it. Lazily where it must: a step, unless a file system could not be made read-only.
+    down.step(&format!("still mounted, detached lazily: {}", left.join(" ")));
     for m in left {
+        if !under().contains(&m) {
+            continue; // gone with one it was under
+        }
         let target = m.clone();
-        let ro = match bounded(ms, move || rustix::mount::mount_remount(target.as_str(), MountFlags::RDONLY, "")) {
-            Bounded::Done(Ok(())) => "read-only, ",
-            _ => "",
-        };
-        match rustix::mount::unmount(m.as_str(), UnmountFlags::DETACH) {
-            Ok(()) => down.fail(&format!("{m}: {ro}detached")),
-            Err(e) => down.fail(&format!("{m}: {ro}not detached: {}", strerror(e))),
+        let ro = bounded(ms, move || rustix::mount::mount_remount(target.as_str(), MountFlags::RDONLY, ""));
+        match (rustix::mount::unmount(m.as_str(), UnmountFlags::DETACH), ro) {
+            (Ok(()), Bounded::Done(Ok(()))) => down.step(&format!("{m}: read-only, detached")),
+            (Ok(()), Bounded::Done(Err(e))) => {
+                down.fail(&format!("{m}: detached, not made read-only first: {}", strerror(e)))
+            }
+            (Ok(()), Bounded::TimedOut) => {
+                down.fail(&format!("{m}: detached, no answer to read-only in {} s", ms / 1000))
+            }
+            (Err(Errno::INVAL | Errno::NOENT), _) => {}
+            (Err(e), _) => down.fail(&format!("{m}: not detached: {}", strerror(e))),
         }
     }
 }
@@ -494,7 +504,8 @@ fn take_apart(down: &mut Down, p: &Piece) {
             Err(e) => down.fail(&format!("{n}: {e}")),
         },
         Piece::Loop(n) => match clear_loop(n) {
-            Ok(()) => down.step(&format!("{n}: detached")),
+            Ok(true) => down.step(&format!("{n}: detached")),
+            Ok(false) => down.step(&format!("{n}: already detached (autoclear, with its file system)")),
             Err(e) => down.fail(&format!("{n}: {e}")),
         },
         Piece::Nvmf(c) => match sys::write_file(&format!("/sys/class/nvme/{c}/delete_controller"), "1") {
@@ -574,13 +585,16 @@ fn stop_md(name: &str) -> Result<String, String> {
 /// LOOP_CLR_FD.
 const LOOP_CLR_FD: rustix::ioctl::Opcode = 0x4C01;
 
-/// Detach loop device `name`.
-fn clear_loop(name: &str) -> Result<(), String> {
+/// Detach loop device `name`; Ok(false): it was not attached any more.
+fn clear_loop(name: &str) -> Result<bool, String> {
     let fd =
         sys::open_node(&format!("/dev/{name}"), OFlags::RDONLY).map_err(|e| format!("/dev/{name}: {}", strerror(e)))?;
     // SAFETY: LOOP_CLR_FD takes no argument.
-    unsafe { rustix::ioctl::ioctl(&fd, rustix::ioctl::NoArg::<LOOP_CLR_FD>::new()) }
-        .map_err(|e| format!("LOOP_CLR_FD: {}", strerror(e)))
+    match unsafe { rustix::ioctl::ioctl(&fd, rustix::ioctl::NoArg::<LOOP_CLR_FD>::new()) } {
+        Ok(()) => Ok(true),
+        Err(Errno::NXIO) => Ok(false),
+        Err(e) => Err(format!("LOOP_CLR_FD: {}", strerror(e))),
+    }
 }
 
 #[cfg(test)]
