@@ -162,6 +162,12 @@ pub struct InitConfig {
     pub nvmf_hostnqn: Option<String>,
     /// This host's NVMe host ID (host-only: the one its controllers connected with).
     pub nvmf_hostid: Option<String>,
+    /// Whether /init leaves the exitrd in /run/initramfs at the switch (the `exitrd`
+    /// setting); None: when the root sits on more than a plain partition.
+    pub exitrd: Option<bool>,
+    /// Seconds each unmount of the way down has (the `umount_timeout` setting, 0: no bound);
+    /// None: /init's default. `rd.shutdown.timeout.umount=` wins over it.
+    pub umount_timeout: Option<u64>,
 }
 
 /// Where the image keeps its compiled keymaps (`NAME.bmap`, the binary form `loadkeys -b`
@@ -337,6 +343,20 @@ pub const FIELDS: &[Field] = &[
     ),
     number!("tang_timeout", "How long each Tang server has to answer, in seconds.", tang_timeout),
     number!("ssh_port", "The port the SSH server listens on for passphrases.", ssh_port),
+    Field {
+        key: "exitrd",
+        doc: "Whether the exitrd is left in /run/initramfs at the switch (on or off); unset: when the root sits on more than a plain partition.",
+        put: |c| c.exitrd.iter().map(|&on| vec![if on { "on" } else { "off" }.to_string()]).collect(),
+        get: |c, v| {
+            let on = match one("exitrd", v)?.as_str() {
+                "on" => true,
+                "off" => false,
+                x => return Err(format!("exitrd \"{x}\" is not on or off")),
+            };
+            set(&mut c.exitrd, on)
+        },
+    },
+    number!("umount_timeout", "How long each unmount of the way down has, in seconds (0: no bound).", umount_timeout),
     Field {
         key: "fsck",
         doc: "A file system type and the checker in the image for it.",
@@ -536,6 +556,8 @@ mod tests {
             ],
             nvmf_hostnqn: Some("nqn.2014-08.org.nvmexpress:uuid:0123".into()),
             nvmf_hostid: Some("0123".into()),
+            exitrd: Some(false),
+            umount_timeout: Some(15),
         }
     }
 

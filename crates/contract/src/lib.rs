@@ -26,6 +26,7 @@ mod config;
 mod crypttab;
 mod device;
 mod escape;
+pub mod exitrd;
 mod fstab;
 mod iscsi;
 pub mod luks2;

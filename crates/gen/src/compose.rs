@@ -167,6 +167,8 @@ pub(crate) fn init_config(
         kver: Some(r.kver.clone()),
         load: m.load.clone(),
         tang_timeout: r.tang_timeout,
+        exitrd: r.exitrd,
+        umount_timeout: r.umount_timeout,
         ..InitConfig::default()
     };
     if let Some(x) = facts {

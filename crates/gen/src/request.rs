@@ -66,6 +66,13 @@ pub struct Settings {
     pub ssh_authorized_keys: Vec<PathBuf>,
     /// The SSH server's port (`ssh_port`); None: 22.
     pub ssh_port: Option<u16>,
+    /// Leave the exitrd in /run/initramfs for the way down (`exitrd`, "on" or "off"); None:
+    /// when the root sits on more than a plain partition.
+    #[serde(default, deserialize_with = "on_off")]
+    pub exitrd: Option<bool>,
+    /// Seconds each unmount of the way down has (`umount_timeout`, 0: no bound); None: /init's
+    /// default.
+    pub umount_timeout: Option<u64>,
     /// How compressed modules are stored: `decompress` (at build time) or `keep` (when the
     /// kernel decompresses them).
     #[serde(default, deserialize_with = "from_text")]
@@ -80,6 +87,14 @@ fn from_text<'de, D: Deserializer<'de>, T: std::str::FromStr<Err: std::fmt::Disp
 ) -> Result<Option<T>, D::Error> {
     let s = String::deserialize(d)?;
     s.parse().map(Some).map_err(serde::de::Error::custom)
+}
+
+fn on_off<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    match String::deserialize(d)?.as_str() {
+        "on" => Ok(Some(true)),
+        "off" => Ok(Some(false)),
+        x => Err(serde::de::Error::custom(format!("\"{x}\" is not \"on\" or \"off\""))),
+    }
 }
 
 fn data_align<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
@@ -328,6 +343,31 @@ pub const SETTINGS: &[Setting] = &[
         example: "ssh_port = 2222",
     },
     Setting {
+        key: "exitrd",
+        flag: "--exitrd",
+        short: None,
+        arg: ArgKind::Text,
+        value_name: "on|off",
+        value: "\"on\"|\"off\"",
+        doc: "The exitrd: at the switch to the root, /init leaves itself in /run/initramfs as `shutdown`, with a \
+              record of what the boot built (md arrays, LVM volumes, LUKS mappings, loop devices, iSCSI sessions, \
+              NVMe-oF controllers, an NFS root); systemd's shutdown returns there and the teardown takes it apart \
+              top-down before the power goes. Default: on where the root sits on more than a plain partition (the \
+              kernel parameter rd.leanrd.exitrd= wins over it).",
+        example: "exitrd = \"off\"",
+    },
+    Setting {
+        key: "umount_timeout",
+        flag: "--umount-timeout",
+        short: None,
+        arg: ArgKind::Number,
+        value_name: "SECONDS",
+        value: "N",
+        doc: "How long each unmount of the way down has before it is given up and the file system detached (0: \
+              no bound; the kernel parameter rd.shutdown.timeout.umount= wins over it). Default: 90.",
+        example: "umount_timeout = 20",
+    },
+    Setting {
         key: "module_compression",
         flag: "--module-compression",
         short: None,
@@ -473,6 +513,10 @@ pub struct Request {
     pub ssh_authorized_keys: Vec<PathBuf>,
     /// The SSH server's port; None: 22.
     pub ssh_port: Option<u16>,
+    /// Whether the exitrd is left in /run/initramfs; None: where the root needs it.
+    pub exitrd: Option<bool>,
+    /// Seconds each unmount of the way down has; None: /init's default.
+    pub umount_timeout: Option<u64>,
     /// How compressed modules are stored in the image.
     pub module_compression: ModuleStrategy,
     /// Where decompressed modules are cached between builds (see `crate::modcache`).
@@ -511,6 +555,8 @@ impl Request {
             tang_timeout: s.tang_timeout,
             ssh_authorized_keys: s.ssh_authorized_keys,
             ssh_port: s.ssh_port,
+            exitrd: s.exitrd,
+            umount_timeout: s.umount_timeout,
             module_compression: s.module_compression.unwrap_or_default(),
             module_cache: crate::modcache::base_dir(),
             sysroot,
@@ -719,6 +765,12 @@ pub(crate) mod tests {
         assert!(e("image_mode = 0o17777\n").contains("beyond 0o7777"));
         assert!(e("module_compression = \"lz4\"\n").contains("not a module strategy (decompress, keep)"));
         assert!(e("kver = \"6.1\"\n").contains("kver"), "command-line-only keys are not in the file");
+        let exitrd = e("threads = 1\nexitrd = \"maybe\"\n");
+        assert!(exitrd.contains("line 2") && exitrd.contains("\"maybe\" is not \"on\" or \"off\""), "{exitrd}");
+        let p = |t: &str| Settings::parse(t, Path::new("leanrd.toml")).unwrap();
+        assert_eq!(p("exitrd = \"off\"\numount_timeout = 0\n").exitrd, Some(false));
+        assert_eq!(p("exitrd = \"on\"\n").exitrd, Some(true));
+        assert_eq!(p("umount_timeout = 20\n").umount_timeout, Some(20));
     }
 
     /// Bounded mutation fuzzing of the configuration parser: an error names the file; never

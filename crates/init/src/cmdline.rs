@@ -95,6 +95,13 @@ pub struct Cmdline {
     pub neednet: bool,
     /// `rd.leanrd.tang_timeout=`: seconds each Tang server has (None: the image's setting).
     pub tang_timeout: Option<u64>,
+    /// `rd.leanrd.exitrd=`: leave the exitrd at the switch or not (None: the image's setting).
+    pub exitrd: Option<bool>,
+    /// `rd.shutdown.timeout.umount=`: seconds each unmount of the way down has (None: the
+    /// image's setting).
+    pub umount_timeout: Option<u64>,
+    /// `rd.break=shutdown`: the rescue shell before the teardown.
+    pub break_shutdown: bool,
     /// iSCSI targets and settings (dracut's `netroot=iscsi:`, `root=iscsi:`, `rd.iscsi.*`).
     pub iscsi: IscsiCmd,
     /// NVMe over TCP (dracut's `rd.nvmf.*`).

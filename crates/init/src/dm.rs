@@ -147,6 +147,22 @@ pub fn volume_key(name: &str) -> Result<Secret, String> {
     answer
 }
 
+/// DM_DEV_REMOVE: `_IOWR(0xfd, 4, struct dm_ioctl)`.
+const DM_DEV_REMOVE: rustix::ioctl::Opcode = rustix::ioctl::opcode::read_write::<Header>(0xfd, 4);
+
+/// Remove the device-mapper device `name` (`dmsetup remove --noudevsync`): the kernel tears its
+/// table down, a crypt target wiping its key. EBUSY: something holds it open; ENXIO: none.
+pub fn remove(name: &str) -> Result<(), sys::Errno> {
+    let mut b = request(name).map_err(|_| sys::Errno::INVAL)?;
+    // No table is asked for, and no udev cookie is set: nothing waits on udev.
+    b.0[AT_FLAGS..AT_FLAGS + 4].copy_from_slice(&0u32.to_ne_bytes());
+    let ctl = sys::open_node(CONTROL, rustix::fs::OFlags::RDWR)?;
+    // SAFETY: DM_DEV_REMOVE takes a `struct dm_ioctl` whose data_size (set by `request`) is the
+    // whole buffer's length; the kernel reads and writes within it, and `b` lives until the
+    // call returns.
+    unsafe { rustix::ioctl::ioctl(&ctl, rustix::ioctl::Updater::<DM_DEV_REMOVE, Buffer>::new(&mut b)) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,6 +196,8 @@ mod tests {
         assert!(request("").is_err() && request("a/b").is_err() && request(&"x".repeat(128)).is_err());
         // _IOWR(0xfd, 12, struct dm_ioctl), as libdevmapper's DM_TABLE_STATUS.
         assert_eq!(DM_TABLE_STATUS, 0xc138fd0c);
+        // _IOWR(0xfd, 4, struct dm_ioctl), as libdevmapper's DM_DEV_REMOVE.
+        assert_eq!(DM_DEV_REMOVE, 0xc138fd04);
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod devices;
 pub mod dhcp;
 pub mod diagnose;
 pub mod dm;
+pub mod exitrd;
 pub mod fsck;
 pub mod http;
 pub mod iscsi;
@@ -212,6 +213,9 @@ fn load_wait_ms(cmd: &Cmdline) -> u64 {
 pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
     if args.first().is_some_and(|a| ssh::is_client(a)) {
         ssh::client_main();
+    }
+    if args.first().is_some_and(|a| exitrd::is_shutdown(a)) {
+        exitrd::shutdown_main(&args);
     }
     if !rustix::process::getpid().is_init() {
         if args.len() > 1 {

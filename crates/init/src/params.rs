@@ -155,13 +155,15 @@ pub enum Group {
     Nvmf,
     /// Live media.
     Live,
+    /// The way down: the exitrd.
+    Shutdown,
     /// When the boot fails.
     Diagnosis,
 }
 
 impl Group {
     /// Every group, in the reference's order.
-    pub const ALL: [Group; 9] = [
+    pub const ALL: [Group; 10] = [
         Group::Root,
         Group::Modules,
         Group::Storage,
@@ -170,6 +172,7 @@ impl Group {
         Group::Iscsi,
         Group::Nvmf,
         Group::Live,
+        Group::Shutdown,
         Group::Diagnosis,
     ];
 
@@ -184,6 +187,7 @@ impl Group {
             Group::Iscsi => "iSCSI roots",
             Group::Nvmf => "NVMe over TCP",
             Group::Live => "Live media",
+            Group::Shutdown => "The way down (the exitrd)",
             Group::Diagnosis => "Diagnosis and failure",
         }
     }
@@ -1110,6 +1114,50 @@ pub static PARAMS: &[Param] = &[
         },
         "The kernel's; /init prints only errors in any case.",
         "quiet"
+    ),
+    param!(
+        &["rd.leanrd.exitrd"],
+        Form::Bool,
+        Shutdown,
+        ONCE,
+        |p, v| {
+            p.c.exitrd = Some(v.on());
+            Ok(())
+        },
+        "`1`: leave the exitrd in /run/initramfs at the switch to the root (/init itself as `shutdown`, and a \
+         record of what the boot built), for systemd's shutdown to return to: the teardown then unmounts the old \
+         root, removes LUKS and LVM mappings, stops md arrays and disconnects NVMe-oF controllers, top-down, \
+         before the power goes. `0`: none. Default: the image's `exitrd` setting, else on where the root sits on \
+         more than a plain partition.",
+        "rd.leanrd.exitrd=0"
+    ),
+    param!(
+        &["rd.shutdown.timeout.umount"],
+        SECONDS,
+        Shutdown,
+        ONCE,
+        |p, v| {
+            p.c.umount_timeout = Some(v.number());
+            Ok(())
+        },
+        "How long each unmount of the way down has before it is given up, the file system then remounted \
+         read-only where it can be and detached (0: no bound; dracut's name). Default: the image's \
+         `umount_timeout` setting, else 90.",
+        "rd.shutdown.timeout.umount=20"
+    ),
+    param!(
+        &["rd.break"],
+        Form::Choice(&["shutdown"]),
+        Shutdown,
+        ONCE,
+        |p, _| {
+            p.c.break_shutdown = true;
+            Ok(())
+        },
+        "`shutdown`: on the way down, a shell before the teardown, the old root still mounted at /oldroot: \
+         the image's busybox (left in the exitrd when the image has `rescue` and the boot had this parameter), \
+         else the root's own /bin/sh, chrooted in /oldroot. Exiting it goes on with the teardown.",
+        "rd.break=shutdown"
     ),
     param!(
         &["leanrd.debug"],

@@ -118,6 +118,8 @@ pub fn switch_root(init: &mut Init) -> Result<(), String> {
     crate::stack::hand_over_to_udev(init);
     // PCR 11's leave-initrd: from here on, what only the initramfs may unseal stays sealed.
     crate::tpm::leave(init);
+    // The way down's program and record, in /run/initramfs: /run moves to the root.
+    crate::exitrd::leave(init);
     init.log.step(leanrd_contract::steplog::SWITCHING);
     init.log.save();
     // The point of no return: the API file systems leave the initramfs, which is deleted.

@@ -298,6 +298,9 @@ fn debian_boot(name: &str, w: &World, append: &str, qemu: Vec<String>) -> Boot {
     let mut b = Boot::new(name, &w.image, append, qemu).expect("LEANRD-ROOT overlay overlay");
     b.expect.extend(["LEANRD-LIVE-MARK written".into()]);
     b.stop = vec!["no rescue shell in this image".into(), "Kernel panic".into()];
+    // The way down: systemd returns to the exitrd (a live root's loop), and no step fails
+    // (a failed one is printed even with `quiet`).
+    b.reject.push("leanrd: shutdown:".into());
     b
 }
 

@@ -914,6 +914,121 @@ pub fn ext4_image_with(t: &TempDir, name: &str, megs: u64, uuid: &str, tree: &Pa
     img
 }
 
+/// The stacked root: LUKS2 (`md_crypt` in crypttab) on LVM (vg0/root) on md RAID1 (metadata
+/// 1.2, `md0`) over the two whole disks `members`, made in a prep VM from an ext4 image of
+/// `tree` made here. Returns the prep image, its disks (the members first) and the LUKS
+/// header's UUID.
+pub fn md_lvm_luks_prep(
+    t: &TempDir,
+    kver: &str,
+    tree: &Path,
+    members: [&Path; 2],
+) -> Option<(PathBuf, Vec<Disk>, String)> {
+    let (luks_uuid, root_uuid) = (uuid(41), uuid(42));
+    let crypttab = format!("md_crypt UUID={luks_uuid} none luks,discard\n");
+    let fstab = "/dev/mapper/md_crypt / ext4 errors=remount-ro 0 1\n";
+    let root = ext4_image_with(t, "stack-root", 2048, &root_uuid, tree, &[("fstab", fstab), ("crypttab", &crypttab)]);
+    for m in members {
+        sh(&format!("truncate -s {}M {}", 2048 + 64, m.display()));
+    }
+    // --assume-clean: no initial resync (the members are blank alike); what the test checks is
+    // that the way down leaves them clean.
+    let body = format!(
+        "printf %s '{PASS}' > /tmp/pass && \
+         $mdadm --create /dev/md0 --run --level=1 --raid-devices=2 --metadata=1.2 --assume-clean \
+           --homehost=any /dev/vda /dev/vdb && \
+         $lvm pvcreate -y --config \"$C\" /dev/md0 && $lvm vgcreate --config \"$C\" vg0 /dev/md0 && \
+         $lvm lvcreate -y --config \"$C\" -L 2080M -n root vg0 && \
+         $cryptsetup luksFormat --batch-mode --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
+           --uuid {luks_uuid} --key-file /tmp/pass /dev/mapper/vg0-root && \
+         $cryptsetup open --key-file /tmp/pass /dev/mapper/vg0-root prep && $e2image -ra /dev/vdc /dev/mapper/prep && \
+         $cryptsetup close prep && $lvm vgchange -an --config \"$C\" vg0 && $mdadm --stop /dev/md0 && sync && \
+         echo PREP-DONE"
+    );
+    let modules = [
+        "virtio_pci",
+        "virtio_blk",
+        "md_mod",
+        "raid1",
+        "dm_mod",
+        "dm_crypt",
+        "xts",
+        "aes_generic",
+        "sha256_generic",
+        "cbc",
+        "ecb",
+    ];
+    let dir = t.join("stack-prep");
+    let img = crate::prep::image(&dir, kver, &["mdadm", "lvm", "cryptsetup", "e2image"], &modules, "vdc", &body, None)?;
+    let disks = members
+        .into_iter()
+        .map(Path::to_path_buf)
+        .chain([root])
+        .map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk })
+        .collect();
+    Some((img, disks, luks_uuid))
+}
+
+/// The volume key of the LUKS container at byte `offset` of `disk`, read from its header with
+/// [`PASS`] by the host's cryptsetup (through a read-only loop device).
+pub fn luks_volume_key(disk: &Path, offset: u64) -> Result<Vec<u8>, String> {
+    let out = Command::new("losetup")
+        .args(["-r", "-f", "--show", "-o", &offset.to_string()])
+        .arg(disk)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("losetup {}: {}", disk.display(), String::from_utf8_lossy(&out.stderr)));
+    }
+    let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let mut c = Command::new("cryptsetup");
+    c.args(["luksDump", "--dump-volume-key", "--batch-mode", "--key-file", "-", &dev]);
+    let dumped = c
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut ch| {
+            use std::io::Write;
+            ch.stdin.take().unwrap().write_all(PASS.as_bytes())?;
+            ch.wait_with_output()
+        });
+    let _ = Command::new("losetup").args(["-d", &dev]).status();
+    let dumped = dumped.map_err(|e| format!("cryptsetup: {e}"))?;
+    let text = String::from_utf8_lossy(&dumped.stdout).into_owned();
+    // "MK dump:\t00 11 ...", continued on the following lines up to an empty one.
+    let start = text.find("MK dump:").ok_or_else(|| {
+        format!("cryptsetup luksDump --dump-volume-key: no key in {text}{}", String::from_utf8_lossy(&dumped.stderr))
+    })?;
+    let key: Vec<u8> = text[start + "MK dump:".len()..]
+        .lines()
+        .take_while(|l| !l.trim().is_empty() && !l.contains(':'))
+        .flat_map(|l| l.split_whitespace())
+        .filter_map(|b| u8::from_str_radix(b, 16).ok())
+        .collect();
+    if key.len() < 32 {
+        return Err(format!("a volume key of {} bytes from {text}", key.len()));
+    }
+    Ok(key)
+}
+
+/// What `mdadm --examine` says of an md member's state (`clean`, `active`...), read from a copy
+/// of the disk through a read-only loop device; Err: why it could not be read.
+pub fn md_member_state(disk: &Path) -> Result<String, String> {
+    let out = Command::new("losetup").args(["-r", "-f", "--show"]).arg(disk).output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("losetup {}: {}", disk.display(), String::from_utf8_lossy(&out.stderr)));
+    }
+    let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let ex = Command::new("mdadm").args(["--examine", &dev]).output();
+    let _ = Command::new("losetup").args(["-d", &dev]).status();
+    let ex = ex.map_err(|e| format!("mdadm: {e}"))?;
+    let text = String::from_utf8_lossy(&ex.stdout).into_owned();
+    text.lines().find_map(|l| l.trim().strip_prefix("State : ")).map(|s| s.trim().to_string()).ok_or_else(|| {
+        format!("mdadm --examine {}: no state in {text}{}", disk.display(), String::from_utf8_lossy(&ex.stderr))
+    })
+}
+
 /// The passphrase of the encrypted root.
 pub const PASS: &str = "leanrd-debian-passphrase";
 /// The encrypted disk as Debian's installer lays it out: GPT, an ESP, /boot (ext4, not

@@ -90,6 +90,11 @@ pub enum Stack {
     /// Debian's installer layout: GPT, an ESP, /boot, LUKS2 holding the ext4 root
     /// (sda3_crypt in crypttab); the passphrase is typed on the console. Made in a prep VM.
     Luks,
+    /// LUKS2 (md_crypt in crypttab) on LVM (vg0/root) on md RAID1 over two whole virtio
+    /// disks (a volume of `members = 2`); the passphrase is typed. Made in a prep VM. The boot
+    /// writes to copies of the disks; afterwards the console must show the way down closing
+    /// LUKS, LVM and md in that order, and `mdadm --examine` must call each member clean.
+    MdLvmLuks,
 }
 
 /// A file system kind, or a blank disk.
@@ -193,6 +198,22 @@ pub struct Scenario {
     /// `leanrd analyze` reads the boot's record and journal and draws it.
     #[serde(default)]
     pub analyze: bool,
+    /// With the LUKS stack: once the machine is down (QEMU kept by `-no-shutdown`), the monitor's
+    /// `dump-guest-memory` of its RAM must hold (`present`) or not hold (`absent`) each 32-byte
+    /// half of the container's volume key (an XTS key's halves are what the AES key schedules
+    /// keep), read from the header with the passphrase.
+    #[serde(default)]
+    pub ram_key: Option<RamKey>,
+}
+
+/// What the RAM of a machine that went down holds of its LUKS volume key.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RamKey {
+    /// Neither half: the way down removed the mapping, the kernel wiping its key.
+    Absent,
+    /// Both halves (no exitrd: the control, showing the check can fail).
+    Present,
 }
 
 /// The scenarios of a file, by test name, each checked.
@@ -240,7 +261,7 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
                 "a self-built root on raid1: the host reads its image from one member, which it cannot mount".into()
             );
         }
-        if !(1..=2).contains(&v.members) || (v.members == 2 && v.fs != FsKind::Btrfs) {
+        if !(1..=2).contains(&v.members) || (v.members == 2 && v.fs != FsKind::Btrfs && s.stack != Stack::MdLvmLuks) {
             return Err(format!("members = {} on {kind}: a volume is one disk, or two for btrfs raid1", v.members));
         }
         if v.members == 2 && v.gpt {
@@ -251,6 +272,15 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
             Stack::Lvm if v.fs == FsKind::Ext4 && v.bus == Bus::VirtioBlk && !v.gpt && v.members == 1 => {}
             Stack::Luks
                 if v.fs == FsKind::Ext4 && v.bus == Bus::VirtioBlk && v.holds == Holds::Root && s.disks.len() == 1 => {}
+            Stack::MdLvmLuks
+                if v.fs == FsKind::Ext4
+                    && v.bus == Bus::VirtioBlk
+                    && v.holds == Holds::Root
+                    && v.members == 2
+                    && s.disks.len() == 1 => {}
+            Stack::MdLvmLuks => {
+                return Err("md-lvm-luks holds the ext4 root alone, on two virtio-blk members (members = 2)".into());
+            }
             Stack::Lvm | Stack::Luks => {
                 return Err(format!(
                     "{:?} holds ext4 volumes on one virtio-blk disk{} (not {kind} on {:?})",
@@ -276,6 +306,9 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
     }
     if s.image == Image::ArchZst && s.root != Root::Debian13 {
         return Err("arch-zst re-lays a kernel whose modules are .ko.xz: debian13's".into());
+    }
+    if s.ram_key.is_some() && (s.stack != Stack::Luks || s.image == Image::SelfBuilt) {
+        return Err("ram_key reads the key of the luks stack's container, after a universal image's boot".into());
     }
     if s.analyze && !s.cmdline.contains("leanrd.test=journal") {
         return Err("analyze reads the journal the root prints with leanrd.test=journal in cmdline".into());
@@ -560,16 +593,20 @@ pub fn arch_tree(su_root: Root) -> Option<(PathBuf, String)> {
 }
 
 /// The image a scenario boots first (self-built: the universal image it builds from).
-fn image(root: Root, su: &Suite, kind: Image) -> PathBuf {
+fn image(root: Root, su: &Suite, kind: Image, stack: Stack) -> PathBuf {
     // A self-built scenario first boots the universal image.
     let kind = if kind == Image::SelfBuilt { Image::Universal } else { kind };
-    memo(&format!("image {root:?} {kind:?}"), || {
+    let md = stack == Stack::MdLvmLuks;
+    memo(&format!("image {root:?} {kind:?} md={md}"), || {
         let (tree, extra): (PathBuf, &[&str]) = match kind {
+            // The test roots have no mdadm (adding it would remake every cached root and disk):
+            // the md stack's image is built from a copy of the root with the host's.
+            Image::Universal | Image::SelfBuilt if md => (with_host_mdadm(root, su), &[]),
             Image::Universal | Image::SelfBuilt => (su.base.path.clone(), &[]),
             Image::UniversalKeep => (su.base.path.clone(), &["--module-compression", "keep"]),
             Image::ArchZst => (arch_tree(root).expect("the suite is there").0, &["--module-compression", "keep"]),
         };
-        let out = scratch().join(format!("{}-{kind:?}.img", root.tag()));
+        let out = scratch().join(format!("{}-{kind:?}{}.img", root.tag(), if md { "-md" } else { "" }));
         let o = leanrd()
             .args(["build", "-k", &su.kver, "--universal", "--sysroot"])
             .arg(&tree)
@@ -583,6 +620,18 @@ fn image(root: Root, su: &Suite, kind: Image) -> PathBuf {
         assert!(o.status.success(), "leanrd build {extra:?}: {}", String::from_utf8_lossy(&o.stderr));
         out
     })
+}
+
+/// A copy of the suite's root (hard links) with the host's mdadm in /usr/sbin, for an image
+/// that assembles md arrays; the root itself stays without it.
+fn with_host_mdadm(root: Root, su: &Suite) -> PathBuf {
+    let tree = scratch().join(format!("{}-md-tree", root.tag()));
+    let _ = fs::remove_dir_all(&tree);
+    sh(&format!("cp -al {} {}", su.base.path.display(), tree.display()));
+    let mdadm = tree.join("usr/sbin/mdadm");
+    let _ = fs::remove_file(&mdadm);
+    fs::copy("/usr/sbin/mdadm", &mdadm).expect("the host's mdadm (package mdadm)");
+    tree
 }
 
 /// A UUID for a scenario's volume: the same from run to run (disks are cached by content),
@@ -703,6 +752,30 @@ fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
             }];
             (made, "root=/dev/mapper/vg0-root".into(), "mount.usr=/dev/mapper/vg0-usr mount.usrfstype=ext4".into())
         }
+        Stack::MdLvmLuks => {
+            let host_kver = kver_of(&crate::kernel().expect("the prep VM runs the host's kernel"));
+            let key = key_of(&[b"md-lvm-luks 1", root_tree.key.as_bytes(), PASS.as_bytes()]);
+            let dir = cached("disks", &key, |d| {
+                let tmp = TempDir::new("stack-prep");
+                let members = [d.join("member-0.disk"), d.join("member-1.disk")];
+                let (prep, disks, luks_uuid) =
+                    md_lvm_luks_prep(&tmp, &host_kver, &root_tree.path, [&members[0], &members[1]])
+                        .expect("the md/LVM/LUKS prep image");
+                prep_boot(&prep, &disks, &format!("md/LVM/LUKS {key}"));
+                fs::write(d.join("luks-uuid"), luks_uuid).unwrap();
+            });
+            let disks = (0..2)
+                .map(|m| Disk { path: dir.join(format!("member-{m}.disk")), gpt: false, bus: Bus::VirtioBlk })
+                .collect();
+            let made = vec![Made {
+                disks,
+                fs: FsKind::Ext4,
+                uuid: fs::read_to_string(dir.join("luks-uuid")).expect("the LUKS UUID"),
+                subvol: false,
+                holds: Some(Holds::Root),
+            }];
+            (made, "root=/dev/mapper/md_crypt".into(), String::new())
+        }
         Stack::Luks => {
             let host_kver = kver_of(&crate::kernel().expect("the prep VM runs the host's kernel"));
             let key = key_of(&[b"luks", root_tree.key.as_bytes(), PASS.as_bytes()]);
@@ -796,10 +869,12 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     check(name, s)?;
     let Some(su) = suite(s.root)? else { return Ok(()) };
     let t = TempDir::new(&format!("scenario-{name}"));
-    let first_image = image(s.root, &su, s.image);
+    let first_image = image(s.root, &su, s.image, s.stack);
     let (made, root_arg, usr_arg) = disks(name, s, &su);
     let self_built = s.image == Image::SelfBuilt;
-    let made = if self_built { writable(&made, &t) } else { made };
+    // The stacked root's members are read back afterwards: the boot writes to copies.
+    let keeps = self_built || s.stack == Stack::MdLvmLuks;
+    let made = if keeps { writable(&made, &t) } else { made };
     let all: Vec<&Disk> = made.iter().flat_map(|m| &m.disks).collect();
     let mut cmdline = s.cmdline.replace("{root}", &root_arg).replace("{usr}", &usr_arg);
     // A self-building root gets leanrd on a disk of its own ([`tools_disk`]), last, on its
@@ -825,12 +900,26 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
         for r in &s.reject {
             b = b.reject(r);
         }
-        if s.stack == Stack::Luks { b.typing(PASS) } else { b }
+        match s.stack {
+            Stack::Luks => b.typing(PASS),
+            Stack::MdLvmLuks => {
+                b.answer = Some(PASS);
+                b.expect("Enter passphrase for md_crypt")
+            }
+            _ => b,
+        }
     };
     let with_tools: Vec<&Disk> = all.iter().copied().chain(&tools).collect();
-    let mut first = boot(name, &first_image, &cmdline, &with_tools, !self_built);
+    let mut first = boot(name, &first_image, &cmdline, &with_tools, !keeps);
     if self_built {
         first = first.expect("LEANRD-SELFBUILD ok");
+    }
+    let dump = t.join("ram.elf");
+    if s.ram_key.is_some() {
+        // Powered off, the machine stays (its RAM as it was) for the monitor's dump; then it ends.
+        first.qemu.push("-no-shutdown".into());
+        first.monitor = vec![("reboot: Power down".into(), format!("dump-guest-memory {}", dump.display()))];
+        first = first.stop("reboot: Power down");
     }
     let (failed, outcomes) = run_keep(&su.kernel, std::slice::from_ref(&first));
     if !failed.is_empty() {
@@ -838,6 +927,51 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     }
     if s.analyze {
         analyze_boot(&t, &outcomes[0].log);
+    }
+    if let Some(want) = s.ram_key {
+        let key = luks_volume_key(&made[0].disks[0].path, (BOOT_START_MB + BOOT_MB) << 20)?;
+        let ram = fs::read(&dump).map_err(|e| format!("{name}: the RAM dump {}: {e}", dump.display()))?;
+        // At least the VM's memory (-m 512): a dump cut short would find nothing.
+        if ram.len() < 500 << 20 {
+            return Err(format!("{name}: the RAM dump has {} bytes: cut short", ram.len()));
+        }
+        let found: Vec<usize> =
+            key.chunks(32).map(|half| ram.windows(half.len()).filter(|w| *w == half).count()).collect();
+        println!(
+            "{name}: {}-byte volume key; copies of each 32-byte half in RAM after the way down: {found:?}",
+            key.len()
+        );
+        let ok = match want {
+            RamKey::Absent => found.iter().all(|&n| n == 0),
+            RamKey::Present => found.iter().all(|&n| n > 0),
+        };
+        if !ok {
+            return Err(format!("{name}: the volume key's halves in RAM: {found:?}, wanted {want:?}"));
+        }
+    }
+    if s.stack == Stack::MdLvmLuks {
+        // Once systemd entered the exitrd, top-down: the LUKS mapping, then the LVM volume under
+        // it, then the array, in the kernel's words too (mdadm stops arrays at boot as well).
+        let log = &outcomes[0].log;
+        let entered = log.find("Entering exitrd").ok_or_else(|| format!("{name}: systemd did not enter the exitrd"))?;
+        let after = &log[entered..];
+        let at = |what: &str| after.find(what).ok_or_else(|| format!("{name}: no \"{what}\" after the exitrd's start"));
+        let order = [
+            at("md_crypt: LUKS mapping closed")?,
+            at("vg0-root: LVM volume deactivated")?,
+            at("md: md0 stopped.")?,
+            at("md0: stopped, was clean")?,
+        ];
+        if !order.is_sorted() {
+            return Err(format!("{name}: the layers were not closed top-down (LUKS, LVM, md): {order:?}"));
+        }
+        for d in &made[0].disks {
+            let state = md_member_state(&d.path).map_err(|e| format!("{name}: {e}"))?;
+            println!("{name}: mdadm --examine of {}: State : {state}", d.path.display());
+            if state != "clean" {
+                return Err(format!("{name}: md member {} is {state}, not clean", d.path.display()));
+            }
+        }
     }
     if !self_built {
         return Ok(());
@@ -849,7 +983,7 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     let initrd = format!("boot/initrd.img-{}", su.kver);
     match s.stack {
         Stack::Luks => take_boot_file(&t, &root.disks[0], &format!("initrd.img-{}", su.kver), &own),
-        Stack::Lvm | Stack::Plain => take_file(&t, &root.disks[0], root.subvol, &initrd, &own),
+        Stack::MdLvmLuks | Stack::Lvm | Stack::Plain => take_file(&t, &root.disks[0], root.subvol, &initrd, &own),
     }
     let listing = String::from_utf8(ok(leanrd().arg("ls").arg(&own))).unwrap();
     let mods: Vec<String> = listing
