@@ -77,6 +77,10 @@ pub struct Facts {
     pub root_source: Option<Root>,
     /// The network interfaces walked for a root on the network.
     pub interfaces: Vec<String>,
+    /// Every network interface that is up with a device, walked to the hardware (role
+    /// `network`), whatever the root: their drivers go into a host-only image with the `net`
+    /// feature when something other than the root needs the network (a Tang server, SSH).
+    pub nics: Vec<Link>,
     /// The iSCSI targets the walked disks come from (their sessions), to log in to again.
     pub iscsi: Vec<IscsiTarget>,
     /// The initiator name those sessions logged in as.
@@ -149,10 +153,10 @@ pub(crate) fn nfs_root(m: &Mount) -> Result<NfsRoot> {
     Ok(n)
 }
 
-/// The network interfaces a network root may go over: those up with a device behind them
-/// (loopback, bridges and other virtual interfaces have none), their devices walked to the
-/// hardware like a disk's.
-fn walk_network(root: &Path, f: &mut Facts, what: &str) -> Result<()> {
+/// The network interfaces that are up with a device behind them (loopback, bridges and other
+/// virtual interfaces have none), sorted by name, each with its device walked to the hardware
+/// like a disk's (role `role`).
+fn network_links(root: &Path, role: &str) -> Result<Vec<(String, Vec<Link>)>> {
     let dir = root.join("sys/class/net");
     let mut names: Vec<String> = fs::read_dir(&dir)
         .with_context(|| format!("{}: cannot read", dir.display()))?
@@ -160,16 +164,26 @@ fn walk_network(root: &Path, f: &mut Facts, what: &str) -> Result<()> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    let mut found = false;
+    let mut out = Vec::new();
     for n in names {
         let up = read_trim(&dir.join(&n).join("operstate")).is_some_and(|s| s == "up" || s == "unknown");
         let Ok(dev) = fs::canonicalize(dir.join(&n).join("device")) else { continue };
         if !up {
             continue;
         }
+        let links = ancestors(root, &dev, role, &n);
+        out.push((n, links));
+    }
+    Ok(out)
+}
+
+/// The network interfaces a network root may go over ([`network_links`]): their drivers are
+/// the root's.
+fn walk_network(root: &Path, f: &mut Facts, what: &str) -> Result<()> {
+    let mut found = false;
+    for (n, links) in network_links(root, "root")? {
         f.devices.push(n.clone());
         f.interfaces.push(n.clone());
-        let links = ancestors(root, &dev, "root", &n);
         found |= !links.is_empty();
         for l in links {
             f.modaliases.extend(l.modalias.clone());
@@ -358,6 +372,8 @@ pub fn detect_all(root: &Path, sysroot: &Path) -> Result<Facts> {
     f.cpu_modalias = read_trim(&root.join("sys/devices/system/cpu/modalias")).filter(|m| m.starts_with("cpu:"));
     f.running_kernel = read_trim(&root.join("proc/sys/kernel/osrelease")).filter(|k| !k.is_empty());
     f.by_uuid = uuid_links(root);
+    // No /sys/class/net (a fixture, a container): no interfaces.
+    f.nics = network_links(root, "network").unwrap_or_default().into_iter().flat_map(|(_, l)| l).collect();
     f.cmdline = fs::read_to_string(root.join("proc/cmdline")).unwrap_or_default();
     f.fstab = fs::read_to_string(sysroot.join("etc/fstab")).unwrap_or_default();
     let cpuinfo = fs::read_to_string(root.join("proc/cpuinfo")).unwrap_or_default();

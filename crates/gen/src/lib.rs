@@ -148,6 +148,17 @@ pub fn generate(r: &Request) -> Result<Generated> {
     // What those need (luks-tpm2: the TPM's drivers).
     select::with_requirements(&all, r, &mut selected);
     let mods = resolve::modules(r, &kernel, &selected, facts.as_ref(), &crypt.modules)?;
+    if let Some(f) = &facts
+        && f.nics.is_empty()
+        && f.interfaces.is_empty()
+        && selected.iter().any(|s| s.feature.name == "clevis" || s.feature.name == "ssh-unlock")
+    {
+        warnings.push(
+            "no network interface is up with a device on this machine: the image has no network driver for a Tang \
+             server or SSH (build with --universal, or with the interface up)"
+                .into(),
+        );
+    }
     let module_cache = open_cache(r, &kernel, &mods.set, &mut warnings);
     crypt.ssh = ssh;
     // A container bound with clevis is to open unattended: the proof fails closed when the

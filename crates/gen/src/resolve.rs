@@ -118,6 +118,19 @@ pub(crate) fn modules(
     }
     if let Some(x) = facts {
         host_modules(kernel, x, &mut wanted, &mut load)?;
+        // The network for something other than the root (clevis's Tang, SSH): the drivers of
+        // the machine's interfaces, for /init to load when it brings the network up.
+        if selected.iter().any(|s| s.feature.name == "net") {
+            for l in &x.nics {
+                wanted.extend(
+                    l.modalias
+                        .iter()
+                        .chain(&l.driver)
+                        .filter(|a| !matches!(kernel.db.resolve(a), Resolved::Missing))
+                        .cloned(),
+                );
+            }
+        }
     }
     wanted.extend(extra.iter().filter(|a| matches!(kernel.db.resolve(a), Resolved::Modules(_))).cloned());
     let (mut set, missing) = kernel.resolve(wanted.iter().map(String::as_str));

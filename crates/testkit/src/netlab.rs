@@ -47,9 +47,9 @@ pub enum TangServer<'a> {
     Keys(&'a Path),
     /// A server that takes each connection and never answers.
     Silent,
-    /// tangd with this key directory, listening only after this many seconds (before: each
-    /// connection refused).
-    Late(&'a Path, u32),
+    /// tangd with this key directory, except for the first connection, which is closed
+    /// unanswered (a server that was down, then came back).
+    Back(&'a Path),
 }
 
 /// The Tang server's port.
@@ -187,17 +187,22 @@ impl NetLab {
         let serve = match t {
             TangServer::Keys(db) => format!("/usr/libexec/tangd {}", db.display()),
             TangServer::Silent => "sleep 600".into(),
-            TangServer::Late(db, _) => format!("/usr/libexec/tangd {}", db.display()),
+            TangServer::Back(db) => {
+                // One process per connection: the first leaves a mark and goes.
+                let (mark, script) = (self.dir.join("tang-first"), self.dir.join("tang-back.sh"));
+                let text = format!(
+                    "#!/bin/sh\n[ -e {m} ] && exec /usr/libexec/tangd {db}\ntouch {m}\n",
+                    m = mark.display(),
+                    db = db.display()
+                );
+                fs::write(&script, text).map_err(|e| e.to_string())?;
+                fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                    .map_err(|e| e.to_string())?;
+                script.display().to_string()
+            }
         };
-        let late = if let TangServer::Late(_, s) = t { Some(format!("sleep {s}; ")) } else { None };
-        let script = format!(
-            "{}exec socat TCP-LISTEN:{TANG_PORT},bind={SERVER},reuseaddr,fork EXEC:'{serve}'",
-            late.as_deref().unwrap_or("")
-        );
+        let script = format!("exec socat TCP-LISTEN:{TANG_PORT},bind={SERVER},reuseaddr,fork EXEC:'{serve}'");
         self.spawn("tang", &script)?;
-        if late.is_some() {
-            return Ok(()); // listens later, by design
-        }
         for _ in 0..100 {
             let o = Command::new("ip").args(["netns", "exec", &self.ns, "ss", "-ltn"]).output();
             if o.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(&format!(":{TANG_PORT}"))) {
