@@ -85,6 +85,9 @@ pub fn parse_reply(buf: &[u8], closed: bool) -> Result<Option<Reply>, String> {
     let mut r = httparse::Response::new(&mut headers);
     let head = match r.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if closed && buf.is_empty() => {
+            return Err("the server closed the connection without a reply".into());
+        }
         Ok(httparse::Status::Partial) if closed => return Err("the reply ends within its head".into()),
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(e) => return Err(format!("not an HTTP reply ({e})")),
@@ -282,6 +285,8 @@ mod tests {
         let r = parse_reply(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n", false).unwrap().unwrap();
         assert_eq!((r.status, r.reason.as_str()), (404, "Not Found"));
         assert!(parse_reply(b"SSH-2.0-OpenSSH\r\n", false).unwrap_err().contains("not an HTTP reply"));
+        assert!(parse_reply(b"", true).unwrap_err().contains("closed the connection without a reply"));
+        assert!(parse_reply(b"HTTP/1.1 200", true).unwrap_err().contains("ends within its head"));
         assert!(parse_reply(b"HTTP/1.1 200 OK\r\nContent-Length: 99999999\r\n\r\n", false).is_err());
         assert!(parse_reply(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffff\r\n", false).is_err());
         assert!(parse_reply(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", false).is_err());
