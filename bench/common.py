@@ -11,7 +11,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HARNESS = os.path.join(ROOT, "target/release/leanrd-harness")
+# Where cargo puts what it builds: CARGO_TARGET_DIR, as cargo itself reads it.
+TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+HARNESS = os.path.join(TARGET, "release/leanrd-harness")
 UUID = "11111111-2222-3333-4444-555555555555"
 MARK = "LEANRD-ROOT-OK"
 
@@ -48,8 +50,21 @@ def build_leanrd():
     sh("cargo build --release -q -p leanrd -p leanrd-testkit", cwd=ROOT)
     sh("cargo build -q --profile init -p leanrd-init --features standalone "
        "--target x86_64-unknown-linux-gnu", cwd=ROOT)
-    return (os.path.join(ROOT, "target/release/leanrd"),
-            os.path.join(ROOT, "target/x86_64-unknown-linux-gnu/init/leanrd-init"))
+    return (os.path.join(TARGET, "release/leanrd"),
+            os.path.join(TARGET, "x86_64-unknown-linux-gnu/init/leanrd-init"))
+
+
+def sysroot(path, etc):
+    """The host's programs, libraries and modules (hard links) with an /etc of its own: each
+    `etc` entry a file of /etc (name: text)."""
+    os.makedirs(f"{path}/usr")
+    sh(f"cp -al /usr/lib /usr/sbin /usr/bin /usr/lib64 {path}/usr/")
+    for l in ("bin", "sbin", "lib", "lib64"):
+        os.symlink(f"usr/{l}", f"{path}/{l}")
+    os.makedirs(f"{path}/etc")
+    shutil.copy("/etc/ld.so.cache", f"{path}/etc/")
+    for name, text in etc.items():
+        open(f"{path}/etc/{name}", "w").write(text)
 
 
 def root_disk(work, partitioned=True):

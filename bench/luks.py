@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from common import ROOT, build_leanrd, chroot_build, debian_tree, kernel, save, sh
+from common import ROOT, build_leanrd, chroot_build, debian_tree, kernel, save, sh, sysroot
 
 LUKS_UUID = "0c0c0c0c-1111-4222-8333-444444444444"
 CRYPTTAB = f"sda3_crypt UUID={LUKS_UUID} none luks,discard\n"
@@ -94,18 +94,6 @@ def fixture(path, luks):
     keyboard(f"{usb}/0003:0627:0001.0001/input/input2")
     put("LNXSYSTM:00/LNXPWRBN:00", "acpi:LNXPWRBN:", "button")
     keyboard("LNXSYSTM:00/LNXPWRBN:00/input/input0", "10000000000000 0")
-
-
-def sysroot(path, etc):
-    """The host's programs, libraries and modules (hard links) with an /etc of its own."""
-    os.makedirs(f"{path}/usr")
-    sh(f"cp -al /usr/lib /usr/sbin /usr/bin /usr/lib64 {path}/usr/")
-    for l in ("bin", "sbin", "lib", "lib64"):
-        os.symlink(f"usr/{l}", f"{path}/{l}")
-    os.makedirs(f"{path}/etc")
-    shutil.copy("/etc/ld.so.cache", f"{path}/etc/")
-    for name, text in etc.items():
-        open(f"{path}/etc/{name}", "w").write(text)
 
 
 def timed(cmd, runs):

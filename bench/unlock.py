@@ -42,7 +42,7 @@ import sys
 import tempfile
 
 import common
-from common import ROOT, chroot_build, chroot_install, debian_tree, save, sh
+from common import ROOT, build_leanrd, chroot_build, chroot_install, debian_tree, save, sh, sysroot
 
 LUKS_UUID = "0c0c0c0c-1111-4222-8333-444444444444"
 FS_UUID = "0e0e0e0e-1111-4222-8333-444444444444"  # the ext4 inside (boot_luks's ROOT_UUID)
@@ -51,7 +51,6 @@ ROOT_ARG = "root=/dev/mapper/sda3_crypt"
 GUEST = "10.77.0.9"
 SERVER = "10.77.0.1"
 MARK = "LEANRD-LUKS-ROOT-OK"
-TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
 # What each image says when the container is open (console text; the peers' lines carry no
 # kernel timestamp of their own).
 UNLOCKED = {"leanrd": "unlocked as /dev/mapper/sda3_crypt", "initramfs-tools": "sda3_crypt: set up successfully",
@@ -59,30 +58,11 @@ UNLOCKED = {"leanrd": "unlocked as /dev/mapper/sda3_crypt", "initramfs-tools": "
 MOUNTED = "EXT4-fs (dm-0): mounted"
 
 
-def build_leanrd():
-    sh("nice -n 5 cargo build --release -q -p leanrd", cwd=ROOT)
-    sh("nice -n 5 cargo build -q --profile init -p leanrd-init --features standalone "
-       "--target x86_64-unknown-linux-gnu", cwd=ROOT)
-    return (os.path.join(TARGET, "release/leanrd"),
-            os.path.join(TARGET, "x86_64-unknown-linux-gnu/init/leanrd-init"))
-
-
 def host_kernel():
     """The release boot_luks boots (testkit: the host's newest /lib/modules)."""
     rel = sorted(os.listdir("/lib/modules"), key=lambda v: [int(x) if x.isdigit() else x
                                                             for x in re.split(r"[.-]", v)])[-1]
     return rel
-
-
-def sysroot(path):
-    """The host's programs and libraries (hard links) with the crypttab as its /etc's."""
-    os.makedirs(f"{path}/usr")
-    sh(f"cp -al /usr/lib /usr/sbin /usr/bin /usr/lib64 {path}/usr/")
-    for l in ("bin", "sbin", "lib", "lib64"):
-        os.symlink(f"usr/{l}", f"{path}/{l}")
-    os.makedirs(f"{path}/etc")
-    shutil.copy("/etc/ld.so.cache", f"{path}/etc/")
-    open(f"{path}/etc/crypttab", "w").write(CRYPTTAB)
 
 
 def versions(tree, pkgs):
@@ -137,7 +117,7 @@ def main():
 
         # leanrd: universal, without and with each unlock feature.
         sr = f"{work}/sysroot"
-        sysroot(sr)
+        sysroot(sr, {"crypttab": CRYPTTAB})
         for name, extra in [("leanrd", []), ("leanrd +clevis", ["--include", "clevis"]),
                             ("leanrd +ssh", ["--ssh-authorized-keys", f"{key}.pub"]),
                             ("leanrd +clevis +ssh", ["--include", "clevis", "--ssh-authorized-keys", f"{key}.pub"])]:

@@ -65,7 +65,8 @@ impl Piece {
         }
     }
 
-    fn values(&self) -> Vec<&str> {
+    /// Its values, in the record's order.
+    pub fn values(&self) -> Vec<&str> {
         match self {
             Piece::Md(n)
             | Piece::Lvm(n)

@@ -153,20 +153,11 @@ pub fn leave(init: &mut Init) {
     }
 }
 
-/// A piece as the log names it.
+/// A piece as the log names it: its kind and values (`crypt root_crypt`, `iscsi SID TARGET`).
 fn describe(p: &Piece) -> String {
-    match p {
-        Piece::Iscsi(s, t) => format!("iscsi {s} ({t})"),
-        Piece::Md(n)
-        | Piece::Lvm(n)
-        | Piece::Crypt(n)
-        | Piece::Dm(n)
-        | Piece::Loop(n)
-        | Piece::Nvmf(n)
-        | Piece::Nfs(n) => {
-            format!("{} {n}", p.kind())
-        }
-    }
+    let mut words = alloc::vec![p.kind()];
+    words.extend(p.values());
+    words.join(" ")
 }
 
 /// Copy a file (whole) to `to` with `mode`; its size.

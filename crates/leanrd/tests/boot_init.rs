@@ -674,20 +674,8 @@ fn prep_image(t: &TempDir, kver: &str, tree: &Path) -> Option<PathBuf> {
          $mke2fs -q -t ext4 -U {MD_ROOT_UUID} -d /roottree /dev/md0 && $mdadm --stop /dev/md0 && \
          sync && echo PREP-DONE"
     );
-    let modules = [
-        "virtio_pci",
-        "virtio_blk",
-        "dm_mod",
-        "dm_crypt",
-        "xts",
-        "aes_generic",
-        "sha256_generic",
-        "cbc",
-        "ecb",
-        "md_mod",
-        "raid1",
-    ];
-    common::prep::image(t.path(), kver, &["cryptsetup", "lvm", "mke2fs", "mdadm"], &modules, "vdd", &body, Some(tree))
+    let tools = ["cryptsetup", "lvm", "mke2fs", "mdadm"];
+    common::prep::image(t.path(), kver, &tools, common::prep::STACK_MODULES, "vdd", &body, Some(tree))
 }
 
 fn boot_luks_lvm_and_md_roots() {

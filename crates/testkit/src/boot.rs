@@ -945,21 +945,9 @@ pub fn md_lvm_luks_prep(
          $cryptsetup close prep && $lvm vgchange -an --config \"$C\" vg0 && $mdadm --stop /dev/md0 && sync && \
          echo PREP-DONE"
     );
-    let modules = [
-        "virtio_pci",
-        "virtio_blk",
-        "md_mod",
-        "raid1",
-        "dm_mod",
-        "dm_crypt",
-        "xts",
-        "aes_generic",
-        "sha256_generic",
-        "cbc",
-        "ecb",
-    ];
     let dir = t.join("stack-prep");
-    let img = crate::prep::image(&dir, kver, &["mdadm", "lvm", "cryptsetup", "e2image"], &modules, "vdc", &body, None)?;
+    let tools = ["mdadm", "lvm", "cryptsetup", "e2image"];
+    let img = crate::prep::image(&dir, kver, &tools, crate::prep::STACK_MODULES, "vdc", &body, None)?;
     let disks = members
         .into_iter()
         .map(Path::to_path_buf)

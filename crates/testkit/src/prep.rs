@@ -14,6 +14,21 @@ use leanrd_gen::plan::{Item, Plan};
 pub const LVM_NO_UDEV: &str =
     "devices { obtain_device_list_from_udev = 0 } activation { udev_sync = 0 udev_rules = 0 }";
 
+/// The modules a prep VM needs to make md, LVM and LUKS (aes-xts) disks on virtio.
+pub const STACK_MODULES: &[&str] = &[
+    "virtio_pci",
+    "virtio_blk",
+    "md_mod",
+    "raid1",
+    "dm_mod",
+    "dm_crypt",
+    "xts",
+    "aes_generic",
+    "sha256_generic",
+    "cbc",
+    "ecb",
+];
+
 /// A prep image whose /init mounts the API file systems, loads `modules`, waits for the
 /// virtio disk `last_disk` (e.g. "vdd"), runs `body` (the tools' paths are in shell variables
 /// named after them, `-` as `_`: `$cryptsetup`, `$lvm`, `$mke2fs`; `$C` is [`LVM_NO_UDEV`])
