@@ -116,8 +116,13 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     }
     // Before anything is mounted (even read-only: ext4 replays its journal). No driver may
     // be loading then: the kernel freezes every process before it resumes.
-    if let Some((w, r)) = &resume {
+    if let Some((w, r)) = &mut resume {
         init.mods.finish(STRAGGLERS_MS, &mut init.log);
+        // `noresume` never waits: the device may be a partition the kernel added just after
+        // the root's (one look more, so that the log says whether it held an image).
+        if w.dev.found.is_none() {
+            w.offer(&devices::scan(), &devices::devno_of);
+        }
         resume::attempt(init, r, w);
     }
     let post = init.cmd.driver_post.clone();
