@@ -333,6 +333,34 @@ fn make_setup() -> Option<Setup> {
     Some(Setup { t, kernel, init, kver, disk, keydisk, univ, univ_plain, hosted, keyed, keyed_disk })
 }
 
+/// Debian 13's kernel (6.12: `.ko.xz` modules, no `CONFIG_IP_PNP`), for the network unlocks:
+/// this machine's userspace with that kernel's modules, as a Debian 12 system running the
+/// 6.12 kernel of its backports has them.
+struct Trixie {
+    kernel: PathBuf,
+    kver: String,
+    modules: PathBuf,
+}
+
+fn trixie() -> Option<&'static Trixie> {
+    static S: std::sync::OnceLock<Result<Option<Trixie>, String>> = std::sync::OnceLock::new();
+    once(&S, || {
+        let root = debian_suite_root("trixie", "")?;
+        let kernel = root_kernel(&root);
+        let kver = kver_of(&kernel);
+        Some(Trixie { modules: root.join("usr/lib/modules").join(&kver), kernel, kver })
+    })
+    .as_ref()
+}
+
+/// `sr` (a [`host_sysroot`]) with Debian 13's kernel modules beside the machine's own.
+fn with_trixie_modules(sr: &Path, d13: &Trixie) {
+    let to = sr.join("usr/lib/modules").join(&d13.kver);
+    if !to.exists() {
+        sh(&format!("cp -al {} {} 2>/dev/null || cp -a {0} {1}", d13.modules.display(), to.display()));
+    }
+}
+
 const PS2: &str = "input: AT Translated Set 2 keyboard";
 const USBKBD: &str = "input: QEMU QEMU USB Keyboard";
 const ROOT: &str = "root=/dev/mapper/sda3_crypt";
@@ -482,7 +510,7 @@ fn main() -> std::process::ExitCode {
         }
         Ok(())
     }));
-    trials.push(test("ssh_unlocks_from_a_script_and_refuses_keys_passwords_and_shells", ssh_boot));
+    trials.push(test("ssh_unlocks_from_a_script_and_refuses_keys_passwords_and_shells_debian13_kernel", ssh_boot));
     trials.push(test("ssh_flooded_the_console_prompt_still_unlocks", ssh_flood_boot));
     trials.push(test("bench_unlock", bench_unlock).with_ignored_flag(true));
     trials.push(test("tpm2_unseals_and_refuses_a_changed_pcr", || {
@@ -965,6 +993,8 @@ struct TangSetup {
     disk: PathBuf,
     /// A universal image with `--include clevis`.
     image: PathBuf,
+    /// The same for Debian 13's kernel ([`trixie`]).
+    image_d13: PathBuf,
     /// tangd's keys, and the same after a rotation (the old keys hidden, new ones made).
     db: PathBuf,
     rotated: PathBuf,
@@ -1054,6 +1084,16 @@ fn make_tang() -> Option<TangSetup> {
         .output()
         .unwrap();
     assert!(o.status.success(), "leanrd build --include clevis: {}", String::from_utf8_lossy(&o.stderr));
+    let d13 = trixie()?;
+    with_trixie_modules(&sr, d13);
+    let image_d13 = t.join("universal-clevis-d13.img");
+    ok(leanrd()
+        .args(["build", "-k", &d13.kver, "--universal", "--include", "clevis", "--init"])
+        .arg(&s.init)
+        .arg("--sysroot")
+        .arg(&sr)
+        .arg("-o")
+        .arg(&image_d13));
     // Host-only, on the machine of the sss disk: its header (read where the fixture's /dev has
     // the partition), a virtio NIC that is up.
     let fixture_dir = TempDir::new("tanghost");
@@ -1081,7 +1121,7 @@ fn make_tang() -> Option<TangSetup> {
     let said = build(&s.kver, &s.init, &sr, Some(&f), &host_only);
     let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&host_only))).unwrap();
     assert!(ls.contains("virtio_net.ko"), "no NIC driver in the host-only image of a clevis-bound machine:\n{said}");
-    Some(TangSetup { disk, image, db, rotated, sss, tpm_state, host_only })
+    Some(TangSetup { disk, image, image_d13, db, rotated, sss, tpm_state, host_only })
 }
 
 /// Where a disk image's third partition starts (bytes).
@@ -1163,8 +1203,12 @@ const TANG_BOOTS: &[(&str, &[&str])] = &[
     // Nothing typed, no ip=: DHCP on the interface with a link, the root opens, and the
     // interface is down again before the switch (the root has no address from it).
     ("tang_unattended_by_dhcp", &[TANG_TRYING, TANG_OPENED, "down again (it was up for Tang only)", "ADDRS []", MARK]),
-    // ip=dhcp, and the server's keys rotated since the bind: still opens.
-    ("tang_rotated_keys_ip_dhcp", &[TANG_TRYING, TANG_OPENED, MARK]),
+    // Debian 13's kernel (6.12: its NIC driver a .ko.xz, no CONFIG_IP_PNP), ip=dhcp, and the
+    // server's keys rotated since the bind: still opens.
+    (
+        "tang_rotated_keys_ip_dhcp_debian13_kernel",
+        &[TANG_TRYING, TANG_OPENED, "Linux version 6.12", "leanrd: loaded virtio_net", MARK],
+    ),
     // A server that takes the connection and never answers: given up at the bound
     // (rd.leanrd.tang_timeout=4), then the passphrase prompt, and the typed passphrase boots.
     (
@@ -1213,7 +1257,9 @@ fn tang_boot(name: &str, want: &[&str]) -> Result<(), String> {
         "tang_unattended_by_dhcp" | "tang_and_tpm2_sss_opens" => {
             (netlab::TangServer::Keys(&ts.db), ROOT.to_string(), None)
         }
-        "tang_rotated_keys_ip_dhcp" => (netlab::TangServer::Keys(&ts.rotated), format!("{ROOT} ip=dhcp"), None),
+        "tang_rotated_keys_ip_dhcp_debian13_kernel" => {
+            (netlab::TangServer::Keys(&ts.rotated), format!("{ROOT} ip=dhcp"), None)
+        }
         "tang_late_server_wins_the_race_with_the_prompt" => {
             (netlab::TangServer::Back(&ts.db), format!("{ROOT} rd.leanrd.tang_timeout=4"), None)
         }
@@ -1243,8 +1289,12 @@ fn tang_boot(name: &str, want: &[&str]) -> Result<(), String> {
     }
     let q: Vec<&str> = q.iter().map(String::as_str).collect();
     // sss opens by the host-only image: detection found the token and what it needs.
-    let image = if name == "tang_and_tpm2_sss_opens" { &ts.host_only } else { &ts.image };
-    let cmd = qemu_command(&s.kernel, image, &format!("leanrd.debug {append}"), &q, 240);
+    let (kernel, image) = match name {
+        "tang_and_tpm2_sss_opens" => (&s.kernel, &ts.host_only),
+        n if n.ends_with("debian13_kernel") => (&trixie().unwrap().kernel, &ts.image_d13),
+        _ => (&s.kernel, &ts.image),
+    };
+    let cmd = qemu_command(kernel, image, &format!("leanrd.debug {append}"), &q, 240);
     let log = leanrd_testkit::boot::run_console(netlab::in_netns(&lab.ns, &cmd), answer, &[], &[]).console;
     let _ = fs::create_dir_all(leanrd_testkit::boot::console_path(name).parent().unwrap());
     let _ = fs::write(leanrd_testkit::boot::console_path(name), &log);
@@ -1271,6 +1321,8 @@ fn tang_boot(name: &str, want: &[&str]) -> Result<(), String> {
 /// twice: the host keys made on the first build are the second's too.
 struct SshSetup {
     image: PathBuf,
+    /// The same for Debian 13's kernel ([`trixie`]), with the same host keys.
+    image_d13: PathBuf,
     /// The authorized keys (private halves), and one that is not authorized.
     ed25519: PathBuf,
     ecdsa: PathBuf,
@@ -1310,9 +1362,11 @@ fn make_ssh() -> Option<SshSetup> {
     fs::write(&auth, pubs.concat()).unwrap();
     let tab = format!("sda3_crypt UUID={LUKS_UUID} none luks,discard\n");
     let sr = host_sysroot(t, "sr-ssh", &[("crypttab", tab.as_bytes(), 0o644)]);
-    let build = |out: &Path| -> String {
+    let d13 = trixie()?;
+    with_trixie_modules(&sr, d13);
+    let build = |kver: &str, out: &Path| -> String {
         let o = leanrd()
-            .args(["build", "-k", &s.kver, "--universal", "--ssh-authorized-keys"])
+            .args(["build", "-k", kver, "--universal", "--ssh-authorized-keys"])
             .arg(&auth)
             .arg("--init")
             .arg(&s.init)
@@ -1330,13 +1384,14 @@ fn make_ssh() -> Option<SshSetup> {
             .to_string()
     };
     let image = t.join("universal-ssh.img");
-    let prints = build(&image);
-    let again = build(&t.join("universal-ssh-again.img"));
+    let prints = build(&s.kver, &image);
+    let image_d13 = t.join("universal-ssh-d13.img");
+    let again = build(&d13.kver, &image_d13);
     assert_eq!(prints, again, "the host keys changed on a rebuild");
     let mode = fs::metadata(sr.join("etc/leanrd/ssh/dropbear_ed25519_host_key")).unwrap();
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(mode.permissions().mode() & 0o777, 0o600, "the host key under the system root");
-    Some(SshSetup { image, ed25519, ecdsa, stranger, prints })
+    Some(SshSetup { image, image_d13, ed25519, ecdsa, stranger, prints })
 }
 
 /// Where the SSH boots' guest is.
@@ -1344,13 +1399,19 @@ const SSH_GUEST: &str = "10.77.0.9";
 
 /// A boot in `lab` whose console `act` watches (the whole console so far each time, and the
 /// VM's serial input to type on); the console when the VM ends.
-fn boot_acting(lab: &netlab::NetLab, image: &Path, append: &str, act: &mut dyn FnMut(&str, &mut dyn Write)) -> String {
+fn boot_acting(
+    lab: &netlab::NetLab,
+    kernel: &Path,
+    image: &Path,
+    append: &str,
+    act: &mut dyn FnMut(&str, &mut dyn Write),
+) -> String {
     let s = setup().unwrap();
     let mut q = vec!["-drive".to_string(), format!("file={},if=virtio,format=raw,snapshot=on", s.disk.display())];
     q.extend(lab.nics(&["52:54:00:12:34:71"], "virtio-net-pci", true).unwrap());
     let q: Vec<&str> = q.iter().map(String::as_str).collect();
     let ip = format!("ip={SSH_GUEST}::{}:255.255.255.0::eth0:off", netlab::SERVER);
-    let cmd = qemu_command(&s.kernel, image, &format!("leanrd.debug {ip} {append}"), &q, 300);
+    let cmd = qemu_command(kernel, image, &format!("leanrd.debug {ip} {append}"), &q, 300);
     let _slot = vm_slot();
     let mut child = netlab::in_netns(&lab.ns, &cmd)
         .stdin(Stdio::piped())
@@ -1416,7 +1477,7 @@ fn wait_for_port(lab: &netlab::NetLab) -> bool {
     false
 }
 
-/// The SSH boot: a key not authorized, a password and a shell are refused; `printf
+/// The SSH boot, by Debian 13's kernel: a key not authorized, a password and a shell are refused; `printf
 /// 'wrong\nPASS\n' | ssh -T` gets the prompt, the wrong passphrase counted, then unlocks;
 /// the known host key is the build's; in the booted root nothing listens on 22 and the
 /// interface has no address.
@@ -1430,7 +1491,8 @@ fn ssh_boot() -> Result<(), String> {
     let id = |k: &Path| format!("-i{}", k.display());
     let mut results: Vec<(String, (i32, String, String))> = Vec::new();
     let mut done = false;
-    let log = boot_acting(&lab, &ss.image, ROOT, &mut |text, _| {
+    let d13 = trixie().unwrap();
+    let log = boot_acting(&lab, &d13.kernel, &ss.image_d13, ROOT, &mut |text, _| {
         if done || !text.contains(SSH_LISTENING) {
             return;
         }
@@ -1485,6 +1547,8 @@ fn ssh_boot() -> Result<(), String> {
         }
     }
     for w in [
+        "Linux version 6.12",
+        "leanrd: loaded virtio_net",
         "unlocked as /dev/mapper/sda3_crypt with the passphrase typed",
         "ssh: server stopped",
         "down again (it was up for SSH only)",
@@ -1517,7 +1581,7 @@ fn ssh_flood_boot() -> Result<(), String> {
     let lab = netlab::NetLab::start("sshflood", &spec)?;
     let mut flood: Option<std::process::Child> = None;
     let mut typed = false;
-    let log = boot_acting(&lab, &ss.image, ROOT, &mut |text, input| {
+    let log = boot_acting(&lab, &setup().unwrap().kernel, &ss.image, ROOT, &mut |text, input| {
         if flood.is_none() && text.contains(SSH_LISTENING) && wait_for_port(&lab) {
             // Bounded: 200 connections, held 40 s.
             let script = format!(
