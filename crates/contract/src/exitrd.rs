@@ -48,6 +48,8 @@ pub enum Piece {
     Iscsi(String, String),
     /// A network file system mounted at the root (its source): unmounted within the bound.
     Nfs(String),
+    /// An optical drive holding the live medium (`sr0`), asked to eject it (`rd.live.eject`).
+    Eject(String),
 }
 
 impl Piece {
@@ -62,6 +64,7 @@ impl Piece {
             Piece::Nvmf(_) => "nvmf",
             Piece::Iscsi(..) => "iscsi",
             Piece::Nfs(_) => "nfs",
+            Piece::Eject(_) => "eject",
         }
     }
 
@@ -74,7 +77,8 @@ impl Piece {
             | Piece::Dm(n)
             | Piece::Loop(n)
             | Piece::Nvmf(n)
-            | Piece::Nfs(n) => alloc::vec![n.as_str()],
+            | Piece::Nfs(n)
+            | Piece::Eject(n) => alloc::vec![n.as_str()],
             Piece::Iscsi(s, t) => alloc::vec![s.as_str(), t.as_str()],
         }
     }
@@ -95,6 +99,7 @@ impl Piece {
             "nvmf" => Piece::Nvmf(a),
             "iscsi" => Piece::Iscsi(a, v.remove(0)),
             "nfs" => Piece::Nfs(a),
+            "eject" => Piece::Eject(a),
             k => return Err(format!("unknown piece \"{k}\"")),
         })
     }
@@ -174,6 +179,7 @@ mod tests {
                 Piece::Crypt("root crypt".into()),
                 Piece::Iscsi("session1".into(), "iqn.2024-01.test:t".into()),
                 Piece::Nfs("10.0.2.2:/srv/root".into()),
+                Piece::Eject("sr0".into()),
             ],
             umount_timeout: Some(7),
         };

@@ -132,6 +132,10 @@ pub struct LiveCmd {
     pub ram: bool,
     /// `rd.live.check`: verify the medium's implanted MD5 (isomd5sum's) before using it.
     pub check: bool,
+    /// `rd.live.eject`: eject an optical medium on the way down (the exitrd).
+    pub eject: bool,
+    /// live-boot's `noeject`: never eject it (whatever `rd.live.eject` says).
+    pub noeject: bool,
     /// `rd.live.overlay=DEVICE`: a persistent upper layer on that file system.
     pub overlay: Option<DeviceRef>,
     /// `rd.live.overlay.size=`: the tmpfs upper layer's size (MiB, or tmpfs's `size=` form).

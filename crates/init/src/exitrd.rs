@@ -5,7 +5,8 @@
 //! [`shutdown_main`] unmounts everything under /oldroot deepest first, each unmount bounded,
 //! then takes the record apart top-down — dm-crypt and LVM mappings removed by DM_DEV_REMOVE
 //! (the kernel wipes a removed crypt target's key), md arrays stopped by STOP_ARRAY once clean,
-//! loop devices detached, NVMe-oF controllers deleted — and ends in reboot(2) with the verb.
+//! loop devices detached, iSCSI sessions logged out (their SCSI devices removed first),
+//! NVMe-oF controllers deleted — and ends in reboot(2) with the verb.
 //! Every step is one line in /run/initramfs/leanrd.log (the boot's step log, appended to), on
 //! the console with `leanrd.debug` or when it fails; nothing fails the way down: a step that
 //! fails or times out is logged and the next one runs.
@@ -134,6 +135,13 @@ pub fn leave(init: &mut Init) {
         record.pieces.push(Piece::Nfs(src));
     }
     record.pieces.extend(bottom_up(&scan_blocks()));
+    // Ejected last, once its file system and loop device are gone: first in the record.
+    if let Some(m) = init.live_medium.as_ref().filter(|m| m.starts_with("sr"))
+        && init.cmd.live.eject
+        && !init.cmd.live.noeject
+    {
+        record.pieces.insert(0, Piece::Eject(m.clone()));
+    }
     record.umount_timeout = init.cmd.umount_timeout.or(init.conf.umount_timeout);
     if !wanted(init.cmd.exitrd, init.conf.exitrd, &record, init.root_kind) {
         init.log.step("exitrd: none (a plain root, or turned off)");
@@ -504,10 +512,82 @@ fn take_apart(down: &mut Down, p: &Piece) {
             Err(Errno::NOENT) => down.step(&format!("{c}: already gone")),
             Err(e) => down.fail(&format!("{c}: disconnect: {}", strerror(e))),
         },
-        // No logout without iscsiadm yet: the session ends with the machine.
-        Piece::Iscsi(s, t) => down.step(&format!("{s} ({t}): left to end with the machine (no logout yet)")),
+        Piece::Iscsi(s, t) => logout_iscsi(down, s, t),
         // Unmounted with the rest of /oldroot, within the bound.
         Piece::Nfs(src) => down.step(&format!("NFS root {src}: unmounted above")),
+        Piece::Eject(d) => match eject(d) {
+            Ok(how) => down.step(&format!("{d}: {how}")),
+            Err(e) => down.fail(&format!("{d}: not ejected: {e}")),
+        },
+    }
+}
+
+/// An ioctl whose argument is an integer passed by value (the CD-ROM calls), its result the
+/// call's return value.
+struct IntArg(rustix::ioctl::Opcode, usize);
+
+// SAFETY: the argument is a number in the pointer's place; the kernel reads and writes no
+// memory through it for the calls made with it (CDROMEJECT, CDROM_LOCKDOOR,
+// CDROM_DRIVE_STATUS).
+unsafe impl rustix::ioctl::Ioctl for IntArg {
+    type Output = i32;
+    const IS_MUTATING: bool = false;
+    fn opcode(&self) -> rustix::ioctl::Opcode {
+        self.0
+    }
+    fn as_ptr(&mut self) -> *mut core::ffi::c_void {
+        self.1 as *mut core::ffi::c_void
+    }
+    unsafe fn output_from_ptr(out: rustix::ioctl::IoctlOutput, _: *mut core::ffi::c_void) -> rustix::io::Result<i32> {
+        Ok(out)
+    }
+}
+
+/// Eject the medium of optical drive `name` (CDROMEJECT, after unlocking the door as eject(1)
+/// does), then ask the drive how its tray is.
+fn eject(name: &str) -> Result<String, String> {
+    // linux/cdrom.h: CDROMEJECT, CDROM_LOCKDOOR, CDROM_DRIVE_STATUS (CDSL_CURRENT), CDS_TRAY_OPEN.
+    const EJECT: rustix::ioctl::Opcode = 0x5309;
+    const LOCKDOOR: rustix::ioctl::Opcode = 0x5329;
+    const DRIVE_STATUS: rustix::ioctl::Opcode = 0x5326;
+    const TRAY_OPEN: i32 = 2;
+    let path = format!("/dev/{name}");
+    let fd = rustix::fs::open(path.as_str(), OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| format!("{path}: {}", strerror(e)))?;
+    let call = |op, arg| unsafe { rustix::ioctl::ioctl(&fd, IntArg(op, arg)) };
+    let _ = call(LOCKDOOR, 0);
+    call(EJECT, 0).map_err(|e| format!("CDROMEJECT: {}", strerror(e)))?;
+    Ok(match call(DRIVE_STATUS, i32::MAX as usize) {
+        Ok(TRAY_OPEN) => "live medium ejected (the tray is open)".into(),
+        Ok(s) => format!("live medium ejected (the drive's status: {s})"),
+        Err(_) => "live medium ejected".into(),
+    })
+}
+
+/// How long a SCSI device of an iSCSI session may take to go (its cache written back).
+const SCSI_DELETE_MS: u64 = 10_000;
+
+/// An iSCSI session: its devices removed (each within [`SCSI_DELETE_MS`]: a dead target
+/// would hold the cache flush), then logged out.
+fn logout_iscsi(down: &mut Down, s: &str, t: &str) {
+    let t0 = sys::now_ms();
+    if !sys::exists(&format!("/sys/class/iscsi_session/{s}")) {
+        return down.step(&format!("{s} ({t}): already gone"));
+    }
+    for d in crate::iscsi::session_devices(s) {
+        let name = d.rsplit('/').next().unwrap_or_default().to_string();
+        match bounded(SCSI_DELETE_MS, || sys::write_file(&format!("{d}/delete"), "1")) {
+            Bounded::Done(Ok(())) => {}
+            Bounded::Done(Err(e)) => down.fail(&format!("{s}: removing SCSI device {name}: {}", strerror(e))),
+            Bounded::TimedOut => down.fail(&format!(
+                "{s}: SCSI device {name} still not removed after {} s (its cache not written back?)",
+                SCSI_DELETE_MS / 1000
+            )),
+        }
+    }
+    match crate::iscsi::logout(s) {
+        Ok(how) => down.step(&format!("{s} ({t}): {how} ({} ms)", sys::now_ms() - t0)),
+        Err(e) => down.fail(&format!("{s} ({t}): logout: {e}")),
     }
 }
 

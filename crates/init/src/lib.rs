@@ -89,6 +89,8 @@ pub struct Init {
     pub conf_read: bool,
     /// The kind of the root this boot chose (None: not chosen yet).
     pub root_kind: Option<leanrd_contract::RootKind>,
+    /// A live root's medium (its kernel name, `sr0`), for the way down to eject.
+    pub live_medium: Option<alloc::string::String>,
     /// What the diagnosis says when it saw no block device; None: the root is not on a block
     /// device (an NFS export), and the block devices are listed only when there are some.
     pub no_disk_hint: Option<&'static str>,
@@ -264,6 +266,7 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
         conf,
         conf_read,
         root_kind: None,
+        live_medium: None,
         no_disk_hint: Some(diagnose::NO_DISK_CONTROLLER),
         switched: false,
         cmdline_text,

@@ -393,6 +393,7 @@ impl LiveSource {
             return Err(format!("no live image on the medium ({what}): looked for {}", looked.join(", ")));
         };
         init.log.step(&format!("{}{} ({image})", leanrd_contract::steplog::ROOT_FOUND, medium.path()));
+        init.live_medium = Some(medium.name.clone());
         if init.cmd.live.check {
             check_medium(init, &medium)?;
         }

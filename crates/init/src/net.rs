@@ -363,7 +363,7 @@ impl Rtnl {
     }
 }
 
-fn readable<Fd: AsFd>(fd: Fd, ms: u64) -> bool {
+pub(crate) fn readable<Fd: AsFd>(fd: Fd, ms: u64) -> bool {
     use rustix::event::{PollFd, PollFlags};
     rustix::event::poll(&mut [PollFd::new(&fd, PollFlags::IN)], Some(&sys::timespec_ms(ms))).is_ok_and(|n| n > 0)
 }

@@ -1002,6 +1002,31 @@ pub static PARAMS: &[Param] = &[
         "rd.live.image"
     ),
     param!(
+        &["rd.live.eject"],
+        Form::Bool,
+        Live,
+        ONCE,
+        |p, v| {
+            p.c.live.eject = v.on();
+            Ok(())
+        },
+        "On the way down, once the medium is unmounted, eject a live CD or DVD (its drive asked to open \
+         the tray; the exitrd is left for it). Default: not ejected.",
+        "rd.live.eject"
+    ),
+    param!(
+        &["noeject"],
+        Form::Flag,
+        Live,
+        ONCE,
+        |p, _| {
+            p.c.live.noeject = true;
+            Ok(())
+        },
+        "live-boot's: never eject the live medium, whatever `rd.live.eject` says.",
+        "noeject"
+    ),
+    param!(
         &["rd.live.ram", "toram"],
         Form::Bool,
         Live,
@@ -1126,7 +1151,8 @@ pub static PARAMS: &[Param] = &[
         },
         "`1`: leave the exitrd in /run/initramfs at the switch to the root (/init itself as `shutdown`, and a \
          record of what the boot built), for systemd's shutdown to return to: the teardown then unmounts the old \
-         root, removes LUKS and LVM mappings, stops md arrays and disconnects NVMe-oF controllers, top-down, \
+         root, removes LUKS and LVM mappings, stops md arrays, logs out of iSCSI sessions and disconnects \
+         NVMe-oF controllers, top-down, \
          before the power goes. `0`: none. Default: the image's `exitrd` setting, else on where the root sits on \
          more than a plain partition.",
         "rd.leanrd.exitrd=0"

@@ -364,10 +364,28 @@ fn debian12_live_persistent() -> Result<(), String> {
     let mut qemu = cd(&d.iso, Cd::Ide);
     qemu.extend(["-drive".into(), format!("file={},if=virtio,format=raw", disk.display())]);
     let append = format!("quiet root=live:CDLABEL={DEBIAN_LABEL} rd.live.overlay=LABEL=persist");
-    let first = debian_boot("debian12_live_persistent_first", w, &format!("{append} rd.live.check"), qemu.clone())
-        .expect("LEANRD-LIVE-MARK absent")
-        .expect("] live: rd.live.check: /dev/sr0 is intact (MD5 ");
-    let second = debian_boot("debian12_live_persistent_second", w, &append, qemu).expect("LEANRD-LIVE-MARK found");
+    // The first boot also ejects the CD on the way down (rd.live.eject: the drive then says
+    // its tray is open); the second is told not to (live-boot's noeject wins).
+    let mut first = debian_boot(
+        "debian12_live_persistent_first",
+        w,
+        &format!("{append} rd.live.check rd.live.eject leanrd.debug"),
+        qemu.clone(),
+    )
+    .expect("LEANRD-LIVE-MARK absent")
+    .expect("] live: rd.live.check: /dev/sr0 is intact (MD5 ")
+    .expect("leanrd: shutdown: sr0: live medium ejected (the tray is open)")
+    .expect("leanrd: shutdown: all taken apart in ");
+    first.reject = vec!["step(s) failed".into()];
+    let mut second = debian_boot(
+        "debian12_live_persistent_second",
+        w,
+        &format!("{append} rd.live.eject noeject leanrd.debug"),
+        qemu,
+    )
+    .expect("LEANRD-LIVE-MARK found")
+    .expect("leanrd: shutdown: all taken apart in ");
+    second.reject = vec!["step(s) failed".into(), "ejected".into()];
     for b in [first, second] {
         let name = b.name.clone();
         boots_pass(&w.kernel, &[b], format!("{name}: see the console above"))?;

@@ -413,12 +413,17 @@ fn debian12_nfs_and_self_built() -> Result<(), String> {
         .arg(&w.init)
         .arg("-o")
         .arg(&image));
-    let append = format!("root=nfs:{SERVER}:{} rw ip=dhcp leanrd.test=selfbuild", tree.display());
+    let append = format!("root=nfs:{SERVER}:{} rw ip=dhcp leanrd.test=selfbuild leanrd.debug", tree.display());
     // The same MAC for both boots: one machine, rebooted.
     let (qemu, _) = nics(w, Nics::One)?;
     let mut b = Boot::new("debian12_nfs4_dhcp", &image, &append, qemu.clone())
         .expect("LEANRD-ROOT 10.77.0.1:")
-        .expect("LEANRD-SELFBUILD ok");
+        .expect("LEANRD-SELFBUILD ok")
+        // The way down: the NFS root unmounted by the exitrd, within its bound.
+        .expect("Returning to initrd")
+        .expect("leanrd: shutdown: unmounted /oldroot (")
+        .expect("leanrd: shutdown: all taken apart in ");
+    b.reject = vec!["leanrd: shutdown: unmount /".into(), "step(s) failed".into()];
     b.netns = Some(w.lab.ns.clone());
     if !debian::run(&w.kernel, &[b]).is_empty() {
         return Err("Debian 12 over NFSv4 did not reach running, or its own build failed".into());
@@ -512,19 +517,32 @@ fn debian13_nfs3_static() -> Result<(), String> {
 }
 
 /// Debian 12 on an iSCSI LUN (the universal image), named by dracut's rd.iscsi.* words, by
-/// DHCP: running, its root the LUN's disk.
+/// DHCP: running, its root the LUN's disk. The way down: systemd returns to the exitrd, which
+/// logs out of the session; the target then has no session of that initiator left (a VM
+/// that powers off without logging out leaves its session at the target: QEMU sends no FIN;
+/// measured with rd.leanrd.exitrd=0, where this check fails).
 fn debian12_iscsi() -> Result<(), String> {
+    const INITIATOR: &str = "iqn.2026-11.test:bookworm";
     let Some(w) = world()? else { return Ok(()) };
     let append = format!(
         "root=UUID={DEB_UUID} rw rd.iscsi.target.name={DEB_IQN} rd.iscsi.target.ip={SERVER} \
-         rd.iscsi.initiator=iqn.2026-11.test:bookworm ip=dhcp"
+         rd.iscsi.initiator={INITIATOR} ip=dhcp leanrd.debug"
     );
     let (qemu, _) = nics(w, Nics::One)?;
     let mut b = Boot::new("debian12_iscsi", &w.image, &append, qemu)
         .expect("LEANRD-ROOT /dev/sda ext4")
-        .expect("] iscsi: logged in to iqn.2026-11.test.leanrd:bookworm at 10.77.0.1:3260");
+        .expect("] iscsi: logged in to iqn.2026-11.test.leanrd:bookworm at 10.77.0.1:3260")
+        .expect("Returning to initrd")
+        .expect(&format!("leanrd: shutdown: session1 ({DEB_IQN}): logged out ("))
+        .expect("leanrd: shutdown: all taken apart in ");
+    b.reject = vec!["leanrd: shutdown: unmount /".into(), "step(s) failed".into()];
     b.netns = Some(w.lab.ns.clone());
-    boots_pass(&w.kernel, &[b], format!("Debian 12 on iSCSI did not reach running\n{}", w.lab.log("tgt")))
+    boots_pass(&w.kernel, &[b], format!("Debian 12 on iSCSI did not reach running\n{}", w.lab.log("tgt")))?;
+    let show = w.lab.tgt_show()?;
+    if show.contains(INITIATOR) {
+        return Err(format!("the target still has a session of {INITIATOR} after the power-off:\n{show}"));
+    }
+    Ok(())
 }
 
 /// Debian 12 on NVMe over TCP (the universal image, the subsystems discovered), running; its
@@ -535,13 +553,18 @@ fn debian12_nvmf_and_self_built() -> Result<(), String> {
     let append = format!(
         "root=UUID={DEB_UUID} rw rd.nvmf.discover=tcp,10.77.0.2,,4420 \
          rd.nvmf.hostnqn=nqn.2014-08.org.nvmexpress:uuid:6c65616e-7264-0000-0000-000000000012 ip=dhcp \
-         leanrd.test=selfbuild"
+         leanrd.test=selfbuild leanrd.debug"
     );
     let (qemu, _) = nics(w, Nics::One)?;
     let mut b = Boot::new("debian12_nvmf", &w.image, &append, qemu.clone())
         .expect("LEANRD-ROOT /dev/nvme")
         .expect(&format!("] nvmf: connected to {DEB_NQN} at 10.77.0.2:4420"))
-        .expect("LEANRD-SELFBUILD ok");
+        .expect("LEANRD-SELFBUILD ok")
+        // The way down: the exitrd disconnects the controller after unmounting the root.
+        .expect("Returning to initrd")
+        .expect(": NVMe-oF controller disconnected (")
+        .expect("leanrd: shutdown: all taken apart in ");
+    b.reject = vec!["leanrd: shutdown: unmount /".into(), "step(s) failed".into()];
     b.netns = Some(w.lab.ns.clone());
     if !debian::run(&w.kernel, &[b]).is_empty() {
         return Err(format!(

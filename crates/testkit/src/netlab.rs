@@ -357,6 +357,25 @@ impl NetLab {
         self.spawn("dnsmasq", &script)
     }
 
+    /// tgt's targets as `tgtadm --op show --mode target` lists them now, with each I_T nexus
+    /// (a session's initiator name): run in tgtd's own mount namespace, where its socket is.
+    pub fn tgt_show(&self) -> Result<String, String> {
+        let o = Command::new("ip").args(["netns", "pids", &self.ns]).output().map_err(|e| e.to_string())?;
+        let pid = String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .find(|p| fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "tgtd"))
+            .map(str::to_string)
+            .ok_or("no tgtd in the lab")?;
+        let o = Command::new("timeout")
+            .args(["10", "nsenter", "-t", &pid, "-m", "tgtadm", "--lld", "iscsi", "--op", "show", "--mode", "target"])
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !o.status.success() {
+            return Err(format!("tgtadm --op show: {}", String::from_utf8_lossy(&o.stderr)));
+        }
+        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+    }
+
     /// A server's log, for a failure message.
     pub fn log(&self, what: &str) -> String {
         fs::read_to_string(self.dir.join(format!("{what}.log"))).unwrap_or_default()
