@@ -36,7 +36,8 @@ use leanrd_testkit::netlab::{self, LabSpec, NetLab, NvmfSpec, SERVER};
 const MARK: &str = "LEANRD-ROOT-OK";
 
 /// The busybox root: prints the marker, how / is mounted, each NIC with its address, the
-/// hand-over file and /init's step log.
+/// hand-over file and /init's step log; then powers off ([`SERVER_GONE`]: through the exitrd,
+/// the server gone).
 fn root_tree(t: &TempDir) -> PathBuf {
     busybox_script_root(
         t,
@@ -47,10 +48,28 @@ fn root_tree(t: &TempDir) -> PathBuf {
                $b echo NIC $n $($b cat $i/address) $($b ip -4 addr show dev $n | $b grep -o 'inet [0-9./]*'); done\n\
              $b sed 's/^/HANDOVER /' /run/net-*.conf\n\
              $b sed 's/^/STEP /' /run/initramfs/leanrd.log\n\
+             case \" $($b cat /proc/cmdline) \" in *' leanrd.test=server-gone '*)\n\
+               {SERVER_GONE};;\n\
+             esac\n\
              $b poweroff -f\n"
         ),
     )
 }
+
+/// `leanrd.test=server-gone`: the way down as systemd-shutdown takes it when
+/// /run/initramfs/shutdown exists (systemd's docs/INITRD_INTERFACE.md: pivoted into
+/// /run/initramfs, the old root at /oldroot, `/shutdown poweroff` run as PID 1), with the NFS
+/// server gone in between: once pivoted, the root says so, the test's QEMU monitor cuts the
+/// link, and the exitrd runs when the carrier is gone (bounded: 10 s). Nothing runs from the
+/// NFS root once the server is gone (its busybox, even this script's next line, would wait for
+/// the server, as systemd-shutdown, a program already running, does not): a busybox copied
+/// into the exitrd, the rest an `sh -c` in memory.
+const SERVER_GONE: &str = "$b mkdir -p /run/initramfs/oldroot /run/initramfs/sys /run/initramfs/t && $b cp $b /run/initramfs/t/busybox\n\
+    $b mount -n --make-rprivate / && $b mount -n --bind /run/initramfs /run/initramfs\n\
+    cd /run/initramfs && $b pivot_root . oldroot && exec /t/busybox sh -c '/t/busybox mount -t sysfs sysfs /sys; \
+      /t/busybox echo LEANRD-SERVER-GONE-NOW; \
+      for i in $(/t/busybox seq 50); do [ \"$(/t/busybox cat /sys/class/net/eth0/carrier)\" = 0 ] && break; /t/busybox sleep 0.2; done; \
+      /t/busybox echo LEANRD-CARRIER $(/t/busybox cat /sys/class/net/eth0/carrier); exec /shutdown poweroff'";
 
 /// How a case's NICs are attached.
 #[derive(Clone, Copy)]
@@ -109,12 +128,22 @@ const CASES: &[Case] = &[
         expect: &[MARK, " / nfs4 rw,", "{mac2} inet 10.77.0."],
         reject: &["{mac1} inet"],
     },
-    // A server by name: looked up with the DNS server DHCP gave.
+    // A server by name: looked up with the DNS server DHCP gave. Then the way down with the
+    // server gone (the link cut): the exitrd gives the NFS root's unmount its bound
+    // (rd.shutdown.timeout.umount=3), detaches it and powers off.
     Case {
-        name: "nfs4_server_by_name",
-        append: "root=nfs4:nfs.leanrd.test:{export} ip=dhcp",
+        name: "nfs4_server_by_name_then_gone_at_shutdown",
+        append: "root=nfs4:nfs.leanrd.test:{export} ip=dhcp leanrd.test=server-gone rd.shutdown.timeout.umount=3",
         nics: Nics::One,
-        expect: &[MARK, " / nfs4 ro,", "] dns: nfs.leanrd.test is 10.77.0.1"],
+        expect: &[
+            MARK,
+            " / nfs4 ro,",
+            "] dns: nfs.leanrd.test is 10.77.0.1",
+            "LEANRD-CARRIER 0",
+            "leanrd: shutdown: unmount /oldroot: no answer in 3 s",
+            "going down all the same: poweroff",
+            "reboot: Power down",
+        ],
         reject: &[],
     },
     Case {
@@ -395,6 +424,12 @@ fn boot_case(c: &Case) -> Result<(), String> {
     // A failed boot ends at the diagnosis (there is no shell in the image to wait in); a
     // good one powers off.
     b.stop = vec!["no rescue shell in this image".into()];
+    // The server gone: the NIC's link cut by QEMU's monitor when the root asks.
+    if c.append.contains("leanrd.test=server-gone") {
+        let id = b.qemu.iter().find_map(|a| a.strip_prefix("tap,id=")?.split(',').next()).unwrap_or("n0");
+        b.monitor = vec![("LEANRD-SERVER-GONE-NOW".into(), format!("set_link {id} off"))];
+        b.secs = 60;
+    }
     let failed = debian::run(&w.kernel, &[b]);
     if failed.is_empty() { Ok(()) } else { Err(format!("{}: see the console above\n{}", c.name, w.lab.log("dnsmasq"))) }
 }
