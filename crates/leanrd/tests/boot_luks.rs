@@ -1012,41 +1012,25 @@ fn tang_setup() -> Option<&'static TangSetup> {
     once(&S, make_tang).as_ref()
 }
 
-/// The URL the container is bound to.
-fn tang_url() -> String {
-    format!("http://{}:{}", netlab::SERVER, netlab::TANG_PORT)
-}
-
 fn make_tang() -> Option<TangSetup> {
     let s = setup()?;
     let need = ["clevis", "socat", "losetup", "ip", "dnsmasq"];
-    if need.iter().any(|t| !have(t)) || !Path::new("/usr/libexec/tangd-keygen").exists() {
+    if need.iter().any(|t| !have(t)) || !clevis::have_tools() {
         return skip(&format!("Tang: needs {need:?} and tangd (apt install clevis tang socat dnsmasq-base)"));
     }
     let t = &s.t;
     let db = t.join("tang-db");
-    fs::create_dir_all(&db).unwrap();
-    sh(&format!("/usr/libexec/tangd-keygen {}", db.display()));
-    // The advertisement, as tangd serves it (GET /adv on its standard input).
-    let mut c = Command::new("/usr/libexec/tangd")
-        .arg(&db)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    c.stdin.take().unwrap().write_all(b"GET /adv HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
-    let reply = String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap();
+    clevis::tang_keys(&db);
     let adv = t.join("tang-adv.jws");
-    fs::write(&adv, reply.split_once("\r\n\r\n").expect("tangd's /adv reply").1).unwrap();
+    fs::write(&adv, clevis::advertisement(&db).unwrap_or_else(|e| panic!("{e}"))).unwrap();
     // Bind: the disk's third partition, through an offset loop device.
     let disk = t.join("tang.disk");
     sh(&format!("cp --sparse=always {} {}", s.disk.display(), disk.display()));
-    let cfg = format!(r#"{{"url":"{}","adv":"{}"}}"#, tang_url(), adv.display());
+    let cfg = clevis::tang_config(&adv);
     let key = t.join("tang-key");
     fs::write(&key, leanrd_contract::clevis::b64_encode(&noise(29, 32))).unwrap();
-    let jwe = clevis_encrypt("tang", &cfg, &key, None).unwrap_or_else(|e| panic!("{e}"));
-    clevis_bind(t.path(), &disk, &key, &jwe).unwrap_or_else(|e| panic!("binding the disk to Tang: {e}"));
+    let jwe = clevis::encrypt("tang", &cfg, &key, None).unwrap_or_else(|e| panic!("{e}"));
+    clevis::bind(t.path(), &disk, PASS, &key, &jwe).unwrap_or_else(|e| panic!("binding the disk to Tang: {e}"));
     // sss t=2 over the same server and a TPM2, as `clevis luks bind -d DISK sss CFG` does it.
     if !have("tpm2_createprimary") || !have("swtpm") {
         return skip("Tang with TPM2: needs tpm2-tools and swtpm (apt install clevis-tpm2 swtpm)");
@@ -1060,9 +1044,9 @@ fn make_tang() -> Option<TangSetup> {
     fs::write(&sss_key, leanrd_contract::clevis::b64_encode(&noise(31, 32))).unwrap();
     let jwe = {
         let tpm = TcpTpm::start(&tpm_state);
-        clevis_encrypt("sss", &sss_cfg, &sss_key, Some(&tpm.1)).unwrap_or_else(|e| panic!("{e}"))
+        clevis::encrypt("sss", &sss_cfg, &sss_key, Some(&tpm.1)).unwrap_or_else(|e| panic!("{e}"))
     };
-    clevis_bind(t.path(), &sss, &sss_key, &jwe).unwrap_or_else(|e| panic!("binding the disk to sss: {e}"));
+    clevis::bind(t.path(), &sss, PASS, &sss_key, &jwe).unwrap_or_else(|e| panic!("binding the disk to sss: {e}"));
     // tangd-rotate-keys: the old keys hidden (still answering for what was bound to them),
     // new ones advertised.
     let rotated = t.join("tang-db-rotated");
@@ -1103,7 +1087,7 @@ fn make_tang() -> Option<TangSetup> {
         "dd if={} of={} bs=512 skip={} count=32768 status=none",
         sss.display(),
         header.display(),
-        partition_start(&sss) / 512
+        clevis::partition(&sss, 3).unwrap_or_else(|e| panic!("{e}")).0 / 512
     ));
     fs::create_dir_all(f.root.join("dev")).unwrap();
     fs::rename(&header, f.root.join("dev/vda3")).unwrap();
@@ -1122,77 +1106,6 @@ fn make_tang() -> Option<TangSetup> {
     let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&host_only))).unwrap();
     assert!(ls.contains("virtio_net.ko"), "no NIC driver in the host-only image of a clevis-bound machine:\n{said}");
     Some(TangSetup { disk, image, image_d13, db, rotated, sss, tpm_state, host_only })
-}
-
-/// Where a disk image's third partition starts (bytes).
-fn partition_start(disk: &Path) -> u64 {
-    let table: serde_json::Value =
-        serde_json::from_slice(&ok(Command::new("sfdisk").arg("-J").arg(disk))).expect("sfdisk -J");
-    table["partitiontable"]["partitions"][2]["start"].as_u64().unwrap() * 512
-}
-
-/// `clevis encrypt PIN CONFIG` of the key in `key`; `tcti`: the TPM for a tpm2 pin.
-fn clevis_encrypt(pin: &str, cfg: &str, key: &Path, tcti: Option<&str>) -> Result<String, String> {
-    let mut c = Command::new("clevis");
-    c.args(["encrypt", pin, cfg]).stdin(fs::File::open(key).unwrap());
-    if let Some(tcti) = tcti {
-        c.env("TPM2TOOLS_TCTI", tcti);
-    }
-    let enc = c.output().map_err(|e| e.to_string())?;
-    if !enc.status.success() {
-        return Err(format!("clevis encrypt {pin}: {}", String::from_utf8_lossy(&enc.stderr)));
-    }
-    Ok(String::from_utf8_lossy(&enc.stdout).trim().to_string())
-}
-
-/// What `clevis luks bind` does to `disk`'s third partition: key slot 5 for the key in `key`
-/// (PBKDF2: clevis's default Argon2 would want more memory than the test VM has), and a
-/// clevis token holding `jwe` for it. On the host, through an offset loop device (header
-/// operations need no device-mapper).
-fn clevis_bind(t: &Path, disk: &Path, key: &Path, jwe: &str) -> Result<(), String> {
-    let table: serde_json::Value =
-        serde_json::from_slice(&ok(Command::new("sfdisk").arg("-J").arg(disk))).expect("sfdisk -J");
-    let p3 = &table["partitiontable"]["partitions"][2];
-    let (start, size) = (p3["start"].as_u64().unwrap() * 512, p3["size"].as_u64().unwrap() * 512);
-    let lo = String::from_utf8(ok(Command::new("losetup")
-        .args(["--find", "--show", "-o", &start.to_string(), "--sizelimit", &size.to_string()])
-        .arg(disk)))
-    .unwrap()
-    .trim()
-    .to_string();
-    let pass = t.join("tang-pass");
-    fs::write(&pass, PASS).unwrap();
-    let bind = (|| -> Result<(), String> {
-        let add = Command::new("cryptsetup")
-            .args(["luksAddKey", "--batch-mode", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"])
-            .args(["--new-key-slot", "5", "--key-file"])
-            .arg(&pass)
-            .arg(&lo)
-            .arg(key)
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !add.status.success() {
-            return Err(format!("luksAddKey: {}", String::from_utf8_lossy(&add.stderr)));
-        }
-        let p: Vec<&str> = jwe.split('.').collect();
-        if p.len() != 5 {
-            return Err(format!("not a compact JWE: {jwe:.80}"));
-        }
-        let token = serde_json::json!({
-            "type": "clevis", "keyslots": ["5"],
-            "jwe": { "protected": p[0], "encrypted_key": p[1], "iv": p[2], "ciphertext": p[3], "tag": p[4] },
-        });
-        let tok = t.join("clevis-token.json");
-        fs::write(&tok, token.to_string()).unwrap();
-        let imp = Command::new("cryptsetup").args(["token", "import", "--json-file"]).arg(&tok).arg(&lo).output();
-        match imp {
-            Ok(o) if o.status.success() => Ok(()),
-            Ok(o) => Err(format!("token import: {}", String::from_utf8_lossy(&o.stderr))),
-            Err(e) => Err(e.to_string()),
-        }
-    })();
-    let _ = Command::new("losetup").args(["-d", &lo]).status();
-    bind
 }
 
 const TANG_TRYING: &str = "trying its clevis token 0 (tang http://10.77.0.1:7500)";

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 pub mod boot;
+pub mod clevis;
 pub mod cli;
 pub mod netlab;
 pub mod prep;

@@ -88,7 +88,8 @@ pub enum Stack {
     /// (/dev/mapper/vg0-root, vg0-usr): made in a prep VM.
     Lvm,
     /// Debian's installer layout: GPT, an ESP, /boot, LUKS2 holding the ext4 root
-    /// (sda3_crypt in crypttab); the passphrase is typed on the console. Made in a prep VM.
+    /// (sda3_crypt in crypttab) on one virtio-blk or NVMe disk; the passphrase is typed on the
+    /// console (with `tang`, nothing is typed). Made in a prep VM.
     Luks,
     /// LUKS2 (md_crypt in crypttab) on LVM (vg0/root) on md RAID1 over two whole virtio
     /// disks (a volume of `members = 2`); the passphrase is typed. Made in a prep VM. The boot
@@ -204,6 +205,20 @@ pub struct Scenario {
     /// keep), read from the header with the passphrase.
     #[serde(default)]
     pub ram_key: Option<RamKey>,
+    /// With the LUKS stack: the container is bound to a Tang server as `clevis luks bind`
+    /// binds it ([`crate::clevis::bind`]: key slot 5 for a random key, with PBKDF2, and a
+    /// `clevis` token holding `clevis encrypt tang`'s JWE of that key), on a copy of the disk
+    /// per run, with tangd's keys made once per process. Every boot runs in a network lab
+    /// ([`crate::netlab`]: DHCP and tangd) with one virtio NIC of the same MAC, and must unlock
+    /// the root by that token with nothing typed: the universal image is built with
+    /// `--include clevis`, a passphrase prompt ends the boot as failed. A self-built root's
+    /// first boot has `rd.neednet=1` in `cmdline` (its interface handed to the root, up, as a
+    /// server's configured network would be: the test root configures none), so that its
+    /// own host-only image finds the clevis token and the NIC's driver; that image's boot,
+    /// with nothing on the command line, must also show the interface taken down again
+    /// before the switch.
+    #[serde(default)]
+    pub tang: bool,
 }
 
 /// What the RAM of a machine that went down holds of its LUKS volume key.
@@ -215,6 +230,9 @@ pub enum RamKey {
     /// Both halves (no exitrd: the control, showing the check can fail).
     Present,
 }
+
+/// The MAC of a `tang` scenario's NIC: the same machine at every boot.
+const TANG_MAC: &str = "52:54:00:12:34:81";
 
 /// The scenarios of a file, by test name, each checked.
 pub fn load(path: &Path) -> Result<BTreeMap<String, Scenario>, String> {
@@ -271,7 +289,10 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
             Stack::Plain => {}
             Stack::Lvm if v.fs == FsKind::Ext4 && v.bus == Bus::VirtioBlk && !v.gpt && v.members == 1 => {}
             Stack::Luks
-                if v.fs == FsKind::Ext4 && v.bus == Bus::VirtioBlk && v.holds == Holds::Root && s.disks.len() == 1 => {}
+                if v.fs == FsKind::Ext4
+                    && matches!(v.bus, Bus::VirtioBlk | Bus::Nvme)
+                    && v.holds == Holds::Root
+                    && s.disks.len() == 1 => {}
             Stack::MdLvmLuks
                 if v.fs == FsKind::Ext4
                     && v.bus == Bus::VirtioBlk
@@ -283,8 +304,9 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
             }
             Stack::Lvm | Stack::Luks => {
                 return Err(format!(
-                    "{:?} holds ext4 volumes on one virtio-blk disk{} (not {kind} on {:?})",
+                    "{:?} holds ext4 volumes on one {} disk{} (not {kind} on {:?})",
                     s.stack,
+                    if s.stack == Stack::Luks { "virtio-blk or NVMe" } else { "virtio-blk" },
                     if s.stack == Stack::Luks { ", the root alone" } else { "" },
                     v.bus
                 ));
@@ -309,6 +331,15 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
     }
     if s.ram_key.is_some() && (s.stack != Stack::Luks || s.image == Image::SelfBuilt) {
         return Err("ram_key reads the key of the luks stack's container, after a universal image's boot".into());
+    }
+    if s.tang && (s.stack != Stack::Luks || s.root.arm64()) {
+        return Err("tang binds the luks stack's container, on an x86_64 root".into());
+    }
+    if s.tang && !matches!(s.image, Image::Universal | Image::SelfBuilt) {
+        return Err("tang boots the universal image with --include clevis, or a self-built one".into());
+    }
+    if s.tang && s.image == Image::SelfBuilt && !s.cmdline.split_whitespace().any(|w| w == "rd.neednet=1") {
+        return Err("a self-built tang root needs rd.neednet=1 in cmdline: its build finds the NICs that are up".into());
     }
     if s.analyze && !s.cmdline.contains("leanrd.test=journal") {
         return Err("analyze reads the journal the root prints with leanrd.test=journal in cmdline".into());
@@ -593,11 +624,12 @@ pub fn arch_tree(su_root: Root) -> Option<(PathBuf, String)> {
 }
 
 /// The image a scenario boots first (self-built: the universal image it builds from).
-fn image(root: Root, su: &Suite, kind: Image, stack: Stack) -> PathBuf {
+/// `clevis`: with `--include clevis` (a `tang` scenario's).
+fn image(root: Root, su: &Suite, kind: Image, stack: Stack, clevis: bool) -> PathBuf {
     // A self-built scenario first boots the universal image.
     let kind = if kind == Image::SelfBuilt { Image::Universal } else { kind };
     let md = stack == Stack::MdLvmLuks;
-    memo(&format!("image {root:?} {kind:?} md={md}"), || {
+    memo(&format!("image {root:?} {kind:?} md={md} clevis={clevis}"), || {
         let (tree, extra): (PathBuf, &[&str]) = match kind {
             // The test roots have no mdadm (adding it would remake every cached root and disk):
             // the md stack's image is built from a copy of the root with the host's.
@@ -606,7 +638,13 @@ fn image(root: Root, su: &Suite, kind: Image, stack: Stack) -> PathBuf {
             Image::UniversalKeep => (su.base.path.clone(), &["--module-compression", "keep"]),
             Image::ArchZst => (arch_tree(root).expect("the suite is there").0, &["--module-compression", "keep"]),
         };
-        let out = scratch().join(format!("{}-{kind:?}{}.img", root.tag(), if md { "-md" } else { "" }));
+        let out = scratch().join(format!(
+            "{}-{kind:?}{}{}.img",
+            root.tag(),
+            if md { "-md" } else { "" },
+            if clevis { "-clevis" } else { "" }
+        ));
+        let include: &[&str] = if clevis { &["--include", "clevis"] } else { &[] };
         let o = leanrd()
             .args(["build", "-k", &su.kver, "--universal", "--sysroot"])
             .arg(&tree)
@@ -615,6 +653,7 @@ fn image(root: Root, su: &Suite, kind: Image, stack: Stack) -> PathBuf {
             .arg("-o")
             .arg(&out)
             .args(extra)
+            .args(include)
             .output()
             .unwrap();
         assert!(o.status.success(), "leanrd build {extra:?}: {}", String::from_utf8_lossy(&o.stderr));
@@ -786,7 +825,8 @@ fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
                 prep_boot(&prep, &disks, &format!("LUKS {key}"));
                 fs::write(d.join("luks-uuid"), luks_uuid).unwrap();
             });
-            let disk = Disk { path: dir.join("luks.disk"), gpt: false, bus: Bus::VirtioBlk };
+            // On the volume's bus: the layout is the same on any disk.
+            let disk = Disk { path: dir.join("luks.disk"), gpt: false, bus: s.disks[0].bus };
             let made = vec![Made {
                 disks: vec![disk],
                 fs: FsKind::Ext4,
@@ -869,12 +909,20 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     check(name, s)?;
     let Some(su) = suite(s.root)? else { return Ok(()) };
     let t = TempDir::new(&format!("scenario-{name}"));
-    let first_image = image(s.root, &su, s.image, s.stack);
+    let first_image = image(s.root, &su, s.image, s.stack, s.tang);
     let (made, root_arg, usr_arg) = disks(name, s, &su);
     let self_built = s.image == Image::SelfBuilt;
-    // The stacked root's members are read back afterwards: the boot writes to copies.
-    let keeps = self_built || s.stack == Stack::MdLvmLuks;
+    // The stacked root's members are read back afterwards: the boot writes to copies. A
+    // Tang-bound container is bound on its copy (a new server's keys each run).
+    let keeps = self_built || s.stack == Stack::MdLvmLuks || s.tang;
     let made = if keeps { writable(&made, &t) } else { made };
+    let lab = match s.tang {
+        true => match tang_lab(name, &t, &made[0].disks[0])? {
+            Some(lab) => Some(lab),
+            None => return Ok(()),
+        },
+        false => None,
+    };
     let all: Vec<&Disk> = made.iter().flat_map(|m| &m.disks).collect();
     let mut cmdline = s.cmdline.replace("{root}", &root_arg).replace("{usr}", &usr_arg);
     // A self-building root gets leanrd on a disk of its own ([`tools_disk`]), last, on its
@@ -900,7 +948,19 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
         for r in &s.reject {
             b = b.reject(r);
         }
+        if let Some(lab) = &lab {
+            b.netns = Some(lab.ns.clone());
+            b.qemu.extend(lab.nics(&[TANG_MAC], "virtio-net-pci", true).expect("a NIC in the lab"));
+        }
         match s.stack {
+            // Nothing typed: a prompt is a failure, which need not be waited out.
+            Stack::Luks if s.tang => b
+                .expect(&format!(
+                    "unlocked as /dev/mapper/sda3_crypt with its clevis token 0 (tang {})",
+                    crate::clevis::tang_url()
+                ))
+                .reject("Enter passphrase")
+                .stop("Enter passphrase"),
             Stack::Luks => b.typing(PASS),
             Stack::MdLvmLuks => {
                 b.answer = Some(PASS);
@@ -1025,9 +1085,55 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     }
     // A host-only image holds no module that cannot start on its machine (a driver for
     // hardware it lacks, or crc32c_intel on a CPU without SSE4.2): /init would say ENODEV.
-    let second = boot(&format!("{name}, its own image"), &own, "", &all, true).reject("No such device (errno 19)");
+    let mut second = boot(&format!("{name}, its own image"), &own, "", &all, true).reject("No such device (errno 19)");
+    if s.tang {
+        // No rd.neednet=1 on this command line: the network was up for Tang only.
+        second = second.expect("down again (it was up for Tang only)");
+    }
     let failed = run(&su.kernel, &[second]);
     if failed.is_empty() { Ok(()) } else { Err(format!("{name}: the boot of its own image failed")) }
+}
+
+/// A `tang` scenario's network lab (DHCP, and tangd with the process's keys), the root's
+/// container on `disk` (a copy of the cached one) bound to its server as `clevis luks bind`
+/// binds it. None (skipped, with a message) when a tool is missing.
+fn tang_lab(name: &str, t: &TempDir, disk: &Disk) -> Result<Option<crate::netlab::NetLab>, String> {
+    use crate::clevis;
+    // The lab's DHCP server and tangd under socat: no NFS or iSCSI server.
+    let lab_tools = ["ip", "dnsmasq"].into_iter().chain(crate::netlab::TANG_TOOLS);
+    if !clevis::have_tools() || !lab_tools.clone().all(have) {
+        return Ok(skip(&format!(
+            "{name}: Tang needs {:?}, {:?} and tangd-keygen (apt install clevis tang socat dnsmasq-base)",
+            clevis::TOOLS,
+            lab_tools.collect::<Vec<_>>()
+        )));
+    }
+    // tangd's keys and their advertisement: once per process.
+    let (db, adv) = memo("tang keys", || {
+        let db = scratch().join("tang-db");
+        clevis::tang_keys(&db);
+        let adv = scratch().join("tang-adv.jws");
+        fs::write(&adv, clevis::advertisement(&db).unwrap_or_else(|e| panic!("{e}"))).unwrap();
+        (db, adv)
+    });
+    // A random key, as `clevis luks bind` makes one (text: it is a passphrase to cryptsetup).
+    let key = t.join("tang-key");
+    let mut random = [0u8; 32];
+    fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut random))
+        .map_err(|e| format!("/dev/urandom: {e}"))?;
+    fs::write(&key, random.iter().map(|b| format!("{b:02x}")).collect::<String>()).unwrap();
+    let jwe = clevis::encrypt("tang", &clevis::tang_config(&adv), &key, None)?;
+    clevis::bind(t.path(), &disk.path, PASS, &key, &jwe).map_err(|e| format!("{name}: binding to Tang: {e}"))?;
+    let spec = crate::netlab::LabSpec {
+        exports: &[],
+        dhcp: true,
+        root_path: None,
+        luns: &[],
+        nvmf: None,
+        tang: Some(crate::netlab::TangServer::Keys(&db)),
+    };
+    crate::netlab::NetLab::start("tang", &spec).map(Some).map_err(|e| format!("{name}: the network lab: {e}"))
 }
 
 /// A file out of the installer layout's /boot (its second partition).
@@ -1137,6 +1243,13 @@ mod tests {
         let e = err("[a]\nroot = \"debian12\"\nimage = \"self-built\"\ndrivers = [\"virtio_blk\"]\n\
                      disks = [{ fs = \"btrfs\", members = 2 }]\n");
         assert!(e.contains("self-built root on raid1"), "{e}");
+        let e = err("[a]\nroot = \"debian13\"\ntang = true\ndisks = [{ fs = \"ext4\" }]\n");
+        assert!(e.contains("tang binds the luks stack's container"), "{e}");
+        let e = err("[a]\nroot = \"debian13\"\nimage = \"self-built\"\nstack = \"luks\"\ntang = true\n\
+                     cmdline = \"{root}\"\ndisks = [{ fs = \"ext4\" }]\n");
+        assert!(e.contains("rd.neednet=1"), "{e}");
+        let e = err("[a]\nroot = \"debian13\"\nstack = \"luks\"\ndisks = [{ fs = \"ext4\", bus = \"ahci\" }]\n");
+        assert!(e.contains("virtio-blk or NVMe"), "{e}");
         let e = err("[Bad-Name]\nroot = \"debian12\"\ndisks = [{ fs = \"ext4\" }]\n");
         assert!(e.contains("lower-case letters"), "{e}");
     }
