@@ -351,7 +351,7 @@ pub const SETTINGS: &[Setting] = &[
         value: "\"on\"|\"off\"",
         doc: "The exitrd: at the switch to the root, /init leaves itself in /run/initramfs as `shutdown`, with a \
               record of what the boot built (md arrays, LVM volumes, LUKS mappings, loop devices, iSCSI sessions, \
-              NVMe-oF controllers, an NFS root); systemd's shutdown returns there and the teardown takes it apart \
+              NVMe-oF controllers, an NFS root, a live CD to eject); systemd's shutdown returns there and the teardown takes it apart \
               top-down before the power goes. Default: on where the root sits on more than a plain partition (the \
               kernel parameter rd.leanrd.exitrd= wins over it).",
         example: "exitrd = \"off\"",
