@@ -15,7 +15,7 @@
 //! - LACKING: an image without the network roots' features (and live's), no NIC, no lab: each
 //!   root kind's missing feature said at once.
 //!
-//! `cargo test --release -p leanrd --test boot_net -- nfs4_root_path_from_dhcp`.
+//! `cargo test --release -p leanrd --test boot_net -- nfs4_root_path_from_dhcp_then_reboot`.
 //! - iSCSI: the busybox root on a LUN (netroot=iscsi: by DHCP; root=iscsi:, the LUN itself,
 //!   its portal by name with a static ip=), the diagnoses (a target nobody answers, a login
 //!   refused), and Debian 12 on a LUN named by rd.iscsi.* to running.
@@ -36,8 +36,8 @@ use leanrd_testkit::netlab::{self, LabSpec, NetLab, NvmfSpec, SERVER};
 const MARK: &str = "LEANRD-ROOT-OK";
 
 /// The busybox root: prints the marker, how / is mounted, each NIC with its address, the
-/// hand-over file and /init's step log; then powers off ([`SERVER_GONE`]: through the exitrd,
-/// the server gone).
+/// hand-over file and /init's step log; then powers off, or goes down through the exitrd
+/// ([`WAY_DOWN`]) when the command line asks.
 fn root_tree(t: &TempDir) -> PathBuf {
     busybox_script_root(
         t,
@@ -48,28 +48,36 @@ fn root_tree(t: &TempDir) -> PathBuf {
                $b echo NIC $n $($b cat $i/address) $($b ip -4 addr show dev $n | $b grep -o 'inet [0-9./]*'); done\n\
              $b sed 's/^/HANDOVER /' /run/net-*.conf\n\
              $b sed 's/^/STEP /' /run/initramfs/leanrd.log\n\
-             case \" $($b cat /proc/cmdline) \" in *' leanrd.test=server-gone '*)\n\
-               {SERVER_GONE};;\n\
-             esac\n\
+             {WAY_DOWN}\
              $b poweroff -f\n"
         ),
     )
 }
 
-/// `leanrd.test=server-gone`: the way down as systemd-shutdown takes it when
-/// /run/initramfs/shutdown exists (systemd's docs/INITRD_INTERFACE.md: pivoted into
-/// /run/initramfs, the old root at /oldroot, `/shutdown poweroff` run as PID 1), with the NFS
-/// server gone in between: once pivoted, the root says so, the test's QEMU monitor cuts the
-/// link, and the exitrd runs when the carrier is gone (bounded: 10 s). Nothing runs from the
-/// NFS root once the server is gone (its busybox, even this script's next line, would wait for
-/// the server, as systemd-shutdown, a program already running, does not): a busybox copied
-/// into the exitrd, the rest an `sh -c` in memory.
-const SERVER_GONE: &str = "$b mkdir -p /run/initramfs/oldroot /run/initramfs/sys /run/initramfs/t && $b cp $b /run/initramfs/t/busybox\n\
-    $b mount -n --make-rprivate / && $b mount -n --bind /run/initramfs /run/initramfs\n\
-    cd /run/initramfs && $b pivot_root . oldroot && exec /t/busybox sh -c '/t/busybox mount -t sysfs sysfs /sys; \
-      /t/busybox echo LEANRD-SERVER-GONE-NOW; \
-      for i in $(/t/busybox seq 50); do [ \"$(/t/busybox cat /sys/class/net/eth0/carrier)\" = 0 ] && break; /t/busybox sleep 0.2; done; \
-      /t/busybox echo LEANRD-CARRIER $(/t/busybox cat /sys/class/net/eth0/carrier); exec /shutdown poweroff'";
+/// The way down as systemd-shutdown takes it when /run/initramfs/shutdown exists (systemd's
+/// docs/INITRD_INTERFACE.md): pivoted into /run/initramfs, the old root at /oldroot, and
+/// `/shutdown VERB` run as PID 1. `leanrd.test=down-reboot` and `leanrd.test=down-halt` give
+/// the verb; `leanrd.test=server-gone` powers off with the NFS server gone in between: once
+/// pivoted, the root says so, the test's QEMU monitor cuts the link, and the exitrd runs when
+/// the carrier is gone (bounded: 10 s). Nothing runs from the NFS root once pivoted (its
+/// busybox, even this script's next line, would wait for a server that is gone, as
+/// systemd-shutdown, a program already running, does not): a busybox copied into the exitrd,
+/// the rest an `sh -c` in memory.
+const WAY_DOWN: &str = "verb= gone=\n\
+    case \" $($b cat /proc/cmdline) \" in\n\
+      *' leanrd.test=server-gone '*) verb=poweroff gone=1 ;;\n\
+      *' leanrd.test=down-reboot '*) verb=reboot ;;\n\
+      *' leanrd.test=down-halt '*) verb=halt ;;\n\
+    esac\n\
+    if [ -n \"$verb\" ]; then\n\
+      $b mkdir -p /run/initramfs/oldroot /run/initramfs/sys /run/initramfs/t && $b cp $b /run/initramfs/t/busybox\n\
+      $b mount -n --make-rprivate / && $b mount -n --bind /run/initramfs /run/initramfs\n\
+      cd /run/initramfs && $b pivot_root . oldroot && exec /t/busybox sh -c 'b=/t/busybox; $b mount -t sysfs sysfs /sys; \
+        if [ -n \"$2\" ]; then $b echo LEANRD-SERVER-GONE-NOW; \
+          for i in $($b seq 50); do [ \"$($b cat /sys/class/net/eth0/carrier)\" = 0 ] && break; $b sleep 0.2; done; \
+          $b echo LEANRD-CARRIER $($b cat /sys/class/net/eth0/carrier); fi; \
+        exec /shutdown $1' sh \"$verb\" \"$gone\"\n\
+    fi\n";
 
 /// How a case's NICs are attached.
 #[derive(Clone, Copy)]
@@ -97,10 +105,11 @@ struct Case {
 }
 
 const CASES: &[Case] = &[
-    // The kernel's form with nothing but DHCP: the server and path come from option 17.
+    // The kernel's form with nothing but DHCP: the server and path come from option 17. Then
+    // the way down with `reboot`: the exitrd unmounts the NFS root and reboots.
     Case {
-        name: "nfs4_root_path_from_dhcp",
-        append: "root=/dev/nfs ip=dhcp",
+        name: "nfs4_root_path_from_dhcp_then_reboot",
+        append: "root=/dev/nfs ip=dhcp leanrd.test=down-reboot leanrd.debug",
         nics: Nics::One,
         expect: &[
             MARK,
@@ -108,16 +117,31 @@ const CASES: &[Case] = &[
             "HANDOVER PROTO='dhcp'",
             "HANDOVER ROOTPATH='10.77.0.1:",
             "] net: lease eth0: dhcp 10.77.0.",
+            "leanrd: shutdown: the way down: reboot",
+            "leanrd: shutdown: unmounted /oldroot (",
+            "leanrd: shutdown: all taken apart in ",
+            "reboot: Restarting system",
         ],
         reject: &[],
     },
     // dracut's form, NFSv3, a static address on the NIC named by ifname= (the second one).
+    // Then the way down with `halt`: the exitrd unmounts the NFS root and halts.
     Case {
-        name: "nfs3_static_ip_on_a_named_nic",
+        name: "nfs3_static_ip_on_a_named_nic_then_halt",
         append: "root=nfs:10.77.0.1:{export}:vers=3 ifname=boot0:{mac2} \
-                 ip=10.77.0.9:10.77.0.1::255.255.255.0:box:boot0:off",
+                 ip=10.77.0.9:10.77.0.1::255.255.255.0:box:boot0:off leanrd.test=down-halt leanrd.debug",
         nics: Nics::Two,
-        expect: &[MARK, " / nfs ro,", "vers=3", "NIC boot0 {mac2} inet 10.77.0.9/24", "HANDOVER PROTO='none'"],
+        expect: &[
+            MARK,
+            " / nfs ro,",
+            "vers=3",
+            "NIC boot0 {mac2} inet 10.77.0.9/24",
+            "HANDOVER PROTO='none'",
+            "leanrd: shutdown: the way down: halt",
+            "leanrd: shutdown: unmounted /oldroot (",
+            "leanrd: shutdown: all taken apart in ",
+            "reboot: System halted",
+        ],
         reject: &["{mac1} inet"],
     },
     // PXE's BOOTIF= picks the second NIC for DHCP; the first stays unconfigured.
@@ -423,7 +447,8 @@ fn boot_case(c: &Case) -> Result<(), String> {
     b.reject = c.reject.iter().map(|s| fill(s)).collect();
     // A failed boot ends at the diagnosis (there is no shell in the image to wait in); a
     // good one powers off.
-    b.stop = vec!["no rescue shell in this image".into()];
+    // A halted machine stays on: ended once it says so.
+    b.stop = vec!["no rescue shell in this image".into(), "reboot: System halted".into()];
     // The server gone: the NIC's link cut by QEMU's monitor when the root asks.
     if c.append.contains("leanrd.test=server-gone") {
         let id = b.qemu.iter().find_map(|a| a.strip_prefix("tap,id=")?.split(',').next()).unwrap_or("n0");
