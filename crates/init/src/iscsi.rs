@@ -185,7 +185,7 @@ const LOGOUT_MS: u64 = 5_000;
 
 /// A Logout Request's header (RFC 7143 11.14): immediate, final, reason 0 (close the
 /// session), for connection `cid`. The kernel fills in the task tag, CmdSN and ExpStatSN.
-pub fn logout_request(cid: u16) -> [u8; 48] {
+fn logout_request(cid: u16) -> [u8; 48] {
     let mut h = [0u8; 48];
     h[0] = 0x40 | 0x06;
     h[1] = 0x80;
@@ -195,7 +195,7 @@ pub fn logout_request(cid: u16) -> [u8; 48] {
 
 /// One request to the kernel's iSCSI transport: a netlink header, a `struct iscsi_uevent`
 /// with `u` (its fields as 32-bit words at their offsets), then `tail`.
-pub fn uevent(kind: u16, seq: u32, handle: u64, u: &[(usize, u32)], tail: &[u8]) -> Vec<u8> {
+fn uevent(kind: u16, seq: u32, handle: u64, u: &[(usize, u32)], tail: &[u8]) -> Vec<u8> {
     let len = 16 + UEVENT_SIZE + tail.len();
     let mut b = vec![0u8; len];
     b[0..4].copy_from_slice(&(len as u32).to_ne_bytes());

@@ -1054,7 +1054,7 @@ fn make_tang() -> Option<TangSetup> {
     for e in fs::read_dir(&db).unwrap().flatten() {
         fs::copy(e.path(), rotated.join(format!(".{}", e.file_name().to_string_lossy()))).unwrap();
     }
-    sh(&format!("/usr/libexec/tangd-keygen {}", rotated.display()));
+    clevis::tang_keys(&rotated);
     let tab = format!("sda3_crypt UUID={LUKS_UUID} none luks,discard\n");
     let sr = host_sysroot(t, "sr-tang", &[("crypttab", tab.as_bytes(), 0o644)]);
     let image = t.join("universal-clevis.img");
