@@ -66,6 +66,23 @@ const PCRS: &str = "if [ -d /sys/class/tpm/tpm0 ]; then\n\
       for f in /sys/class/tpm/tpm0/pcr-*/15; do d=${f%/15}; $b echo \"PCR15 ${d##*pcr-} $($b cat $f)\" > /dev/ttyS0; done\n\
     fi\n";
 
+/// `leanrd.test=kexec`: the way down into the next kernel, as `systemctl kexec` takes it. The
+/// root loads the same kernel and image from the tools disk (/dev/vdb: kexec-tools, its
+/// libraries, `vmlinuz`, `initrd.img`) with kexec_file_load, its own command line passed on with
+/// `leanrd.test=kexeced` (and no `rd.break=shutdown`), then pivots into the exitrd as
+/// systemd-shutdown does (systemd's docs/INITRD_INTERFACE.md: the old root at /oldroot,
+/// `/shutdown kexec` as PID 1). The exitrd closes the LUKS root and jumps; the next kernel
+/// unlocks it again and prints the marker.
+const KEXEC: &str = "case \" $($b cat /proc/cmdline) \" in *' leanrd.test=kexec '*)\n\
+      $b mount -t ext4 -o ro /dev/vdb /tools && \\\n\
+      a=$($b sed -e 's/leanrd.test=kexec/leanrd.test=kexeced/' -e 's/rd.break=shutdown//' /proc/cmdline) && \\\n\
+      /tools/lib/ld-linux-x86-64.so.2 --library-path /tools/lib /tools/kexec -s -l /tools/vmlinuz \\\n\
+        --initrd=/tools/initrd.img --append=\"$a\" > /dev/ttyS0 2>&1 && $b echo LEANRD-KEXEC-LOADED > /dev/ttyS0\n\
+      $b umount /tools\n\
+      $b mkdir -p /run/initramfs/oldroot && $b mount -n --make-rprivate / && $b mount -n --bind /run/initramfs /run/initramfs\n\
+      cd /run/initramfs && $b pivot_root . oldroot && exec /shutdown kexec ;;\n\
+    esac\n";
+
 /// The root: busybox, and an init that prints the marker on the console and on the serial
 /// line (the console is the VT in most boots here), then powers off.
 fn root_tree(t: &TempDir) -> PathBuf {
@@ -80,7 +97,7 @@ fn root_tree(t: &TempDir) -> PathBuf {
          /bin/busybox echo \"MAPPED $(/bin/busybox ls /dev/mapper | /bin/busybox tr '\\n' ' ')\" > /dev/ttyS0\n\
          /bin/busybox echo \"ADDRS [$(/bin/busybox ip -4 -o addr show scope global | /bin/busybox tr '\\n' ' ')]\" > /dev/ttyS0\n\
          /bin/busybox echo \"LISTEN [$(/bin/busybox netstat -ltn 2>/dev/null | /bin/busybox grep LISTEN | /bin/busybox tr '\\n' ' ')]\" > /dev/ttyS0\n\
-         /bin/busybox poweroff -f\n"
+         {KEXEC}/bin/busybox poweroff -f\n"
     );
     fs::write(r.join("sbin/init"), init).unwrap();
     sh(&format!("chmod 755 {}", r.join("sbin/init").display()));
@@ -287,6 +304,8 @@ struct Setup {
     hosted: PathBuf,
     keyed: PathBuf,
     keyed_disk: PathBuf,
+    /// The fixture host the host-only images are built for.
+    host: Fixture,
 }
 
 fn setup() -> Option<&'static Setup> {
@@ -330,7 +349,7 @@ fn make_setup() -> Option<Setup> {
     let keyed_disk = t.join("host-keydisk.img");
     let w = build(&kver, &init, &sr_keydisk, Some(&host), &keyed_disk);
     assert!(w.contains("is not plugged in"), "the key disk is not on the fixture host: {w}");
-    Some(Setup { t, kernel, init, kver, disk, keydisk, univ, univ_plain, hosted, keyed, keyed_disk })
+    Some(Setup { t, kernel, init, kver, disk, keydisk, univ, univ_plain, hosted, keyed, keyed_disk, host })
 }
 
 /// Debian 13's kernel (6.12: `.ko.xz` modules, no `CONFIG_IP_PNP`), for the network unlocks:
@@ -512,6 +531,7 @@ fn main() -> std::process::ExitCode {
     }));
     trials.push(test("ssh_unlocks_from_a_script_and_refuses_keys_passwords_and_shells_debian13_kernel", ssh_boot));
     trials.push(test("ssh_flooded_the_console_prompt_still_unlocks", ssh_flood_boot));
+    trials.push(test("kexec_from_the_luks_root_after_a_shell_at_rd_break_shutdown", kexec_boot));
     trials.push(test("bench_unlock", bench_unlock).with_ignored_flag(true));
     trials.push(test("tpm2_unseals_and_refuses_a_changed_pcr", || {
         if let Some(s) = setup() {
@@ -520,6 +540,89 @@ fn main() -> std::process::ExitCode {
         Ok(())
     }));
     run_tests(trials, cores())
+}
+
+/// kexec from the LUKS root (the key file in the image), with `rd.break=shutdown`: systemd's
+/// way into the next kernel ([`KEXEC`]). On the way down the exitrd stops in the image's
+/// busybox (`--include rescue`), where the test types on the serial console what it sees; the
+/// shell left, it closes the LUKS mapping (its key wiped) and calls reboot(2) with
+/// LINUX_REBOOT_CMD_KEXEC. The same kernel and image boot again, unlock the root again and reach
+/// its init. Needs kexec-tools.
+fn kexec_boot() -> Result<(), String> {
+    let Some(s) = setup() else { return Ok(()) };
+    if !have("kexec") {
+        skip::<()>("needs kexec (apt install kexec-tools)");
+        return Ok(());
+    }
+    let key = noise(13, 64);
+    let keytab = format!("sda3_crypt UUID={LUKS_UUID} /etc/keys/root.key luks,discard\n");
+    let sr =
+        host_sysroot(&s.t, "sr-key-rescue", &[("crypttab", keytab.as_bytes(), 0o644), ("keys/root.key", &key, 0o600)]);
+    let image = s.t.join("host-key-rescue.img");
+    let mut c = leanrd();
+    c.args(["build", "-k", &s.kver, "--include", "rescue", "--init"]).arg(&s.init);
+    c.arg("--sysroot").arg(&sr).arg("--host-root").arg(&s.host.root).arg("-o").arg(&image);
+    ok(&mut c);
+    // The tools disk: kexec-tools with the libraries it links, and what it loads.
+    let tools = s.t.join("kexec-tree");
+    fs::create_dir_all(tools.join("lib")).unwrap();
+    let kexec = String::from_utf8(ok(Command::new("sh").args(["-c", "command -v kexec"]))).unwrap();
+    fs::copy(kexec.trim(), tools.join("kexec")).unwrap();
+    sh(&format!(
+        "ldd {k} | grep -o '/[^ ]*' | while read l; do cp -L \"$l\" {d}/lib/; done",
+        k = kexec.trim(),
+        d = tools.display()
+    ));
+    fs::copy(&s.kernel, tools.join("vmlinuz")).unwrap();
+    fs::copy(&image, tools.join("initrd.img")).unwrap();
+    let disk = s.t.join("kexec.disk");
+    sh(&format!("truncate -s 96M {k} && mke2fs -q -t ext4 -d {d} {k}", k = disk.display(), d = tools.display()));
+    let append = format!("{ROOT} leanrd.debug leanrd.test=kexec rd.break=shutdown");
+    let qemu = [
+        "-drive".to_string(),
+        format!("file={},if=virtio,format=raw,snapshot=on", s.disk.display()),
+        "-drive".to_string(),
+        format!("file={},if=virtio,format=raw,snapshot=on,readonly=on", disk.display()),
+    ];
+    let qemu: Vec<&str> = qemu.iter().map(String::as_str).collect();
+    // One line typed into the shell: what it sees (the old root still mounted), then exit.
+    let answers = [(
+        "a shell before the teardown; exit it to go on",
+        "echo LEANRD-SHELL $(/bin/busybox grep -c ' /oldroot' /proc/mounts) mounts under /oldroot; exit",
+    )];
+    let c = leanrd_testkit::boot::run_console_answering(
+        qemu_command(&s.kernel, &image, &append, &qemu, 300),
+        &answers,
+        &[],
+        &[],
+        None,
+    );
+    let log = keep("kexec_from_the_luks_root_after_a_shell_at_rd_break_shutdown", c.console);
+    timing("kexec", &log);
+    let want = [
+        "LEANRD-KEXEC-LOADED",
+        "leanrd: shutdown: the way down: kexec",
+        "rd.break=shutdown: a shell before the teardown",
+        "rescue shell left",
+        "sda3_crypt: LUKS mapping closed, its key wiped",
+        "all taken apart in ",
+        "kexec_core: Starting new kernel",
+        "leanrd.test=kexeced",
+    ];
+    expect_all("kexec", &log, &want);
+    // The shell saw the old root mounted, and the next kernel reached the root's init again.
+    let shell = log.lines().find(|l| l.starts_with("LEANRD-SHELL ")).ok_or("the shell said nothing")?;
+    if shell.starts_with("LEANRD-SHELL 0 ") {
+        return Err(format!("the shell saw nothing under /oldroot: {shell}"));
+    }
+    let after = &log[log.find("kexec_core: Starting new kernel").unwrap()..];
+    if !after.contains(MARK) || after.contains("rd.break=shutdown: a shell") {
+        return Err(format!("the kexec'd kernel did not reach the root's init, or broke again:\n{}", tail(after)));
+    }
+    if log.matches("unlocked as /dev/mapper/sda3_crypt").count() != 2 {
+        return Err(format!("not unlocked twice:\n{}", tail(&log)));
+    }
+    Ok(())
 }
 
 /// TPM2: the container enrolled with `systemd-cryptenroll --tpm2-pcrs=1` (PCR 1: the
