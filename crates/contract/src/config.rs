@@ -44,11 +44,14 @@ pub enum Capability {
     /// Ask for passphrases over SSH too (dropbear, public keys only, the session the prompt and
     /// nothing else), /init bringing the network up for it.
     Ssh,
+    /// Show plymouth's splash when the command line asks (`splash`): plymouthd started once the
+    /// display's driver (the layer's modules) is there, passphrases asked through it.
+    Plymouth,
 }
 
 impl Capability {
     /// Every capability, for looking names up and listing the known ones.
-    pub const ALL: [Capability; 11] = [
+    pub const ALL: [Capability; 12] = [
         Capability::Luks,
         Capability::Lvm,
         Capability::Md,
@@ -60,6 +63,7 @@ impl Capability {
         Capability::Live,
         Capability::Clevis,
         Capability::Ssh,
+        Capability::Plymouth,
     ];
 
     /// The capability's name: what a feature's `init =` and the configuration's `layer` line spell.
@@ -76,6 +80,7 @@ impl Capability {
             Capability::Live => "live",
             Capability::Clevis => "clevis",
             Capability::Ssh => "ssh",
+            Capability::Plymouth => "plymouth",
         }
     }
 

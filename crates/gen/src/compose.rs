@@ -198,9 +198,66 @@ pub(crate) fn init_config(
     }
     for s in selected {
         let Some(capability) = s.feature.init else { continue };
-        c.layers.push(Layer { capability, modules: layer_modules(kernel, s, r.universal, &m.set) });
+        let mut modules = layer_modules(kernel, s, r.universal, &m.set);
+        if capability == leanrd_contract::Capability::Plymouth {
+            modules.extend(display_modules(kernel, selected, facts, r.universal, &m.set));
+        }
+        c.layers.push(Layer { capability, modules });
     }
     c
+}
+
+/// The display's drivers plymouthd waits for (the drm feature's): the host's display driver,
+/// or in a universal image the virtual GPUs' (each binds only where its device is).
+fn display_modules(
+    kernel: &Kernel,
+    selected: &[Selected],
+    facts: Option<&Facts>,
+    universal: bool,
+    set: &BTreeSet<String>,
+) -> Vec<String> {
+    let mut v: Vec<String> = selected
+        .iter()
+        .filter(|s| s.feature.name == "drm")
+        .flat_map(|s| layer_modules(kernel, s, universal, set))
+        .collect();
+    if let Some(x) = facts {
+        v.extend(
+            x.display_modules
+                .iter()
+                .filter(|a| match kernel.db.resolve(a) {
+                    Resolved::Modules(m) => !m.is_empty() && m.iter().all(|x| set.contains(x)),
+                    _ => false,
+                })
+                .cloned(),
+        );
+    }
+    v
+}
+
+/// plymouth's files (see [`crate::plymouth`]), for the command line the image is built for.
+/// Returns warnings; an error when plymouth is required (asked for, or detected) and cannot be
+/// resolved.
+pub(crate) fn add_plymouth(plan: &mut Plan, sysroot: &Path, cmdline: &str, required: bool) -> Result<Vec<String>> {
+    let s = match crate::plymouth::resolve(sysroot, cmdline) {
+        Ok(s) => s,
+        Err(e) if required => bail!("feature plymouth: {e}"),
+        Err(e) => return Ok(vec![format!("feature plymouth: {e}; no splash")]),
+    };
+    let mut r = elf::Resolver::new(plan);
+    for p in &s.elf {
+        r.add_binary(p).with_context(|| format!("feature plymouth: {p}"))?;
+    }
+    for f in &s.files {
+        plan.add_host_tree(f, 3).with_context(|| format!("feature plymouth: {f}"))?;
+    }
+    for (dest, src) in &s.fonts {
+        let real = plan.add_host_path(src).with_context(|| format!("feature plymouth: {src}"))?;
+        plan.put(dest, Item::Symlink { target: real });
+    }
+    let mut w = s.warnings;
+    w.push(format!("plymouth: theme {} (from {})", s.theme, s.origin));
+    Ok(w)
 }
 
 /// What the image needs to unlock its encrypted devices: the crypttab entries, their key
@@ -292,6 +349,10 @@ pub(crate) fn main_plan(
     plan.add_console();
     add_init(&mut plan, &r.init)?;
     let mut warnings = add_features(&mut plan, selected)?;
+    if let Some(p) = selected.iter().find(|s| s.feature.init == Some(leanrd_contract::Capability::Plymouth)) {
+        let cmdline = facts.map(|f| f.cmdline.as_str()).unwrap_or_default();
+        warnings.extend(add_plymouth(&mut plan, &r.sysroot, cmdline, p.required)?);
+    }
     let modprobe = config.modprobe.for_modules(&m.set);
     warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp, cache, &modprobe, r.threads)?);
     let mut conf = init_config(r, kernel, selected, facts, m);

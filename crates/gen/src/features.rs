@@ -47,6 +47,9 @@ pub struct Feature {
     pub fstypes: Vec<String>,
     /// Detected when the root's block stack has one of these layers.
     pub stack: Vec<StackLayer>,
+    /// Detected when the host's kernel command line has one of these words and every binary
+    /// of the feature is installed.
+    pub cmdline: Vec<String>,
     /// Other features (by name) in the image whenever this one is, as required as it is.
     pub requires: Vec<String>,
     /// Module names, aliases (`fs-ext4`), or globs over the module tree (contain a `/`).
@@ -117,6 +120,12 @@ pub const FEATURE_KEYS: &[FeatureKey] = &[
         key: "stack",
         value: "[\"LAYER\", ...]",
         doc: "Detected when the root's block stack has one of these layers (listed below).",
+    },
+    FeatureKey {
+        key: "cmdline",
+        value: "[\"WORD\", ...]",
+        doc: "Detected when the kernel command line the host booted with (the one the image is built for) has one \
+              of these words (`splash`), and every one of the feature's `binaries` is installed.",
     },
     FeatureKey {
         key: "requires",

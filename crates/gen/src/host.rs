@@ -66,6 +66,10 @@ pub struct Facts {
     /// The modaliases and drivers of the devices the keyboards hang off: loaded before a
     /// passphrase is asked for.
     pub keyboard_modules: BTreeSet<String>,
+    /// The driver of the display the machine boots on (its DRM card's device: the PCI GPU
+    /// with `boot_vga`, else every card's), as modalias and driver: the `drm` feature's
+    /// host-only modules, loaded before plymouthd starts.
+    pub display_modules: BTreeSet<String>,
     /// Every device on the way from what the boot needs (the root's, /usr's and the resume
     /// device's block devices, the keyboards) to the hardware, for the boot proof.
     pub links: Vec<Link>,
@@ -369,6 +373,7 @@ pub fn detect_all(root: &Path, sysroot: &Path) -> Result<Facts> {
     let mut f = detect(root)?;
     detect_resume(root, sysroot, &mut f).context("detecting the resume device")?;
     detect_keyboards(root, &mut f);
+    detect_displays(root, &mut f);
     f.cpu_modalias = read_trim(&root.join("sys/devices/system/cpu/modalias")).filter(|m| m.starts_with("cpu:"));
     f.running_kernel = read_trim(&root.join("proc/sys/kernel/osrelease")).filter(|k| !k.is_empty());
     f.by_uuid = uuid_links(root);
@@ -894,6 +899,33 @@ pub(crate) fn has_letter_keys(bitmap: &str) -> bool {
     let words: Vec<u64> = bitmap.split_whitespace().rev().map(|w| u64::from_str_radix(w, 16).unwrap_or(0)).collect();
     let bit = |n: usize| words.get(n / 64).is_some_and(|w| w >> (n % 64) & 1 == 1);
     LETTERS.iter().all(|r| r.clone().all(bit))
+}
+
+/// The boot display's DRM driver ([`Facts::display_modules`]): the card whose PCI device has
+/// `boot_vga` = 1, else every card (a machine with one GPU that is not on PCI). Only the
+/// device itself: the buses above it are the kernel's or coldplug's. The firmware framebuffer's
+/// own driver (simpledrm, built in where it exists) has no module to add.
+pub(crate) fn detect_displays(root: &Path, f: &mut Facts) {
+    let Ok(rd) = fs::read_dir(root.join("sys/class/drm")) else { return };
+    let mut cards: Vec<(String, PathBuf)> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let n = name.strip_prefix("card")?;
+            (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then_some(())?;
+            Some((name, fs::canonicalize(e.path().join("device")).ok()?))
+        })
+        .collect();
+    cards.sort();
+    let boot: Vec<&(String, PathBuf)> =
+        cards.iter().filter(|(_, d)| read_trim(&d.join("boot_vga")).as_deref() == Some("1")).collect();
+    let chosen: Vec<&(String, PathBuf)> = if boot.is_empty() { cards.iter().collect() } else { boot };
+    for (name, dev) in chosen {
+        if let Some(l) = ancestors(root, dev, "display", name).into_iter().next() {
+            f.display_modules.extend(l.modalias.clone());
+            f.display_modules.extend(l.driver.clone());
+        }
+    }
 }
 
 /// The keyboards (/sys/class/input devices with letter keys) and what drives them: the

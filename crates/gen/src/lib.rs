@@ -31,6 +31,7 @@ mod modcache;
 mod modprobe;
 mod modules;
 pub mod plan;
+mod plymouth;
 pub mod proof;
 pub mod request;
 mod resolve;

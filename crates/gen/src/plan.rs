@@ -183,6 +183,26 @@ impl Plan {
         format!("{cur}/{}", rest.last().map(String::as_str).unwrap_or(""))
     }
 
+    /// [`Plan::add_host_path`], and for a directory everything under it (a theme's images),
+    /// in name order, at most `depth` levels down; symbolic links are kept as links.
+    pub(crate) fn add_host_tree(&mut self, path: &str, depth: usize) -> Result<()> {
+        let real = self.add_host_path(path)?;
+        let hp = host_path(&self.sysroot, &real);
+        if depth == 0 || !fs::symlink_metadata(&hp).is_ok_and(|m| m.is_dir()) {
+            return Ok(());
+        }
+        let mut names: Vec<String> = fs::read_dir(&hp)
+            .with_context(|| format!("{}: cannot list", hp.display()))?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        for n in names {
+            self.add_host_tree(&format!("{}/{n}", real.trim_end_matches('/')), depth - 1)?;
+        }
+        Ok(())
+    }
+
     /// Add a host file system path as it is on the host: every symlink on the way (e.g.
     /// `/lib -> usr/lib`, `/lib64/ld-linux-x86-64.so.2 -> ...`) becomes a symlink in the
     /// image and is followed. Returns the real (symlink-free) image path of the final file.

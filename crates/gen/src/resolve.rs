@@ -120,6 +120,12 @@ pub(crate) fn modules(
         host_modules(kernel, x, &mut wanted, &mut load)?;
         // The network for something other than the root (clevis's Tang, SSH): the drivers of
         // the machine's interfaces, for /init to load when it brings the network up.
+        // The display's driver, for the splash (the drm feature; universal images list theirs).
+        if selected.iter().any(|s| s.feature.name == "drm") {
+            wanted.extend(
+                x.display_modules.iter().filter(|a| !matches!(kernel.db.resolve(a), Resolved::Missing)).cloned(),
+            );
+        }
         if selected.iter().any(|s| s.feature.name == "net") {
             for l in &x.nics {
                 wanted.extend(

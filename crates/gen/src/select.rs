@@ -25,7 +25,10 @@ fn detected(f: &Feature, facts: &Facts, sysroot: &Path) -> bool {
     let stack_match = f.stack.iter().any(|s| facts.stack.contains(s));
     let ucode = f.microcode
         && ["/lib/firmware/intel-ucode", "/lib/firmware/amd-ucode"].iter().any(|d| host_path(sysroot, d).is_dir());
-    fs_match || stack_match || ucode
+    let cmdline = !f.cmdline.is_empty()
+        && f.cmdline.iter().any(|w| facts.cmdline.split_whitespace().any(|x| x == w))
+        && f.binaries.iter().all(|b| which(sysroot, b).is_some());
+    fs_match || stack_match || ucode || cmdline
 }
 
 /// Features that are only there because the build is universal and whose binaries the

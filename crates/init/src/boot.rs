@@ -74,6 +74,8 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     let load = init.conf.load.clone();
     init.mods.load_many(&load, &mut init.log);
     init.log.step("listed modules loaded");
+    // The splash, before anything can ask for a passphrase.
+    crate::plymouth::start(init);
     // PCR 11's enter-initrd, before anything can be unsealed (systemd-pcrphase-initrd's), and
     // the UKI's signed predictions where the token plugin looks for them.
     tpm::hand_over_signatures(init);

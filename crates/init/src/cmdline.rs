@@ -53,6 +53,11 @@ pub struct Cmdline {
     pub no_luks: bool,
     /// rd.vconsole.keymap= / vconsole.keymap=: the keymap (one the image holds) to apply.
     pub keymap: Option<String>,
+    /// `splash`: show plymouth's splash when the image has plymouth.
+    pub splash: bool,
+    /// `plymouth.enable=`/`rd.plymouth=` (`nosplash`: false): start plymouthd or never; None:
+    /// as `splash` says.
+    pub plymouth: Option<bool>,
     /// `rd.lvm=0`: activate no LVM volume group.
     pub no_lvm: bool,
     /// `rd.md=0`: assemble no md RAID array.
@@ -320,6 +325,12 @@ pub fn words(s: &str) -> Vec<String> {
 }
 
 impl Cmdline {
+    /// Whether the command line asks for plymouth's splash (`splash`, or `plymouth.enable=1`;
+    /// never with `nosplash`, `plymouth.enable=0` or `rd.plymouth=0`).
+    pub fn splash_wanted(&self) -> bool {
+        self.plymouth.unwrap_or(self.splash)
+    }
+
     /// What the network settings ask for.
     pub fn net_wanted(&self) -> crate::net::Wanted {
         crate::net::Wanted { ip: self.ip.clone(), bootif: self.bootif, names: self.ifnames.clone() }

@@ -46,6 +46,7 @@ pub mod netconf;
 pub mod nfs;
 pub mod nvmf;
 pub mod params;
+pub mod plymouth;
 pub mod probe;
 pub mod process;
 pub mod prompt;
@@ -139,10 +140,15 @@ impl Init {
             loaded: self.mods.loaded.len(),
             notes: &notes,
         };
-        prompt::say_everywhere(&r.text());
+        let text = r.text();
+        // The diagnosis on the splash in one line, then the screen is the console's again.
+        crate::plymouth::message(&format!("cannot boot: {why}"));
+        crate::plymouth::quit(self);
+        prompt::say_everywhere(&text);
     }
 
-    fn shell(&self) {
+    fn shell(&mut self) {
+        crate::plymouth::quit(self);
         for sh in ["/bin/sh", "/usr/bin/sh", "/bin/busybox"] {
             if sys::exists(sh) {
                 eprint("leanrd: starting a rescue shell; exit it to try again\n");

@@ -399,7 +399,9 @@ fn open(
         Some(_) if init.luks.raced => opened(init, job, "its clevis token (Tang answered after the prompt appeared)"),
         Some(secret) => {
             init.luks.cached = Some(secret);
-            opened(init, job, "the passphrase typed")
+            // Where it was typed, when it was plymouth's prompt (the consoles' are as before).
+            let on = consoles.as_ref().filter(|c| c.answered_on == "plymouth").map(|_| " on plymouth's splash");
+            opened(init, job, &format!("the passphrase typed{}", on.unwrap_or_default()))
         }
         None => false,
     }
@@ -528,7 +530,10 @@ fn apply_keymap(init: &mut Init, c: &Consoles) {
         init.notes.push(format!("keymap {name}: {path} is not in the image; the kernel's US keymap is used"));
         return;
     };
-    let Some(vt) = c.vt() else {
+    // With the splash up the VT is plymouthd's, not one of the consoles asked on: it is
+    // opened for the keymap alone (plymouth reads the keys it translates).
+    let own = if c.vt().is_none() { crate::prompt::open_vt() } else { None };
+    let Some(vt) = c.vt().or(own.as_ref().map(|f| rustix::fd::AsFd::as_fd(f))) else {
         init.log.step(&format!("keymap {name}: no virtual terminal to load it through"));
         return;
     };

@@ -157,13 +157,15 @@ pub enum Group {
     Live,
     /// The way down: the exitrd.
     Shutdown,
+    /// The splash (plymouth).
+    Display,
     /// When the boot fails.
     Diagnosis,
 }
 
 impl Group {
     /// Every group, in the reference's order.
-    pub const ALL: [Group; 10] = [
+    pub const ALL: [Group; 11] = [
         Group::Root,
         Group::Modules,
         Group::Storage,
@@ -173,6 +175,7 @@ impl Group {
         Group::Nvmf,
         Group::Live,
         Group::Shutdown,
+        Group::Display,
         Group::Diagnosis,
     ];
 
@@ -188,6 +191,7 @@ impl Group {
             Group::Nvmf => "NVMe over TCP",
             Group::Live => "Live media",
             Group::Shutdown => "The way down (the exitrd)",
+            Group::Display => "The splash (plymouth)",
             Group::Diagnosis => "Diagnosis and failure",
         }
     }
@@ -1139,6 +1143,47 @@ pub static PARAMS: &[Param] = &[
         },
         "The kernel's; /init prints only errors in any case.",
         "quiet"
+    ),
+    param!(
+        &["splash"],
+        Form::Flag,
+        Display,
+        ONCE,
+        |p, _| {
+            p.c.splash = true;
+            Ok(())
+        },
+        "Show plymouth's splash (Debian's and Ubuntu's `quiet splash`), when the image has plymouth: \
+         plymouthd starts as soon as the display's driver is there, and passphrases are asked through it \
+         (the serial consoles are asked too). Default: no splash.",
+        "splash"
+    ),
+    param!(
+        &["nosplash"],
+        Form::Flag,
+        Display,
+        ONCE,
+        |p, _| {
+            p.c.plymouth = Some(false);
+            Ok(())
+        },
+        "No splash, whatever else the command line says.",
+        "nosplash"
+    ),
+    param!(
+        &["plymouth.enable", "rd.plymouth"],
+        Form::Bool,
+        Display,
+        ONCE,
+        |p, v| {
+            // An earlier `nosplash` or `=0` wins: off is never turned on again.
+            if p.c.plymouth != Some(false) {
+                p.c.plymouth = Some(v.on());
+            }
+            Ok(())
+        },
+        "`0`: never start plymouthd (as systemd's and dracut's); `1`: start it even without `splash`.",
+        "plymouth.enable=0"
     ),
     param!(
         &["rd.leanrd.exitrd"],

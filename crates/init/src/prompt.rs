@@ -137,6 +137,12 @@ pub struct Consoles {
     /// A pending clevis unlock racing the prompt ([`crate::clevis::Pending`]), and what it
     /// sent so far.
     key: Option<(OwnedFd, Vec<u8>)>,
+    /// While plymouthd shows the splash ([`crate::plymouth`]): the passphrase request on its
+    /// socket, and what it answered so far. The VT is plymouthd's then (both reading it would
+    /// split the keys typed): it is opened only when plymouthd is gone.
+    plymouth: Option<(OwnedFd, Vec<u8>)>,
+    /// Where the last line answered was typed (`tty1`, `ttyS0`, `ssh`, `plymouth`).
+    pub answered_on: String,
 }
 
 /// The kernel's consoles (/sys/class/tty/console/active: `tty0` is the foreground VT) and the
@@ -184,29 +190,67 @@ impl Consoles {
     /// character mode with pending input flushed; one that cannot be opened is left out.
     #[inline(never)] // out of line: a smaller /init (measured)
     pub fn open(listener: Option<OwnedFd>) -> Consoles {
-        let mut ttys = Vec::new();
         let mut names = console_names();
         if names.is_empty() {
             names.push("console".to_string());
         }
-        for name in names {
-            let path = alloc::format!("/dev/{name}");
-            let flags = OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC | OFlags::NONBLOCK;
-            let Ok(fd) = rustix::fs::open(path.as_str(), flags, Mode::empty()) else { continue };
-            let saved = rustix::termios::tcgetattr(&fd).ok();
-            if let Some(t) = &saved {
-                let mut raw = t.clone();
-                raw.local_modes.remove(LocalModes::ECHO | LocalModes::ICANON | LocalModes::ISIG | LocalModes::IEXTEN);
-                raw.special_codes[SpecialCodeIndex::VMIN] = 1;
-                raw.special_codes[SpecialCodeIndex::VTIME] = 0;
-                let _ = rustix::termios::tcsetattr(&fd, OptionalActions::Now, &raw);
-                let _ = rustix::termios::tcflush(&fd, rustix::termios::QueueSelector::IFlush);
-            }
-            ttys.push(Tty { name, fd, saved, line: Line::default(), pending: Vec::new() });
+        if crate::plymouth::running() {
+            names.retain(|n| !is_vt(n));
         }
-        Consoles { ttys, listener, prompt: String::new(), key: None }
+        let ttys = names.into_iter().filter_map(open_tty).collect();
+        Consoles { ttys, listener, prompt: String::new(), key: None, plymouth: None, answered_on: String::new() }
     }
 
+    /// plymouthd is gone: the VTs it had are asked on too, with the prompt.
+    fn take_back_the_vts(&mut self) {
+        if crate::plymouth::running() {
+            sys::eprint("leanrd: plymouth: plymouthd is gone; the consoles take over\n");
+        }
+        crate::plymouth::lost();
+        self.plymouth = None;
+        for name in console_names().into_iter().filter(|n| is_vt(n)) {
+            if self.ttys.iter().any(|t| t.name == name) {
+                continue;
+            }
+            if let Some(t) = open_tty(name) {
+                sys::write_all(&t.fd, alloc::format!("\r\n{}", self.prompt).as_bytes());
+                self.ttys.push(t);
+            }
+        }
+    }
+}
+
+/// The foreground VT (or tty1), opened for ioctls only; None on a machine without VTs.
+pub fn open_vt() -> Option<OwnedFd> {
+    let name = console_names().into_iter().find(|n| is_vt(n)).unwrap_or_else(|| "tty1".to_string());
+    let flags = OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    rustix::fs::open(alloc::format!("/dev/{name}").as_str(), flags, Mode::empty()).ok()
+}
+
+/// A VT's name (`tty1`), not a serial line's (`ttyS0`, `ttyAMA0`, `ttyUSB0`).
+fn is_vt(name: &str) -> bool {
+    name.strip_prefix("tty").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A console opened for asking: no echo, character mode, pending input flushed. None when it
+/// cannot be opened.
+fn open_tty(name: String) -> Option<Tty> {
+    let path = alloc::format!("/dev/{name}");
+    let flags = OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let fd = rustix::fs::open(path.as_str(), flags, Mode::empty()).ok()?;
+    let saved = rustix::termios::tcgetattr(&fd).ok();
+    if let Some(t) = &saved {
+        let mut raw = t.clone();
+        raw.local_modes.remove(LocalModes::ECHO | LocalModes::ICANON | LocalModes::ISIG | LocalModes::IEXTEN);
+        raw.special_codes[SpecialCodeIndex::VMIN] = 1;
+        raw.special_codes[SpecialCodeIndex::VTIME] = 0;
+        let _ = rustix::termios::tcsetattr(&fd, OptionalActions::Now, &raw);
+        let _ = rustix::termios::tcflush(&fd, rustix::termios::QueueSelector::IFlush);
+    }
+    Some(Tty { name, fd, saved, line: Line::default(), pending: Vec::new() })
+}
+
+impl Consoles {
     /// Take the SSH sessions waiting on the listener (at most [`crate::ssh::MAX_SESSIONS`]
     /// at once; more are closed), each greeted with the prompt.
     fn accept(&mut self) {
@@ -253,9 +297,45 @@ impl Consoles {
         key.filter(|k| !k.is_empty()).map(Secret)
     }
 
+    /// What plymouthd answered, once whole (None: more to come). Anything but an answer
+    /// (its socket closed: it died or quit; no answer; garbage) ends its part.
+    fn read_plymouth(&mut self) -> Option<crate::plymouth::Reply> {
+        use crate::plymouth::{Reply, parse_answer};
+        let (fd, got) = self.plymouth.as_mut()?;
+        let mut buf = [0u8; 512];
+        let r = match rustix::io::read(&*fd, &mut buf) {
+            Ok(n) if n > 0 => {
+                got.extend_from_slice(&buf[..n]);
+                buf.fill(0);
+                match parse_answer(got) {
+                    Reply::More if got.len() <= 4096 + 5 => return None,
+                    Reply::More => Reply::Bad("too long".into()),
+                    r => r,
+                }
+            }
+            Err(Errno::INTR) | Err(Errno::AGAIN) => return None,
+            _ => Reply::Bad("closed".into()),
+        };
+        if let Some((_, mut g)) = self.plymouth.take() {
+            g.fill(0);
+        }
+        Some(r)
+    }
+
+    /// Write to the consoles only (not the splash).
+    fn say_ttys(&self, text: &str) {
+        for t in &self.ttys {
+            sys::write_all(&t.fd, text.as_bytes());
+        }
+    }
+
     /// The consoles open, by kernel name (tty1, ttyS0).
     pub fn names(&self) -> Vec<&str> {
-        self.ttys.iter().map(|t| t.name.as_str()).collect()
+        let mut v: Vec<&str> = self.ttys.iter().map(|t| t.name.as_str()).collect();
+        if crate::plymouth::running() {
+            v.push("plymouth");
+        }
+        v
     }
 
     /// A file descriptor of a VT (for the keymap ioctls), if one is open.
@@ -263,10 +343,14 @@ impl Consoles {
         self.ttys.iter().find(|t| t.name.starts_with("tty") && !t.name.starts_with("ttyS")).map(|t| t.fd.as_fd())
     }
 
-    /// Write to every console.
+    /// Write to every console (and to the splash: a line under its prompt).
     pub fn say(&self, text: &str) {
         for t in &self.ttys {
             sys::write_all(&t.fd, text.as_bytes());
+        }
+        let line = text.trim();
+        if !line.is_empty() {
+            crate::plymouth::message(line.strip_prefix("leanrd: ").unwrap_or(line));
         }
     }
 
@@ -280,14 +364,23 @@ impl Consoles {
         events: Option<BorrowedFd<'_>>,
         on_event: &mut dyn FnMut(),
     ) -> Answer {
-        if self.ttys.is_empty() && self.listener.is_none() {
+        if self.ttys.is_empty() && self.listener.is_none() && !crate::plymouth::running() {
             return Answer::NoConsole;
         }
         for t in self.ttys.iter_mut() {
             t.line.clear();
         }
         self.prompt = prompt.to_string();
-        self.say(prompt);
+        for t in &self.ttys {
+            sys::write_all(&t.fd, prompt.as_bytes());
+        }
+        self.plymouth = None;
+        if crate::plymouth::running() {
+            match crate::plymouth::ask(prompt.trim_end()) {
+                Ok(fd) => self.plymouth = Some((fd, Vec::new())),
+                Err(_) => self.take_back_the_vts(),
+            }
+        }
         let start = sys::now_ms();
         let mut buf = [0u8; 64];
         loop {
@@ -309,6 +402,9 @@ impl Consoles {
             if let Some((k, _)) = &self.key {
                 fds.push(PollFd::new(k, PollFlags::IN));
             }
+            if let Some((p, _)) = &self.plymouth {
+                fds.push(PollFd::new(p, PollFlags::IN));
+            }
             if let Some(e) = &events {
                 fds.push(PollFd::from_borrowed_fd(*e, PollFlags::IN));
             }
@@ -324,8 +420,21 @@ impl Consoles {
             drop(fds);
             let listener_at = self.ttys.len();
             let key_at = listener_at + usize::from(self.listener.is_some());
+            let plymouth_at = key_at + usize::from(self.key.is_some());
             if events.is_some() && ready.last() == Some(&true) {
                 on_event();
+            }
+            if self.plymouth.is_some() && ready.get(plymouth_at).copied().unwrap_or(false) {
+                match self.read_plymouth() {
+                    Some(crate::plymouth::Reply::Answer(a)) => {
+                        let a = Secret(a);
+                        self.answered_on = "plymouth".into();
+                        self.say_ttys("\r\n");
+                        return if a.0.is_empty() { Answer::Cancelled } else { Answer::Line(a) };
+                    }
+                    Some(_) => self.take_back_the_vts(),
+                    None => {}
+                }
             }
             if self.key.is_some()
                 && ready.get(key_at).copied().unwrap_or(false)
@@ -365,6 +474,7 @@ impl Consoles {
                             }
                             Line::zero(&mut data);
                             let line = core::mem::take(&mut t.line.buf);
+                            self.answered_on = t.name.clone();
                             self.say("\r\n");
                             return if line.is_empty() { Answer::Cancelled } else { Answer::Line(Secret(line)) };
                         }

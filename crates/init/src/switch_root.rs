@@ -120,6 +120,8 @@ pub fn switch_root(init: &mut Init) -> Result<(), String> {
     crate::tpm::leave(init);
     // The way down's program and record, in /run/initramfs: /run moves to the root.
     crate::exitrd::leave(init);
+    // plymouthd into the new root, before it moves: it goes on drawing in the booted system.
+    crate::plymouth::newroot(init, NEWROOT);
     init.log.step(leanrd_contract::steplog::SWITCHING);
     init.log.save();
     // The point of no return: the API file systems leave the initramfs, which is deleted.

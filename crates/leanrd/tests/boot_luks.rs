@@ -97,6 +97,8 @@ fn root_tree(t: &TempDir) -> PathBuf {
          /bin/busybox echo \"MAPPED $(/bin/busybox ls /dev/mapper | /bin/busybox tr '\\n' ' ')\" > /dev/ttyS0\n\
          /bin/busybox echo \"ADDRS [$(/bin/busybox ip -4 -o addr show scope global | /bin/busybox tr '\\n' ' ')]\" > /dev/ttyS0\n\
          /bin/busybox echo \"LISTEN [$(/bin/busybox netstat -ltn 2>/dev/null | /bin/busybox grep LISTEN | /bin/busybox tr '\\n' ' ')]\" > /dev/ttyS0\n\
+         if [ -e /run/plymouth/pid ]; then p=$(/bin/busybox cat /run/plymouth/pid); \
+           /bin/busybox echo \"PLYMOUTHD $p $(/bin/busybox cat /proc/$p/comm 2>&1)\" > /dev/ttyS0; fi\n\
          {KEXEC}/bin/busybox poweroff -f\n"
     );
     fs::write(r.join("sbin/init"), init).unwrap();
@@ -207,6 +209,9 @@ struct Typing<'a> {
     qemu: Vec<String>,
     ready: Vec<&'static str>,
     steps: Vec<(&'static str, &'static str, &'static str)>,
+    /// Where QEMU's `screendump` of the screen goes, taken when the first step's prompt shows
+    /// (before anything is typed).
+    dump: Option<PathBuf>,
 }
 
 fn boot_keyboard(kernel: &Path, t: &TempDir, tag: &str, b: &Typing) -> String {
@@ -237,6 +242,14 @@ fn boot_keyboard(kernel: &Path, t: &TempDir, tag: &str, b: &Typing) -> String {
             if ready && text.get(typed_at..).is_some_and(|t| t.contains(wait_for)) {
                 std::thread::sleep(Duration::from_millis(500));
                 let m = monitor.get_or_insert_with(|| UnixStream::connect(&sock).unwrap());
+                if step == 0
+                    && let Some(d) = &b.dump
+                {
+                    // A splash draws a moment after the request: the prompt's frame settles.
+                    std::thread::sleep(Duration::from_millis(1500));
+                    m.write_all(format!("screendump {}\n", d.display()).as_bytes()).unwrap();
+                    std::thread::sleep(Duration::from_millis(800));
+                }
                 for k in keys(pass, layout).iter().chain(std::iter::once(&"ret".to_string())) {
                     m.write_all(format!("sendkey {k}\n").as_bytes()).unwrap();
                     std::thread::sleep(Duration::from_millis(60));
@@ -441,7 +454,9 @@ fn boot_of<'a>(s: &'a Setup, name: &str) -> Boot<'a> {
         v.extend(["-device", "qemu-xhci", "-device", "usb-kbd"].map(String::from));
         v
     };
-    let typed = |image, append: String, qemu, ready, steps| Boot::Typed(Typing { image, append, qemu, ready, steps });
+    let typed = |image, append: String, qemu, ready, steps| {
+        Boot::Typed(Typing { image, append, qemu, ready, steps, dump: None })
+    };
     let de = ("Enter passphrase for sda3_crypt", DE_PASS, "de");
     match name {
         "universal_ps2_de" => typed(&s.univ, ROOT.into(), virtio(&[]), vec![PS2], vec![de]),
@@ -532,6 +547,7 @@ fn main() -> std::process::ExitCode {
     trials.push(test("ssh_unlocks_from_a_script_and_refuses_keys_passwords_and_shells_debian13_kernel", ssh_boot));
     trials.push(test("ssh_flooded_the_console_prompt_still_unlocks", ssh_flood_boot));
     trials.push(test("kexec_from_the_luks_root_after_a_shell_at_rd_break_shutdown", kexec_boot));
+    trials.push(test("plymouth_splash_asks_the_german_passphrase_and_stays_into_the_root", plymouth_boots));
     trials.push(test("bench_unlock", bench_unlock).with_ignored_flag(true));
     trials.push(test("tpm2_unseals_and_refuses_a_changed_pcr", || {
         if let Some(s) = setup() {
@@ -540,6 +556,145 @@ fn main() -> std::process::ExitCode {
         Ok(())
     }));
     run_tests(trials, cores())
+}
+
+/// Pixels of a QEMU `screendump` (binary PPM) brighter than the background (any channel over
+/// 48) in a box given as fractions of the width and height: (x0, y0, x1, y1).
+fn lit(ppm: &Path, b: (f64, f64, f64, f64)) -> Result<usize, String> {
+    let d = fs::read(ppm).map_err(|e| format!("{}: {e}", ppm.display()))?;
+    let mut fields = Vec::new();
+    let mut i = 0;
+    while fields.len() < 4 {
+        while d.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
+            i += 1;
+        }
+        let j = i + d[i..].iter().position(|c| c.is_ascii_whitespace()).ok_or("a short PPM")?;
+        fields.push(String::from_utf8_lossy(&d[i..j]).into_owned());
+        i = j;
+    }
+    let px = &d[i + 1..];
+    let (w, h): (usize, usize) = (fields[1].parse().map_err(|_| "width")?, fields[2].parse().map_err(|_| "height")?);
+    if fields[0] != "P6" || px.len() < w * h * 3 {
+        return Err(format!("{}: not a {w}x{h} P6 frame", ppm.display()));
+    }
+    let (x0, y0, x1, y1) =
+        ((b.0 * w as f64) as usize, (b.1 * h as f64) as usize, (b.2 * w as f64) as usize, (b.3 * h as f64) as usize);
+    Ok((y0..y1)
+        .flat_map(|y| (x0..x1).map(move |x| (y * w + x) * 3))
+        .filter(|&o| px[o..o + 3].iter().any(|&c| c > 48))
+        .count())
+}
+
+/// plymouth's splash (issue 54) on Debian 13's kernel, the image from a Debian 13 root with
+/// plymouth and plymouth-themes (`spinner` set in plymouthd.conf, as plymouth-set-default-theme
+/// sets it) and the German keymap, `--include plymouth`, std VGA (bochs-drm). With `quiet
+/// splash`: the screen at the passphrase prompt shows the theme, not the text console (its
+/// top-left third unlit, the spinner lit), compared with the same boot without `splash`
+/// (the prompt's text there); a wrong passphrase then the German one are typed on the PS/2
+/// keyboard into plymouth (the VT is plymouthd's: /init reads only the serial console then),
+/// and the root finds plymouthd still running (told the new root before the switch).
+fn plymouth_boots() -> Result<(), String> {
+    let Some(s) = setup() else { return Ok(()) };
+    let Some(root) = debian_suite_root("trixie", "plymouth") else { return Ok(()) };
+    let kernel = root_kernel(&root);
+    let kver = kver_of(&kernel);
+    // The root's /usr (hard links: read, never written) with an /etc of the test's.
+    let sr = s.t.join("sr-plymouth");
+    fs::create_dir_all(sr.join("etc/plymouth")).unwrap();
+    sh(&format!("cp -al {}/usr {}/usr", root.display(), sr.display()));
+    for (l, target) in [("bin", "usr/bin"), ("sbin", "usr/sbin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")] {
+        std::os::unix::fs::symlink(target, sr.join(l)).unwrap();
+    }
+    fs::copy(root.join("etc/ld.so.cache"), sr.join("etc/ld.so.cache")).unwrap();
+    fs::copy(root.join("usr/lib/os-release"), sr.join("etc/os-release")).unwrap();
+    fs::write(sr.join("etc/crypttab"), format!("sda3_crypt UUID={LUKS_UUID} none luks,discard\n")).unwrap();
+    fs::write(sr.join("etc/vconsole.conf"), "KEYMAP=de\n").unwrap();
+    fs::write(sr.join("etc/plymouth/plymouthd.conf"), "[Daemon]\nTheme=spinner\n").unwrap();
+    let image = s.t.join("plymouth.img");
+    let mut c = leanrd();
+    c.args(["build", "-k", &kver, "--universal", "--include", "plymouth", "--init"]).arg(&s.init);
+    c.arg("--sysroot").arg(&sr).arg("-o").arg(&image);
+    let out = c.output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() || !said.contains("plymouth: theme spinner (from /etc/plymouth/plymouthd.conf)") {
+        return Err(format!("leanrd build --include plymouth: {said}"));
+    }
+    let disk = vec!["-drive".to_string(), format!("file={},if=virtio,format=raw,snapshot=on", s.disk.display())];
+    let prompt = "Enter passphrase for sda3_crypt";
+    // The frames are kept beside the consoles (target/boot-logs), for a look.
+    let frame = |n: &str| leanrd_testkit::boot::console_path(&format!("luks-{n}")).with_extension("ppm");
+    let (shot, plain_shot) = (frame("plymouth-splash"), frame("plymouth-off"));
+    let splash = boot_keyboard(
+        &kernel,
+        &s.t,
+        "plymouth",
+        &Typing {
+            image: &image,
+            // `loglevel=7` after `quiet`: the serial console still gets the kernel log read here.
+            append: format!("{ROOT} quiet splash plymouth.ignore-serial-consoles loglevel=7"),
+            qemu: disk.clone(),
+            ready: vec![PS2, "plymouth: the splash is up"],
+            steps: vec![(prompt, "wrongpassphrase", "de"), (prompt, DE_PASS, "de")],
+            dump: Some(shot.clone()),
+        },
+    );
+    let splash = keep("plymouth-splash", splash);
+    timing("plymouth", &splash);
+    expect_all(
+        "plymouth",
+        &splash,
+        &[
+            "plymouth: the splash is up on /dev/dri/card0",
+            "keymap de loaded",
+            "wrong passphrase for sda3_crypt (2 left)",
+            "unlocked as /dev/mapper/sda3_crypt with the passphrase typed on plymouth's splash",
+            "plymouth: plymouthd told the new root",
+            "PLYMOUTHD ",
+            MARK,
+        ],
+    );
+    let pid_line = splash.lines().find(|l| l.starts_with("PLYMOUTHD ")).unwrap_or_default();
+    if !pid_line.ends_with(" plymouthd") {
+        return Err(format!("the root does not find plymouthd running: {pid_line}"));
+    }
+    let plain = boot_keyboard(
+        &kernel,
+        &s.t,
+        "plymouth-off",
+        &Typing {
+            image: &image,
+            append: ROOT.into(),
+            qemu: disk,
+            ready: vec![PS2],
+            steps: vec![(prompt, DE_PASS, "de")],
+            dump: Some(plain_shot.clone()),
+        },
+    );
+    let plain = keep("plymouth-off", plain);
+    expect_all("no splash", &plain, &["unlocked as /dev/mapper/sda3_crypt with the passphrase typed", MARK]);
+    if plain.contains("plymouth: the splash is up")
+        || plain.contains("PLYMOUTHD ")
+        || plain.contains("on plymouth's splash")
+    {
+        return Err("plymouthd ran without `splash`".into());
+    }
+    // The frames: the splash's top-left third is unlit and its password dialog (two-step's:
+    // the entry, the prompt's text and the keyboard layout, 38 % down) lit; the text
+    // console's top-left third holds the log and the prompt.
+    let (text_box, dialog_box) = ((0.0, 0.0, 0.5, 0.33), (0.3, 0.3, 0.7, 0.5));
+    let (s_text, s_dialog) = (lit(&shot, text_box)?, lit(&shot, dialog_box)?);
+    let (p_text, p_dialog) = (lit(&plain_shot, text_box)?, lit(&plain_shot, dialog_box)?);
+    println!(
+        "plymouth: lit pixels at the prompt: splash {s_text} top-left, {s_dialog} at the dialog; \
+         no splash {p_text} top-left, {p_dialog} at the dialog"
+    );
+    if s_text != 0 || s_dialog < 500 || p_text < 200 || p_dialog > s_dialog / 4 {
+        return Err(format!(
+            "the splash's frame is not the theme's (top-left {s_text}, dialog {s_dialog}; the console's top-left \
+             {p_text}, dialog {p_dialog})"
+        ));
+    }
+    Ok(())
 }
 
 /// kexec from the LUKS root (the key file in the image), with `rd.break=shutdown`: systemd's
