@@ -155,6 +155,9 @@ pub struct InitConfig {
     /// The keymap (a name under [`KEYMAP_DIR`]) applied before a passphrase is asked for;
     /// `rd.vconsole.keymap=` picks another one the image holds.
     pub keymap: Option<String>,
+    /// The console font (a name under [`crate::FONT_DIR`]) loaded on every virtual console
+    /// before the first prompt.
+    pub font: Option<String>,
     /// The iSCSI targets the root's devices come from (host-only: the sessions under the
     /// root), logged in to when the command line names none. Never with credentials.
     pub iscsi: Vec<IscsiTarget>,
@@ -402,6 +405,7 @@ pub const FIELDS: &[Field] = &[
         },
     },
     text!("keymap", "The keymap applied before a passphrase is asked for.", keymap),
+    text!("font", "The console font loaded on every virtual console before the first prompt.", font),
     Field {
         key: "iscsi",
         doc: "An iSCSI target the root's devices come from, and its portal group (never with credentials).",
@@ -544,6 +548,7 @@ mod tests {
                 },
             ],
             keymap: Some("de".into()),
+            font: Some("Uni2-Terminus32x16".into()),
             layers: vec![
                 Layer { capability: Capability::Luks, modules: vec!["dm_crypt".into(), "crypto-xts(aes)".into()] },
                 Layer { capability: Capability::Rescue, modules: vec![] },

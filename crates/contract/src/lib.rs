@@ -27,6 +27,7 @@ mod crypttab;
 mod device;
 mod escape;
 pub mod exitrd;
+pub mod font;
 mod fstab;
 mod iscsi;
 pub mod luks2;
@@ -39,6 +40,7 @@ pub use crypttab::{
     CryptEntry, CryptKey, CryptOptions, CrypttabProblem, MEASURE_BANKS, PCR_SYSTEM_IDENTITY, crypttab_entries,
 };
 pub use device::{DeviceRef, DeviceRefError, unescape_udev};
+pub use font::{FONT_DIR, Psf};
 pub use fstab::{FstabEntry, NOT_BLOCK_FSTYPES, fstab_entries, fstab_entry, unescape_octal};
 pub use iscsi::{Chap, ISCSI_PORT, IscsiError, IscsiTarget, redact_secrets};
 pub use nvmf::{DISCOVERY_NQN, NVMF_DISCOVERY_PORT, NVMF_PORT, NvmfError, NvmfTarget, option_value};

@@ -292,9 +292,6 @@ fn add_crypt(
     if let Some(l) = conf.layers.iter_mut().find(|l| l.capability == leanrd_contract::Capability::Luks) {
         l.modules.extend(keyboard);
     }
-    if let Some(f) = console.font.as_ref().and_then(crate::keymap::Font::warning) {
-        warnings.push(format!("console font ({f}): not loaded by leanrd's /init; the prompt uses the kernel's font"));
-    }
     if let Some(w) = &console.keymap {
         match crate::keymap::compile(w, &tmp.join("keymaps")) {
             Ok(file) => {
@@ -368,6 +365,8 @@ pub(crate) fn main_plan(
     if conf.layer(leanrd_contract::Capability::Luks).is_some() {
         warnings.extend(add_crypt(&mut plan, &r.tmp, kernel, &config.console, m, crypt, &mut conf));
     }
+    // The font serves every prompt and the diagnosis, not only the passphrase's.
+    warnings.extend(crate::font::add(&mut plan, &config.console, &mut conf));
 
     conf.options = modprobe.options;
     conf.blacklist = modprobe.blacklist;
@@ -594,14 +593,19 @@ mod tests {
             CryptSelection::default(),
             &mut conf,
         );
+        assert!(w.is_empty(), "{w:?}");
+        // The font was looked for with the facts: not there, a warning saying where it was looked for.
+        let w = crate::font::add(&mut plan, &config.console, &mut conf);
         let vconsole = sys.join("etc/vconsole.conf");
         assert_eq!(
             w,
             [format!(
-                "console font (FONT=eurlatgr in {}): not loaded by leanrd's /init; the prompt uses the kernel's font",
+                "console font (FONT=eurlatgr in {}): not in /usr/share/consolefonts, /usr/share/kbd/consolefonts, \
+                 /usr/lib/kbd/consolefonts, /lib/kbd/consolefonts; the prompt uses the kernel's font",
                 vconsole.display()
             )]
         );
+        assert_eq!(conf.font, None);
         assert_eq!(conf.keymap, None, "no keymap set: the kernel's US keymap");
     }
 }

@@ -85,6 +85,10 @@ pub(crate) struct ConsoleSetup {
     pub keymap: Option<Wanted>,
     /// The console font the system sets; None when it sets none.
     pub font: Option<Font>,
+    /// The file of that font, found under the system root with the facts (compose reads it):
+    /// None when there is nothing to load ([`Font::is_default`]), an error saying where it
+    /// was looked for when it is not there.
+    pub font_file: Option<std::result::Result<PathBuf, String>>,
 }
 
 /// The console font the system sets, as its configuration says it.
@@ -110,6 +114,8 @@ pub(crate) enum Font {
         font: Option<String>,
         /// `CODESET=` (`Lat15`, `guess`), if set.
         codeset: Option<String>,
+        /// `CHARMAP=` (`UTF-8`, `guess`), if set: the code set setupcon guesses from.
+        charmap: Option<String>,
         /// `FONTFACE=`; `Fixed` when unset.
         face: String,
         /// `FONTSIZE=`; `8x16` when unset.
@@ -120,15 +126,22 @@ pub(crate) enum Font {
 }
 
 impl Font {
-    /// The build warning for a font /init does not load; None for console-setup's default
-    /// (Fixed 8x16, which looks like the kernel's own VGA font).
-    pub(crate) fn warning(&self) -> Option<String> {
+    /// The setting, for messages: `FONTFACE=Terminus FONTSIZE=16x32 in /etc/default/console-setup`.
+    pub(crate) fn setting(&self) -> String {
         match self {
-            Font::Vconsole { font, file, .. } => Some(format!("FONT={font} in {}", file.display())),
-            Font::ConsoleSetup { face, size, file, .. } => (!matches!(face.as_str(), "Fixed" | "VGA")
-                || !matches!(size.as_str(), "8x16" | "16"))
-            .then(|| format!("FONTFACE={face} FONTSIZE={size} in {}", file.display())),
+            Font::Vconsole { font, file, .. } => format!("FONT={font} in {}", file.display()),
+            Font::ConsoleSetup { font: Some(f), file, .. } => format!("FONT={f} in {}", file.display()),
+            Font::ConsoleSetup { face, size, file, .. } => {
+                format!("FONTFACE={face} FONTSIZE={size} in {}", file.display())
+            }
         }
+    }
+
+    /// Whether the setting is console-setup's default (Fixed or VGA 8x16, no `FONT=`), which
+    /// looks like the kernel's own VGA font: nothing to load.
+    pub(crate) fn is_default(&self) -> bool {
+        matches!(self, Font::ConsoleSetup { font: None, face, size, .. }
+            if matches!(face.as_str(), "Fixed" | "VGA") && matches!(size.as_str(), "8x16" | "16"))
     }
 }
 
@@ -145,7 +158,9 @@ pub(crate) fn console_setup(sysroot: &Path, cmdline: Option<&str>) -> ConsoleSet
     {
         w.source = Source::File(p);
     }
-    ConsoleSetup { keymap, font: font_setting(sysroot, &vconsole, vconsole_vars.as_deref()) }
+    let font = font_setting(sysroot, &vconsole, vconsole_vars.as_deref());
+    let font_file = font.as_ref().and_then(|f| crate::font::find(sysroot, f));
+    ConsoleSetup { keymap, font, font_file }
 }
 
 /// The keymap the system's configuration asks for; None for the kernel's US keymap.
@@ -216,6 +231,7 @@ fn font_setting(sysroot: &Path, vconsole: &Path, vconsole_vars: Option<&[(String
     Some(Font::ConsoleSetup {
         font: var(&vars, "FONT").map(str::to_string),
         codeset: var(&vars, "CODESET").map(str::to_string),
+        charmap: var(&vars, "CHARMAP").map(str::to_string),
         face: var(&vars, "FONTFACE").unwrap_or("Fixed").to_string(),
         size: var(&vars, "FONTSIZE").unwrap_or("8x16").to_string(),
         file: cs,
@@ -394,16 +410,18 @@ mod tests {
             Font::ConsoleSetup {
                 font: None,
                 codeset: Some("guess".into()),
+                charmap: None,
                 face: "Fixed".into(),
                 size: "8x16".into(),
                 file: cs.clone()
             }
         );
-        assert_eq!(f.warning(), None, "Debian's default looks like the kernel's font");
+        assert!(f.is_default(), "Debian's default looks like the kernel's font");
         fs::write(&cs, "FONT=\"Lat15-Terminus32x16.psf.gz\"\nFONTFACE=\"Terminus\"\nFONTSIZE=\"16x32\"\n").unwrap();
         let f = font().unwrap();
         assert!(matches!(&f, Font::ConsoleSetup { font: Some(x), .. } if x == "Lat15-Terminus32x16.psf.gz"));
-        assert_eq!(f.warning().unwrap(), format!("FONTFACE=Terminus FONTSIZE=16x32 in {}", cs.display()));
+        assert!(!f.is_default());
+        assert_eq!(f.setting(), format!("FONT=Lat15-Terminus32x16.psf.gz in {}", cs.display()));
         // vconsole.conf's FONT= first; without it, console-setup's.
         let vc = sys.join("etc/vconsole.conf");
         fs::write(&vc, "KEYMAP=de\n").unwrap();
@@ -414,7 +432,7 @@ mod tests {
             f,
             Font::Vconsole { font: "eurlatgr".into(), map: None, unimap: Some("x".into()), file: vc.clone() }
         );
-        assert_eq!(f.warning().unwrap(), format!("FONT=eurlatgr in {}", vc.display()));
+        assert_eq!(f.setting(), format!("FONT=eurlatgr in {}", vc.display()));
     }
 
     #[test]

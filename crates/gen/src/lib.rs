@@ -24,6 +24,7 @@ mod crypt;
 mod digest;
 mod elf;
 pub mod features;
+mod font;
 pub mod host;
 mod kconfig;
 mod keymap;

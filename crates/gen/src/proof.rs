@@ -242,6 +242,36 @@ impl<'a> Check<'a> {
 }
 
 impl Check<'_> {
+    /// What /init's configuration names for the console is in the image: the font (a PSF the
+    /// kernel takes) and the keymap.
+    fn console(&mut self) -> Vec<String> {
+        let Some(conf) = &self.conf else { return Vec::new() };
+        let mut missing = Vec::new();
+        if let Some(name) = &conf.font {
+            self.checks += 1;
+            let path = format!("{}/{name}.psf", leanrd_contract::FONT_DIR);
+            let data = resolve(self.v, &path).filter(|p| is_file(self.v, p)).and_then(|p| self.v.data(&p));
+            let why = match &data {
+                None => Some("is not in the image".to_string()),
+                Some(d) => match leanrd_contract::Psf::parse(d) {
+                    Ok(f) => f.kernel_refuses().map(|e| format!("is refused by the kernel: {e}")),
+                    Err(e) => Some(format!("is not a font the kernel takes: {e}")),
+                },
+            };
+            if let Some(why) = why {
+                missing.push(format!("the console font {name} /init's configuration names: {path} {why}"));
+            }
+        }
+        if let Some(name) = &conf.keymap {
+            self.checks += 1;
+            let path = format!("{}/{name}.bmap", leanrd_contract::KEYMAP_DIR);
+            if !is_file(self.v, &path) {
+                missing.push(format!("the keymap {name} /init's configuration names: {path} is not in the image"));
+            }
+        }
+        missing
+    }
+
     /// A module name or alias loads from the image: the image's tables resolve it, and every
     /// module file with its dependencies is there.
     fn loadable(&mut self, what: &str) -> Result<(), String> {
@@ -560,6 +590,7 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
         missing.push(e);
     }
     missing.extend(c.module_files(kver));
+    missing.extend(c.console());
     let luks_prompt = facts.stack.contains(&StackLayer::Crypt);
     // In the order the boot meets them: a controller's driver before the disk's behind it
     // (a parent device's path is a prefix of its children's).
@@ -760,6 +791,7 @@ pub(crate) fn prove_universal(v: &dyn ImageView, p: &Promise, kernel: &Kernel) -
         missing.push(e);
     }
     missing.extend(c.module_files(&kernel.kver));
+    missing.extend(c.console());
     let mut seen = BTreeSet::new();
     for m in p.modules.iter().filter(|m| seen.insert(leanrd_kmod::normalize(m))) {
         if c.kernel_module(m) == Some(true)
@@ -887,6 +919,43 @@ mod tests {
         ] {
             assert!(!MemImage::wants_data(p), "{p}");
         }
+    }
+
+    /// The font and keymap /init's configuration names must be in the image, the font one
+    /// the kernel takes.
+    #[test]
+    fn the_console_font_and_keymap_named_are_in_the_image() {
+        let conf =
+            InitConfig { font: Some("Uni2-Terminus32x16".into()), keymap: Some("de".into()), ..Default::default() };
+        let mut v = MemImage::default();
+        for d in ["/etc", "/etc/leanrd", leanrd_contract::FONT_DIR, leanrd_contract::KEYMAP_DIR] {
+            v.nodes.insert(d.to_string(), (Node::Dir, None));
+        }
+        let check = |v: &MemImage| {
+            let mods = Mods { dir: "/lib/modules/x".into(), db: ModuleDb::default() };
+            Check::new(v, mods, None, Some(conf.clone())).console()
+        };
+        let out = check(&v);
+        assert_eq!(
+            out,
+            [
+                "the console font Uni2-Terminus32x16 /init's configuration names: \
+                 /etc/leanrd/fonts/Uni2-Terminus32x16.psf is not in the image",
+                "the keymap de /init's configuration names: /etc/leanrd/keymaps/de.bmap is not in the image",
+            ]
+        );
+        let font = "/etc/leanrd/fonts/Uni2-Terminus32x16.psf".to_string();
+        v.nodes.insert(font.clone(), (Node::File, Some(b"garbage".to_vec())));
+        v.nodes.insert("/etc/leanrd/keymaps/de.bmap".into(), (Node::File, Some(Vec::new())));
+        assert_eq!(
+            check(&v),
+            ["the console font Uni2-Terminus32x16 /init's configuration names: \
+              /etc/leanrd/fonts/Uni2-Terminus32x16.psf is not a font the kernel takes: not a PSF font (no PSF1 or PSF2 magic)"]
+        );
+        let mut psf = vec![0x36, 0x04, 0, 16];
+        psf.extend([0u8; 256 * 16]);
+        v.nodes.insert(font, (Node::File, Some(psf)));
+        assert!(check(&v).is_empty());
     }
 
     /// Whether program `path` runs in the image (and how many objects that took).

@@ -30,6 +30,7 @@ pub mod dhcp;
 pub mod diagnose;
 pub mod dm;
 pub mod exitrd;
+pub mod font;
 pub mod fsck;
 pub mod http;
 pub mod iscsi;
@@ -95,6 +96,8 @@ pub struct Init {
     /// What the diagnosis says when it saw no block device; None: the root is not on a block
     /// device (an NFS export), and the block devices are listed only when there are some.
     pub no_disk_hint: Option<&'static str>,
+    /// The console font was loaded, or tried and failed (see [`font::load`]).
+    pub font_done: bool,
     /// The switch to the root went past the point of no return (the initramfs is deleted and
     /// the root is /): a failure then cannot be retried.
     pub switched: bool,
@@ -119,6 +122,7 @@ pub struct Init {
 impl Init {
     /// Everything useful about a failure, on one screen.
     fn diagnose(&mut self, why: &str) {
+        font::load(self);
         let mut devs = devices::scan();
         btrfs::mark(self, &mut devs);
         let mut notes: Vec<String> = self.mods.table_error.iter().cloned().collect();
@@ -275,6 +279,7 @@ pub fn main(args: Vec<String>, env: Vec<String>) -> ! {
         live_medium: None,
         no_disk_hint: Some(diagnose::NO_DISK_CONTROLLER),
         switched: false,
+        font_done: false,
         cmdline_text,
         notes,
         args,

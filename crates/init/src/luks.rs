@@ -459,6 +459,7 @@ fn ask(
         init.luks.keymap_done = true;
         apply_keymap(init, c);
     }
+    crate::font::load(init);
     init.log.step(&format!("{}{what} of {} on {}", leanrd_contract::steplog::ASKING, job.name, c.names().join(", ")));
     let tries = job.options.tries;
     let mut n = 0u32;

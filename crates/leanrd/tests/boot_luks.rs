@@ -30,10 +30,24 @@ const KEYDISK_UUID: &str = "0f0f0f0f-1111-4222-8333-444444444444";
 const PASS: &str = "leanrd-test-passphrase";
 const DE_PASS: &str = "Zyklop-öz42";
 
+/// console-setup's Terminus 16x32 (console-setup-linux), the font of the German boots: as
+/// setupcon caches it, for `FONTFACE="Terminus" FONTSIZE="16x32"`.
+const TERMINUS: &str = "/usr/share/consolefonts/Uni2-Terminus32x16.psf.gz";
+const FB_CONSOLE: &str = "Console: switching to colour frame buffer device 160x50";
+const FONT_LOADED: &str = "console font Uni2-Terminus32x16: 16x32, 512 glyphs, Unicode table, on tty1";
+
+/// A feature of the test's own: QEMU's standard VGA through bochs-drm, for a framebuffer
+/// console (the VMs here start the kernel at its PVH entry, which leaves the VTs on the dummy
+/// console). Its screen is 1280x800 (QEMU's EDID): the first VT is 160x50 in the kernel's 8x16
+/// font, 80x25 in a 16x32 one.
+const BOCHS: (&str, &str) =
+    ("test-bochs", "description = \"QEMU's std VGA\"\nwhen = \"requested\"\nmodules = [\"bochs\"]\n");
+
 fn tools_ok() -> bool {
     let need = ["sfdisk", "mke2fs", "cryptsetup", "loadkeys", "ckbcomp", "qemu-system-x86_64"];
-    if !is_root() || !Path::new("/bin/busybox").exists() || need.iter().any(|t| !have(t)) {
-        skip::<()>(&format!("needs root, /bin/busybox and {need:?} (apt install kbd console-setup cryptsetup)"));
+    let files = ["/bin/busybox", TERMINUS];
+    if !is_root() || files.iter().any(|f| !Path::new(f).exists()) || need.iter().any(|t| !have(t)) {
+        skip::<()>(&format!("needs root, {files:?} and {need:?} (apt install kbd console-setup cryptsetup)"));
         return false;
     }
     true
@@ -83,6 +97,10 @@ const KEXEC: &str = "case \" $($b cat /proc/cmdline) \" in *' leanrd.test=kexec 
       cd /run/initramfs && $b pivot_root . oldroot && exec /shutdown kexec ;;\n\
     esac\n";
 
+/// The first VT's size as the root finds it (`VT-SIZE ROWS COLUMNS`): the console font /init
+/// loaded sets it (fbcon fits the screen's rows and columns to the glyphs).
+const VT_SIZE: &str = "$b echo \"VT-SIZE $($b stty size < /dev/tty1)\" > /dev/ttyS0\n";
+
 /// The root: busybox, and an init that prints the marker on the console and on the serial
 /// line (the console is the VT in most boots here), then powers off.
 fn root_tree(t: &TempDir) -> PathBuf {
@@ -99,7 +117,7 @@ fn root_tree(t: &TempDir) -> PathBuf {
          /bin/busybox echo \"LISTEN [$(/bin/busybox netstat -ltn 2>/dev/null | /bin/busybox grep LISTEN | /bin/busybox tr '\\n' ' ')]\" > /dev/ttyS0\n\
          if [ -e /run/plymouth/pid ]; then p=$(/bin/busybox cat /run/plymouth/pid); \
            /bin/busybox echo \"PLYMOUTHD $p $(/bin/busybox cat /proc/$p/comm 2>&1)\" > /dev/ttyS0; fi\n\
-         {KEXEC}/bin/busybox poweroff -f\n"
+         {VT_SIZE}{KEXEC}/bin/busybox poweroff -f\n"
     );
     fs::write(r.join("sbin/init"), init).unwrap();
     sh(&format!("chmod 755 {}", r.join("sbin/init").display()));
@@ -293,8 +311,13 @@ fn watch(child: &mut std::process::Child, limit: Duration, act: &mut dyn FnMut(&
 }
 
 fn build(kver: &str, init: &Path, sysroot: &Path, host: Option<&Fixture>, out: &Path) -> String {
+    build_with(kver, init, sysroot, host, out, &[])
+}
+
+/// [`build`] with more arguments.
+fn build_with(kver: &str, init: &Path, sysroot: &Path, host: Option<&Fixture>, out: &Path, args: &[&str]) -> String {
     let mut c = leanrd();
-    c.args(["build", "-k", kver, "--init"]).arg(init).arg("--sysroot").arg(sysroot).arg("-o").arg(out);
+    c.args(["build", "-k", kver, "--init"]).arg(init).arg("--sysroot").arg(sysroot).arg("-o").arg(out).args(args);
     match host {
         Some(f) => c.arg("--host-root").arg(&f.root),
         None => c.arg("--universal"),
@@ -342,7 +365,14 @@ fn make_setup() -> Option<Setup> {
     );
     let tab_all = format!("{tab}sda2_crypt UUID={DATA_UUID} none luks\n");
     let de = ("vconsole.conf", b"KEYMAP=de\n".as_slice(), 0o644);
-    let sr_de = host_sysroot(&t, "sr-de", &[("crypttab", tab_all.as_bytes(), 0o644), de]);
+    // The German boots' console font, as console-setup sets it and setupcon caches it.
+    let cs = b"CHARMAP=\"UTF-8\"\nCODESET=\"guess\"\nFONTFACE=\"Terminus\"\nFONTSIZE=\"16x32\"\n";
+    let terminus = fs::read(TERMINUS).unwrap();
+    let font = [
+        ("default/console-setup", cs.as_slice(), 0o644),
+        ("console-setup/cached_Uni2-Terminus32x16.psf.gz", &terminus, 0o644),
+    ];
+    let sr_de = host_sysroot(&t, "sr-de", &[&[("crypttab", tab_all.as_bytes(), 0o644), de][..], &font].concat());
     let sr_plain = host_sysroot(&t, "sr-plain", &[("crypttab", tab.as_bytes(), 0o644)]);
     let keytab = format!("sda3_crypt UUID={LUKS_UUID} /etc/keys/root.key luks,discard\n");
     let sr_key = host_sysroot(&t, "sr-key", &[("crypttab", keytab.as_bytes(), 0o644), ("keys/root.key", &key, 0o600)]);
@@ -350,10 +380,15 @@ fn make_setup() -> Option<Setup> {
     let sr_keydisk = host_sysroot(&t, "sr-keydisk", &[("crypttab", disktab.as_bytes(), 0o644)]);
 
     let host = keyboard_host(&t, Some(LUKS_UUID));
+    // The universal images have a framebuffer console ([`BOCHS`]).
+    let features = t.join("features");
+    fs::create_dir_all(&features).unwrap();
+    fs::write(features.join(format!("{}.toml", BOCHS.0)), BOCHS.1).unwrap();
+    let fb = ["--features-dir", features.to_str().unwrap(), "--include", BOCHS.0];
     let univ = t.join("universal.img");
-    build(&kver, &init, &sr_de, None, &univ);
+    build_with(&kver, &init, &sr_de, None, &univ, &fb);
     let univ_plain = t.join("universal-plain.img");
-    build(&kver, &init, &sr_plain, None, &univ_plain);
+    build_with(&kver, &init, &sr_plain, None, &univ_plain, &fb);
     let hosted = t.join("host.img");
     let warnings = build(&kver, &init, &sr_de, Some(&host), &hosted);
     assert!(!warnings.contains("keymap"), "{warnings}");
@@ -406,10 +441,31 @@ enum Boot<'a> {
 /// The boots, each a test: its name, how it boots, what its serial log must show.
 const BOOTS: &[(&str, &[&str])] = &[
     // The Debian installer's layout, universal image, PS/2 keyboard on the VT; a German keymap
-    // from vconsole.conf, so the German keys are pressed.
-    ("universal_ps2_de", &["keymap de loaded", "unlocked as /dev/mapper/sda3_crypt with the passphrase typed", MARK]),
-    // Host-only, the USB keyboard (PS/2 off): its drivers were found in /sys/class/input.
-    ("host_usb_de", &["keymap de loaded", "unlocked as /dev/mapper/sda3_crypt with the passphrase typed", MARK]),
+    // from vconsole.conf, so the German keys are pressed; console-setup's Terminus 16x32 loaded
+    // before the prompt on the framebuffer console, and the root finds the VT 80x25 (160x50
+    // without it: below).
+    (
+        "universal_ps2_de",
+        &[
+            FB_CONSOLE,
+            FONT_LOADED,
+            "keymap de loaded",
+            "unlocked as /dev/mapper/sda3_crypt with the passphrase typed",
+            MARK,
+            "VT-SIZE 25 80",
+        ],
+    ),
+    // Host-only, the USB keyboard (PS/2 off): its drivers were found in /sys/class/input. No
+    // display driver: the VTs are on the dummy console, and the font is not loaded.
+    (
+        "host_usb_de",
+        &[
+            "console font Uni2-Terminus32x16: no framebuffer or text console yet; not loaded",
+            "keymap de loaded",
+            "unlocked as /dev/mapper/sda3_crypt with the passphrase typed",
+            MARK,
+        ],
+    ),
     // No keymap: the German keys do not give the German passphrase (wrong, and asked again);
     // then the installer's passphrase opens it.
     (
@@ -418,6 +474,8 @@ const BOOTS: &[(&str, &[&str])] = &[
             "wrong passphrase for sda3_crypt (2 left)",
             "unlocked as /dev/mapper/sda3_crypt with the passphrase typed",
             MARK,
+            // The same framebuffer console without a font from the image: the kernel's 8x16.
+            "VT-SIZE 50 160",
         ],
     ),
     // Root by the UUID of the file system inside: every container is opened, the passphrase
