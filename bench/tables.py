@@ -469,13 +469,17 @@ def render_shutdown():
         bs = variants[name]["boots"]
         halves = sorted({"–" if b.get("key_halves_in_ram") is None else " + ".join(map(str, b["key_halves_in_ram"]))
                          for b in bs})
+        last = [b["poweroff_s"] - b["units_stopped_s"] for b in bs
+                if b.get("poweroff_s") is not None and b.get("units_stopped_s") is not None]
         rows.append([label, num(med(b.get("poweroff_s") for b in bs), "{:.2f} s"),
+                     num(med(b.get("units_stopped_s") for b in bs), "{:.2f} s"), num(med(last), "{:.2f} s"),
                      f"{sum(bool(b.get('entered_exitrd')) for b in bs)}/{len(bs)}", ", ".join(halves),
                      f"{sum(bool(b.get('running')) for b in bs)}/{len(bs)}"])
     out = [provenance(path, d, f", kernel {d['kernel']}, QEMU TCG -m {d['memory_mib']}, medians of {d['runs']}"),
-           "", table(["image", "`systemctl poweroff` → power off", "entered an exitrd",
+           "", table(["image", "`systemctl poweroff` → power off", "→ systemd-shutdown (units stopped)",
+                      "systemd-shutdown → power off", "entered an exitrd",
                       "copies of the volume key's halves left in RAM", "running"],
-                     ["---", "---:", "---:", "---:", "---:"], rows)]
+                     ["---", "---:", "---:", "---:", "---:", "---:", "---:"], rows)]
     peers = d.get("peers") or {}
     if peers:
         out += ["", "Peers: " + ", ".join(f"{p} {v}" for p, v in sorted(peers.items())) + "."]
