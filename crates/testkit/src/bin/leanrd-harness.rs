@@ -45,7 +45,7 @@ enum Cmd {
         kver: Option<String>,
     },
     /// Boot under QEMU TCG; print {"console", "vm_seconds", "slot_wait_seconds", "marks", "qemu"} as JSON.
-    Boot(BootArgs),
+    Boot(Box<BootArgs>),
     /// Make a root tree a test system as the boot tests make theirs: an identity, a module
     /// option, the report unit, and leanrd with its /init.
     FinishTree {
@@ -240,7 +240,7 @@ fn main() -> ExitCode {
         Cmd::Kernel { suite, kver } => {
             suite_kernel(&suite, kver.as_deref()).map(|(k, path)| format!("{k}\t{}", path.display()))
         }
-        Cmd::Boot(a) => boot(a),
+        Cmd::Boot(a) => boot(*a),
         Cmd::FinishTree { tree, leanrd, init, console } => finish_tree(&tree, &leanrd, &init, &console),
         Cmd::LuksDisk { tree, out } => luks_disk(&tree, &out),
         Cmd::RamKey { disk, dump } => ram_key(&disk, &dump),
