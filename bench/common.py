@@ -110,10 +110,12 @@ def kernel(suite="bookworm", kver=None):
 
 
 def boot(kernel=None, initrd=None, append="", disks=(), snapshot=False, memory=None, stop=(), marks=(),
-         passphrase=None, timeout=300, uefi=False, qemu=(), aarch64=False):
+         passphrase=None, timeout=300, uefi=False, qemu=(), aarch64=False, prompt=None, monitor=()):
     """One boot through the harness (a VM slot, testkit's QEMU command line): `disks` are
     paths or (path, bus); `uefi` boots OVMF from the disks instead of `kernel` and `initrd`;
-    `aarch64` boots qemu-system-aarch64's virt board (AAVMF with `uefi`).
+    `aarch64` boots qemu-system-aarch64's virt board (AAVMF with `uefi`). `passphrase` is typed at
+    the first "Enter passphrase", or at `prompt`; `monitor` holds "TEXT=COMMAND" items, each
+    COMMAND typed on QEMU's monitor once the console shows TEXT.
     Returns the harness's JSON: console, vm_seconds (the VM's), slot_wait_seconds (the wait
     for a VM slot before it), marks ({text: seconds from QEMU's start}), qemu (the command line)."""
     args = ["boot", "--timeout", str(timeout)] + (["--aarch64"] if aarch64 else [])
@@ -137,6 +139,10 @@ def boot(kernel=None, initrd=None, append="", disks=(), snapshot=False, memory=N
         args += ["--mark", m]
     if passphrase is not None:
         args += ["--passphrase", passphrase]
+    if prompt is not None:
+        args += ["--prompt", prompt]
+    for m in monitor:
+        args += ["--monitor", m]
     return json.loads(harness(*args))
 
 

@@ -454,6 +454,38 @@ def render_unlock():
     return "\n".join(out)
 
 
+SHUTDOWN_ROWS = [("leanrd", "leanrd --universal (its exitrd)"),
+                 ("initramfs-tools", "initramfs-tools, cryptsetup-initramfs (no exitrd)"),
+                 ("dracut", "dracut --add \"crypt shutdown\", as shipped"),
+                 ("dracut, forced", "the same, /run/initramfs/.need_shutdown made before the poweroff")]
+
+
+def render_shutdown():
+    path, d, variants = known_variants("shutdown", dict(SHUTDOWN_ROWS))
+    rows = []
+    for name, label in SHUTDOWN_ROWS:
+        if name not in variants:
+            continue
+        bs = variants[name]["boots"]
+        halves = sorted({"–" if b.get("key_halves_in_ram") is None else " + ".join(map(str, b["key_halves_in_ram"]))
+                         for b in bs})
+        last = [b["poweroff_s"] - b["units_stopped_s"] for b in bs
+                if b.get("poweroff_s") is not None and b.get("units_stopped_s") is not None]
+        rows.append([label, num(med(b.get("poweroff_s") for b in bs), "{:.2f} s"),
+                     num(med(b.get("units_stopped_s") for b in bs), "{:.2f} s"), num(med(last), "{:.2f} s"),
+                     f"{sum(bool(b.get('entered_exitrd')) for b in bs)}/{len(bs)}", ", ".join(halves),
+                     f"{sum(bool(b.get('running')) for b in bs)}/{len(bs)}"])
+    out = [provenance(path, d, f", kernel {d['kernel']}, QEMU TCG -m {d['memory_mib']}, medians of {d['runs']}"),
+           "", table(["image", "`systemctl poweroff` → power off", "→ systemd-shutdown (units stopped)",
+                      "systemd-shutdown → power off", "entered an exitrd",
+                      "copies of the volume key's halves left in RAM", "running"],
+                     ["---", "---:", "---:", "---:", "---:", "---:", "---:"], rows)]
+    peers = d.get("peers") or {}
+    if peers:
+        out += ["", "Peers: " + ", ".join(f"{p} {v}" for p, v in sorted(peers.items())) + "."]
+    return "\n".join(out)
+
+
 UKI_ROWS = [("leanrd --uki", "leanrd zstd", "`leanrd build --universal --uki`"),
             ("dracut --uefi", "dracut", "`dracut --no-hostonly --uefi --zstd`")]
 
@@ -625,6 +657,7 @@ TABLES = {
     "live": render_live,
     "luks": render_luks,
     "unlock": render_unlock,
+    "shutdown": render_shutdown,
     "proof": render_proof,
     "uki": render_uki,
     "arm64": render_arm64,

@@ -120,6 +120,18 @@ def unlock_results():
                  peers={"dracut": {"dracut": "059-4", "clevis-dracut": "19-2"}})
 
 
+def shutdown_results():
+    def boot(s, halves, exitrd=True):
+        return {"running": True, "poweroff_s": s, "units_stopped_s": s - 2, "entered_exitrd": exitrd,
+                "key_halves_in_ram": halves}
+    variants = {"leanrd": {"boots": [boot(5.2, [0, 0]), boot(5.0, [0, 0]), boot(5.6, [0, 0])]},
+                "initramfs-tools": {"boots": [boot(4.1, [1, 1], False), boot(4.3, [1, 1], False),
+                                              boot(4.2, None, False)]},
+                "dracut": {"boots": [boot(6.0, [1, 1], False)]}}
+    return saved("shutdown", {"kernel": "6.12.1-amd64", "runs": 3, "memory_mib": 1024, "variants": variants},
+                 peers={"dracut": "106-6", "systemd": "257.9-1"})
+
+
 class Tables(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory(prefix="leanrd-tables-")
@@ -322,6 +334,23 @@ class Tables(unittest.TestCase):
         self.put("unlock-2026-01-03-abc1234.json", bad)
         with self.assertRaises(SystemExit):
             tables.render_unlock()
+
+    def test_shutdown(self):
+        name = "shutdown-2026-01-02-abc1234.json"
+        self.put(name, shutdown_results())
+        got = tables.render_shutdown()
+        self.assertTrue(got.startswith(self.provenance(
+            "shutdown", name, ", kernel 6.12.1-amd64, QEMU TCG -m 1024, medians of 3") + "\n"), got)
+        self.assertIn("| leanrd --universal (its exitrd) | 5.20 s | 3.20 s | 2.00 s | 3/3 | 0 + 0 | 3/3 |", got)
+        self.assertIn("| initramfs-tools, cryptsetup-initramfs (no exitrd) | 4.20 s | 2.20 s | 2.00 s | 0/3 | 1 + 1, – | 3/3 |", got)
+        self.assertIn("| dracut --add \"crypt shutdown\", as shipped | 6.00 s | 4.00 s | 2.00 s | 0/1 | 1 + 1 | 1/1 |", got)
+        self.assertNotIn("forced", got)
+        self.assertIn("Peers: dracut 106-6, systemd 257.9-1.", got)
+        bad = shutdown_results()
+        bad["variants"]["booster"] = {"boots": []}
+        self.put("shutdown-2026-01-03-abc1234.json", bad)
+        with self.assertRaises(SystemExit):
+            tables.render_shutdown()
 
     def test_uki(self):
         name = "uki-2026-01-02-abc1234.json"

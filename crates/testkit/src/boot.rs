@@ -1000,6 +1000,13 @@ pub fn luks_volume_key(disk: &Path, offset: u64) -> Result<Vec<u8>, String> {
     Ok(key)
 }
 
+/// How many copies of each 32-byte half of a volume `key` lie in `ram` (a guest's memory
+/// dump): an XTS key's two halves are what the AES key schedules keep, the whole key never
+/// appears.
+pub fn key_halves_in(ram: &[u8], key: &[u8]) -> Vec<usize> {
+    key.chunks(32).map(|half| ram.windows(half.len()).filter(|w| *w == half).count()).collect()
+}
+
 /// What `mdadm --examine` says of an md member's state (`clean`, `active`...), read from a copy
 /// of the disk through a read-only loop device; Err: why it could not be read.
 pub fn md_member_state(disk: &Path) -> Result<String, String> {

@@ -10,7 +10,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::boot::{Console, Disk, boot_console_timed, qemu_args, run_console};
+use crate::boot::{Console, Disk, Monitor, boot_console_timed, qemu_args, run_console, run_console_answering};
 use crate::*;
 
 /// What a boot gave.
@@ -71,8 +71,16 @@ pub struct VmBoot {
     pub memory_mib: Option<u64>,
     /// More QEMU arguments, after all the others.
     pub extra: Vec<String>,
-    /// A passphrase to type (with Enter) at the first "Enter passphrase" on the console.
+    /// A passphrase to type (with Enter) at the first [`VmBoot::prompt`] on the console.
     pub answer: Option<String>,
+    /// The prompt `answer` answers (None: "Enter passphrase"; systemd's agent asks "Please
+    /// enter passphrase for disk ...").
+    pub prompt: Option<String>,
+    /// Commands typed on QEMU's human monitor (a unix socket of the boot's own) when the
+    /// console shows a text: (text, command), in order, each once ([`Monitor`]; with
+    /// `-no-shutdown` in `extra`, `dump-guest-memory FILE` at "reboot: Power down" keeps the
+    /// RAM of the machine that went down).
+    pub monitor: Vec<(String, String)>,
     /// Console texts that end the VM at once (a boot that has failed).
     pub stop: Vec<String>,
     /// Console texts to time: when each first shows, in seconds from QEMU's start.
@@ -147,6 +155,9 @@ impl VmBoot {
         let line = std::iter::once(cmd.get_program()).chain(cmd.get_args()).map(|a| a.to_string_lossy().into_owned());
         let line = line.collect();
         let answer = self.answer.as_deref();
+        if !self.monitor.is_empty() || self.prompt.is_some() {
+            return Ok((self.run_acting(cmd, &scratch), line));
+        }
         let run = match &self.start {
             Start::Kernel { kernel, initrd, append }
                 if self.marks.is_empty() && self.netns.is_none() && !self.aarch64 =>
@@ -156,6 +167,19 @@ impl VmBoot {
             _ => run_console(cmd, answer, &self.stop, &self.marks).into(),
         };
         Ok((run, line))
+    }
+
+    /// [`VmBoot::run`] with a prompt of its own and monitor commands: [`run_console_answering`]
+    /// on the command line, with the monitor's socket in `scratch`.
+    fn run_acting(&self, mut cmd: Command, scratch: &TempDir) -> Run {
+        let socket = scratch.join("monitor");
+        if !self.monitor.is_empty() {
+            cmd.args(["-monitor", &format!("unix:{},server=on,wait=off", socket.display())]);
+        }
+        let prompt = self.prompt.as_deref().unwrap_or("Enter passphrase");
+        let answers: Vec<(&str, &str)> = self.answer.as_deref().map(|a| (prompt, a)).into_iter().collect();
+        let monitor = Some(Monitor { socket: &socket, on: &self.monitor }).filter(|m| !m.on.is_empty());
+        run_console_answering(cmd, &answers, &self.stop, &self.marks, monitor).into()
     }
 }
 

@@ -840,8 +840,9 @@ fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
     }
 }
 
-/// Boot a prep image on the host's kernel; it must print PREP-DONE.
-fn prep_boot(prep: &Path, disks: &[Disk], what: &str) {
+/// Boot a prep image on the host's kernel; it must print PREP-DONE (bench/shutdown.py's LUKS
+/// disks too, through `leanrd-harness luks-disk`).
+pub fn prep_boot(prep: &Path, disks: &[Disk], what: &str) {
     let host = crate::kernel().expect("the host's kernel");
     let mut b = Boot::new(&format!("prep: {what}"), prep, "", qemu_args(&disks.iter().collect::<Vec<_>>(), false));
     b.expect = vec!["PREP-DONE".into()];
@@ -995,8 +996,7 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
         if ram.len() < 500 << 20 {
             return Err(format!("{name}: the RAM dump has {} bytes: cut short", ram.len()));
         }
-        let found: Vec<usize> =
-            key.chunks(32).map(|half| ram.windows(half.len()).filter(|w| *w == half).count()).collect();
+        let found = key_halves_in(&ram, &key);
         println!(
             "{name}: {}-byte volume key; copies of each 32-byte half in RAM after the way down: {found:?}",
             key.len()

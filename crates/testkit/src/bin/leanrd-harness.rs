@@ -6,18 +6,23 @@
 //! ```text
 //! leanrd-harness kernel [--suite bookworm|trixie|trixie-arm64] [--kver RELEASE]
 //! leanrd-harness boot --kernel K --initrd I --append A [--disk FILE[,bus=BUS]]... [--snapshot]
-//!     [--memory MIB] [--qemu ARG]... [--stop TEXT]... [--mark TEXT]... [--passphrase P] [--timeout SECS]
+//!     [--memory MIB] [--qemu ARG]... [--stop TEXT]... [--mark TEXT]... [--passphrase P [--prompt TEXT]]
+//!     [--monitor TEXT=COMMAND]... [--timeout SECS]
 //! leanrd-harness boot --uefi --disk ESP --disk ROOT ...
 //! leanrd-harness boot --kernel K --initrd I --append A --nfs-export DIR... [--nic MAC]...
 //! leanrd-harness boot --aarch64 --kernel K --initrd I ...   (qemu-system-aarch64's virt board)
 //! leanrd-harness finish-tree TREE --leanrd LEANRD --init INIT [--console ttyAMA0]
+//! leanrd-harness luks-disk TREE --out DISK      (the boot scenarios' installer LUKS layout)
+//! leanrd-harness ram-key --disk DISK --dump RAM (copies of its volume key's halves in RAM)
 //! ```
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use leanrd_testkit::boot::{Bus, Disk, add_tools_from, finish_base_on};
+use leanrd_testkit::boot::{
+    BOOT_MB, BOOT_START_MB, Bus, Disk, add_tools_from, finish_base_on, key_halves_in, luks_prep, luks_volume_key,
+};
 use leanrd_testkit::cli::{Start, VmBoot, suite_kernel};
 use leanrd_testkit::netlab::{LabSpec, NetLab};
 use serde::Deserialize;
@@ -40,7 +45,7 @@ enum Cmd {
         kver: Option<String>,
     },
     /// Boot under QEMU TCG; print {"console", "vm_seconds", "slot_wait_seconds", "marks", "qemu"} as JSON.
-    Boot(BootArgs),
+    Boot(Box<BootArgs>),
     /// Make a root tree a test system as the boot tests make theirs: an identity, a module
     /// option, the report unit, and leanrd with its /init.
     FinishTree {
@@ -52,6 +57,25 @@ enum Cmd {
         /// The machine's serial console, which the report writes to (ttyAMA0 on arm64).
         #[arg(long, default_value = "ttyS0")]
         console: String,
+    },
+    /// Make the boot scenarios' `luks` disk of TREE at DISK (Debian's installer layout: GPT, an
+    /// ESP, /boot, LUKS2 with the passphrase testkit's PASS holding the ext4 root, sda3_crypt
+    /// in its crypttab) in a prep VM on the host's kernel; print the LUKS UUID, /boot's
+    /// partition offset and size in bytes, tab-separated.
+    LuksDisk {
+        tree: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Print as JSON how many copies of each 32-byte half of DISK's LUKS volume key (read from
+    /// its header with the passphrase) the RAM dump holds: {"key_bytes", "dump_bytes", "halves"}.
+    RamKey {
+        /// A disk made by luks-disk.
+        #[arg(long)]
+        disk: PathBuf,
+        /// QEMU's `dump-guest-memory` of the machine.
+        #[arg(long)]
+        dump: PathBuf,
     },
 }
 
@@ -88,9 +112,16 @@ struct BootArgs {
     /// Console text whose first appearance is timed from QEMU's start.
     #[arg(long = "mark", value_name = "TEXT")]
     marks: Vec<String>,
-    /// Typed at the first "Enter passphrase".
+    /// Typed at the first "Enter passphrase" (or --prompt).
     #[arg(long)]
     passphrase: Option<String>,
+    /// The prompt --passphrase answers, rather than "Enter passphrase".
+    #[arg(long, requires = "passphrase")]
+    prompt: Option<String>,
+    /// A command typed on QEMU's monitor once the console shows TEXT (in order, each once):
+    /// `--monitor 'reboot: Power down=dump-guest-memory FILE'` with `--qemu=-no-shutdown`.
+    #[arg(long = "monitor", value_name = "TEXT=COMMAND")]
+    monitor: Vec<String>,
     /// Seconds before the VM is killed.
     #[arg(long, default_value_t = 300)]
     timeout: u64,
@@ -147,6 +178,16 @@ fn boot(a: BootArgs) -> Result<String, String> {
         memory_mib: a.memory,
         extra,
         answer: a.passphrase,
+        prompt: a.prompt,
+        monitor: a
+            .monitor
+            .iter()
+            .map(|m| {
+                m.split_once('=')
+                    .map(|(t, c)| (t.to_string(), c.to_string()))
+                    .ok_or_else(|| format!("--monitor {m}: not TEXT=COMMAND"))
+            })
+            .collect::<Result<_, _>>()?,
         stop: a.stop,
         marks: a.marks,
         secs: a.timeout,
@@ -175,13 +216,34 @@ fn finish_tree(tree: &Path, leanrd: &Path, init: &Path, console: &str) -> Result
     Ok(tree.display().to_string())
 }
 
+fn luks_disk(tree: &Path, out: &Path) -> Result<String, String> {
+    if !tree.join("etc").is_dir() {
+        return Err(format!("{}: not a root tree", tree.display()));
+    }
+    let host = leanrd_testkit::kernel().ok_or("the host's kernel (the prep VM runs it)")?;
+    let t = leanrd_testkit::TempDir::new("harness-luks-prep");
+    let (prep, disks, _, luks_uuid) =
+        luks_prep(&t, &leanrd_testkit::boot::kver_of(&host), tree, out).ok_or("the LUKS prep image")?;
+    leanrd_testkit::scenario::prep_boot(&prep, &disks, &format!("LUKS {}", out.display()));
+    Ok(format!("{luks_uuid}\t{}\t{}", BOOT_START_MB << 20, BOOT_MB << 20))
+}
+
+fn ram_key(disk: &Path, dump: &Path) -> Result<String, String> {
+    let key = luks_volume_key(disk, (BOOT_START_MB + BOOT_MB) << 20)?;
+    let ram = std::fs::read(dump).map_err(|e| format!("{}: {e}", dump.display()))?;
+    let halves = key_halves_in(&ram, &key);
+    Ok(serde_json::json!({"key_bytes": key.len(), "dump_bytes": ram.len(), "halves": halves}).to_string())
+}
+
 fn main() -> ExitCode {
     let out = match Cli::parse().cmd {
         Cmd::Kernel { suite, kver } => {
             suite_kernel(&suite, kver.as_deref()).map(|(k, path)| format!("{k}\t{}", path.display()))
         }
-        Cmd::Boot(a) => boot(a),
+        Cmd::Boot(a) => boot(*a),
         Cmd::FinishTree { tree, leanrd, init, console } => finish_tree(&tree, &leanrd, &init, &console),
+        Cmd::LuksDisk { tree, out } => luks_disk(&tree, &out),
+        Cmd::RamKey { disk, dump } => ram_key(&disk, &dump),
     };
     match out {
         Ok(line) => {
