@@ -260,6 +260,9 @@ pub fn start(init: &mut Init) {
             .step(&format!("plymouth: no display (no /dev/dri/card*, no /dev/fb*) in {DISPLAY_WAIT_MS} ms: no splash"));
         return;
     }
+    // The console font while the VTs are still text (KDFONTOP refuses a VT in graphics mode),
+    // on the display's console: the diagnosis and a shell after plymouthd quits use it.
+    crate::font::load(init);
     write_udev_entries();
     sys::mkdir_p("/run/plymouth");
     // Its console session (--attach-to-session) is a pseudo-terminal.

@@ -668,6 +668,11 @@ fn plymouth_boots() -> Result<(), String> {
     fs::write(sr.join("etc/crypttab"), format!("sda3_crypt UUID={LUKS_UUID} none luks,discard\n")).unwrap();
     fs::write(sr.join("etc/vconsole.conf"), "KEYMAP=de\n").unwrap();
     fs::write(sr.join("etc/plymouth/plymouthd.conf"), "[Daemon]\nTheme=spinner\n").unwrap();
+    // The console font (the root's console-setup-linux has it): loaded before plymouthd takes
+    // the VT, for the console it gives back.
+    fs::create_dir_all(sr.join("etc/default")).unwrap();
+    fs::write(sr.join("etc/default/console-setup"), "CHARMAP=\"UTF-8\"\nFONTFACE=\"Terminus\"\nFONTSIZE=\"16x32\"\n")
+        .unwrap();
     let image = s.t.join("plymouth.img");
     let mut c = leanrd();
     c.args(["build", "-k", &kver, "--universal", "--include", "plymouth", "--init"]).arg(&s.init);
@@ -703,11 +708,13 @@ fn plymouth_boots() -> Result<(), String> {
         &splash,
         &[
             "plymouth: the splash is up on /dev/dri/card0",
+            FONT_LOADED,
             "keymap de loaded",
             "wrong passphrase for sda3_crypt (2 left)",
             "unlocked as /dev/mapper/sda3_crypt with the passphrase typed on plymouth's splash",
             "plymouth: plymouthd told the new root",
             "PLYMOUTHD ",
+            "VT-SIZE 25 80",
             MARK,
         ],
     );
