@@ -199,6 +199,14 @@ fn displays() -> Vec<String> {
     v
 }
 
+/// Whether the machine has a display controller on PCI (class 0x03: VGA, XGA, 3D, other), whose
+/// driver may still be binding.
+fn display_controller() -> Option<String> {
+    sys::list_dir("/sys/bus/pci/devices").unwrap_or_default().into_iter().map(|(d, _)| d).find(|d| {
+        sys::read_string(&format!("/sys/bus/pci/devices/{d}/class")).is_some_and(|c| c.trim().starts_with("0x03"))
+    })
+}
+
 /// udev's database entry for a device of `class` named `name` whose `dev` is `devno` (None: a
 /// connector, which has no node).
 pub fn udev_entry(class: &str, name: &str, devno: Option<&str>, usec: u64) -> (String, String) {
@@ -248,16 +256,19 @@ pub fn start(init: &mut Init) {
     let t0 = sys::now_ms();
     let modules = layer.modules.clone();
     init.mods.load_many(&modules, &mut init.log);
+    // A machine with no display controller (a server on its serial console) does not wait.
+    let controller = display_controller();
+    let wait_ms = if displays().is_empty() && controller.is_none() { 0 } else { DISPLAY_WAIT_MS };
     let found = loop {
         let d = displays();
-        if !d.is_empty() || sys::now_ms() - t0 >= DISPLAY_WAIT_MS {
+        if !d.is_empty() || sys::now_ms() - t0 >= wait_ms {
             break d;
         }
         sys::sleep_ms(50);
     };
     if found.is_empty() {
-        init.log
-            .step(&format!("plymouth: no display (no /dev/dri/card*, no /dev/fb*) in {DISPLAY_WAIT_MS} ms: no splash"));
+        let on = controller.map(|c| format!(" (display controller {c})")).unwrap_or_default();
+        init.log.step(&format!("plymouth: no display (no /dev/dri/card*, no /dev/fb*) in {wait_ms} ms{on}: no splash"));
         return;
     }
     // The console font while the VTs are still text (KDFONTOP refuses a VT in graphics mode),
