@@ -236,8 +236,7 @@ fn display_modules(
 }
 
 /// plymouth's files (see [`crate::plymouth`]), for the command line the image is built for.
-/// Returns warnings; an error when plymouth is required (asked for, or detected) and cannot be
-/// resolved.
+/// Returns warnings; an error when plymouth was asked for (`required`) and cannot be resolved.
 pub(crate) fn add_plymouth(plan: &mut Plan, sysroot: &Path, cmdline: &str, required: bool) -> Result<Vec<String>> {
     let s = match crate::plymouth::resolve(sysroot, cmdline) {
         Ok(s) => s,
@@ -346,9 +345,12 @@ pub(crate) fn main_plan(
     plan.add_console();
     add_init(&mut plan, &r.init)?;
     let mut warnings = add_features(&mut plan, selected)?;
-    if let Some(p) = selected.iter().find(|s| s.feature.init == Some(leanrd_contract::Capability::Plymouth)) {
+    if selected.iter().any(|s| s.feature.init == Some(leanrd_contract::Capability::Plymouth)) {
         let cmdline = facts.map(|f| f.cmdline.as_str()).unwrap_or_default();
-        warnings.extend(add_plymouth(&mut plan, &r.sysroot, cmdline, p.required)?);
+        // Found on the host (`splash`), a splash that cannot be resolved is a warning: the
+        // image boots without it. Asked for with --include, it is an error.
+        let asked = r.include.iter().any(|i| i == "plymouth");
+        warnings.extend(add_plymouth(&mut plan, &r.sysroot, cmdline, asked)?);
     }
     let modprobe = config.modprobe.for_modules(&m.set);
     warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp, cache, &modprobe, r.threads)?);

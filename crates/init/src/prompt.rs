@@ -307,9 +307,9 @@ impl Consoles {
             Ok(n) if n > 0 => {
                 got.extend_from_slice(&buf[..n]);
                 buf.fill(0);
+                // parse_answer refuses a length past its bound: `got` cannot grow past it.
                 match parse_answer(got) {
-                    Reply::More if got.len() <= 4096 + 5 => return None,
-                    Reply::More => Reply::Bad("too long".into()),
+                    Reply::More => return None,
                     r => r,
                 }
             }
@@ -340,14 +340,12 @@ impl Consoles {
 
     /// A file descriptor of a VT (for the keymap ioctls), if one is open.
     pub fn vt(&self) -> Option<BorrowedFd<'_>> {
-        self.ttys.iter().find(|t| t.name.starts_with("tty") && !t.name.starts_with("ttyS")).map(|t| t.fd.as_fd())
+        self.ttys.iter().find(|t| is_vt(&t.name)).map(|t| t.fd.as_fd())
     }
 
     /// Write to every console (and to the splash: a line under its prompt).
     pub fn say(&self, text: &str) {
-        for t in &self.ttys {
-            sys::write_all(&t.fd, text.as_bytes());
-        }
+        self.say_ttys(text);
         let line = text.trim();
         if !line.is_empty() {
             crate::plymouth::message(line.strip_prefix("leanrd: ").unwrap_or(line));
@@ -371,9 +369,7 @@ impl Consoles {
             t.line.clear();
         }
         self.prompt = prompt.to_string();
-        for t in &self.ttys {
-            sys::write_all(&t.fd, prompt.as_bytes());
-        }
+        self.say_ttys(prompt);
         self.plymouth = None;
         if crate::plymouth::running() {
             match crate::plymouth::ask(prompt.trim_end()) {
