@@ -50,6 +50,34 @@ pub fn apply(vt: BorrowedFd<'_>, data: &[u8]) -> Result<usize, String> {
     })
 }
 
+/// KDSETMODE, KDGKBMODE, KDSKBMODE (linux/kd.h) and their values.
+const KDSETMODE: rustix::ioctl::Opcode = 0x4B3A;
+const KDGKBMODE: rustix::ioctl::Opcode = 0x4B44;
+const KDSKBMODE: rustix::ioctl::Opcode = 0x4B45;
+const KD_TEXT: usize = 0;
+const K_XLATE: i32 = 1;
+const K_UNICODE: usize = 3;
+
+/// A VT left as a dead display server leaves it (plymouthd killed, not quit): back to text
+/// mode (KD_GRAPHICS would keep the last frame up, nothing written shown) and its keyboard
+/// back to characters when it was switched off or raw (plymouthd reads the keyboards through
+/// evdev and turns the VT's off, K_OFF: nothing typed would reach the VT). What was changed.
+pub fn text_again(vt: BorrowedFd<'_>) -> Result<String, String> {
+    // SAFETY: KDSETMODE takes an int by value.
+    unsafe { rustix::ioctl::ioctl(vt, rustix::ioctl::IntegerSetter::<KDSETMODE>::new_usize(KD_TEXT)) }
+        .map_err(|e| format!("KDSETMODE KD_TEXT: {}", crate::sys::strerror(e)))?;
+    // SAFETY: KDGKBMODE writes an int.
+    let mode = unsafe { rustix::ioctl::ioctl(vt, rustix::ioctl::Getter::<KDGKBMODE, i32>::new()) }
+        .map_err(|e| format!("KDGKBMODE: {}", crate::sys::strerror(e)))?;
+    if mode == K_XLATE || mode == K_UNICODE as i32 {
+        return Ok("text mode".into());
+    }
+    // SAFETY: KDSKBMODE takes an int by value.
+    unsafe { rustix::ioctl::ioctl(vt, rustix::ioctl::IntegerSetter::<KDSKBMODE>::new_usize(K_UNICODE)) }
+        .map_err(|e| format!("KDSKBMODE K_UNICODE: {}", crate::sys::strerror(e)))?;
+    Ok(format!("text mode, keyboard mode {mode} to Unicode"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -399,9 +399,14 @@ fn open(
         Some(_) if init.luks.raced => opened(init, job, "its clevis token (Tang answered after the prompt appeared)"),
         Some(secret) => {
             init.luks.cached = Some(secret);
-            // Where it was typed, when it was plymouth's prompt (the consoles' are as before).
-            let on = consoles.as_ref().filter(|c| c.answered_on == "plymouth").map(|_| " on plymouth's splash");
-            opened(init, job, &format!("the passphrase typed{}", on.unwrap_or_default()))
+            // Where it was typed, when the splash was up (plymouth's prompt, or a console after
+            // plymouthd went away).
+            let on = match consoles.as_ref() {
+                Some(c) if c.answered_on == "plymouth" => " on plymouth's splash".to_string(),
+                Some(c) if c.plymouth_gone => format!(" on {} (plymouthd gone)", c.answered_on),
+                _ => String::new(),
+            };
+            opened(init, job, &format!("the passphrase typed{on}"))
         }
         None => false,
     }

@@ -17,7 +17,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use leanrd_contract::Capability;
-use rustix::fd::OwnedFd;
+use rustix::fd::{AsFd, OwnedFd};
 use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
 use crate::Init;
@@ -172,7 +172,17 @@ pub fn quit(init: &mut Init) {
     RUNNING.store(false, Ordering::Relaxed);
     match request(b'Q', Some("")) {
         Ok(()) => init.log.step("plymouth: plymouthd quit; the consoles are the screen again"),
-        Err(e) => init.log.error(&format!("plymouth: quit: {e}")),
+        Err(e) => {
+            // Gone already (killed, crashed): the screen it left is given back to the text
+            // console, or the diagnosis would be written under its last frame.
+            let vt = crate::prompt::open_vt();
+            let how = match vt.map(|vt| crate::keymap::text_again(vt.as_fd())) {
+                Some(Ok(how)) => format!("the VT back to {how}"),
+                Some(Err(e)) => format!("the VT: {e}"),
+                None => "no VT".into(),
+            };
+            init.log.error(&format!("plymouth: quit: {e}; {how}"));
+        }
     }
 }
 
@@ -339,9 +349,12 @@ pub fn start(init: &mut Init) {
         return;
     }
     RUNNING.store(true, Ordering::Relaxed);
+    // The daemon's own pid (the first process forked it): the root's systemd, finding the
+    // splash running, hears from this one.
+    let daemon_pid = sys::read_string(PID_FILE).map(|p| p.trim().to_string()).unwrap_or_else(|| "unknown".into());
     match request(b'$', None) {
         Ok(()) => init.log.step(&format!(
-            "plymouth: the splash is up on {} ({} ms after its driver was asked for)",
+            "plymouth: the splash is up on {} (plymouthd pid {daemon_pid}, {} ms after its driver was asked for)",
             found.join(" "),
             sys::now_ms() - t0
         )),

@@ -143,6 +143,8 @@ pub struct Consoles {
     plymouth: Option<(OwnedFd, Vec<u8>)>,
     /// Where the last line answered was typed (`tty1`, `ttyS0`, `ssh`, `plymouth`).
     pub answered_on: String,
+    /// plymouthd went away while asked (the consoles took over).
+    pub plymouth_gone: bool,
 }
 
 /// The kernel's consoles (/sys/class/tty/console/active: `tty0` is the foreground VT) and the
@@ -198,13 +200,25 @@ impl Consoles {
             names.retain(|n| !is_vt(n));
         }
         let ttys = names.into_iter().filter_map(open_tty).collect();
-        Consoles { ttys, listener, prompt: String::new(), key: None, plymouth: None, answered_on: String::new() }
+        Consoles {
+            ttys,
+            listener,
+            prompt: String::new(),
+            key: None,
+            plymouth: None,
+            answered_on: String::new(),
+            plymouth_gone: false,
+        }
     }
 
-    /// plymouthd is gone: the VTs it had are asked on too, with the prompt.
+    /// plymouthd is gone: the VTs it had are asked on too, with the prompt, each back in text
+    /// mode with its keyboard on (a daemon killed rather than quit leaves them as it had them);
+    /// the consoles already asked say so.
     fn take_back_the_vts(&mut self) {
+        let gone = "leanrd: plymouth: plymouthd is gone; the consoles take over";
         if crate::plymouth::running() {
-            sys::eprint("leanrd: plymouth: plymouthd is gone; the consoles take over\n");
+            self.plymouth_gone = true;
+            self.say_ttys(&alloc::format!("\r\n{gone}\r\n{}", self.prompt));
         }
         crate::plymouth::lost();
         self.plymouth = None;
@@ -213,7 +227,8 @@ impl Consoles {
                 continue;
             }
             if let Some(t) = open_tty(name) {
-                sys::write_all(&t.fd, alloc::format!("\r\n{}", self.prompt).as_bytes());
+                let how = crate::keymap::text_again(t.fd.as_fd()).unwrap_or_else(|e| e);
+                sys::write_all(&t.fd, alloc::format!("\r\n{gone} ({}: {how})\r\n{}", t.name, self.prompt).as_bytes());
                 self.ttys.push(t);
             }
         }

@@ -268,7 +268,11 @@ fn boot_keyboard(kernel: &Path, t: &TempDir, tag: &str, b: &Typing) -> String {
                     m.write_all(format!("screendump {}\n", d.display()).as_bytes()).unwrap();
                     std::thread::sleep(Duration::from_millis(800));
                 }
-                for k in keys(pass, layout).iter().chain(std::iter::once(&"ret".to_string())) {
+                // "raw": one chord as QEMU names it (alt-sysrq-i), no Return after it.
+                let chord = [pass.to_string()];
+                let typed = if layout == "raw" { chord.to_vec() } else { keys(pass, layout) };
+                let ret = (layout != "raw").then(|| "ret".to_string());
+                for k in typed.iter().chain(ret.iter()) {
                     m.write_all(format!("sendkey {k}\n").as_bytes()).unwrap();
                     std::thread::sleep(Duration::from_millis(60));
                 }
@@ -650,7 +654,9 @@ fn lit(ppm: &Path, b: (f64, f64, f64, f64)) -> Result<usize, String> {
 /// top-left third unlit, the spinner lit), compared with the same boot without `splash`
 /// (the prompt's text there); a wrong passphrase then the German one are typed on the PS/2
 /// keyboard into plymouth (the VT is plymouthd's: /init reads only the serial console then),
-/// and the root finds plymouthd still running (told the new root before the switch).
+/// and the root finds plymouthd still running (told the new root before the switch). Then
+/// plymouthd killed at the prompt (SysRq-I): the VT comes back and the passphrase typed there
+/// unlocks.
 fn plymouth_boots() -> Result<(), String> {
     let Some(s) = setup() else { return Ok(()) };
     let Some(root) = debian_suite_root("trixie", "plymouth") else { return Ok(()) };
@@ -722,6 +728,33 @@ fn plymouth_boots() -> Result<(), String> {
     if !pid_line.ends_with(" plymouthd") {
         return Err(format!("the root does not find plymouthd running: {pid_line}"));
     }
+    // plymouthd killed at the prompt (SysRq-I: SIGKILL to every process but /init): the
+    // consoles take over, the VT back in text mode with its keyboard on, and the German
+    // passphrase typed there unlocks.
+    let killed = boot_keyboard(
+        &kernel,
+        &s.t,
+        "plymouth-killed",
+        &Typing {
+            image: &image,
+            append: format!("{ROOT} quiet splash plymouth.ignore-serial-consoles loglevel=7 sysrq_always_enabled"),
+            qemu: disk.clone(),
+            ready: vec![PS2, "plymouth: the splash is up"],
+            steps: vec![(prompt, "alt-sysrq-i", "raw"), ("plymouthd is gone; the consoles take over", DE_PASS, "de")],
+            dump: None,
+        },
+    );
+    let killed = keep("plymouth-killed", killed);
+    expect_all(
+        "plymouthd killed",
+        &killed,
+        &[
+            "sysrq: Kill All Tasks",
+            "leanrd: plymouth: plymouthd is gone; the consoles take over",
+            "unlocked as /dev/mapper/sda3_crypt with the passphrase typed on tty1 (plymouthd gone)",
+            MARK,
+        ],
+    );
     let plain = boot_keyboard(
         &kernel,
         &s.t,

@@ -38,6 +38,10 @@ pub enum Root {
     /// x86_64 leanrd with the aarch64 /init (tools/arm64), a self-built one by leanrd built for
     /// aarch64.
     Debian13Arm64,
+    /// Debian 13 as a desktop boots: the same root with plymouth, its themes and console-setup
+    /// (tools/debian-root trixie plymouth), its own kernel; the universal image is built with
+    /// `--include plymouth`.
+    Debian13Plymouth,
 }
 
 impl Root {
@@ -47,11 +51,16 @@ impl Root {
             Root::Debian12 => "bookworm",
             Root::Debian13 => "trixie",
             Root::Debian13Arm64 => "trixie arm64",
+            Root::Debian13Plymouth => "trixie",
         }
+    }
+    /// The flavour as tools/debian-root takes it (none: the test root).
+    fn flavour(self) -> &'static str {
+        if self == Root::Debian13Plymouth { "plymouth" } else { "" }
     }
     /// Its name in the scratch directory's paths.
     fn tag(self) -> String {
-        self.suite().replace(' ', "-")
+        format!("{} {}", self.suite(), self.flavour()).trim().replace(' ', "-")
     }
     fn arm64(self) -> bool {
         self == Root::Debian13Arm64
@@ -219,6 +228,12 @@ pub struct Scenario {
     /// before the switch.
     #[serde(default)]
     pub tang: bool,
+    /// (debian13-plymouth, `splash` and `leanrd.test=journal` in cmdline) The splash carries on
+    /// into the root: the plymouthd /init started (its pid in /init's log) is the one the
+    /// root's systemd hears from, no other plymouthd does (plymouth-start.service started no
+    /// second daemon), and plymouth-quit-wait.service finishes.
+    #[serde(default)]
+    pub splash: bool,
 }
 
 /// What the RAM of a machine that went down holds of its LUKS volume key.
@@ -340,6 +355,12 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
     }
     if s.tang && s.image == Image::SelfBuilt && !s.cmdline.split_whitespace().any(|w| w == "rd.neednet=1") {
         return Err("a self-built tang root needs rd.neednet=1 in cmdline: its build finds the NICs that are up".into());
+    }
+    let words: Vec<&str> = s.cmdline.split_whitespace().collect();
+    if s.splash
+        && (s.root != Root::Debian13Plymouth || !words.contains(&"splash") || !words.contains(&"leanrd.test=journal"))
+    {
+        return Err("splash boots debian13-plymouth with `splash` and leanrd.test=journal in cmdline".into());
     }
     if s.analyze && !s.cmdline.contains("leanrd.test=journal") {
         return Err("analyze reads the journal the root prints with leanrd.test=journal in cmdline".into());
@@ -516,7 +537,7 @@ fn suite(root: Root) -> Result<Option<Suite>, String> {
         }
         let init = if root.arm64() { arm64_build("init") } else { init_binary() };
         let Some(init) = init else { return Ok(None) };
-        let Some(cached) = debian_suite_root(root.suite(), "") else { return Ok(None) };
+        let Some(cached) = debian_suite_root(root.suite(), root.flavour()) else { return Ok(None) };
         let path = scratch().join(format!("{}-base", root.tag()));
         sh(&format!("cp -a {} {}", cached.display(), path.display()));
         let (kernel, modules_key) = match root {
@@ -532,7 +553,7 @@ fn suite(root: Root) -> Result<Option<Suite>, String> {
                 let config = fs::read(format!("/boot/config-{kver}")).unwrap_or_default();
                 (k, key_of(&[kver.as_bytes(), dep.as_bytes(), &config]))
             }
-            Root::Debian13 | Root::Debian13Arm64 => (root_kernel(&cached), String::new()),
+            Root::Debian13 | Root::Debian13Arm64 | Root::Debian13Plymouth => (root_kernel(&cached), String::new()),
         };
         let finish = finish_base_on(&path, if root.arm64() { crate::AARCH64_CONSOLE } else { "ttyS0" });
         // The root by its packages' versions (a root made again may hold newer ones) and by
@@ -644,7 +665,13 @@ fn image(root: Root, su: &Suite, kind: Image, stack: Stack, clevis: bool) -> Pat
             if md { "-md" } else { "" },
             if clevis { "-clevis" } else { "" }
         ));
-        let include: &[&str] = if clevis { &["--include", "clevis"] } else { &[] };
+        let mut include: Vec<&str> = Vec::new();
+        if clevis {
+            include.extend(["--include", "clevis"]);
+        }
+        if root == Root::Debian13Plymouth {
+            include.extend(["--include", "plymouth"]);
+        }
         let o = leanrd()
             .args(["build", "-k", &su.kver, "--universal", "--sysroot"])
             .arg(&tree)
@@ -653,7 +680,7 @@ fn image(root: Root, su: &Suite, kind: Image, stack: Stack, clevis: bool) -> Pat
             .arg("-o")
             .arg(&out)
             .args(extra)
-            .args(include)
+            .args(&include)
             .output()
             .unwrap();
         assert!(o.status.success(), "leanrd build {extra:?}: {}", String::from_utf8_lossy(&o.stderr));
@@ -989,6 +1016,9 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     if s.analyze {
         analyze_boot(&t, &outcomes[0].log);
     }
+    if s.splash {
+        println!("{name}: {}", splash_carried_on(&outcomes[0].log).map_err(|e| format!("{name}: {e}"))?);
+    }
     if let Some(want) = s.ram_key {
         let key = luks_volume_key(&made[0].disks[0].path, (BOOT_START_MB + BOOT_MB) << 20)?;
         let ram = fs::read(&dump).map_err(|e| format!("{name}: the RAM dump {}: {e}", dump.display()))?;
@@ -1281,5 +1311,55 @@ mod tests {
         let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../leanrd/tests/boot/scenarios.toml");
         let all = super::load(&file).unwrap();
         assert!(all.len() >= 20, "{} scenarios", all.len());
+    }
+}
+
+/// What [`Scenario::splash`] checks, on a boot's console (its journal and /init's log): Err
+/// says what is wrong, Ok what was seen.
+fn splash_carried_on(log: &str) -> Result<String, String> {
+    let up = log.lines().find_map(|l| l.split("plymouth: the splash is up on ").nth(1));
+    let up = up.ok_or("/init did not show the splash")?;
+    let pid = up.split("(plymouthd pid ").nth(1).and_then(|r| r.split(',').next()).ok_or("no plymouthd pid")?;
+    // systemd[1]: Received SIGRTMIN+20 from PID 131 (plymouthd).
+    let heard: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("LEANRD-JOURNAL") && l.contains("(plymouthd)"))
+        .filter_map(|l| l.split(" from PID ").nth(1)?.split(' ').next())
+        .collect();
+    if heard.is_empty() {
+        return Err("the root's systemd heard from no plymouthd".into());
+    }
+    if let Some(other) = heard.iter().find(|p| **p != pid) {
+        return Err(format!("a second plymouthd (pid {other}) beside /init's (pid {pid})"));
+    }
+    if !log.contains("Finished plymouth-quit-wait.service") {
+        return Err("plymouth-quit-wait.service did not finish".into());
+    }
+    Ok(format!(
+        "the splash from /init's plymouthd (pid {pid}) to the end: the root's systemd heard from it {} time(s) \
+         and from no other; plymouth-quit-wait.service finished",
+        heard.len()
+    ))
+}
+
+#[cfg(test)]
+mod splash_tests {
+    use super::splash_carried_on;
+
+    const UP: &str = "LEANRD-INITRD [    3.947] plymouth: the splash is up on /dev/dri/card0 (plymouthd pid 131, 1054 ms after its driver was asked for)\n";
+    const QUIT: &str = "LEANRD-JOURNAL [   35.674075] leanrd-test systemd[1]: Finished plymouth-quit-wait.service - Hold until boot process finishes up.\n";
+
+    fn heard(pid: u32) -> String {
+        format!("LEANRD-JOURNAL [   35.5] leanrd-test systemd[1]: Received SIGRTMIN+21 from PID {pid} (plymouthd).\n")
+    }
+
+    #[test]
+    fn the_daemon_from_the_initramfs_to_the_end() {
+        assert!(splash_carried_on(&format!("{UP}{}{QUIT}", heard(131))).is_ok());
+        let second = splash_carried_on(&format!("{UP}{}{}{QUIT}", heard(131), heard(402))).unwrap_err();
+        assert!(second.contains("second plymouthd (pid 402)"), "{second}");
+        assert!(splash_carried_on(&format!("{UP}{QUIT}")).is_err());
+        assert!(splash_carried_on(&format!("{UP}{}", heard(131))).is_err());
+        assert!(splash_carried_on(&format!("{}{QUIT}", heard(131))).is_err());
     }
 }
