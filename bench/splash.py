@@ -14,10 +14,11 @@ device-mapper needed); no boot here opens it: each ends once the dialog is up.
 Images (Debian 13's kernel from the root's /boot):
   leanrd            `leanrd build --universal --include plymouth --sysroot PLYMOUTH-ROOT`
   leanrd, no plymouth  the same without `--include plymouth` (for the no-splash timing)
-  leanrd host-only  `leanrd build --sysroot PLYMOUTH-ROOT --include plymouth,bench-bochs` on this
+  leanrd host-only  `leanrd build --sysroot PLYMOUTH-ROOT --include plymouth,bench-bochs,luks` on this
                     machine, a feature of the bench's own adding the bochs DRM driver that host
-                    detection would find on a std-VGA machine (this machine has no display): the
-                    size only
+                    detection would find on a std-VGA machine (this machine has no display), and
+                    luks (this machine's root is not on LUKS; crypttab's `initramfs` entry is
+                    not the root's): the size only
   initramfs-tools   the root's own `mkinitramfs` (MODULES=most, its plymouth hook) in a chroot
   dracut            `dracut --no-hostonly --add "crypt plymouth"` in a chroot (its drm module:
                     every DRM driver), and `--hostonly` for the size only
@@ -191,7 +192,8 @@ def make(work, kver, leanrd, init):
     builds = {
         "leanrd": ["--universal", "--include", "plymouth"],
         "leanrd, no plymouth": ["--universal"],
-        "leanrd host-only": ["--features-dir", feats, "--include", "plymouth", "--include", "bench-bochs"],
+        "leanrd host-only": ["--features-dir", feats, "--include", "plymouth", "--include", "bench-bochs",
+                             "--include", "luks"],
     }
     for name, extra in builds.items():
         out = os.path.join(work, name.replace(" ", "-").replace(",", "") + ".img")

@@ -649,7 +649,8 @@ fn lit(ppm: &Path, b: (f64, f64, f64, f64)) -> Result<usize, String> {
 
 /// plymouth's splash (issue 54) on Debian 13's kernel, the image from a Debian 13 root with
 /// plymouth and plymouth-themes (`spinner` set in plymouthd.conf, as plymouth-set-default-theme
-/// sets it) and the German keymap, `--include plymouth`, std VGA (bochs-drm). With `quiet
+/// sets it) and the German keymap, `--include plymouth`, std VGA (bochs-drm), the splash's boot
+/// under OVMF. With `quiet
 /// splash`: the screen at the passphrase prompt shows the theme, not the text console (its
 /// top-left third unlit, the spinner lit), compared with the same boot without `splash`
 /// (the prompt's text there); a wrong passphrase then the German one are typed on the PS/2
@@ -693,6 +694,17 @@ fn plymouth_boots() -> Result<(), String> {
     // The frames are kept beside the consoles (target/boot-logs), for a look.
     let frame = |n: &str| leanrd_testkit::boot::console_path(&format!("luks-{n}")).with_extension("ppm");
     let (shot, plain_shot) = (frame("plymouth-splash"), frame("plymouth-off"));
+    // The splash's boot under UEFI (OVMF, the kernel started at its EFI stub): the firmware's
+    // framebuffer (simpledrm or efifb) is there first, then bochs-drm takes the display over.
+    let vars = s.t.join("plymouth.vars");
+    fs::copy(leanrd_testkit::OVMF_VARS, &vars).unwrap();
+    let mut uefi = disk.clone();
+    uefi.extend([
+        "-drive".into(),
+        format!("if=pflash,format=raw,readonly=on,file={}", leanrd_testkit::OVMF_CODE),
+        "-drive".into(),
+        format!("if=pflash,format=raw,file={}", vars.display()),
+    ]);
     let splash = boot_keyboard(
         &kernel,
         &s.t,
@@ -701,7 +713,7 @@ fn plymouth_boots() -> Result<(), String> {
             image: &image,
             // `loglevel=7` after `quiet`: the serial console still gets the kernel log read here.
             append: format!("{ROOT} quiet splash plymouth.ignore-serial-consoles loglevel=7"),
-            qemu: disk.clone(),
+            qemu: uefi,
             ready: vec![PS2, "plymouth: the splash is up"],
             steps: vec![(prompt, "wrongpassphrase", "de"), (prompt, DE_PASS, "de")],
             dump: Some(shot.clone()),

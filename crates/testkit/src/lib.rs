@@ -412,9 +412,11 @@ pub fn qemu_command(kernel: &Path, initrd: &Path, append: &str, extra: &[&str], 
 pub const TEST_APPEND: &str = "cryptomgr.notests no_timer_check";
 
 /// The kernel a test VM with these QEMU arguments starts: [`entry_kernel`], or `vmlinuz` itself
-/// on a machine with a TPM (see there).
+/// on a machine with a TPM (see there) or with UEFI firmware (OVMF as pflash: it starts the
+/// kernel's EFI stub).
 pub fn kernel_for(vmlinuz: &Path, qemu_args: &[&str]) -> PathBuf {
-    if qemu_args.contains(&"-tpmdev") { vmlinuz.to_path_buf() } else { entry_kernel(vmlinuz) }
+    let uefi = qemu_args.iter().any(|a| a.contains("if=pflash"));
+    if uefi || qemu_args.contains(&"-tpmdev") { vmlinuz.to_path_buf() } else { entry_kernel(vmlinuz) }
 }
 
 /// [`qemu_command`] with the kernel image as given: QEMU runs its boot-protocol stub, which
