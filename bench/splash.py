@@ -122,14 +122,18 @@ def one_boot(vmlinuz, image, append, disk, work, tag, timeout=180, frames=True):
                     m = socket.socket(socket.AF_UNIX)
                     m.connect(mon)
                     m.settimeout(10)
+                    banner = b""
+                    while b"(qemu)" not in banner:
+                        banner += m.recv(65536)
                 except OSError:
                     m = None
                     time.sleep(0.1)
                     continue
             at = time.monotonic() - t0
             m.sendall(f"screendump {ppm}\n".encode())
+            # The command done: the monitor's prompt again.
             got = b""
-            while got.count(b"(qemu)") < 2:
+            while b"(qemu)" not in got:
                 got += m.recv(65536)
             if os.path.exists(ppm):
                 text, middle, low = lit(ppm, TEXT), lit(ppm, MIDDLE), lit(ppm, LOW)

@@ -338,7 +338,7 @@ fn open(
                     tried.into_iter().find(|t| matches!(t, Tried::Opened)).unwrap_or(Tried::WrongKey)
                 };
                 if ask(init, job, Asked::TpmPin, consoles, events, &mut attempt).is_some() {
-                    return opened(init, job, "its TPM2 token and the PIN typed");
+                    return opened(init, job, &format!("its TPM2 token and the PIN typed{}", typed_on(consoles)));
                 }
             }
         }
@@ -399,16 +399,19 @@ fn open(
         Some(_) if init.luks.raced => opened(init, job, "its clevis token (Tang answered after the prompt appeared)"),
         Some(secret) => {
             init.luks.cached = Some(secret);
-            // Where it was typed, when the splash was up (plymouth's prompt, or a console after
-            // plymouthd went away).
-            let on = match consoles.as_ref() {
-                Some(c) if c.answered_on == "plymouth" => " on plymouth's splash".to_string(),
-                Some(c) if c.plymouth_gone => format!(" on {} (plymouthd gone)", c.answered_on),
-                _ => String::new(),
-            };
-            opened(init, job, &format!("the passphrase typed{on}"))
+            opened(init, job, &format!("the passphrase typed{}", typed_on(consoles)))
         }
         None => false,
+    }
+}
+
+/// Where the last answer was typed, when the splash was up: plymouth's prompt, or a console
+/// after plymouthd went away (the consoles' alone are as they always were: nothing said).
+fn typed_on(consoles: &Option<Consoles>) -> String {
+    match consoles.as_ref() {
+        Some(c) if c.answered_on == "plymouth" => " on plymouth's splash".to_string(),
+        Some(c) if c.plymouth_gone => format!(" on {} (plymouthd gone)", c.answered_on),
+        _ => String::new(),
     }
 }
 

@@ -663,23 +663,7 @@ fn plymouth_boots() -> Result<(), String> {
     let Some(root) = debian_suite_root("trixie", "plymouth") else { return Ok(()) };
     let kernel = root_kernel(&root);
     let kver = kver_of(&kernel);
-    // The root's /usr (hard links: read, never written) with an /etc of the test's.
-    let sr = s.t.join("sr-plymouth");
-    fs::create_dir_all(sr.join("etc/plymouth")).unwrap();
-    sh(&format!("cp -al {}/usr {}/usr", root.display(), sr.display()));
-    for (l, target) in [("bin", "usr/bin"), ("sbin", "usr/sbin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")] {
-        std::os::unix::fs::symlink(target, sr.join(l)).unwrap();
-    }
-    fs::copy(root.join("etc/ld.so.cache"), sr.join("etc/ld.so.cache")).unwrap();
-    fs::copy(root.join("usr/lib/os-release"), sr.join("etc/os-release")).unwrap();
-    fs::write(sr.join("etc/crypttab"), format!("sda3_crypt UUID={LUKS_UUID} none luks,discard\n")).unwrap();
-    fs::write(sr.join("etc/vconsole.conf"), "KEYMAP=de\n").unwrap();
-    fs::write(sr.join("etc/plymouth/plymouthd.conf"), "[Daemon]\nTheme=spinner\n").unwrap();
-    // The console font (the root's console-setup-linux has it): loaded before plymouthd takes
-    // the VT, for the console it gives back.
-    fs::create_dir_all(sr.join("etc/default")).unwrap();
-    fs::write(sr.join("etc/default/console-setup"), "CHARMAP=\"UTF-8\"\nFONTFACE=\"Terminus\"\nFONTSIZE=\"16x32\"\n")
-        .unwrap();
+    let sr = plymouth_sysroot(&s.t, &root, "sr-plymouth", &format!("sda3_crypt UUID={LUKS_UUID} none luks,discard\n"));
     let image = s.t.join("plymouth.img");
     let mut c = leanrd();
     c.args(["build", "-k", &kver, "--universal", "--include", "plymouth", "--init"]).arg(&s.init);
@@ -805,6 +789,28 @@ fn plymouth_boots() -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A sysroot of the Debian 13 plymouth root: its /usr (hard links: read, never written) with an
+/// /etc of the test's: `crypttab`, KEYMAP=de, the spinner theme, Terminus 16x32.
+fn plymouth_sysroot(t: &TempDir, root: &Path, name: &str, crypttab: &str) -> PathBuf {
+    let sr = t.join(name);
+    fs::create_dir_all(sr.join("etc/plymouth")).unwrap();
+    sh(&format!("cp -al {}/usr {}/usr", root.display(), sr.display()));
+    for (l, target) in [("bin", "usr/bin"), ("sbin", "usr/sbin"), ("lib", "usr/lib"), ("lib64", "usr/lib64")] {
+        std::os::unix::fs::symlink(target, sr.join(l)).unwrap();
+    }
+    fs::copy(root.join("etc/ld.so.cache"), sr.join("etc/ld.so.cache")).unwrap();
+    fs::copy(root.join("usr/lib/os-release"), sr.join("etc/os-release")).unwrap();
+    fs::write(sr.join("etc/crypttab"), crypttab).unwrap();
+    fs::write(sr.join("etc/vconsole.conf"), "KEYMAP=de\n").unwrap();
+    fs::write(sr.join("etc/plymouth/plymouthd.conf"), "[Daemon]\nTheme=spinner\n").unwrap();
+    // The console font (the root's console-setup-linux has it): loaded before plymouthd takes
+    // the VT, for the console it gives back.
+    fs::create_dir_all(sr.join("etc/default")).unwrap();
+    fs::write(sr.join("etc/default/console-setup"), "CHARMAP=\"UTF-8\"\nFONTFACE=\"Terminus\"\nFONTSIZE=\"16x32\"\n")
+        .unwrap();
+    sr
 }
 
 /// kexec from the LUKS root (the key file in the image), with `rd.break=shutdown`: systemd's
@@ -1047,6 +1053,41 @@ fn tpm2_pin(s: &Setup) {
     let refused = log.matches("leanrd: wrong TPM2 PIN for sda3_crypt").count();
     assert_eq!(refused, 3, "three wrong PINs, each refused once on the one console:\n{}", tail(&log));
     eprintln!("tpm2-pin-wrong: three wrong PINs, then the passphrase");
+    // Through plymouth's splash: Debian 13's kernel, plymouth and TPM2 token plugin (the plymouth
+    // root's), `quiet splash`; a wrong PIN, then the right one, pressed on the PS/2 keyboard.
+    let Some(root) = debian_suite_root("trixie", "plymouth") else { return };
+    let kernel = root_kernel(&root);
+    let kver = kver_of(&kernel);
+    let sr = plymouth_sysroot(t, &root, "sr-tpm-pin-plymouth", &tab);
+    let img = t.join("tpm-pin-plymouth.img");
+    let mut c = leanrd();
+    c.args(["build", "-k", &kver, "--universal", "--include", "plymouth", "--init"]).arg(&s.init);
+    c.arg("--sysroot").arg(&sr).arg("-o").arg(&img);
+    ok(&mut c);
+    let tpm = Swtpm::start(&state);
+    let log = boot_keyboard(
+        &kernel,
+        t,
+        "tpm2-pin-plymouth",
+        &Typing {
+            image: &img,
+            append: format!("{ROOT} quiet splash plymouth.ignore-serial-consoles loglevel=7"),
+            qemu: machine(&tpm),
+            ready: vec![PS2, "plymouth: the splash is up"],
+            steps: vec![(prompt, "1234", "de"), (prompt, PIN, "de")],
+            dump: None,
+        },
+    );
+    let log = keep("tpm2-pin-plymouth", log);
+    let want = [
+        "plymouth: the splash is up",
+        "asking for the TPM2 PIN of sda3_crypt on ttyS0, plymouth",
+        "leanrd: wrong TPM2 PIN for sda3_crypt (2 left)",
+        "unlocked as /dev/mapper/sda3_crypt with its TPM2 token and the PIN typed on plymouth's splash",
+        MARK,
+    ];
+    expect_all("TPM2 PIN through plymouth", &log, &want);
+    eprintln!("tpm2-pin-plymouth: a wrong PIN, then the right one, typed into plymouth's splash");
 }
 
 /// The console of the boot `name`, kept under target/boot-logs as luks-NAME.log.
