@@ -26,8 +26,9 @@ Images (Debian 13's kernel from the root's /boot):
 Each boot: QEMU TCG (-m 1024, std VGA, the kernel loaded by QEMU as users' boot loaders load it)
 with `quiet splash plymouth.ignore-serial-consoles loglevel=7` (the kernel's log on the serial
 console for its start: the host's clock when "Linux version" arrives). The monitor's `screendump`
-is taken every 0.25 s; a frame is plymouth's when the top-left third of the screen (where a text
-console writes) is dark and the middle or bottom of the screen is lit (the spinner theme's
+is taken every 0.25 s; a frame is plymouth's when it is a graphics mode's (over 800 pixels wide:
+VGA's text mode is 720), the top-left third of the screen (where a text console writes) is dark
+and the middle or bottom of the screen is lit (the spinner theme's
 throbber and dialog), and its dialog when the middle is lit (over 500 pixels). Reported: the
 kernel's start → the first plymouth frame, and → the dialog (host seconds, 0.25 s resolution);
 plus for leanrd without `splash`, the kernel's own timestamps from /init's start to its prompt, with
@@ -80,7 +81,7 @@ def lit(ppm, box, step=4):
         for o in range(0, len(row) - 2, 3 * step):
             if row[o] > 48 or row[o + 1] > 48 or row[o + 2] > 48:
                 n += 1
-    return n * step * step
+    return n * step * step, w
 
 
 TEXT, MIDDLE, LOW = (0.0, 0.0, 0.5, 0.33), (0.3, 0.3, 0.7, 0.5), (0.25, 0.5, 0.75, 1.0)
@@ -136,11 +137,13 @@ def one_boot(vmlinuz, image, append, disk, work, tag, timeout=180, frames=True):
             while b"(qemu)" not in got:
                 got += m.recv(65536)
             if os.path.exists(ppm):
-                text, middle, low = lit(ppm, TEXT), lit(ppm, MIDDLE), lit(ppm, LOW)
+                (text, w), (middle, _), (low, _) = lit(ppm, TEXT), lit(ppm, MIDDLE), lit(ppm, LOW)
                 os.remove(ppm)
-                if text == 0 and middle + low > 100 and r["first_frame_s"] is None:
+                # Graphics: the firmware's and the kernel's VGA text mode are 720 (or 640) wide.
+                graphics = w >= 800
+                if graphics and text == 0 and middle + low > 100 and r["first_frame_s"] is None:
                     r["first_frame_s"] = round(at, 2)
-                if text == 0 and middle > 500:
+                if graphics and text == 0 and middle > 500:
                     r["dialog_s"] = round(at, 2)
                     break
             time.sleep(max(0.0, 0.25 - (time.monotonic() - t0 - at)))
