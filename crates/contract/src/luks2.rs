@@ -35,6 +35,10 @@ impl Token {
     pub fn is_tpm2(&self) -> bool {
         self.kind == "systemd-tpm2"
     }
+    /// A systemd FIDO2 token (a security key to touch).
+    pub fn is_fido2(&self) -> bool {
+        self.kind == "systemd-fido2"
+    }
 }
 
 /// The size of the whole header (binary header and JSON area) that a LUKS2 binary header

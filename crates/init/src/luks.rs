@@ -318,6 +318,15 @@ fn open(
             let tokens = crate::luks2::read_tokens(job.options.header.as_deref().unwrap_or(&dev));
             let pinned: Vec<String> =
                 tokens.iter().filter(|t| t.is_tpm2() && t.pin).map(|t| t.id.to_string()).collect();
+            // cryptsetup's FIDO2 plugin waits for a touch, saying so on its own standard error
+            // only: said here on every console and on the splash (dracut #2304: the prompt's
+            // text missing under plymouth).
+            if tokens.iter().any(|t| t.is_fido2()) {
+                let touch = format!("{}: touch the FIDO2 security key to unlock it", job.name);
+                init.log.step(&touch);
+                crate::prompt::say_everywhere(&format!("leanrd: {touch}\r\n"));
+                crate::plymouth::message(&touch);
+            }
             let tried = if pinned.is_empty() {
                 matches!(try_key(&args, &["--token-only"], None), Tried::Opened)
             } else {
