@@ -47,11 +47,13 @@ pub enum Capability {
     /// Show plymouth's splash when the command line asks (`splash`): plymouthd started once the
     /// display's driver (the layer's modules) is there, passphrases asked through it.
     Plymouth,
+    /// Register bcache backing and cache devices with the kernel (sysfs `register`), no program.
+    Bcache,
 }
 
 impl Capability {
     /// Every capability, for looking names up and listing the known ones.
-    pub const ALL: [Capability; 12] = [
+    pub const ALL: [Capability; 13] = [
         Capability::Luks,
         Capability::Lvm,
         Capability::Md,
@@ -64,6 +66,7 @@ impl Capability {
         Capability::Clevis,
         Capability::Ssh,
         Capability::Plymouth,
+        Capability::Bcache,
     ];
 
     /// The capability's name: what a feature's `init =` and the configuration's `layer` line spell.
@@ -81,6 +84,7 @@ impl Capability {
             Capability::Clevis => "clevis",
             Capability::Ssh => "ssh",
             Capability::Plymouth => "plymouth",
+            Capability::Bcache => "bcache",
         }
     }
 

@@ -655,6 +655,23 @@ fn btrfs_members(root: &Path, m: &Mount) -> Vec<PathBuf> {
     Vec::new()
 }
 
+/// The LVM layers a device-mapper device of LVM's is part of, from what LVM names it: a
+/// thin pool's device has the layer suffix `-tpool` on its dm UUID (and `_tdata`/`_tmeta` on
+/// its sub-LVs' names), a cache LV's sub-LVs end in `_corig`, `_cdata` and `_cmeta`. lvm
+/// refuses LV names that contain these suffixes, so a user's LV is never mistaken for one.
+/// raid1 LVs and snapshots need no program, only the modules the lvm feature loads.
+pub(crate) fn lvm_kind(uuid: &str, dm_name: &str) -> Vec<StackLayer> {
+    let mut v = Vec::new();
+    let sub = |suffixes: &[&str]| suffixes.iter().any(|x| dm_name.ends_with(x));
+    if uuid.ends_with("-tpool") || uuid.ends_with("-pool") || sub(&["_tdata", "_tmeta"]) {
+        v.push(StackLayer::Thin);
+    }
+    if sub(&["_corig", "_cdata", "_cmeta"]) {
+        v.push(StackLayer::Cache);
+    }
+    v
+}
+
 fn read_trim(p: &Path) -> Option<String> {
     fs::read_to_string(p).ok().map(|s| s.trim().to_string())
 }
@@ -683,7 +700,15 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
             }
         } else if uuid.starts_with("LVM-") {
             f.stack.insert(StackLayer::Lvm);
+            let name = read_trim(&dev.join("dm/name")).unwrap_or_default();
+            f.stack.extend(lvm_kind(&uuid, &name));
         }
+    }
+    // A bcache device: its backing device is its slave; the cache set's devices are found
+    // by /init at boot (registered with the backing device, whatever their names).
+    if dev.join("bcache").is_dir() && dev.file_name().is_some_and(|n| n.to_string_lossy().starts_with("bcache")) {
+        f.stack.insert(StackLayer::Bcache);
+        f.modules.insert("bcache".into());
     }
     if let Some(level) = read_trim(&dev.join("md/level")) {
         f.stack.insert(StackLayer::Md);
@@ -955,6 +980,21 @@ pub(crate) fn detect_keyboards(root: &Path, f: &mut Facts) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn lvm_sub_lvs_name_their_layer() {
+        let k = |uuid: &str, name: &str| super::lvm_kind(uuid, name);
+        assert_eq!(k("LVM-aaaa-tpool", "vg-pool-tpool"), [StackLayer::Thin]);
+        assert_eq!(k("LVM-aaaa", "vg-pool_tmeta"), [StackLayer::Thin]);
+        assert_eq!(k("LVM-aaaa", "vg-root_corig"), [StackLayer::Cache]);
+        assert_eq!(k("LVM-aaaa", "vg-fast_cpool_cdata"), [StackLayer::Cache]);
+        // A linear LV, a raid1 LV's image, a snapshot's origin, a writecache's origin.
+        for (u, n) in
+            [("LVM-a", "vg-root"), ("LVM-a", "vg-r_rimage_0"), ("LVM-a-real", "vg-o-real"), ("LVM-a", "vg-w_wcorig")]
+        {
+            assert!(k(u, n).is_empty(), "{n}");
+        }
+    }
     use super::*;
 
     #[test]
