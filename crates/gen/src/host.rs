@@ -655,21 +655,33 @@ fn btrfs_members(root: &Path, m: &Mount) -> Vec<PathBuf> {
     Vec::new()
 }
 
-/// The LVM layers a device-mapper device of LVM's is part of, from what LVM names it: a
-/// thin pool's device has the layer suffix `-tpool` on its dm UUID (and `_tdata`/`_tmeta` on
-/// its sub-LVs' names), a cache LV's sub-LVs end in `_corig`, `_cdata` and `_cmeta`. lvm
-/// refuses LV names that contain these suffixes, so a user's LV is never mistaken for one.
-/// raid1 LVs and snapshots need no program, only the modules the lvm feature loads.
-pub(crate) fn lvm_kind(uuid: &str, dm_name: &str) -> Vec<StackLayer> {
-    let mut v = Vec::new();
+/// The LVM layers a device-mapper device of LVM's is part of, and the modules its target
+/// needs, from what LVM names it: a thin pool's device has the layer suffix `-tpool` on its
+/// dm UUID (`-pool` on the pool LV's own), its sub-LVs end in `_tdata`/`_tmeta`; a cache
+/// LV's sub-LVs end in `_corig`, `_cdata` and `_cmeta`; a raid1 LV's in `_rimage_N` and
+/// `_rmeta_N`; a snapshot's origin and exception store have the layer suffixes `-real` and
+/// `-cow`. lvm refuses LV names that contain these, so a user's LV is never mistaken for one.
+pub(crate) fn lvm_kind(uuid: &str, dm_name: &str) -> (Vec<StackLayer>, Vec<&'static str>) {
+    let (mut layers, mut modules) = (Vec::new(), Vec::new());
     let sub = |suffixes: &[&str]| suffixes.iter().any(|x| dm_name.ends_with(x));
+    let image = |kind: &str| {
+        dm_name.rsplit_once(kind).is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
     if uuid.ends_with("-tpool") || uuid.ends_with("-pool") || sub(&["_tdata", "_tmeta"]) {
-        v.push(StackLayer::Thin);
+        layers.push(StackLayer::Thin);
+        modules.push("dm_thin_pool");
     }
     if sub(&["_corig", "_cdata", "_cmeta"]) {
-        v.push(StackLayer::Cache);
+        layers.push(StackLayer::Cache);
+        modules.extend(["dm_cache", "dm_cache_smq"]);
     }
-    v
+    if image("_rimage_") || image("_rmeta_") {
+        modules.extend(["dm_raid", "raid1"]);
+    }
+    if uuid.ends_with("-real") || uuid.ends_with("-cow") {
+        modules.push("dm_snapshot");
+    }
+    (layers, modules)
 }
 
 fn read_trim(p: &Path) -> Option<String> {
@@ -701,7 +713,9 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
         } else if uuid.starts_with("LVM-") {
             f.stack.insert(StackLayer::Lvm);
             let name = read_trim(&dev.join("dm/name")).unwrap_or_default();
-            f.stack.extend(lvm_kind(&uuid, &name));
+            let (layers, modules) = lvm_kind(&uuid, &name);
+            f.stack.extend(layers);
+            f.modules.extend(modules.iter().map(|m| m.to_string()));
         }
     }
     // A bcache device: its backing device is its slave; the cache set's devices are found
@@ -980,22 +994,25 @@ pub(crate) fn detect_keyboards(root: &Path, f: &mut Facts) {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn lvm_sub_lvs_name_their_layer() {
         let k = |uuid: &str, name: &str| super::lvm_kind(uuid, name);
-        assert_eq!(k("LVM-aaaa-tpool", "vg-pool-tpool"), [StackLayer::Thin]);
-        assert_eq!(k("LVM-aaaa", "vg-pool_tmeta"), [StackLayer::Thin]);
-        assert_eq!(k("LVM-aaaa", "vg-root_corig"), [StackLayer::Cache]);
-        assert_eq!(k("LVM-aaaa", "vg-fast_cpool_cdata"), [StackLayer::Cache]);
-        // A linear LV, a raid1 LV's image, a snapshot's origin, a writecache's origin.
+        assert_eq!(k("LVM-aaaa-tpool", "vg-pool-tpool"), (vec![StackLayer::Thin], vec!["dm_thin_pool"]));
+        assert_eq!(k("LVM-aaaa", "vg-pool_tmeta").0, [StackLayer::Thin]);
+        assert_eq!(k("LVM-aaaa", "vg-root_corig"), (vec![StackLayer::Cache], vec!["dm_cache", "dm_cache_smq"]));
+        assert_eq!(k("LVM-aaaa", "vg-fast_cpool_cdata").0, [StackLayer::Cache]);
+        assert_eq!(k("LVM-aaaa", "vg-r_rimage_0"), (vec![], vec!["dm_raid", "raid1"]));
+        assert_eq!(k("LVM-aaaa", "vg-r_rmeta_12").1, ["dm_raid", "raid1"]);
+        assert_eq!(k("LVM-aaaa-cow", "vg-snap-cow"), (vec![], vec!["dm_snapshot"]));
+        // A linear LV, names that only look like sub-LVs, a writecache's origin.
         for (u, n) in
-            [("LVM-a", "vg-root"), ("LVM-a", "vg-r_rimage_0"), ("LVM-a-real", "vg-o-real"), ("LVM-a", "vg-w_wcorig")]
+            [("LVM-a", "vg-root"), ("LVM-a", "vg-r_rimage_"), ("LVM-a", "vg-r_rimage_x"), ("LVM-a", "vg-w_wcorig")]
         {
-            assert!(k(u, n).is_empty(), "{n}");
+            assert_eq!(k(u, n), (vec![], vec![]), "{n}");
         }
     }
-    use super::*;
 
     #[test]
     fn parses_mountinfo() {
