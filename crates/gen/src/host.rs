@@ -697,7 +697,12 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
     if let Some(uuid) = read_trim(&dev.join("dm/uuid")) {
         f.stack.insert(StackLayer::Dm);
         f.modules.insert("dm_mod".into());
-        if uuid.starts_with("CRYPT-") {
+        if uuid.starts_with("CRYPT-SUBDEV-") || uuid.starts_with("CRYPT-INTEGRITY-") {
+            // dm-integrity: under a LUKS2 container formatted with --integrity (cryptsetup's
+            // subdevice, its tags checked by an AEAD such as authenc(hmac(sha256),xts(aes)),
+            // which the kernel asks /init for as it needs its parts), or standalone.
+            f.modules.extend(["dm_integrity", "authenc", "hmac"].map(String::from));
+        } else if uuid.starts_with("CRYPT-") {
             f.stack.insert(StackLayer::Crypt);
             f.modules.insert("dm_crypt".into());
             let name = read_trim(&dev.join("dm/name"))

@@ -738,6 +738,7 @@ fn boot_luks_lvm_and_md_roots() {
 }
 
 const BCACHE_ROOT_UUID: &str = "bcbcbcbc-1111-2222-3333-444444444444";
+const INTEGRITY_ROOT_UUID: &str = "1e1e1e1e-1111-2222-3333-444444444444";
 
 /// The disks of [`boot_lvm_pools_and_bcache`], made once by one prep VM and kept in the test
 /// cache by a hash of what makes them: vgs on vda and vdb (a thin LV in a thin pool, a raid1
@@ -745,9 +746,11 @@ const BCACHE_ROOT_UUID: &str = "bcbcbcbc-1111-2222-3333-444444444444";
 /// with `/kind` naming it); vgbad on vdc (a thin LV in a pool whose metadata was swapped for
 /// an LV with text written over its superblock: its check fails; lvm does not check a pool
 /// whose superblock is all zeros, and the kernel formats that afresh); bcache on vdd (backing, writethrough) and vde (its cache),
-/// the root tree on /dev/bcache0.
+/// the root tree on /dev/bcache0; a LUKS2 container formatted with `--integrity hmac-sha256`
+/// on vdf (dm-integrity under dm-crypt).
 fn pool_disks(kver: &str, tree: &Path) -> Option<PathBuf> {
-    const DISKS: [(&str, u32); 5] = [("vgs1", 128), ("vgs2", 128), ("bad", 64), ("back", 64), ("cache", 32)];
+    const DISKS: [(&str, u32); 6] =
+        [("vgs1", 128), ("vgs2", 128), ("bad", 64), ("back", 64), ("cache", 32), ("integrity", 32)];
     let lvc = "$lvm lvcreate -y --config \"$C\"";
     let body = format!(
         "mk() {{ mkdir -p /tmp/t-$1 && cp -a /roottree/. /tmp/t-$1/ && echo $1 > /tmp/t-$1/kind && \
@@ -774,17 +777,24 @@ fn pool_disks(kver: &str, tree: &Path) -> Option<PathBuf> {
          mkdir -p /tmp/t-b && cp -a /roottree/. /tmp/t-b/ && echo bcache > /tmp/t-b/kind && \
          $mke2fs -q -t ext4 -U {BCACHE_ROOT_UUID} -d /tmp/t-b /dev/bcache0 && sync && \
          echo 1 > /sys/block/bcache0/bcache/stop && for s in /sys/fs/bcache/*-*; do echo 1 > $s/stop; done && \
+         printf %s '{PASS}' > /tmp/key && \
+         $cryptsetup luksFormat --batch-mode --type luks2 --integrity hmac-sha256 --pbkdf pbkdf2 \
+           --pbkdf-force-iterations 1000 --key-file /tmp/key /dev/vdf && \
+         $cryptsetup open --key-file /tmp/key /dev/vdf integ && mkdir -p /tmp/t-i && cp -a /roottree/. /tmp/t-i/ && \
+         echo luks2-hmac-sha256 > /tmp/t-i/kind && \
+         $mke2fs -q -t ext4 -U {INTEGRITY_ROOT_UUID} -d /tmp/t-i /dev/mapper/integ && $cryptsetup close integ && \
          sleep 1 && sync && echo PREP-DONE"
     );
-    let tools = ["lvm", "mke2fs", "make-bcache", "thin_check", "cache_check"];
+    let tools = ["lvm", "mke2fs", "make-bcache", "thin_check", "cache_check", "cryptsetup"];
     let mut modules = common::prep::STACK_MODULES.to_vec();
     modules.extend(["dm_thin_pool", "dm_raid", "raid1", "dm_cache", "dm_cache_smq", "dm_snapshot", "bcache", "ext4"]);
+    modules.extend(["dm_integrity", "authenc", "hmac"]);
     let tree_key: Vec<String> = describe(tree);
     let key = common::scenario::key_of(&[b"lvm-pools-bcache-1", body.as_bytes(), tree_key.join("\n").as_bytes()]);
     let mut skipped = false;
     let dir = common::scenario::cached("disks", &key, |d| {
         let t = TempDir::new("pool-prep");
-        let Some(prep) = common::prep::image(t.path(), kver, &tools, &modules, "vde", &body, Some(tree)) else {
+        let Some(prep) = common::prep::image(t.path(), kver, &tools, &modules, "vdf", &body, Some(tree)) else {
             skipped = true;
             return;
         };
@@ -810,7 +820,8 @@ fn pool_disks(kver: &str, tree: &Path) -> Option<PathBuf> {
 /// raid1, cached and snapshot LVs too and reads them), a raid1 LV, a cached LV and a
 /// snapshot; bcache by UUID of the file system on /dev/bcache0; and the two failures, each
 /// ending in its diagnosis: a thin pool whose metadata check fails, and bcache's backing
-/// device without its cache device.
+/// device without its cache device. And a root in a LUKS2 container with `--integrity
+/// hmac-sha256`.
 fn boot_lvm_pools_and_bcache() {
     if !tools_ok() || ["make-bcache", "thin_check", "cache_check"].iter().any(|t| !have(t)) {
         skip::<()>("needs make-bcache (bcache-tools), thin_check and cache_check (thin-provisioning-tools)");
@@ -885,6 +896,16 @@ fn boot_lvm_pools_and_bcache() {
         &disk("back"),
         &["vda (bcache backing device", "is not started: its cache set", "leanrd waits for the cache device"],
     ));
+    // LUKS2 with authenticated encryption: the passphrase typed, the container (and the
+    // dm-integrity device under it) opened by cryptsetup, the root found by its UUID.
+    let mut integrity = boot(
+        "luks2_integrity_root",
+        &format!("quiet root=UUID={INTEGRITY_ROOT_UUID}"),
+        &disk("integrity"),
+        &["Enter passphrase", MARK, "luks2-hmac-sha256"],
+    );
+    integrity.answer = Some(PASS);
+    boots.push(integrity);
     // One at a time: these run beside the other tests' VMs.
     let mut failed = Vec::new();
     for b in boots {
