@@ -1,6 +1,7 @@
 //! The boot proof: on fixture machines (virtio, NVMe, AHCI, USB storage, btrfs @ on one NVMe
 //! disk and on two disks, LUKS on virtio and on NVMe with a USB keyboard, md RAID1, LVM, a thin
-//! LV, bcache) leanrd's host-only image proves its boot; built without a driver the machine needs
+//! LV, bcache, LUKS2 with --integrity) leanrd's host-only image proves its boot; built without a
+//! driver the machine needs
 //! (`--omit-module`), the build fails naming it and leaves the previous image byte for byte;
 //! `leanrd verify` says the same of both images.
 
@@ -83,6 +84,23 @@ fn bcache(t: &TempDir) -> Fixture {
     f
 }
 
+/// A root in a LUKS2 container formatted with `--integrity`: sda3_crypt (dm-1) on cryptsetup's
+/// integrity subdevice sda3_crypt_dif (dm-0) on vda3, with a keyboard.
+fn luks_integrity(t: &TempDir) -> Fixture {
+    let f = keyboard_host_on(t, None, false);
+    fs::write(
+        f.root.join("proc/self/mountinfo"),
+        "25 1 253:1 / / rw,relatime shared:1 - ext4 /dev/mapper/sda3_crypt rw\n26 25 0:5 / /proc rw - proc proc rw\n",
+    )
+    .unwrap();
+    let hex = "0c0c0c0c11114222833377777777777";
+    f.dm("dm-0", &format!("CRYPT-SUBDEV-{hex}7-sda3_crypt_dif"), &["pci0000:00/0000:00:04.0/virtio1/block/vda/vda3"])
+        .dm_name("dm-0", "sda3_crypt_dif", "253:0")
+        .dm("dm-1", &format!("CRYPT-LUKS2-{hex}7-sda3_crypt"), &["virtual/block/dm-0"])
+        .dm_name("dm-1", "sda3_crypt", "253:1");
+    f
+}
+
 /// A btrfs root in subvolume @ on one NVMe disk, as distributions install it: mountinfo
 /// shows an anonymous device (0:31); the member is found through /sys/fs/btrfs.
 fn btrfs_nvme(t: &TempDir, name: &str) -> Fixture {
@@ -119,6 +137,7 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
     let t = TempDir::new("proof");
     let luks = TempDir::new("proof-luks");
     let luks2 = TempDir::new("proof-luks2");
+    let integ = TempDir::new("proof-integrity");
     let machines: Vec<(&str, Fixture, &str)> = vec![
         ("virtio-blk ext4", virtio_ext4(&t), "virtio_blk"),
         ("NVMe xfs", nvme_base(&t, "nvme", "22 1 259:2 / / rw - xfs /dev/nvme0n1p2 rw\n"), "nvme"),
@@ -131,6 +150,7 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         ("LVM on virtio", lvm(&t), "dm_mod"),
         ("a thin LV on virtio", lvm_thin(&t), "dm_thin_pool"),
         ("bcache on virtio", bcache(&t), "bcache"),
+        ("LUKS2 with --integrity on virtio", luks_integrity(&integ), "dm_integrity"),
         ("NFS root over virtio-net", nfs_virtio(&t, "nfs"), "virtio_net"),
         ("NFS root (its client)", nfs_virtio(&t, "nfs-client"), "nfsv4"),
         ("root on an iSCSI LUN over virtio-net", iscsi_virtio(&t, "iscsi"), "virtio_net"),
