@@ -49,11 +49,13 @@ pub enum Capability {
     Plymouth,
     /// Register bcache backing and cache devices with the kernel (sysfs `register`), no program.
     Bcache,
+    /// Open standalone dm-integrity devices (integritysetup, with /etc/integritytab's options).
+    Integrity,
 }
 
 impl Capability {
     /// Every capability, for looking names up and listing the known ones.
-    pub const ALL: [Capability; 13] = [
+    pub const ALL: [Capability; 14] = [
         Capability::Luks,
         Capability::Lvm,
         Capability::Md,
@@ -67,6 +69,7 @@ impl Capability {
         Capability::Ssh,
         Capability::Plymouth,
         Capability::Bcache,
+        Capability::Integrity,
     ];
 
     /// The capability's name: what a feature's `init =` and the configuration's `layer` line spell.
@@ -85,6 +88,7 @@ impl Capability {
             Capability::Ssh => "ssh",
             Capability::Plymouth => "plymouth",
             Capability::Bcache => "bcache",
+            Capability::Integrity => "integrity",
         }
     }
 

@@ -702,6 +702,9 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
             // subdevice, its tags checked by an AEAD such as authenc(hmac(sha256),xts(aes)),
             // which the kernel asks /init for as it needs its parts), or standalone.
             f.modules.extend(["dm_integrity", "authenc", "hmac"].map(String::from));
+            if uuid.starts_with("CRYPT-INTEGRITY-") {
+                f.stack.insert(StackLayer::Integrity);
+            }
         } else if uuid.starts_with("CRYPT-") {
             f.stack.insert(StackLayer::Crypt);
             f.modules.insert("dm_crypt".into());

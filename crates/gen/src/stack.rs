@@ -27,6 +27,8 @@ pub enum StackLayer {
     Cache,
     /// A bcache device: a backing device cached by a cache set.
     Bcache,
+    /// A standalone dm-integrity device.
+    Integrity,
 }
 
 /// What one layer is and what booting through it takes.
@@ -107,6 +109,13 @@ pub const LAYERS: &[LayerDef] = &[
         doc: "a bcache device (/dev/bcacheN): its backing and cache devices registered by /init through sysfs",
         program: None,
         capability: Some(Capability::Bcache),
+    },
+    LayerDef {
+        layer: StackLayer::Integrity,
+        name: "integrity",
+        doc: "a standalone dm-integrity device, opened by integritysetup with /etc/integritytab's options",
+        program: Some("integritysetup"),
+        capability: Some(Capability::Integrity),
     },
 ];
 

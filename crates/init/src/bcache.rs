@@ -31,10 +31,7 @@ pub fn register(init: &mut Init, devs: &[Dev]) {
             // Registered meanwhile (by the kernel's own scan, or a second path).
             Err(sys::Errno::BUSY) | Err(sys::Errno::EXIST) => {}
             Err(e) => {
-                let n = format!("bcache: {REGISTER}: cannot register {dev}: {}", sys::strerror(e));
-                if !init.notes.contains(&n) {
-                    init.notes.push(n);
-                }
+                crate::stack::note(init, format!("bcache: {REGISTER}: cannot register {dev}: {}", sys::strerror(e)));
             }
         }
     }

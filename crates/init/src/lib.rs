@@ -34,6 +34,7 @@ pub mod exitrd;
 pub mod font;
 pub mod fsck;
 pub mod http;
+pub mod integrity;
 pub mod iscsi;
 pub mod isomd5;
 pub mod keymap;

@@ -64,6 +64,8 @@ pub const MD_MEMBER: &str = "linux_raid_member";
 /// The type blkid gives an LVM physical volume.
 pub const LVM_MEMBER: &str = "LVM2_member";
 
+/// The type blkid gives a standalone dm-integrity device (its superblock's magic `integrt` at 0).
+pub const INTEGRITY: &str = "DM_integrity";
 /// The type blkid gives a bcache backing or cache device.
 pub const BCACHE: &str = "bcache";
 /// Where a bcache superblock is (sector 8), and how much of it [`BcacheSb::parse`] reads.
@@ -121,7 +123,8 @@ impl BcacheSb {
 }
 
 /// A member of a block stack: an md superblock (v1.1 at 0, v1.2 at 4 KiB, v1.0 near the end,
-/// v0.90 in the last 64 KiB), a bcache superblock (at 4 KiB) or an LVM2 label (in one of the first four sectors). Checked
+/// v0.90 in the last 64 KiB), a bcache superblock (at 4 KiB), a dm-integrity superblock (at 0) or an
+/// LVM2 label (in one of the first four sectors). Checked
 /// before file systems: a RAID1 member with metadata at the end also looks like the file
 /// system it mirrors, and must not be mounted as that.
 fn stack_member(f: rustix::fd::BorrowedFd<'_>) -> Option<&'static str> {
@@ -140,6 +143,9 @@ fn stack_member(f: rustix::fd::BorrowedFd<'_>) -> Option<&'static str> {
         return Some(BCACHE);
     }
     let head = read_at(f, 0, 2048)?;
+    if head.starts_with(b"integrt\0") {
+        return Some(INTEGRITY);
+    }
     let lvm = head.chunks(512).any(|s| s.len() >= 32 && &s[0..8] == b"LABELONE" && &s[24..32] == b"LVM2 001");
     lvm.then_some(LVM_MEMBER)
 }
@@ -393,6 +399,19 @@ mod tests {
             }
             let _ = BcacheSb::parse(&x);
         }
+    }
+
+    /// A dm-integrity superblock at 0 makes a stack member, whatever follows it.
+    #[test]
+    fn finds_a_dm_integrity_device() {
+        let t = tempfile::tempdir().unwrap();
+        let mut img = std::vec![0u8; 1 << 20];
+        img[..8].copy_from_slice(b"integrt\0");
+        img[1024 + 56..1024 + 58].copy_from_slice(&[0x53, 0xEF]);
+        let p = t.path().join("int");
+        std::fs::write(&p, &img).unwrap();
+        let f = crate::sys::open(p.to_str().unwrap()).unwrap();
+        assert_eq!(probe_fs(&f).fstype.as_deref(), Some(INTEGRITY));
     }
 
     /// md superblocks (every version's place) and LVM2 labels make a stack member, ahead of

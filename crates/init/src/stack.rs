@@ -1,6 +1,6 @@
 //! The block stack the image can assemble — LUKS (cryptsetup, in [`crate::luks`]), LVM (lvm,
-//! with thin_check and cache_check for its pools), md RAID (mdadm), bcache (in
-//! [`crate::bcache`]) — each only when the configuration has its
+//! with thin_check and cache_check for its pools), md RAID (mdadm), standalone dm-integrity
+//! (integritysetup, in [`crate::integrity`]), bcache (in [`crate::bcache`]) — each only when the configuration has its
 //! [`Layer`](leanrd_contract::Layer), with the modules the layer lists loaded first.
 
 use alloc::format;
@@ -40,6 +40,9 @@ fn activate(init: &mut Init, devs: &[Dev]) {
     let has = |t: &str| devs.iter().any(|d| d.probe.fstype.as_deref() == Some(t));
     if !init.cmd.no_md && has(probe::MD_MEMBER) && prepare(init, Capability::Md) {
         helper(init, "mdadm", &["--assemble", "--scan", "--run"]);
+    }
+    if has(probe::INTEGRITY) && prepare(init, Capability::Integrity) {
+        crate::integrity::open(init, devs);
     }
     if has(probe::BCACHE) && prepare(init, Capability::Bcache) {
         crate::bcache::register(init, devs);
@@ -104,7 +107,7 @@ fn lvm_problems(said: &str) -> Vec<String> {
 }
 
 /// A note for the diagnosis, once (the stack is looked at again on every pass).
-fn note(init: &mut Init, n: String) {
+pub(crate) fn note(init: &mut Init, n: String) {
     if !init.notes.contains(&n) {
         init.notes.push(n);
     }

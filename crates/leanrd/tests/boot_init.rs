@@ -739,6 +739,7 @@ fn boot_luks_lvm_and_md_roots() {
 
 const BCACHE_ROOT_UUID: &str = "bcbcbcbc-1111-2222-3333-444444444444";
 const INTEGRITY_ROOT_UUID: &str = "1e1e1e1e-1111-2222-3333-444444444444";
+const DM_INTEGRITY_ROOT_UUID: &str = "1e1e1e1e-5555-6666-7777-888888888888";
 
 /// The disks of [`boot_lvm_pools_and_bcache`], made once by one prep VM and kept in the test
 /// cache by a hash of what makes them: vgs on vda and vdb (a thin LV in a thin pool, a raid1
@@ -747,10 +748,18 @@ const INTEGRITY_ROOT_UUID: &str = "1e1e1e1e-1111-2222-3333-444444444444";
 /// an LV with text written over its superblock: its check fails; lvm does not check a pool
 /// whose superblock is all zeros, and the kernel formats that afresh); bcache on vdd (backing, writethrough) and vde (its cache),
 /// the root tree on /dev/bcache0; a LUKS2 container formatted with `--integrity hmac-sha256`
-/// on vdf (dm-integrity under dm-crypt).
+/// on vdf (dm-integrity under dm-crypt); a standalone dm-integrity device on vdg (crc32c tags,
+/// a journal: integritysetup's defaults).
 fn pool_disks(kver: &str, tree: &Path) -> Option<PathBuf> {
-    const DISKS: [(&str, u32); 6] =
-        [("vgs1", 128), ("vgs2", 128), ("bad", 64), ("back", 64), ("cache", 32), ("integrity", 32)];
+    const DISKS: [(&str, u32); 7] = [
+        ("vgs1", 128),
+        ("vgs2", 128),
+        ("bad", 64),
+        ("back", 64),
+        ("cache", 32),
+        ("integrity", 32),
+        ("dm-integrity", 32),
+    ];
     let lvc = "$lvm lvcreate -y --config \"$C\"";
     let body = format!(
         "mk() {{ mkdir -p /tmp/t-$1 && cp -a /roottree/. /tmp/t-$1/ && echo $1 > /tmp/t-$1/kind && \
@@ -783,18 +792,22 @@ fn pool_disks(kver: &str, tree: &Path) -> Option<PathBuf> {
          $cryptsetup open --key-file /tmp/key /dev/vdf integ && mkdir -p /tmp/t-i && cp -a /roottree/. /tmp/t-i/ && \
          echo luks2-hmac-sha256 > /tmp/t-i/kind && \
          $mke2fs -q -t ext4 -U {INTEGRITY_ROOT_UUID} -d /tmp/t-i /dev/mapper/integ && $cryptsetup close integ && \
+         $integritysetup format --batch-mode /dev/vdg && $integritysetup open /dev/vdg prepint && \
+         mkdir -p /tmp/t-d && cp -a /roottree/. /tmp/t-d/ && echo dm-integrity-crc32c > /tmp/t-d/kind && \
+         $mke2fs -q -t ext4 -U {DM_INTEGRITY_ROOT_UUID} -d /tmp/t-d /dev/mapper/prepint && \
+         $integritysetup close prepint && \
          sleep 1 && sync && echo PREP-DONE"
     );
-    let tools = ["lvm", "mke2fs", "make-bcache", "thin_check", "cache_check", "cryptsetup"];
+    let tools = ["lvm", "mke2fs", "make-bcache", "thin_check", "cache_check", "cryptsetup", "integritysetup"];
     let mut modules = common::prep::STACK_MODULES.to_vec();
     modules.extend(["dm_thin_pool", "dm_raid", "raid1", "dm_cache", "dm_cache_smq", "dm_snapshot", "bcache", "ext4"]);
-    modules.extend(["dm_integrity", "authenc", "hmac"]);
+    modules.extend(["dm_integrity", "authenc", "hmac", "crc32c_generic"]);
     let tree_key: Vec<String> = describe(tree);
     let key = common::scenario::key_of(&[b"lvm-pools-bcache-1", body.as_bytes(), tree_key.join("\n").as_bytes()]);
     let mut skipped = false;
     let dir = common::scenario::cached("disks", &key, |d| {
         let t = TempDir::new("pool-prep");
-        let Some(prep) = common::prep::image(t.path(), kver, &tools, &modules, "vdf", &body, Some(tree)) else {
+        let Some(prep) = common::prep::image(t.path(), kver, &tools, &modules, "vdg", &body, Some(tree)) else {
             skipped = true;
             return;
         };
@@ -821,7 +834,7 @@ fn pool_disks(kver: &str, tree: &Path) -> Option<PathBuf> {
 /// snapshot; bcache by UUID of the file system on /dev/bcache0; and the two failures, each
 /// ending in its diagnosis: a thin pool whose metadata check fails, and bcache's backing
 /// device without its cache device. And a root in a LUKS2 container with `--integrity
-/// hmac-sha256`.
+/// hmac-sha256`, and one on a standalone dm-integrity device (with and without integritytab).
 fn boot_lvm_pools_and_bcache() {
     if !tools_ok() || ["make-bcache", "thin_check", "cache_check"].iter().any(|t| !have(t)) {
         skip::<()>("needs make-bcache (bcache-tools), thin_check and cache_check (thin-provisioning-tools)");
@@ -906,6 +919,36 @@ fn boot_lvm_pools_and_bcache() {
     );
     integrity.answer = Some(PASS);
     boots.push(integrity);
+    // Standalone dm-integrity: found by the file system's UUID, opened under integritysetup's
+    // defaults as integrity-vda; then under the name a system's /etc/integritytab gives it (a
+    // universal image of a sysroot that has the table).
+    boots.push(boot(
+        "dm_integrity_root",
+        &format!("quiet root=UUID={DM_INTEGRITY_ROOT_UUID}"),
+        &disk("dm-integrity"),
+        &[MARK, "integrity-vda dm-integrity-crc32c"],
+    ));
+    let sr = host_sysroot(
+        &t,
+        "sr-integritytab",
+        &[("integritytab", b"# name device key options\nintroot /dev/vda -\n", 0o644)],
+    );
+    let univ_tab = t.join("universal-integritytab.img");
+    ok(leanrd()
+        .args(["build", "-k", &kver, "--universal", "--init"])
+        .arg(&init)
+        .arg("--sysroot")
+        .arg(&sr)
+        .arg("-o")
+        .arg(&univ_tab));
+    let mut tab = boot(
+        "dm_integrity_root_by_integritytab",
+        "quiet root=/dev/mapper/introot",
+        &disk("dm-integrity"),
+        &[MARK, "introot dm-integrity-crc32c"],
+    );
+    tab.image = univ_tab;
+    boots.push(tab);
     // One at a time: these run beside the other tests' VMs.
     let mut failed = Vec::new();
     for b in boots {
