@@ -1,8 +1,7 @@
 //! The boot proof: on fixture machines (virtio, NVMe, AHCI, USB storage, btrfs @ on one NVMe
 //! disk and on two disks, LUKS on virtio and on NVMe with a USB keyboard, md RAID1, LVM, a thin
-//! LV, bcache, LUKS2 with --integrity) leanrd's host-only image proves its boot; built without a
-//! driver the machine needs
-//! (`--omit-module`), the build fails naming it and leaves the previous image byte for byte;
+//! LV, bcache, LUKS2 with --integrity, dm-integrity) leanrd's host-only image proves its boot;
+//! built without a driver the machine needs (`--omit-module`), the build fails naming it and leaves the previous image byte for byte;
 //! `leanrd verify` says the same of both images.
 
 mod common;
@@ -101,6 +100,20 @@ fn luks_integrity(t: &TempDir) -> Fixture {
     f
 }
 
+/// An ext4 root on a standalone dm-integrity device (integritysetup's, dm-0) on a virtio disk's
+/// second partition.
+fn dm_integrity(t: &TempDir) -> Fixture {
+    let f = Fixture::new(t, "dm-integrity", "22 1 253:0 / / rw - ext4 /dev/mapper/introot rw\n");
+    let vda2 = "pci0000:00/0000:00:04.0/virtio1/block/vda/vda2";
+    f.dev("pci0000:00/0000:00:04.0", Some(VIRTIO_PCI), Some("virtio-pci"))
+        .dev("pci0000:00/0000:00:04.0/virtio1", Some("virtio:d00000002v00001AF4"), Some("virtio_blk"))
+        .block("pci0000:00/0000:00:04.0/virtio1/block/vda", "254:0", false)
+        .block(vda2, "254:2", true)
+        .dm("dm-0", "CRYPT-INTEGRITY-introot", &[vda2])
+        .dm_name("dm-0", "introot", "253:0");
+    f
+}
+
 /// A btrfs root in subvolume @ on one NVMe disk, as distributions install it: mountinfo
 /// shows an anonymous device (0:31); the member is found through /sys/fs/btrfs.
 fn btrfs_nvme(t: &TempDir, name: &str) -> Fixture {
@@ -129,7 +142,7 @@ fn ahci(t: &TempDir) -> Fixture {
 #[test]
 fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
     let Some(k) = kver() else { return };
-    let need = ["cryptsetup", "lvm", "mdadm", "iscsistart", "thin_check"];
+    let need = ["cryptsetup", "lvm", "mdadm", "iscsistart", "thin_check", "integritysetup"];
     if need.iter().any(|t| !have(t)) {
         skip::<()>(&format!("needs {need:?} (the stacks' programs go into the images)"));
         return;
@@ -150,6 +163,7 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         ("LVM on virtio", lvm(&t), "dm_mod"),
         ("a thin LV on virtio", lvm_thin(&t), "dm_thin_pool"),
         ("bcache on virtio", bcache(&t), "bcache"),
+        ("dm-integrity on virtio", dm_integrity(&t), "dm_integrity"),
         ("LUKS2 with --integrity on virtio", luks_integrity(&integ), "dm_integrity"),
         ("NFS root over virtio-net", nfs_virtio(&t, "nfs"), "virtio_net"),
         ("NFS root (its client)", nfs_virtio(&t, "nfs-client"), "nfsv4"),
@@ -179,6 +193,10 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         let (ok, out) = verify(&k, f, &img);
         assert!(ok && out.contains("boots this machine"), "{name}: verify: {out}");
         // The thin pool's checker is in the image for lvm (and lvm-thin's feature detected).
+        if name.starts_with("dm-integrity") {
+            let ls = String::from_utf8(common::ok(leanrd().arg("ls").arg(&img))).unwrap();
+            assert!(ls.contains("sbin/integritysetup"), "{name}: {ls}");
+        }
         if name.contains("thin LV") {
             let ls = String::from_utf8(common::ok(leanrd().arg("ls").arg(&img))).unwrap();
             assert!(ls.contains("sbin/thin_check") && !ls.contains("sbin/cache_check"), "{name}: {ls}");
