@@ -1,8 +1,8 @@
 //! The boot proof: on fixture machines (virtio, NVMe, AHCI, USB storage, btrfs @ on one NVMe
 //! disk and on two disks, LUKS on virtio and on NVMe with a USB keyboard, md RAID1, LVM, a thin
 //! LV, bcache, LUKS2 with --integrity, dm-integrity) leanrd's host-only image proves its boot;
-//! built without a driver the machine needs (`--omit-module`), the build fails naming it and leaves the previous image byte for byte;
-//! `leanrd verify` says the same of both images.
+//! built without a driver the machine needs (`--omit-module`), the build fails naming it and
+//! leaves the previous image byte for byte; `leanrd verify` says the same of both images.
 
 mod common;
 
