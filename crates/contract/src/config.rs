@@ -47,11 +47,15 @@ pub enum Capability {
     /// Show plymouth's splash when the command line asks (`splash`): plymouthd started once the
     /// display's driver (the layer's modules) is there, passphrases asked through it.
     Plymouth,
+    /// Register bcache backing and cache devices with the kernel (sysfs `register`), no program.
+    Bcache,
+    /// Open standalone dm-integrity devices (integritysetup, with /etc/integritytab's options).
+    Integrity,
 }
 
 impl Capability {
     /// Every capability, for looking names up and listing the known ones.
-    pub const ALL: [Capability; 12] = [
+    pub const ALL: [Capability; 14] = [
         Capability::Luks,
         Capability::Lvm,
         Capability::Md,
@@ -64,6 +68,8 @@ impl Capability {
         Capability::Clevis,
         Capability::Ssh,
         Capability::Plymouth,
+        Capability::Bcache,
+        Capability::Integrity,
     ];
 
     /// The capability's name: what a feature's `init =` and the configuration's `layer` line spell.
@@ -81,6 +87,8 @@ impl Capability {
             Capability::Clevis => "clevis",
             Capability::Ssh => "ssh",
             Capability::Plymouth => "plymouth",
+            Capability::Bcache => "bcache",
+            Capability::Integrity => "integrity",
         }
     }
 

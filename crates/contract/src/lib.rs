@@ -29,6 +29,7 @@ mod escape;
 pub mod exitrd;
 pub mod font;
 mod fstab;
+mod integritytab;
 mod iscsi;
 pub mod luks2;
 mod nvmf;
@@ -42,6 +43,7 @@ pub use crypttab::{
 pub use device::{DeviceRef, DeviceRefError, unescape_udev};
 pub use font::{FONT_DIR, Psf};
 pub use fstab::{FstabEntry, NOT_BLOCK_FSTYPES, fstab_entries, fstab_entry, unescape_octal};
+pub use integritytab::{INTEGRITYTAB, IntegrityEntry, parse_integritytab};
 pub use iscsi::{Chap, ISCSI_PORT, IscsiError, IscsiTarget, redact_secrets};
 pub use nvmf::{DISCOVERY_NQN, NVMF_DISCOVERY_PORT, NVMF_PORT, NvmfError, NvmfTarget, option_value};
 pub use root::{LiveRoot, NfsRoot, NfsVersion, Root, RootError, RootFeature, RootKind};

@@ -655,6 +655,35 @@ fn btrfs_members(root: &Path, m: &Mount) -> Vec<PathBuf> {
     Vec::new()
 }
 
+/// The LVM layers a device-mapper device of LVM's is part of, and the modules its target
+/// needs, from what LVM names it: a thin pool's device has the layer suffix `-tpool` on its
+/// dm UUID (`-pool` on the pool LV's own), its sub-LVs end in `_tdata`/`_tmeta`; a cache
+/// LV's sub-LVs end in `_corig`, `_cdata` and `_cmeta`; a raid1 LV's in `_rimage_N` and
+/// `_rmeta_N`; a snapshot's origin and exception store have the layer suffixes `-real` and
+/// `-cow`. lvm refuses LV names that contain these, so a user's LV is never mistaken for one.
+pub(crate) fn lvm_kind(uuid: &str, dm_name: &str) -> (Vec<StackLayer>, Vec<&'static str>) {
+    let (mut layers, mut modules) = (Vec::new(), Vec::new());
+    let sub = |suffixes: &[&str]| suffixes.iter().any(|x| dm_name.ends_with(x));
+    let image = |kind: &str| {
+        dm_name.rsplit_once(kind).is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if uuid.ends_with("-tpool") || uuid.ends_with("-pool") || sub(&["_tdata", "_tmeta"]) {
+        layers.push(StackLayer::Thin);
+        modules.push("dm_thin_pool");
+    }
+    if sub(&["_corig", "_cdata", "_cmeta"]) {
+        layers.push(StackLayer::Cache);
+        modules.extend(["dm_cache", "dm_cache_smq"]);
+    }
+    if image("_rimage_") || image("_rmeta_") {
+        modules.extend(["dm_raid", "raid1"]);
+    }
+    if uuid.ends_with("-real") || uuid.ends_with("-cow") {
+        modules.push("dm_snapshot");
+    }
+    (layers, modules)
+}
+
 fn read_trim(p: &Path) -> Option<String> {
     fs::read_to_string(p).ok().map(|s| s.trim().to_string())
 }
@@ -668,7 +697,15 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
     if let Some(uuid) = read_trim(&dev.join("dm/uuid")) {
         f.stack.insert(StackLayer::Dm);
         f.modules.insert("dm_mod".into());
-        if uuid.starts_with("CRYPT-") {
+        if uuid.starts_with("CRYPT-SUBDEV-") || uuid.starts_with("CRYPT-INTEGRITY-") {
+            // dm-integrity: under a LUKS2 container formatted with --integrity (cryptsetup's
+            // subdevice, its tags checked by an AEAD such as authenc(hmac(sha256),xts(aes)),
+            // which the kernel asks /init for as it needs its parts), or standalone.
+            f.modules.extend(["dm_integrity", "authenc", "hmac"].map(String::from));
+            if uuid.starts_with("CRYPT-INTEGRITY-") {
+                f.stack.insert(StackLayer::Integrity);
+            }
+        } else if uuid.starts_with("CRYPT-") {
             f.stack.insert(StackLayer::Crypt);
             f.modules.insert("dm_crypt".into());
             let name = read_trim(&dev.join("dm/name"))
@@ -683,7 +720,17 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
             }
         } else if uuid.starts_with("LVM-") {
             f.stack.insert(StackLayer::Lvm);
+            let name = read_trim(&dev.join("dm/name")).unwrap_or_default();
+            let (layers, modules) = lvm_kind(&uuid, &name);
+            f.stack.extend(layers);
+            f.modules.extend(modules.iter().map(|m| m.to_string()));
         }
+    }
+    // A bcache device: its backing device is its slave; the cache set's devices are found
+    // by /init at boot (registered with the backing device, whatever their names).
+    if dev.join("bcache").is_dir() && dev.file_name().is_some_and(|n| n.to_string_lossy().starts_with("bcache")) {
+        f.stack.insert(StackLayer::Bcache);
+        f.modules.insert("bcache".into());
     }
     if let Some(level) = read_trim(&dev.join("md/level")) {
         f.stack.insert(StackLayer::Md);
@@ -956,6 +1003,24 @@ pub(crate) fn detect_keyboards(root: &Path, f: &mut Facts) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lvm_sub_lvs_name_their_layer() {
+        let k = |uuid: &str, name: &str| super::lvm_kind(uuid, name);
+        assert_eq!(k("LVM-aaaa-tpool", "vg-pool-tpool"), (vec![StackLayer::Thin], vec!["dm_thin_pool"]));
+        assert_eq!(k("LVM-aaaa", "vg-pool_tmeta").0, [StackLayer::Thin]);
+        assert_eq!(k("LVM-aaaa", "vg-root_corig"), (vec![StackLayer::Cache], vec!["dm_cache", "dm_cache_smq"]));
+        assert_eq!(k("LVM-aaaa", "vg-fast_cpool_cdata").0, [StackLayer::Cache]);
+        assert_eq!(k("LVM-aaaa", "vg-r_rimage_0"), (vec![], vec!["dm_raid", "raid1"]));
+        assert_eq!(k("LVM-aaaa", "vg-r_rmeta_12").1, ["dm_raid", "raid1"]);
+        assert_eq!(k("LVM-aaaa-cow", "vg-snap-cow"), (vec![], vec!["dm_snapshot"]));
+        // A linear LV, names that only look like sub-LVs, a writecache's origin.
+        for (u, n) in
+            [("LVM-a", "vg-root"), ("LVM-a", "vg-r_rimage_"), ("LVM-a", "vg-r_rimage_x"), ("LVM-a", "vg-w_wcorig")]
+        {
+            assert_eq!(k(u, n), (vec![], vec![]), "{n}");
+        }
+    }
 
     #[test]
     fn parses_mountinfo() {

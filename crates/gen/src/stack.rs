@@ -21,6 +21,14 @@ pub enum StackLayer {
     Iscsi,
     /// A namespace reached over NVMe over TCP.
     Nvmf,
+    /// An LVM thin pool (a thin LV's, or a snapshot's of one).
+    Thin,
+    /// An LVM cache LV (dm-cache).
+    Cache,
+    /// A bcache device: a backing device cached by a cache set.
+    Bcache,
+    /// A standalone dm-integrity device.
+    Integrity,
 }
 
 /// What one layer is and what booting through it takes.
@@ -80,6 +88,34 @@ pub const LAYERS: &[LayerDef] = &[
         doc: "a namespace on an NVMe over TCP subsystem, connected to by the kernel's nvme-tcp",
         program: None,
         capability: Some(Capability::Nvmf),
+    },
+    LayerDef {
+        layer: StackLayer::Thin,
+        name: "thin",
+        doc: "an LVM thin pool: lvm runs thin_check (thin-provisioning-tools) on its metadata before activating it",
+        program: Some("thin_check"),
+        capability: Some(Capability::Lvm),
+    },
+    LayerDef {
+        layer: StackLayer::Cache,
+        name: "cache",
+        doc: "an LVM cache LV (dm-cache): lvm runs cache_check (thin-provisioning-tools) on its metadata first",
+        program: Some("cache_check"),
+        capability: Some(Capability::Lvm),
+    },
+    LayerDef {
+        layer: StackLayer::Bcache,
+        name: "bcache",
+        doc: "a bcache device (/dev/bcacheN): its backing and cache devices registered by /init through sysfs",
+        program: None,
+        capability: Some(Capability::Bcache),
+    },
+    LayerDef {
+        layer: StackLayer::Integrity,
+        name: "integrity",
+        doc: "a standalone dm-integrity device, opened by integritysetup with /etc/integritytab's options",
+        program: Some("integritysetup"),
+        capability: Some(Capability::Integrity),
     },
 ];
 

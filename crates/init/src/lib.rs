@@ -21,6 +21,7 @@
 
 extern crate alloc;
 
+pub mod bcache;
 pub mod boot;
 pub mod btrfs;
 pub mod clevis;
@@ -33,6 +34,7 @@ pub mod exitrd;
 pub mod font;
 pub mod fsck;
 pub mod http;
+pub mod integrity;
 pub mod iscsi;
 pub mod isomd5;
 pub mod keymap;
@@ -127,6 +129,7 @@ impl Init {
         btrfs::mark(self, &mut devs);
         let mut notes: Vec<String> = self.mods.table_error.iter().cloned().collect();
         notes.extend(self.notes.iter().cloned());
+        notes.extend(bcache::waiting());
         let late = self.mods.still_loading();
         if !late.is_empty() {
             notes.push(format!("still loading (their initialisation has not returned): {}", late.join(" ")));

@@ -64,8 +64,67 @@ pub const MD_MEMBER: &str = "linux_raid_member";
 /// The type blkid gives an LVM physical volume.
 pub const LVM_MEMBER: &str = "LVM2_member";
 
+/// The type blkid gives a standalone dm-integrity device (its superblock's magic `integrt` at 0).
+pub const INTEGRITY: &str = "DM_integrity";
+/// The type blkid gives a bcache backing or cache device.
+pub const BCACHE: &str = "bcache";
+/// Where a bcache superblock is (sector 8), and how much of it [`BcacheSb::parse`] reads.
+pub const BCACHE_SB_AT: u64 = 4096;
+/// See [`BCACHE_SB_AT`].
+pub const BCACHE_SB_LEN: usize = 112;
+
+/// What a bcache superblock (the kernel's `struct cache_sb_disk`) says: its magic at 24, the
+/// device's UUID at 40, its cache set's at 56, its label at 72, its version at 16 (1, 4 and
+/// 6 are backing devices; 0, 3 and 5 cache devices), its flags at 104 (a backing device's
+/// state in bits 61-62).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BcacheSb {
+    /// A backing device (else a cache device).
+    pub backing: bool,
+    /// The device's UUID (blkid's UUID=).
+    pub uuid: String,
+    /// The cache set's UUID: the set a cache device is in, or a backing device is attached to
+    /// (when [`BcacheSb::attached`]).
+    pub set_uuid: String,
+    /// A backing device attached to a cache set (its state clean, dirty or stale, not
+    /// detached): the kernel starts it only once that set is registered too.
+    pub attached: bool,
+    /// A backing device whose cache holds data not yet written back (state dirty).
+    pub dirty: bool,
+    /// The label; None: unset.
+    pub label: Option<String>,
+}
+
+impl BcacheSb {
+    /// The superblock in `b` (read at [`BCACHE_SB_AT`]); None when it is not one, or of a
+    /// version this does not know.
+    pub fn parse(b: &[u8]) -> Option<BcacheSb> {
+        const MAGIC: [u8; 16] =
+            [0xc6, 0x85, 0x73, 0xf6, 0x4e, 0x1a, 0x45, 0xca, 0x82, 0x65, 0xf5, 0x7f, 0x48, 0xba, 0x6d, 0x81];
+        if b.len() < BCACHE_SB_LEN || b[24..40] != MAGIC {
+            return None;
+        }
+        let version = u64::from_le_bytes(b[16..24].try_into().ok()?);
+        let backing = match version {
+            1 | 4 | 6 => true,
+            0 | 3 | 5 => false,
+            _ => return None,
+        };
+        let state = (u64::from_le_bytes(b[104..112].try_into().ok()?) >> 61) & 3;
+        Some(BcacheSb {
+            backing,
+            uuid: uuid_str(&b[40..56]),
+            set_uuid: uuid_str(&b[56..72]),
+            label: cstr(&b[72..104]),
+            attached: backing && state != 0,
+            dirty: backing && state == 2,
+        })
+    }
+}
+
 /// A member of a block stack: an md superblock (v1.1 at 0, v1.2 at 4 KiB, v1.0 near the end,
-/// v0.90 in the last 64 KiB) or an LVM2 label (in one of the first four sectors). Checked
+/// v0.90 in the last 64 KiB), a bcache superblock (at 4 KiB), a dm-integrity superblock (at 0) or an
+/// LVM2 label (in one of the first four sectors). Checked
 /// before file systems: a RAID1 member with metadata at the end also looks like the file
 /// system it mirrors, and must not be mounted as that.
 fn stack_member(f: rustix::fd::BorrowedFd<'_>) -> Option<&'static str> {
@@ -80,7 +139,13 @@ fn stack_member(f: rustix::fd::BorrowedFd<'_>) -> Option<&'static str> {
     if md_at.iter().any(|&o| read_at(f, o, 4).is_some_and(|b| b[..] == MD_MAGIC)) {
         return Some(MD_MEMBER);
     }
+    if read_at(f, BCACHE_SB_AT, BCACHE_SB_LEN).is_some_and(|b| BcacheSb::parse(&b).is_some()) {
+        return Some(BCACHE);
+    }
     let head = read_at(f, 0, 2048)?;
+    if head.starts_with(b"integrt\0") {
+        return Some(INTEGRITY);
+    }
     let lvm = head.chunks(512).any(|s| s.len() >= 32 && &s[0..8] == b"LABELONE" && &s[24..32] == b"LVM2 001");
     lvm.then_some(LVM_MEMBER)
 }
@@ -93,6 +158,12 @@ pub fn probe_fs<Fd: AsFd>(fd: Fd) -> Probe {
     let mut p = Probe::default();
     if let Some(t) = stack_member(f) {
         p.fstype = Some(t.into());
+        if let Some(sb) = read_at(f, BCACHE_SB_AT, BCACHE_SB_LEN).and_then(|b| BcacheSb::parse(&b))
+            && t == BCACHE
+        {
+            p.uuid = Some(sb.uuid);
+            p.label = sb.label;
+        }
         return p;
     }
     // LUKS1/2: magic at 0, UUID string at 168.
@@ -286,6 +357,61 @@ mod tests {
     fn guid_is_mixed_endian() {
         let b = [0x28, 0x73, 0x2a, 0xc1, 0x1f, 0xf8, 0xd2, 0x11, 0xba, 0x4b, 0x00, 0xa0, 0xc9, 0x3e, 0xc9, 0x3b];
         assert_eq!(guid_str(&b), "c12a7328-f81f-11d2-ba4b-00a0c93ec93b");
+    }
+
+    /// bcache superblocks as make-bcache writes them, read as blkid reads them; anything else
+    /// with the magic (a version unknown, too short) is not one, and nothing panics.
+    #[test]
+    fn finds_bcache_devices() {
+        let t = tempfile::tempdir().unwrap();
+        let have = |p: &str| Command::new(p).arg("-h").output().is_ok();
+        if have("make-bcache") && have("blkid") {
+            for (flag, backing) in [("-B", true), ("-C", false)] {
+                let p = t.path().join(flag);
+                std::fs::write(&p, std::vec![0u8; 8 << 20]).unwrap();
+                let st = Command::new("make-bcache").args([flag, "--bucket", "32k"]).arg(&p).output().unwrap();
+                assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+                let f = crate::sys::open(p.to_str().unwrap()).unwrap();
+                let got = probe_fs(&f);
+                let blkid = Command::new("blkid").args(["-p", "-o", "value", "-s", "UUID"]).arg(&p).output().unwrap();
+                assert_eq!(got.fstype.as_deref(), Some(BCACHE));
+                assert_eq!(got.uuid.as_deref(), Some(String::from_utf8_lossy(&blkid.stdout).trim()));
+                let sb = BcacheSb::parse(&read_at(&f, BCACHE_SB_AT, BCACHE_SB_LEN).unwrap()).unwrap();
+                assert_eq!((sb.backing, sb.attached, sb.dirty), (backing, false, false), "{flag}");
+            }
+        }
+        let mut b = std::vec![0u8; BCACHE_SB_LEN];
+        b[24..40].copy_from_slice(&[
+            0xc6, 0x85, 0x73, 0xf6, 0x4e, 0x1a, 0x45, 0xca, 0x82, 0x65, 0xf5, 0x7f, 0x48, 0xba, 0x6d, 0x81,
+        ]);
+        b[16] = 1;
+        b[111] = 0x40; // state 2: dirty
+        let sb = BcacheSb::parse(&b).unwrap();
+        assert!(sb.backing && sb.attached && sb.dirty && sb.label.is_none());
+        b[16] = 2;
+        assert_eq!(BcacheSb::parse(&b), None, "version 2 is not one");
+        b[16] = 1;
+        assert_eq!(BcacheSb::parse(&b[..BCACHE_SB_LEN - 1]), None);
+        for seed in 0..200u64 {
+            let mut x = b.clone();
+            for (i, v) in x.iter_mut().enumerate().skip(40) {
+                *v = (seed.wrapping_mul(6364136223846793005).wrapping_add(i as u64) >> 17) as u8;
+            }
+            let _ = BcacheSb::parse(&x);
+        }
+    }
+
+    /// A dm-integrity superblock at 0 makes a stack member, whatever follows it.
+    #[test]
+    fn finds_a_dm_integrity_device() {
+        let t = tempfile::tempdir().unwrap();
+        let mut img = std::vec![0u8; 1 << 20];
+        img[..8].copy_from_slice(b"integrt\0");
+        img[1024 + 56..1024 + 58].copy_from_slice(&[0x53, 0xEF]);
+        let p = t.path().join("int");
+        std::fs::write(&p, &img).unwrap();
+        let f = crate::sys::open(p.to_str().unwrap()).unwrap();
+        assert_eq!(probe_fs(&f).fstype.as_deref(), Some(INTEGRITY));
     }
 
     /// md superblocks (every version's place) and LVM2 labels make a stack member, ahead of

@@ -280,6 +280,54 @@ pub fn run_input(prog: &str, args: &[&str], input: &[u8]) -> Result<i32, RunErro
     }
 }
 
+/// [`run_status`] with the program's standard error through a pipe: shown on the console as
+/// it comes, and its first `keep` bytes returned with the wait status (for a diagnosis that
+/// names what the program said). Reads until every writer (the program's children too) has
+/// closed the pipe.
+pub fn run_capture(prog: &str, args: &[&str], keep: usize) -> Result<(i32, Vec<u8>), RunError> {
+    let path = which(prog).ok_or_else(|| RunError::NotFound(prog.to_string()))?;
+    let mut argv = alloc::vec![prog];
+    argv.extend_from_slice(args);
+    let env = alloc::format!("PATH={PATH}");
+    let x = Exec::new(&path, &argv, &[&env, "TERM=linux"]);
+    let (r, w) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| RunError::Fork(prog.to_string(), e))?;
+    match fork() {
+        Err(e) => Err(RunError::Fork(prog.to_string(), e)),
+        Ok(0) => {
+            drop(r);
+            if rustix::stdio::dup2_stderr(&w).is_err() {
+                exit(126);
+            }
+            let e = x.exec();
+            for part in ["leanrd: exec ", &path, ": ", errstr(e), "\n"] {
+                eprint(part);
+            }
+            exit(127)
+        }
+        Ok(pid) => {
+            drop(w);
+            let mut kept = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                match rustix::io::read(&r, &mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        // SAFETY: fd 2 is the console the kernel opened for init (as in eprint).
+                        let fd2 = unsafe { rustix::fd::BorrowedFd::borrow_raw(2) };
+                        crate::sys::write_all(fd2, &buf[..n]);
+                        let room = keep.saturating_sub(kept.len()).min(n);
+                        kept.extend_from_slice(&buf[..room]);
+                    }
+                    Err(Errno::INTR) => continue,
+                    Err(_) => break,
+                }
+            }
+            Ok((wait(pid), kept))
+        }
+    }
+}
+
 /// Wait for one child; its wait status (or -1).
 pub fn wait(pid: i32) -> i32 {
     let pid = rustix::process::Pid::from_raw(pid);

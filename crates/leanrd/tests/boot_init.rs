@@ -648,6 +648,10 @@ fn main() -> std::process::ExitCode {
         boot_luks_lvm_and_md_roots();
         Ok(())
     }));
+    trials.push(test("lvm_pools_and_bcache_roots", || {
+        boot_lvm_pools_and_bcache();
+        Ok(())
+    }));
     run_tests(trials, cores())
 }
 
@@ -731,4 +735,224 @@ fn boot_luks_lvm_and_md_roots() {
     // ext4 on md RAID1, assembled by /init with mdadm.
     let log = boot(&format!("quiet root=UUID={MD_ROOT_UUID}"), &[&disks[2], &disks[3]], &univ);
     assert!(log.contains(MARK), "md RAID1 boot:\n{}", &log[log.len().saturating_sub(4000)..]);
+}
+
+const BCACHE_ROOT_UUID: &str = "bcbcbcbc-1111-2222-3333-444444444444";
+const INTEGRITY_ROOT_UUID: &str = "1e1e1e1e-1111-2222-3333-444444444444";
+const DM_INTEGRITY_ROOT_UUID: &str = "1e1e1e1e-5555-6666-7777-888888888888";
+
+/// The disks of [`boot_lvm_pools_and_bcache`], made once by one prep VM and kept in the test
+/// cache by a hash of what makes them: vgs on vda and vdb (a thin LV in a thin pool, a raid1
+/// LV, a cached LV (dm-cache) and a snapshot of a linear LV, each an ext4 of the root tree
+/// with `/kind` naming it); vgbad on vdc (a thin LV in a pool whose metadata was swapped for
+/// an LV with text written over its superblock: its check fails; lvm does not check a pool
+/// whose superblock is all zeros, and the kernel formats that afresh); bcache on vdd (backing, writethrough) and vde (its cache),
+/// the root tree on /dev/bcache0; a LUKS2 container formatted with `--integrity hmac-sha256`
+/// on vdf (dm-integrity under dm-crypt); a standalone dm-integrity device on vdg (crc32c tags,
+/// a journal: integritysetup's defaults).
+fn pool_disks(kver: &str, tree: &Path) -> Option<PathBuf> {
+    const DISKS: [(&str, u32); 7] = [
+        ("vgs1", 128),
+        ("vgs2", 128),
+        ("bad", 64),
+        ("back", 64),
+        ("cache", 32),
+        ("integrity", 32),
+        ("dm-integrity", 32),
+    ];
+    let lvc = "$lvm lvcreate -y --config \"$C\"";
+    let body = format!(
+        "mk() {{ mkdir -p /tmp/t-$1 && cp -a /roottree/. /tmp/t-$1/ && echo $1 > /tmp/t-$1/kind && \
+           $mke2fs -q -t ext4 -d /tmp/t-$1 $2; }}\n\
+         $lvm pvcreate -y --config \"$C\" /dev/vda /dev/vdb && $lvm vgcreate --config \"$C\" vgs /dev/vda /dev/vdb && \
+         {lvc} --type thin-pool -L 24M -n pool vgs /dev/vda && {lvc} -V 32M --thinpool vgs/pool -n thin && \
+         mk thin /dev/mapper/vgs-thin && \
+         {lvc} --type raid1 -m 1 -L 16M -n mirror vgs && mk mirror /dev/mapper/vgs-mirror && \
+         {lvc} -L 16M -n cached vgs /dev/vda && mk cached /dev/mapper/vgs-cached && \
+         {lvc} --type cache-pool -L 8M -n cpool vgs /dev/vdb && \
+         $lvm lvconvert -y --config \"$C\" --type cache --cachepool vgs/cpool vgs/cached && \
+         {lvc} -L 16M -n orig vgs /dev/vdb && mk orig /dev/mapper/vgs-orig && {lvc} -s -L 8M -n snap vgs/orig && \
+         $lvm vgchange -an --config \"$C\" vgs && \
+         $lvm pvcreate -y --config \"$C\" /dev/vdc && $lvm vgcreate --config \"$C\" vgbad /dev/vdc && \
+         {lvc} --type thin-pool -L 16M -n pool vgbad && {lvc} -V 16M --thinpool vgbad/pool -n root && \
+         mk bad /dev/mapper/vgbad-root && {lvc} -L 4M -n junk vgbad && \
+         printf leanrd-damaged-metadata | dd of=/dev/mapper/vgbad-junk conv=notrunc 2>/dev/null && \
+         $lvm vgchange -an --config \"$C\" vgbad && \
+         $lvm lvconvert -y --config \"$C\" --thinpool vgbad/pool --poolmetadata vgbad/junk && \
+         $lvm vgchange -an --config \"$C\" vgbad && \
+         $make_bcache --bucket 16k -B /dev/vdd -C /dev/vde && \
+         echo /dev/vdd > /sys/fs/bcache/register && echo /dev/vde > /sys/fs/bcache/register && \
+         for i in $(seq 1 20); do [ -b /dev/bcache0 ] && break; sleep 1; done && \
+         mkdir -p /tmp/t-b && cp -a /roottree/. /tmp/t-b/ && echo bcache > /tmp/t-b/kind && \
+         $mke2fs -q -t ext4 -U {BCACHE_ROOT_UUID} -d /tmp/t-b /dev/bcache0 && sync && \
+         echo 1 > /sys/block/bcache0/bcache/stop && for s in /sys/fs/bcache/*-*; do echo 1 > $s/stop; done && \
+         printf %s '{PASS}' > /tmp/key && \
+         $cryptsetup luksFormat --batch-mode --type luks2 --integrity hmac-sha256 --pbkdf pbkdf2 \
+           --pbkdf-force-iterations 1000 --key-file /tmp/key /dev/vdf && \
+         $cryptsetup open --key-file /tmp/key /dev/vdf integ && mkdir -p /tmp/t-i && cp -a /roottree/. /tmp/t-i/ && \
+         echo luks2-hmac-sha256 > /tmp/t-i/kind && \
+         $mke2fs -q -t ext4 -U {INTEGRITY_ROOT_UUID} -d /tmp/t-i /dev/mapper/integ && $cryptsetup close integ && \
+         $integritysetup format --batch-mode /dev/vdg && $integritysetup open /dev/vdg prepint && \
+         mkdir -p /tmp/t-d && cp -a /roottree/. /tmp/t-d/ && echo dm-integrity-crc32c > /tmp/t-d/kind && \
+         $mke2fs -q -t ext4 -U {DM_INTEGRITY_ROOT_UUID} -d /tmp/t-d /dev/mapper/prepint && \
+         $integritysetup close prepint && \
+         sleep 1 && sync && echo PREP-DONE"
+    );
+    let tools = ["lvm", "mke2fs", "make-bcache", "thin_check", "cache_check", "cryptsetup", "integritysetup"];
+    let mut modules = common::prep::STACK_MODULES.to_vec();
+    modules.extend(["dm_thin_pool", "dm_raid", "raid1", "dm_cache", "dm_cache_smq", "dm_snapshot", "bcache", "ext4"]);
+    modules.extend(["dm_integrity", "authenc", "hmac", "crc32c_generic"]);
+    let tree_key: Vec<String> = describe(tree);
+    let key = common::scenario::key_of(&[b"lvm-pools-bcache-1", body.as_bytes(), tree_key.join("\n").as_bytes()]);
+    let mut skipped = false;
+    let dir = common::scenario::cached("disks", &key, |d| {
+        let t = TempDir::new("pool-prep");
+        let Some(prep) = common::prep::image(t.path(), kver, &tools, &modules, "vdg", &body, Some(tree)) else {
+            skipped = true;
+            return;
+        };
+        let mut drives = Vec::new();
+        for (name, mb) in DISKS {
+            let disk = d.join(format!("{name}.disk"));
+            sh(&format!("truncate -s {mb}M {}", disk.display()));
+            drives.extend(args(&format!("-drive file={},if=virtio,format=raw", disk.display())));
+        }
+        let Some(kernel) = kernel() else { return };
+        let log = qemu_boot(&kernel, &prep, "", &drives.iter().map(String::as_str).collect::<Vec<_>>(), 240);
+        assert!(log.contains("PREP-DONE"), "the LVM pool and bcache prep VM failed:\n{}", common::debian::tail(&log));
+    });
+    if skipped {
+        let _ = fs::remove_dir_all(&dir);
+        return None;
+    }
+    Some(dir)
+}
+
+/// LVM beyond linear and bcache, each the root of a busybox system booted by a universal image
+/// with the host's kernel (one boot per root, in turn): a thin LV (the root's init mounts the
+/// raid1, cached and snapshot LVs too and reads them), a raid1 LV, a cached LV and a
+/// snapshot; bcache by UUID of the file system on /dev/bcache0; and the two failures, each
+/// ending in its diagnosis: a thin pool whose metadata check fails, and bcache's backing
+/// device without its cache device. And a root in a LUKS2 container with `--integrity
+/// hmac-sha256`, and one on a standalone dm-integrity device (with and without integritytab).
+fn boot_lvm_pools_and_bcache() {
+    if !tools_ok() || ["make-bcache", "thin_check", "cache_check"].iter().any(|t| !have(t)) {
+        skip::<()>("needs make-bcache (bcache-tools), thin_check and cache_check (thin-provisioning-tools)");
+        return;
+    }
+    let Some(kernel) = kernel() else { return };
+    let Some(init) = init_binary() else { return };
+    let kver = kver_of(&kernel);
+    let t = TempDir::new("bootpools");
+    let tree = busybox_root(&t, &["dev", "proc", "sys", "run", "mnt"]);
+    fs::write(
+        tree.join("sbin/init"),
+        format!(
+            "#!/bin/sh\nexport PATH=/bin\nbusybox echo {MARK}\n\
+             d=/sys/dev/block/$(busybox awk '$5==\"/\"{{print $3}}' /proc/self/mountinfo)\n\
+             busybox echo ROOTDEV $(busybox basename $(busybox readlink $d)) $(busybox cat $d/dm/name 2>/dev/null) \
+             $(busybox cat /kind)\n\
+             for lv in thin mirror cached snap; do [ -b /dev/mapper/vgs-$lv ] || continue\n\
+               busybox mount -o ro /dev/mapper/vgs-$lv /mnt && busybox echo LV-OK $lv $(busybox cat /mnt/kind) && \
+               busybox umount /mnt; done\n\
+             busybox poweroff -f\n"
+        ),
+    )
+    .unwrap();
+    sh(&format!("chmod 755 {}", tree.join("sbin/init").display()));
+    let Some(dir) = pool_disks(&kver, &tree) else { return };
+
+    let univ = t.join("universal.img");
+    ok(leanrd().args(["build", "-k", &kver, "--universal", "--init"]).arg(&init).arg("-o").arg(&univ));
+    let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&univ))).unwrap();
+    for p in
+        ["sbin/thin_check", "sbin/cache_check", "sbin/pdata_tools", "dm-thin-pool.ko", "dm-cache-smq.ko", "bcache.ko"]
+    {
+        assert!(ls.contains(p), "the universal image lacks {p}");
+    }
+    let disk =
+        |n: &str| format!("-drive file={},if=virtio,format=raw,snapshot=on", dir.join(format!("{n}.disk")).display());
+    let vgs = format!("{} {}", disk("vgs1"), disk("vgs2"));
+    let boot = |name: &str, append: &str, qemu: &str, expect: &[&str]| {
+        let mut b = common::debian::Boot::new(name, &univ, append, args(qemu));
+        b.expect = expect.iter().map(|s| s.to_string()).collect();
+        b.reject = vec![];
+        b.secs = 150;
+        b
+    };
+    let others = ["LV-OK mirror mirror", "LV-OK cached cached", "LV-OK snap orig"];
+    let mut boots = vec![boot(
+        "lvm_thin_root",
+        "quiet root=/dev/mapper/vgs-thin",
+        &vgs,
+        &[&[MARK, "ROOTDEV dm-", "vgs-thin thin"], &others[..]].concat(),
+    )];
+    for (lv, kind) in [("mirror", "mirror"), ("cached", "cached"), ("snap", "orig")] {
+        let want = format!("vgs-{lv} {kind}");
+        boots.push(boot(&format!("lvm_{lv}_root"), &format!("quiet root=/dev/mapper/vgs-{lv}"), &vgs, &[MARK, &want]));
+    }
+    boots.push(boot(
+        "lvm_thin_pool_check_fails",
+        "root=/dev/mapper/vgbad-root leanrd.timeout=5",
+        &disk("bad"),
+        &["LVM pool vgbad/pool: the check of its metadata", "lvconvert --repair vgbad/pool"],
+    ));
+    boots.push(boot(
+        "bcache_root",
+        &format!("quiet root=UUID={BCACHE_ROOT_UUID}"),
+        &format!("{} {}", disk("back"), disk("cache")),
+        &[MARK, "ROOTDEV bcache0 bcache"],
+    ));
+    boots.push(boot(
+        "bcache_without_its_cache",
+        &format!("root=UUID={BCACHE_ROOT_UUID} leanrd.timeout=5"),
+        &disk("back"),
+        &["vda (bcache backing device", "is not started: its cache set", "leanrd waits for the cache device"],
+    ));
+    // LUKS2 with authenticated encryption: the passphrase typed, the container (and the
+    // dm-integrity device under it) opened by cryptsetup, the root found by its UUID.
+    let mut integrity = boot(
+        "luks2_integrity_root",
+        &format!("quiet root=UUID={INTEGRITY_ROOT_UUID}"),
+        &disk("integrity"),
+        &["Enter passphrase", MARK, "luks2-hmac-sha256"],
+    );
+    integrity.answer = Some(PASS);
+    boots.push(integrity);
+    // Standalone dm-integrity: found by the file system's UUID, opened under integritysetup's
+    // defaults as integrity-vda; then under the name a system's /etc/integritytab gives it (a
+    // universal image of a sysroot that has the table).
+    boots.push(boot(
+        "dm_integrity_root",
+        &format!("quiet root=UUID={DM_INTEGRITY_ROOT_UUID}"),
+        &disk("dm-integrity"),
+        &[MARK, "integrity-vda dm-integrity-crc32c"],
+    ));
+    let sr = host_sysroot(
+        &t,
+        "sr-integritytab",
+        &[("integritytab", b"# name device key options\nintroot /dev/vda -\n", 0o644)],
+    );
+    let univ_tab = t.join("universal-integritytab.img");
+    ok(leanrd()
+        .args(["build", "-k", &kver, "--universal", "--init"])
+        .arg(&init)
+        .arg("--sysroot")
+        .arg(&sr)
+        .arg("-o")
+        .arg(&univ_tab));
+    let mut tab = boot(
+        "dm_integrity_root_by_integritytab",
+        "quiet root=/dev/mapper/introot",
+        &disk("dm-integrity"),
+        &[MARK, "introot dm-integrity-crc32c"],
+    );
+    tab.image = univ_tab;
+    boots.push(tab);
+    // One at a time: these run beside the other tests' VMs.
+    let mut failed = Vec::new();
+    for b in boots {
+        failed.extend(common::debian::run(&kernel, &[b]));
+    }
+    assert!(failed.is_empty(), "failed: {failed:?}");
 }

@@ -1,8 +1,8 @@
 //! The boot proof: on fixture machines (virtio, NVMe, AHCI, USB storage, btrfs @ on one NVMe
-//! disk and on two disks, LUKS on virtio and on NVMe with a USB keyboard, md RAID1, LVM)
-//! leanrd's host-only image proves its boot; built without a driver the machine needs
-//! (`--omit-module`), the build fails naming it and leaves the previous image byte for byte;
-//! `leanrd verify` says the same of both images.
+//! disk and on two disks, LUKS on virtio and on NVMe with a USB keyboard, md RAID1, LVM, a thin
+//! LV, bcache, LUKS2 with --integrity, dm-integrity) leanrd's host-only image proves its boot;
+//! built without a driver the machine needs (`--omit-module`), the build fails naming it and
+//! leaves the previous image byte for byte; `leanrd verify` says the same of both images.
 
 mod common;
 
@@ -47,6 +47,73 @@ fn lvm(t: &TempDir) -> Fixture {
     f
 }
 
+/// An ext4 root on a thin LV (vg-root) in a thin pool (vg-pool-tpool, its metadata and data
+/// sub-LVs on a virtio disk's second partition), as device-mapper shows it.
+fn lvm_thin(t: &TempDir) -> Fixture {
+    let f = Fixture::new(t, "lvm-thin", "22 1 253:3 / / rw - ext4 /dev/mapper/vg-root rw\n");
+    let vda2 = "pci0000:00/0000:00:04.0/virtio1/block/vda/vda2";
+    f.dev("pci0000:00/0000:00:04.0", Some(VIRTIO_PCI), Some("virtio-pci"))
+        .dev("pci0000:00/0000:00:04.0/virtio1", Some("virtio:d00000002v00001AF4"), Some("virtio_blk"))
+        .block("pci0000:00/0000:00:04.0/virtio1/block/vda", "254:0", false)
+        .block(vda2, "254:2", true)
+        .dm("dm-0", "LVM-abcdefabcdefabcdeftmeta", &[vda2])
+        .dm_name("dm-0", "vg-pool_tmeta", "253:0")
+        .dm("dm-1", "LVM-abcdefabcdefabcdeftdata", &[vda2])
+        .dm_name("dm-1", "vg-pool_tdata", "253:1")
+        .dm("dm-2", "LVM-abcdefabcdefabcdefpool0-tpool", &["virtual/block/dm-0", "virtual/block/dm-1"])
+        .dm_name("dm-2", "vg-pool-tpool", "253:2")
+        .dm("dm-3", "LVM-abcdefabcdefabcdefroot0", &["virtual/block/dm-2"])
+        .dm_name("dm-3", "vg-root", "253:3");
+    f
+}
+
+/// An ext4 root on /dev/bcache0, its backing device a virtio disk's second partition.
+fn bcache(t: &TempDir) -> Fixture {
+    let f = Fixture::new(t, "bcache", "22 1 252:0 / / rw - ext4 /dev/bcache0 rw\n");
+    let vda2 = "pci0000:00/0000:00:04.0/virtio1/block/vda/vda2";
+    f.dev("pci0000:00/0000:00:04.0", Some(VIRTIO_PCI), Some("virtio-pci"))
+        .dev("pci0000:00/0000:00:04.0/virtio1", Some("virtio:d00000002v00001AF4"), Some("virtio_blk"))
+        .block("pci0000:00/0000:00:04.0/virtio1/block/vda", "254:0", false)
+        .block(vda2, "254:2", true)
+        .block("virtual/block/bcache0", "252:0", false);
+    let b = f.root.join("sys/devices/virtual/block/bcache0");
+    fs::create_dir_all(b.join("bcache")).unwrap();
+    fs::create_dir_all(b.join("slaves")).unwrap();
+    std::os::unix::fs::symlink(f.root.join("sys/devices").join(vda2), b.join("slaves/vda2")).unwrap();
+    f
+}
+
+/// A root in a LUKS2 container formatted with `--integrity`: sda3_crypt (dm-1) on cryptsetup's
+/// integrity subdevice sda3_crypt_dif (dm-0) on vda3, with a keyboard.
+fn luks_integrity(t: &TempDir) -> Fixture {
+    let f = keyboard_host_on(t, None, false);
+    fs::write(
+        f.root.join("proc/self/mountinfo"),
+        "25 1 253:1 / / rw,relatime shared:1 - ext4 /dev/mapper/sda3_crypt rw\n26 25 0:5 / /proc rw - proc proc rw\n",
+    )
+    .unwrap();
+    let hex = "0c0c0c0c11114222833377777777777";
+    f.dm("dm-0", &format!("CRYPT-SUBDEV-{hex}7-sda3_crypt_dif"), &["pci0000:00/0000:00:04.0/virtio1/block/vda/vda3"])
+        .dm_name("dm-0", "sda3_crypt_dif", "253:0")
+        .dm("dm-1", &format!("CRYPT-LUKS2-{hex}7-sda3_crypt"), &["virtual/block/dm-0"])
+        .dm_name("dm-1", "sda3_crypt", "253:1");
+    f
+}
+
+/// An ext4 root on a standalone dm-integrity device (integritysetup's, dm-0) on a virtio disk's
+/// second partition.
+fn dm_integrity(t: &TempDir) -> Fixture {
+    let f = Fixture::new(t, "dm-integrity", "22 1 253:0 / / rw - ext4 /dev/mapper/introot rw\n");
+    let vda2 = "pci0000:00/0000:00:04.0/virtio1/block/vda/vda2";
+    f.dev("pci0000:00/0000:00:04.0", Some(VIRTIO_PCI), Some("virtio-pci"))
+        .dev("pci0000:00/0000:00:04.0/virtio1", Some("virtio:d00000002v00001AF4"), Some("virtio_blk"))
+        .block("pci0000:00/0000:00:04.0/virtio1/block/vda", "254:0", false)
+        .block(vda2, "254:2", true)
+        .dm("dm-0", "CRYPT-INTEGRITY-introot", &[vda2])
+        .dm_name("dm-0", "introot", "253:0");
+    f
+}
+
 /// A btrfs root in subvolume @ on one NVMe disk, as distributions install it: mountinfo
 /// shows an anonymous device (0:31); the member is found through /sys/fs/btrfs.
 fn btrfs_nvme(t: &TempDir, name: &str) -> Fixture {
@@ -75,7 +142,7 @@ fn ahci(t: &TempDir) -> Fixture {
 #[test]
 fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
     let Some(k) = kver() else { return };
-    let need = ["cryptsetup", "lvm", "mdadm", "iscsistart"];
+    let need = ["cryptsetup", "lvm", "mdadm", "iscsistart", "thin_check", "integritysetup"];
     if need.iter().any(|t| !have(t)) {
         skip::<()>(&format!("needs {need:?} (the stacks' programs go into the images)"));
         return;
@@ -83,6 +150,7 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
     let t = TempDir::new("proof");
     let luks = TempDir::new("proof-luks");
     let luks2 = TempDir::new("proof-luks2");
+    let integ = TempDir::new("proof-integrity");
     let machines: Vec<(&str, Fixture, &str)> = vec![
         ("virtio-blk ext4", virtio_ext4(&t), "virtio_blk"),
         ("NVMe xfs", nvme_base(&t, "nvme", "22 1 259:2 / / rw - xfs /dev/nvme0n1p2 rw\n"), "nvme"),
@@ -93,6 +161,10 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         ("btrfs raid1 on two virtio disks", btrfs_two_disks(&t), "virtio_blk"),
         ("md RAID1 on SATA", md_raid1_sata(&t), "raid1"),
         ("LVM on virtio", lvm(&t), "dm_mod"),
+        ("a thin LV on virtio", lvm_thin(&t), "dm_thin_pool"),
+        ("bcache on virtio", bcache(&t), "bcache"),
+        ("dm-integrity on virtio", dm_integrity(&t), "dm_integrity"),
+        ("LUKS2 with --integrity on virtio", luks_integrity(&integ), "dm_integrity"),
         ("NFS root over virtio-net", nfs_virtio(&t, "nfs"), "virtio_net"),
         ("NFS root (its client)", nfs_virtio(&t, "nfs-client"), "nfsv4"),
         ("root on an iSCSI LUN over virtio-net", iscsi_virtio(&t, "iscsi"), "virtio_net"),
@@ -120,6 +192,15 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         assert!(err.contains("boot proof: "), "{name}: {err}");
         let (ok, out) = verify(&k, f, &img);
         assert!(ok && out.contains("boots this machine"), "{name}: verify: {out}");
+        // The thin pool's checker is in the image for lvm (and lvm-thin's feature detected).
+        if name.starts_with("dm-integrity") {
+            let ls = String::from_utf8(common::ok(leanrd().arg("ls").arg(&img))).unwrap();
+            assert!(ls.contains("sbin/integritysetup"), "{name}: {ls}");
+        }
+        if name.contains("thin LV") {
+            let ls = String::from_utf8(common::ok(leanrd().arg("ls").arg(&img))).unwrap();
+            assert!(ls.contains("sbin/thin_check") && !ls.contains("sbin/cache_check"), "{name}: {ls}");
+        }
         // Without the driver the machine needs: no new image, the old one byte for byte.
         let before = fs::read(&img).unwrap();
         let o = build(&k, f, &img, &["--omit-module", needed]);
