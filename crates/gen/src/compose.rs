@@ -173,6 +173,15 @@ pub(crate) fn init_config(
     };
     if let Some(x) = facts {
         c.mounts.root = x.root_source.clone().or_else(|| device_ref(x, &x.root).map(Root::Block));
+        // A verified root is /dev/mapper/root, never its data partition's file system by UUID
+        // (which would mount it unverified when the command line gives no roothash=): /init
+        // sets it up from roothash= or the booted disk's verity-sig partition, and no root=
+        // needs to be on a signed command line.
+        if x.stack.contains(&crate::stack::StackLayer::Verity)
+            && x.root.source.trim_start_matches("/dev/mapper/") == "root"
+        {
+            c.mounts.root = Some(Root::Block(DeviceRef::Mapper("root".into())));
+        }
         if x.root_source.is_none() {
             c.mounts.rootfstype = Some(x.root.fstype.clone());
         }

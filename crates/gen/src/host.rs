@@ -668,7 +668,12 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
     if let Some(uuid) = read_trim(&dev.join("dm/uuid")) {
         f.stack.insert(StackLayer::Dm);
         f.modules.insert("dm_mod".into());
-        if uuid.starts_with("CRYPT-") {
+        // veritysetup's and systemd-veritysetup's devices are CRYPT-VERITY-..., /init's
+        // LEANRD-VERITY-...: no dm-crypt.
+        if uuid.starts_with("CRYPT-VERITY-") || uuid.starts_with("LEANRD-VERITY-") {
+            f.stack.insert(StackLayer::Verity);
+            f.modules.insert("dm_verity".into());
+        } else if uuid.starts_with("CRYPT-") {
             f.stack.insert(StackLayer::Crypt);
             f.modules.insert("dm_crypt".into());
             let name = read_trim(&dev.join("dm/name"))

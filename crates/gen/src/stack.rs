@@ -21,6 +21,8 @@ pub enum StackLayer {
     Iscsi,
     /// A namespace reached over NVMe over TCP.
     Nvmf,
+    /// A dm-verity device (veritysetup's or systemd's, or leanrd's /init's).
+    Verity,
 }
 
 /// What one layer is and what booting through it takes.
@@ -80,6 +82,13 @@ pub const LAYERS: &[LayerDef] = &[
         doc: "a namespace on an NVMe over TCP subsystem, connected to by the kernel's nvme-tcp",
         program: None,
         capability: Some(Capability::Nvmf),
+    },
+    LayerDef {
+        layer: StackLayer::Verity,
+        name: "verity",
+        doc: "a dm-verity device, set up by /init itself (`roothash=`, `usrhash=`, a verity-sig partition)",
+        program: None,
+        capability: None,
     },
 ];
 

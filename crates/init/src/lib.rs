@@ -63,6 +63,7 @@ pub mod tpm;
 pub mod tpm2pin;
 pub mod uevent;
 pub mod usr;
+pub mod verity;
 pub mod wait;
 
 use alloc::format;
