@@ -495,7 +495,9 @@ mod tests {
         let (data, verity) = hash_halves(&h).unwrap();
         assert_eq!(data, "01234567-89ab-cdef-0123-456789abcdef");
         assert_eq!(verity, "fedcba98-7654-3210-fedc-ba9876543210");
-        for bad in ["", "0123", "xyz0123456789abcdef0123456789abcd", &"ab".repeat(65), "0123456789abcdef0123456789abcde"] {
+        for bad in
+            ["", "0123", "xyz0123456789abcdef0123456789abcd", &"ab".repeat(65), "0123456789abcdef0123456789abcde"]
+        {
             assert!(parse_root_hash(bad).is_err(), "{bad}");
         }
         assert_eq!(part_role("x86_64", "4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709"), Some(PartRole::Root));
@@ -514,7 +516,10 @@ mod tests {
         assert!(!o.superblock && o.check_at_most_once);
         assert_eq!((o.data_block_size, o.hash_block_size, o.data_blocks), (Some(4096), Some(1024), Some(10)));
         assert_eq!((o.hash_offset, o.salt.as_deref(), o.hash.as_deref()), (8192, Some(&[0, 255][..]), Some("sha512")));
-        assert_eq!((o.on_corruption, o.fec_device.as_deref(), o.fec_roots), (Some(OnCorruption::Panic), Some("PARTUUID=1"), 3));
+        assert_eq!(
+            (o.on_corruption, o.fec_device.as_deref(), o.fec_roots),
+            (Some(OnCorruption::Panic), Some("PARTUUID=1"), 3)
+        );
         assert_eq!(VerityOptions::parse("").unwrap(), VerityOptions::default());
         assert_eq!(VerityOptions::parse("salt=-").unwrap().salt, Some(Vec::new()));
         let sig = VerityOptions::parse("root-hash-signature=base64:AAEC").unwrap();
@@ -588,7 +593,11 @@ mod tests {
         let g = Geometry::new(&o, None).unwrap();
         assert_eq!((g.hash_start, g.salt.len(), g.algorithm.as_str(), g.format), (100, 0, "sha256", 1));
         assert!(table(&g, "8:1", "8:1", &h, &o, None, None).ends_with(" -"));
-        assert!(Geometry::new(&VerityOptions::parse("superblock=false").unwrap(), None).unwrap_err().contains("data-blocks"));
+        assert!(
+            Geometry::new(&VerityOptions::parse("superblock=false").unwrap(), None)
+                .unwrap_err()
+                .contains("data-blocks")
+        );
         // What is not a superblock is said to be none; a damaged one says what is wrong.
         assert!(Superblock::parse(&[0u8; 512]).unwrap_err().contains("no verity superblock"));
         assert!(Superblock::parse(b"verity\0\0").is_err());

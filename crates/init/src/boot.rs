@@ -143,7 +143,11 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     if let Some(v) = &usr_verity {
         let dev = crate::verity::open(init, v)?;
         let c = &init.cmd.mounts;
-        let u = usr::Usr { device: DeviceRef::Mapper("usr".into()), fstype: c.usrfstype.clone(), options: c.usrflags.clone() };
+        let u = usr::Usr {
+            device: DeviceRef::Mapper("usr".into()),
+            fstype: c.usrfstype.clone(),
+            options: c.usrflags.clone(),
+        };
         let mut w = usr::waiter(&u);
         w.found = Some(dev);
         usr = Some((w, u));

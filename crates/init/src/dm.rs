@@ -163,7 +163,6 @@ pub fn remove(name: &str) -> Result<(), sys::Errno> {
     unsafe { rustix::ioctl::ioctl(&ctl, rustix::ioctl::Updater::<DM_DEV_REMOVE, Buffer>::new(&mut b)) }
 }
 
-
 /// DM_DEV_CREATE: `_IOWR(0xfd, 3, struct dm_ioctl)`.
 const DM_DEV_CREATE: rustix::ioctl::Opcode = rustix::ioctl::opcode::read_write::<Header>(0xfd, 3);
 /// DM_DEV_SUSPEND: `_IOWR(0xfd, 6, struct dm_ioctl)`; without DM_SUSPEND_FLAG it resumes, making
@@ -179,7 +178,12 @@ const AT_UUID: usize = 176;
 
 /// A request for device `name` with `flags`, carrying `table` (one target of `sectors` sectors
 /// of type `kind`) when given.
-fn table_request(name: &str, flags: u32, uuid: Option<&str>, table: Option<(&str, u64, &str)>) -> Result<Buffer, String> {
+fn table_request(
+    name: &str,
+    flags: u32,
+    uuid: Option<&str>,
+    table: Option<(&str, u64, &str)>,
+) -> Result<Buffer, String> {
     let mut b = request(name)?;
     b.0[AT_FLAGS..AT_FLAGS + 4].copy_from_slice(&flags.to_ne_bytes());
     if let Some(u) = uuid {

@@ -438,9 +438,12 @@ mod tests {
         // GPT: PARTUUID and PARTLABEL of each entry, as sfdisk wrote them.
         let gpt = dir.join("gpt");
         let gpt = gpt.to_str().unwrap();
-        std::fs::write(format!("{gpt}.sfdisk"), "label: gpt\nsize=4M, type=L, name=boot\n\
-             type=4f68bce3-e8cd-4db1-96e7-fbcaf984b709, name=\"my root\", attrs=\"GUID:59,60\"\n")
-            .unwrap();
+        std::fs::write(
+            format!("{gpt}.sfdisk"),
+            "label: gpt\nsize=4M, type=L, name=boot\n\
+             type=4f68bce3-e8cd-4db1-96e7-fbcaf984b709, name=\"my root\", attrs=\"GUID:59,60\"\n",
+        )
+        .unwrap();
         assert!(sh(&format!("truncate -s 16M {gpt} && sfdisk -q {gpt} < {gpt}.sfdisk")));
         let o = Command::new("sfdisk").args(["--part-uuid", gpt, "2"]).output().unwrap();
         let uuid2 = String::from_utf8_lossy(&o.stdout).trim().to_lowercase();

@@ -88,7 +88,9 @@ impl Volume {
         let data = by_half(&spec.data, first, "data")?;
         let hash_dev = by_half(&spec.hash_device, last, "hash")?;
         let fec = match &spec.options.fec_device {
-            Some(f) => Some(DeviceWaiter::new(role(name, 2), DeviceRef::parse(f).map_err(|e| format!("fec-device={f}: {e}"))?)),
+            Some(f) => {
+                Some(DeviceWaiter::new(role(name, 2), DeviceRef::parse(f).map_err(|e| format!("fec-device={f}: {e}"))?))
+            }
             None => None,
         };
         Ok(Some(Volume {
@@ -193,8 +195,14 @@ fn kernel_says() -> Vec<String> {
             Ok(n) => {
                 let rec = String::from_utf8_lossy(&b[..n]);
                 let msg = rec.split_once(';').map(|(_, m)| m).unwrap_or("").lines().next().unwrap_or("");
-                if msg.contains("verity") || msg.contains("device-mapper") {
-                    out.push(msg.trim().to_string());
+                let msg = msg.trim();
+                let said = (msg.contains("device-mapper: verity:")
+                    || msg.contains("device-mapper: table:")
+                    || (msg.contains("device-mapper") && msg.contains("error")))
+                    && !msg.contains("using implementation")
+                    && out.last().is_none_or(|l| l != msg);
+                if said {
+                    out.push(msg.to_string());
                 }
             }
             Err(sys::Errno::PIPE) | Err(sys::Errno::INTR) => continue,
@@ -365,7 +373,7 @@ pub fn dps_find(
             "no root partition is named (root= absent, gpt-auto, or /dev/mapper/root without roothash=) and there \
              is no LoaderDevicePartUUID EFI variable: the boot loader did not say which disk it booted from \
              (systemd-boot and systemd-stub set it), and a root is found by partition type only there (systemd's \
-             rule); give root= or roothash="
+             rule); give root= or roothash=",
         ));
     };
     let disk = devs
@@ -386,7 +394,9 @@ pub fn dps_find(
     for s in sigs {
         let Some((first, last)) = hash_halves(&s.root_hash) else { continue };
         let by = |role, uuid: &str| {
-            on_disk(role).into_iter().find(|d| d.probe.partuuid.as_deref().is_some_and(|p| p.eq_ignore_ascii_case(uuid)))
+            on_disk(role)
+                .into_iter()
+                .find(|d| d.probe.partuuid.as_deref().is_some_and(|p| p.eq_ignore_ascii_case(uuid)))
         };
         if let (Some(root), Some(v)) = (by(PartRole::Root, &first), by(PartRole::RootVerity, &last)) {
             let f = root.probe.partflags;
@@ -405,7 +415,12 @@ pub fn dps_find(
         )
     })?;
     let f = root.probe.partflags;
-    Ok(DpsFound { root: root.clone(), read_only: f & flags::READ_ONLY != 0, growfs: f & flags::GROWFS != 0, verity: None })
+    Ok(DpsFound {
+        root: root.clone(),
+        read_only: f & flags::READ_ONLY != 0,
+        growfs: f & flags::GROWFS != 0,
+        verity: None,
+    })
 }
 
 /// A waiter for a DPS root: satisfied once the booted disk's partitions give one.
@@ -423,7 +438,13 @@ impl DpsWaiter {
     pub fn new(init: &mut Init) -> DpsWaiter {
         if sys::is_dir("/sys/firmware/efi") && !sys::exists(LOADER_DEVICE_PART_UUID) {
             init.mods.load("efivarfs", &mut init.log);
-            let _ = sys::mount("efivarfs", "/sys/firmware/efi/efivars", "efivarfs", rustix::mount::MountFlags::RDONLY, None);
+            let _ = sys::mount(
+                "efivarfs",
+                "/sys/firmware/efi/efivars",
+                "efivarfs",
+                rustix::mount::MountFlags::RDONLY,
+                None,
+            );
         }
         let esp = sys::read(LOADER_DEVICE_PART_UUID).ok().and_then(|b| loader_part_uuid(&b));
         DpsWaiter { esp, found: None, why: "a root partition by its type".into() }
@@ -476,14 +497,20 @@ mod tests {
         let mut spec = VeritySpec { hash: Some(leanrd_contract::verity::hex(HASH).unwrap()), ..VeritySpec::default() };
         let v = Volume::wanted("root", &spec, false, false).unwrap().unwrap();
         assert_eq!(v.data.want, DeviceRef::PartUuid { uuid: "01234567-89ab-cdef-0123-456789abcdef".into(), offset: 0 });
-        assert_eq!(v.hash_dev.want, DeviceRef::PartUuid { uuid: "fedcba98-7654-3210-fedc-ba9876543210".into(), offset: 0 });
+        assert_eq!(
+            v.hash_dev.want,
+            DeviceRef::PartUuid { uuid: "fedcba98-7654-3210-fedc-ba9876543210".into(), offset: 0 }
+        );
         assert!(v.dps);
         assert!(Volume::wanted("root", &spec, true, false).unwrap().is_none(), "systemd.verity=0");
         assert!(Volume::wanted("root", &spec, false, true).err().unwrap().contains("systemd.verity_root_data="));
         spec.data = Some(DeviceRef::parse("/dev/vda").unwrap());
         spec.hash_device = Some(DeviceRef::parse("/dev/vdb").unwrap());
         let v = Volume::wanted("usr", &spec, false, true).unwrap().unwrap();
-        assert_eq!((v.data.want.to_string(), v.hash_dev.want.to_string(), v.dps), ("/dev/vda".into(), "/dev/vdb".into(), false));
+        assert_eq!(
+            (v.data.want.to_string(), v.hash_dev.want.to_string(), v.dps),
+            ("/dev/vda".into(), "/dev/vdb".into(), false)
+        );
         assert!(Volume::wanted("root", &VeritySpec::default(), false, false).unwrap().is_none());
     }
 
