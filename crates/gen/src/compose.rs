@@ -545,6 +545,25 @@ mod tests {
         assert_eq!(c.mounts.usrfstype.as_deref(), Some("xfs"));
     }
 
+    /// A verified root is /dev/mapper/root to /init: never its data's file system by UUID, which
+    /// a boot without roothash= would mount unverified.
+    #[test]
+    fn a_verity_root_is_recorded_as_its_mapper_device() {
+        let t = tempfile::tempdir().unwrap();
+        let (r, kernel) = (nowhere(t.path()), empty_kernel(t.path()));
+        let mut facts = Facts {
+            root: mount("/", "/dev/mapper/root", "erofs"),
+            by_uuid: [("root".to_string(), "0a1b2c3d-1111-2222-3333-444455556666".to_string())].into(),
+            ..Facts::default()
+        };
+        facts.stack.insert(crate::stack::StackLayer::Verity);
+        let c = init_config(&r, &kernel, &[], Some(&facts), &no_modules());
+        assert_eq!(c.mounts.root, Some(Root::Block(DeviceRef::Mapper("root".into()))));
+        facts.stack.clear();
+        let c = init_config(&r, &kernel, &[], Some(&facts), &no_modules());
+        assert_eq!(c.mounts.root, Some(Root::Block(DeviceRef::Uuid("0a1b2c3d-1111-2222-3333-444455556666".into()))));
+    }
+
     #[test]
     fn the_checkers_follow_the_facts_command_line_and_fstab() {
         let t = tempfile::tempdir().unwrap();
