@@ -140,6 +140,7 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     init.mods.load_many(&post, &mut init.log);
     root.mount(init)?;
     init.log.step(leanrd_contract::steplog::ROOT_MOUNTED);
+    crate::volatile::before_usr(init)?;
     if let Some(v) = &usr_verity {
         let dev = crate::verity::open(init, v)?;
         let c = &init.cmd.mounts;
@@ -166,6 +167,7 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
         usr::mount(init, u, w)?;
         init.log.step("/usr mounted");
     }
+    crate::volatile::after_usr(init)?;
     // rd.neednet=1 with a local root: the network comes up now, for the root to use.
     if init.cmd.neednet && !network_root {
         need_network(init);

@@ -116,6 +116,8 @@ pub struct Cmdline {
     /// dm-verity and partitions found by type (systemd's `roothash=`, `systemd.verity_*`,
     /// `rd.systemd.gpt_auto=`).
     pub verity: VerityCmd,
+    /// `systemd.volatile=`: a root whose writes go to memory.
+    pub volatile: crate::volatile::Volatile,
     /// Values that could not be used, for the diagnosis.
     pub problems: Vec<String>,
 }

@@ -64,6 +64,7 @@ pub mod tpm2pin;
 pub mod uevent;
 pub mod usr;
 pub mod verity;
+pub mod volatile;
 pub mod wait;
 
 use alloc::format;

@@ -529,6 +529,20 @@ pub static PARAMS: &[Param] = &[
         "systemd.verity_usr_options=panic-on-corruption"
     ),
     param!(
+        &["systemd.volatile"],
+        Form::Text("yes|no|state|overlay"),
+        Verity,
+        ONCE,
+        |p, v| {
+            p.c.volatile = crate::volatile::Volatile::parse(Some(&v.text())).ok_or("not yes, no, state or overlay")?;
+            Ok(())
+        },
+        "A root whose writes go to memory, as systemd-volatile-root makes it: `overlay`, an overlayfs over the \
+         root with its upper layer on a tmpfs; `state`, a tmpfs on /var; `yes`, a tmpfs root with the image's \
+         /usr bound into it read-only. Each is gone at the next boot.",
+        "systemd.volatile=overlay"
+    ),
+    param!(
         &["rd.systemd.gpt_auto", "systemd.gpt_auto"],
         Form::Bool,
         Verity,

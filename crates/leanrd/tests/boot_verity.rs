@@ -6,9 +6,11 @@
 //!
 //! One test, four short boots:
 //! - `roothash=` alone: the partitions found by the hash's halves, /dev/mapper/root mounted
-//!   read-only, a file read through it;
-//! - the devices named (`systemd.verity_root_data=`/`_hash=`, with options) on a disk where one
-//!   byte of a file the root reads is flipped: the root boots, that read fails with EIO;
+//!   read-only, a file read through it, with `systemd.volatile=overlay` over it (a write taken
+//!   in memory);
+//! - the devices named (`systemd.verity_root_data=`/`_hash=`) on a disk where one byte of a file
+//!   the root reads is flipped: the root (/dev/mapper/root, read-only: no write) boots, that read
+//!   fails with EIO;
 //! - one byte of the hash tree flipped: refused at setup, the diagnosis says the first block
 //!   does not verify;
 //! - a verity-sig partition (signed by a key the kernel does not trust) with
@@ -42,6 +44,7 @@ fn root_tree(t: &TempDir) -> PathBuf {
              $b echo {MARK} $($b cut -d' ' -f1 /proc/uptime)\n\
              $b echo ROOT-MOUNT $($b grep ' / ' /proc/mounts)\n\
              $b echo DM-0 $($b cat /sys/block/dm-0/dm/name) ro=$($b cat /sys/block/dm-0/ro)\n\
+             $b echo written > /etc/written 2>/dev/null && $b echo WROTE $($b cat /etc/written)\n\
              if $b cat /etc/payload >/tmp/p 2>/tmp/err && $b grep -q {PAYLOAD} /tmp/p; then $b echo PAYLOAD-READ; \
              else $b echo PAYLOAD-FAILED $($b cat /tmp/err); fi\n\
              $b poweroff -f\n"
@@ -181,15 +184,28 @@ fn verity_roots() {
         }
     };
 
-    // roothash= alone: found by the halves, verified, read.
-    let log =
-        boot(&kernel, &img, &good, &format!("roothash={root_hash} systemd.verity_root_options=check-at-most-once"));
-    eprintln!("{}\n{}\n{}", line(&log, "ROOT-MOUNT"), line(&log, "DM-0"), line(&log, "PAYLOAD-"));
+    // roothash= alone: found by the halves, verified, read; systemd.volatile=overlay over it
+    // takes a write (in memory: the verity device itself is read-only).
+    let log = boot(
+        &kernel,
+        &img,
+        &good,
+        &format!("roothash={root_hash} systemd.verity_root_options=check-at-most-once systemd.volatile=overlay"),
+    );
+    eprintln!(
+        "{}\n{}\n{}\n{}",
+        line(&log, "ROOT-MOUNT"),
+        line(&log, "DM-0"),
+        line(&log, "WROTE"),
+        line(&log, "PAYLOAD-")
+    );
     check(
-        "roothash=",
+        "roothash= with systemd.volatile=overlay",
         &log,
-        log.contains("ROOT-MOUNT /dev/mapper/root / ext4 ro")
+        log.contains("ROOT-MOUNT overlay / overlay")
+            && log.contains("lowerdir=/newroot")
             && log.contains("DM-0 root ro=1")
+            && log.contains("WROTE written")
             && log.contains("PAYLOAD-READ"),
     );
 
@@ -206,7 +222,9 @@ fn verity_roots() {
     check(
         "a flipped byte in a file",
         &log,
-        log.contains(MARK)
+        log.contains("ROOT-MOUNT /dev/mapper/root / ext4 ro")
+            && !log.contains("WROTE")
+            && log.contains(MARK)
             && log.lines().any(|l| l.contains("PAYLOAD-FAILED") && l.contains("Input/output error"))
             && log.contains("data block")
             && log.contains("is corrupted"),
