@@ -4,8 +4,9 @@
 //! measures the key it activated with, and /init, which opens containers with the
 //! cryptsetup program, reads that same key back from the table cryptsetup loaded
 //! (`--disable-keyring` puts it there rather than in the kernel keyring, where it cannot be
-//! read). No crate speaks the device-mapper ioctls without libdevmapper; the header is
-//! linux/dm-ioctl.h's, written out here.
+//! read). And a read-only device made from one target's table (DM_DEV_CREATE, DM_TABLE_LOAD,
+//! resume), for dm-verity ([`crate::verity`]). No crate speaks the device-mapper ioctls without
+//! libdevmapper; the header is linux/dm-ioctl.h's, written out here.
 
 use alloc::format;
 use alloc::string::String;
