@@ -1,6 +1,7 @@
 //! The kernel command line as /init reads it (`leanrd_init::cmdline::Cmdline::parse`), and the
 //! contract's parsers it hands values to: `Root::parse`, `DeviceRef::parse`,
-//! `IscsiTarget::parse`, `NvmfTarget::parse`, `CryptKey::parse`, `CryptOptions::parse`. A boot
+//! `IscsiTarget::parse`, `NvmfTarget::parse`, `CryptKey::parse`, `CryptOptions::parse`,
+//! `verity::VerityOptions::parse` and `verity::parse_root_hash` (`roothash=`). A boot
 //! loader entry, a PXE server or a user at the prompt writes it.
 //!
 //! Holds to:
@@ -14,6 +15,7 @@
 
 #![no_main]
 
+use leanrd_contract::verity::{self, Geometry, VerityOptions};
 use leanrd_contract::{CryptKey, CryptOptions, DeviceRef, IscsiTarget, NvmfTarget, Root, redact_secrets};
 use leanrd_init::cmdline::{Cmdline, words};
 use libfuzzer_sys::fuzz_target;
@@ -85,6 +87,14 @@ fn every_parser(v: &str) {
     }
     let (o, _) = CryptOptions::parse(v);
     options(&o);
+    // veritytab's options (systemd.verity_root_options=) and a root hash: never a panic, and
+    // what parses builds a table.
+    if let Ok(o) = VerityOptions::parse(v)
+        && let Ok(g) = Geometry::new(&o, None)
+    {
+        let _ = verity::table(&g, "8:1", "8:2", &[0; 32], &o, None, None);
+    }
+    let _ = verity::parse_root_hash(v);
 }
 
 fn count(hay: &str, needle: &str) -> usize {
@@ -98,7 +108,9 @@ fuzz_target!(|data: &[u8]| {
     if let Some(r) = &c.mounts.root {
         root(r);
     }
-    for d in [&c.mounts.usr, &c.resume, &c.live.overlay].into_iter().flatten() {
+    let v = &c.verity;
+    let verity = [&v.root.data, &v.root.hash_device, &v.usr.data, &v.usr.hash_device];
+    for d in [&c.mounts.usr, &c.resume, &c.live.overlay].into_iter().chain(verity).flatten() {
         device(d);
     }
     for (_, k) in &c.luks_keys {

@@ -13,6 +13,8 @@
 //!   label (a `DeviceRef` cannot hold one); a UUID or PARTUUID is non-empty, and one of the
 //!   shapes blkid writes for the type;
 //! - partitions are numbered from 1, increasing, each PARTUUID distinct in form;
+//! - a verity superblock, a verity-sig partition's JSON or an EFI variable's bytes read from
+//!   it never panic, and a superblock that parses with data blocks gives a table;
 //! - a LUKS2 header's tokens (leanrd_contract::luks2, which /init reads to know which tokens
 //!   want a PIN) come in the order of their numbers, each number once, and are the same when
 //!   read from the image's first 64 KiB and from exactly the header's size.
@@ -46,6 +48,16 @@ fuzz_target!(|data: &[u8]| {
     }
 
     let head = leanrd_fuzz::read_image_at(f, 0, 64 * 1024);
+    // A verity superblock (its table built from it), a verity-sig partition's JSON, the EFI
+    // variable naming the booted disk: any bytes, never a panic.
+    let o = leanrd_contract::verity::VerityOptions::default();
+    if let Ok(sb) = leanrd_contract::verity::Superblock::parse(&head)
+        && let Ok(g) = leanrd_contract::verity::Geometry::new(&o, Some(&sb))
+    {
+        let _ = (g.sectors(), leanrd_contract::verity::table(&g, "8:1", "8:2", &[1; 32], &o, None, None));
+    }
+    let _ = leanrd_contract::verity::VeritySig::parse(&head);
+    let _ = leanrd_init::verity::loader_part_uuid(&head[..head.len().min(200)]);
     let tokens = leanrd_contract::luks2::tokens(&head);
     assert!(tokens.windows(2).all(|w| w[0].id < w[1].id), "{tokens:?}");
     if let Some(size) = leanrd_contract::luks2::header_size(&head)

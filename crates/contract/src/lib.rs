@@ -35,6 +35,7 @@ pub mod luks2;
 mod nvmf;
 mod root;
 pub mod steplog;
+pub mod verity;
 
 pub use config::{Capability, Crypt, DecodeError, FIELDS, Field, InitConfig, KEYMAP_DIR, Layer, Mounts};
 pub use crypttab::{

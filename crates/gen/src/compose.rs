@@ -173,6 +173,15 @@ pub(crate) fn init_config(
     };
     if let Some(x) = facts {
         c.mounts.root = x.root_source.clone().or_else(|| device_ref(x, &x.root).map(Root::Block));
+        // A verified root is /dev/mapper/root, never its data partition's file system by UUID
+        // (which would mount it unverified when the command line gives no roothash=): /init
+        // sets it up from roothash= or the booted disk's verity-sig partition, and no root=
+        // needs to be on a signed command line.
+        if x.stack.contains(&crate::stack::StackLayer::Verity)
+            && x.root.source.trim_start_matches("/dev/mapper/") == "root"
+        {
+            c.mounts.root = Some(Root::Block(DeviceRef::Mapper("root".into())));
+        }
         if x.root_source.is_none() {
             c.mounts.rootfstype = Some(x.root.fstype.clone());
         }
@@ -534,6 +543,25 @@ mod tests {
         assert_eq!(c.mounts.rootfstype.as_deref(), Some("ext4"));
         assert_eq!(c.mounts.usr, DeviceRef::parse("/dev/sda3").ok(), "no link: as mountinfo names it");
         assert_eq!(c.mounts.usrfstype.as_deref(), Some("xfs"));
+    }
+
+    /// A verified root is /dev/mapper/root to /init: never its data's file system by UUID, which
+    /// a boot without roothash= would mount unverified.
+    #[test]
+    fn a_verity_root_is_recorded_as_its_mapper_device() {
+        let t = tempfile::tempdir().unwrap();
+        let (r, kernel) = (nowhere(t.path()), empty_kernel(t.path()));
+        let mut facts = Facts {
+            root: mount("/", "/dev/mapper/root", "erofs"),
+            by_uuid: [("root".to_string(), "0a1b2c3d-1111-2222-3333-444455556666".to_string())].into(),
+            ..Facts::default()
+        };
+        facts.stack.insert(crate::stack::StackLayer::Verity);
+        let c = init_config(&r, &kernel, &[], Some(&facts), &no_modules());
+        assert_eq!(c.mounts.root, Some(Root::Block(DeviceRef::Mapper("root".into()))));
+        facts.stack.clear();
+        let c = init_config(&r, &kernel, &[], Some(&facts), &no_modules());
+        assert_eq!(c.mounts.root, Some(Root::Block(DeviceRef::Uuid("0a1b2c3d-1111-2222-3333-444455556666".into()))));
     }
 
     #[test]

@@ -697,7 +697,12 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
     if let Some(uuid) = read_trim(&dev.join("dm/uuid")) {
         f.stack.insert(StackLayer::Dm);
         f.modules.insert("dm_mod".into());
-        if uuid.starts_with("CRYPT-SUBDEV-") || uuid.starts_with("CRYPT-INTEGRITY-") {
+        // veritysetup's and systemd-veritysetup's devices are CRYPT-VERITY-..., /init's
+        // LEANRD-VERITY-...: no dm-crypt.
+        if uuid.starts_with("CRYPT-VERITY-") || uuid.starts_with("LEANRD-VERITY-") {
+            f.stack.insert(StackLayer::Verity);
+            f.modules.insert("dm_verity".into());
+        } else if uuid.starts_with("CRYPT-SUBDEV-") || uuid.starts_with("CRYPT-INTEGRITY-") {
             // dm-integrity: under a LUKS2 container formatted with --integrity (cryptsetup's
             // subdevice, its tags checked by an AEAD such as authenc(hmac(sha256),xts(aes)),
             // which the kernel asks /init for as it needs its parts), or standalone.

@@ -661,6 +661,7 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
             missing.push(format!("the block stack under the root needs {m}: {e}"));
         }
     }
+    missing.extend(verity(&mut c, facts));
     if facts.stack.contains(&StackLayer::Iscsi) {
         missing.extend(iscsi_root(&mut c, facts));
     }
@@ -686,6 +687,59 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
         }
     }
     if missing.is_empty() { Ok(Proven { kver: kver.to_string(), checks: c.checks }) } else { Err(missing) }
+}
+
+/// The dm-verity devices a command line names (`roothash=`, `usrhash=`), and why /init would
+/// refuse what it says of them (a hash or options it cannot read).
+pub fn verity_words(cmdline: &str) -> (Vec<String>, Vec<String>) {
+    let (mut named, mut bad) = (Vec::new(), Vec::new());
+    for w in cmdline.split_whitespace() {
+        let Some((k, v)) = w.split_once('=') else { continue };
+        match k {
+            "roothash" | "usrhash" => match leanrd_contract::verity::parse_root_hash(v) {
+                Ok(_) => named.push(w.to_string()),
+                Err(e) => bad.push(format!("{k}=: {e}")),
+            },
+            "systemd.verity_root_options" | "systemd.verity_usr_options" => {
+                if let Err(e) = leanrd_contract::verity::VerityOptions::parse(v) {
+                    bad.push(format!("{k}=: {e}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    (named, bad)
+}
+
+/// What the verity devices need: the command line's (the one the image is built for) and the
+/// host's stack's. /init sets them up itself (no veritysetup), with dm_mod and dm_verity; a
+/// verified root must be recorded as /dev/mapper/root, never as its data's file system.
+fn verity(c: &mut Check, facts: &Facts) -> Vec<String> {
+    let (named, bad) = verity_words(&facts.cmdline);
+    let mut missing: Vec<String> = bad.into_iter().map(|b| format!("the kernel command line's {b}")).collect();
+    if named.is_empty() && !facts.stack.contains(&StackLayer::Verity) {
+        return missing;
+    }
+    let what = if named.is_empty() { format!("the verity root {}", facts.root.source) } else { named.join(" ") };
+    for m in ["dm_mod", "dm_verity"] {
+        if c.kernel_module(m) != Some(false)
+            && let Err(e) = c.loadable(m)
+        {
+            missing.push(format!("{what}: {e}"));
+        }
+    }
+    if facts.stack.contains(&StackLayer::Verity)
+        && facts.root.source.trim_start_matches("/dev/mapper/") == "root"
+        && let Some(conf) = &c.conf
+        && conf.mounts.root != Some(Root::Block(leanrd_contract::DeviceRef::Mapper("root".into())))
+    {
+        missing.push(format!(
+            "the verity root {}: /init's configuration records {} instead of /dev/mapper/root",
+            facts.root.source,
+            conf.mounts.root.as_ref().map(|r| r.to_string()).unwrap_or_else(|| "no root".into())
+        ));
+    }
+    missing
 }
 
 /// What an NFS root needs: the NFS client for the version it was mounted with, the packet
@@ -905,6 +959,19 @@ mod tests {
         );
         assert!(out[1].starts_with("1 module kernel 6.12.1-test cannot load as stored: compressed with zstd, and the kernel's configuration is unknown"), "{out:?}");
         assert_eq!(c.checks, 6);
+    }
+
+    #[test]
+    fn the_verity_devices_a_command_line_names_are_read_as_init_reads_them() {
+        let h = "0123456789abcdef0123456789abcdeffedcba9876543210fedcba9876543210";
+        let (named, bad) = verity_words(&format!(
+            "quiet roothash={h} usrhash=xyz systemd.verity_root_options=panic-on-corruption \
+             systemd.verity_usr_options=frobnicate root=/dev/mapper/root"
+        ));
+        assert_eq!(named, [format!("roothash={h}")]);
+        assert_eq!(bad.len(), 2, "{bad:?}");
+        assert!(bad[0].starts_with("usrhash=") && bad[1].contains("frobnicate"), "{bad:?}");
+        assert_eq!(verity_words("root=UUID=1 ro"), (Vec::new(), Vec::new()));
     }
 
     #[test]

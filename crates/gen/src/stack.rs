@@ -29,6 +29,8 @@ pub enum StackLayer {
     Bcache,
     /// A standalone dm-integrity device.
     Integrity,
+    /// A dm-verity device (veritysetup's or systemd's, or leanrd's /init's).
+    Verity,
 }
 
 /// What one layer is and what booting through it takes.
@@ -116,6 +118,13 @@ pub const LAYERS: &[LayerDef] = &[
         doc: "a standalone dm-integrity device, opened by integritysetup with /etc/integritytab's options",
         program: Some("integritysetup"),
         capability: Some(Capability::Integrity),
+    },
+    LayerDef {
+        layer: StackLayer::Verity,
+        name: "verity",
+        doc: "a dm-verity device, set up by /init itself (`roothash=`, `usrhash=`, a verity-sig partition)",
+        program: None,
+        capability: None,
     },
 ];
 

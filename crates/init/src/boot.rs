@@ -83,6 +83,12 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     let mut root = root::source(init)?;
     let network_root = root.brings_network();
     let mut usr = usr::given(init).map(|u| (usr::waiter(&u), u));
+    // usrhash=: /usr is /dev/mapper/usr, verified (mount.usr= names it, or nothing does).
+    let v = &init.cmd.verity;
+    let mut usr_verity = crate::verity::Volume::wanted("usr", &v.usr, v.off, v.gpt_auto_off)?;
+    if usr_verity.is_some() {
+        usr = None;
+    }
     let mut resume =
         resume::given(init).map(|r| (resume::ResumeWaiter::new(&r, init.cmd.noresume, init.cmd.resumewait), r));
     let delay = if resume.is_some() { init.cmd.rootdelay.max(init.cmd.resumedelay) } else { init.cmd.rootdelay };
@@ -108,6 +114,9 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     if let Some((w, _)) = &mut resume {
         waiters.push(w);
     }
+    if let Some(w) = &mut usr_verity {
+        waiters.push(w);
+    }
     wait::run(&mut live, &mut waiters, timing).map_err(|e| format!("{e}"))?;
     drop(waiters);
     let sock = live.sock.take();
@@ -131,6 +140,19 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     init.mods.load_many(&post, &mut init.log);
     root.mount(init)?;
     init.log.step(leanrd_contract::steplog::ROOT_MOUNTED);
+    crate::volatile::before_usr(init)?;
+    if let Some(v) = &usr_verity {
+        let dev = crate::verity::open(init, v)?;
+        let c = &init.cmd.mounts;
+        let u = usr::Usr {
+            device: DeviceRef::Mapper("usr".into()),
+            fstype: c.usrfstype.clone(),
+            options: c.usrflags.clone(),
+        };
+        let mut w = usr::waiter(&u);
+        w.found = Some(dev);
+        usr = Some((w, u));
+    }
     // Else /usr as the root's fstab says: waited for now.
     if usr.is_none()
         && let Some(u) = usr::from_root()
@@ -145,6 +167,7 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
         usr::mount(init, u, w)?;
         init.log.step("/usr mounted");
     }
+    crate::volatile::after_usr(init)?;
     // rd.neednet=1 with a local root: the network comes up now, for the root to use.
     if init.cmd.neednet && !network_root {
         need_network(init);

@@ -113,8 +113,41 @@ pub struct Cmdline {
     pub nvmf: NvmfCmd,
     /// Live media (dracut's `rd.live.*`, Debian's `boot=live`, `toram`, `live-media-path=`).
     pub live: LiveCmd,
+    /// dm-verity and partitions found by type (systemd's `roothash=`, `systemd.verity_*`,
+    /// `rd.systemd.gpt_auto=`).
+    pub verity: VerityCmd,
+    /// `systemd.volatile=`: a root whose writes go to memory.
+    pub volatile: crate::volatile::Volatile,
     /// Values that could not be used, for the diagnosis.
     pub problems: Vec<String>,
+}
+
+/// What the command line says of verified images.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerityCmd {
+    /// `systemd.verity=0`: no verity device is set up.
+    pub off: bool,
+    /// `rd.systemd.gpt_auto=0`: no partition is found by its type or the root hash's halves.
+    pub gpt_auto_off: bool,
+    /// `root=gpt-auto`: the root found by partition type, as with no `root=`.
+    pub gpt_auto_root: bool,
+    /// The root's: `roothash=`, `systemd.verity_root_*`.
+    pub root: VeritySpec,
+    /// /usr's: `usrhash=`, `systemd.verity_usr_*`.
+    pub usr: VeritySpec,
+}
+
+/// One verity device as the command line names it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VeritySpec {
+    /// The root hash.
+    pub hash: Option<Vec<u8>>,
+    /// The data device; None: by the hash's first half.
+    pub data: Option<DeviceRef>,
+    /// The hash device; None: by the hash's second half.
+    pub hash_device: Option<DeviceRef>,
+    /// veritytab's options.
+    pub options: leanrd_contract::verity::VerityOptions,
 }
 
 /// What the command line says of iSCSI.
@@ -383,6 +416,11 @@ impl Cmdline {
             // initramfs-tools' NFS root.
             Some("nfs") if root.is_none() => root = Some("/dev/nfs".into()),
             _ => {}
+        }
+        // systemd's: the root found by partition type, as when root= is absent.
+        if root.as_deref() == Some("gpt-auto") {
+            c.verity.gpt_auto_root = true;
+            root = None;
         }
         if let Some(v) = root {
             match Root::parse(&v, nfsroot.as_deref()) {

@@ -104,6 +104,8 @@ pub fn scan() -> Vec<Dev> {
             if let Some(e) = parts.iter().find(|e| e.number == d.partno) {
                 d.probe.partuuid = Some(e.partuuid.clone());
                 d.probe.partlabel = e.partlabel.clone();
+                d.probe.parttype = e.parttype.clone();
+                d.probe.partflags = e.flags;
             }
         }
     }
@@ -169,6 +171,7 @@ pub(crate) mod tests {
             label: l.map(Into::into),
             partuuid: pu.map(Into::into),
             partlabel: pl.map(Into::into),
+            ..probe::Probe::default()
         }
     }
 

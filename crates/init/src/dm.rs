@@ -4,8 +4,9 @@
 //! measures the key it activated with, and /init, which opens containers with the
 //! cryptsetup program, reads that same key back from the table cryptsetup loaded
 //! (`--disable-keyring` puts it there rather than in the kernel keyring, where it cannot be
-//! read). No crate speaks the device-mapper ioctls without libdevmapper; the header is
-//! linux/dm-ioctl.h's, written out here.
+//! read). And a read-only device made from one target's table (DM_DEV_CREATE, DM_TABLE_LOAD,
+//! resume), for dm-verity ([`crate::verity`]). No crate speaks the device-mapper ioctls without
+//! libdevmapper; the header is linux/dm-ioctl.h's, written out here.
 
 use alloc::format;
 use alloc::string::String;
@@ -163,6 +164,97 @@ pub fn remove(name: &str) -> Result<(), sys::Errno> {
     unsafe { rustix::ioctl::ioctl(&ctl, rustix::ioctl::Updater::<DM_DEV_REMOVE, Buffer>::new(&mut b)) }
 }
 
+/// DM_DEV_CREATE: `_IOWR(0xfd, 3, struct dm_ioctl)`.
+const DM_DEV_CREATE: rustix::ioctl::Opcode = rustix::ioctl::opcode::read_write::<Header>(0xfd, 3);
+/// DM_DEV_SUSPEND: `_IOWR(0xfd, 6, struct dm_ioctl)`; without DM_SUSPEND_FLAG it resumes, making
+/// the table loaded live.
+const DM_DEV_SUSPEND: rustix::ioctl::Opcode = rustix::ioctl::opcode::read_write::<Header>(0xfd, 6);
+/// DM_TABLE_LOAD: `_IOWR(0xfd, 9, struct dm_ioctl)`.
+const DM_TABLE_LOAD: rustix::ioctl::Opcode = rustix::ioctl::opcode::read_write::<Header>(0xfd, 9);
+/// DM_READONLY_FLAG: the device (and the table) read-only.
+const READONLY: u32 = 1 << 0;
+/// Where `struct dm_ioctl`'s `dev` and `uuid` are.
+const AT_DEV: usize = 40;
+const AT_UUID: usize = 176;
+
+/// A request for device `name` with `flags`, carrying `table` (one target of `sectors` sectors
+/// of type `kind`) when given.
+fn table_request(
+    name: &str,
+    flags: u32,
+    uuid: Option<&str>,
+    table: Option<(&str, u64, &str)>,
+) -> Result<Buffer, String> {
+    let mut b = request(name)?;
+    b.0[AT_FLAGS..AT_FLAGS + 4].copy_from_slice(&flags.to_ne_bytes());
+    if let Some(u) = uuid {
+        if u.len() >= 129 {
+            return Err(format!("\"{u}\" is too long for a device-mapper UUID"));
+        }
+        b.0[AT_UUID..AT_UUID + u.len()].copy_from_slice(u.as_bytes());
+    }
+    if let Some((kind, sectors, params)) = table {
+        // `struct dm_target_spec`: sector_start, length, status, next, target_type[16]; then
+        // the parameters, NUL-terminated, the whole padded to 8 bytes.
+        let len = (TARGET_SPEC + params.len() + 1).next_multiple_of(8);
+        if len > BUFFER || kind.len() >= 16 {
+            return Err(format!("a {kind} table of {} bytes does not fit", params.len()));
+        }
+        let at = HEADER;
+        b.0[at + 8..at + 16].copy_from_slice(&sectors.to_ne_bytes());
+        b.0[at + 20..at + 24].copy_from_slice(&(len as u32).to_ne_bytes());
+        b.0[at + 24..at + 24 + kind.len()].copy_from_slice(kind.as_bytes());
+        b.0[at + TARGET_SPEC..at + TARGET_SPEC + params.len()].copy_from_slice(params.as_bytes());
+        b.0[AT_TARGET_COUNT..AT_TARGET_COUNT + 4].copy_from_slice(&1u32.to_ne_bytes());
+    }
+    Ok(b)
+}
+
+/// One ioctl on /dev/mapper/control.
+fn call<const OP: rustix::ioctl::Opcode>(b: &mut Buffer) -> Result<(), sys::Errno> {
+    let ctl = sys::open_node(CONTROL, rustix::fs::OFlags::RDWR)?;
+    // SAFETY: every DM ioctl takes a `struct dm_ioctl` whose data_size (set by `request`) is the
+    // whole buffer's length; the kernel reads and writes within it, and `b` lives until the call
+    // returns.
+    unsafe { rustix::ioctl::ioctl(&ctl, rustix::ioctl::Updater::<OP, Buffer>::new(b)) }
+}
+
+/// Why a DM step failed: the step, and the kernel's errno.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DmError {
+    /// DM_DEV_CREATE, DM_TABLE_LOAD, DM_DEV_SUSPEND (resume).
+    pub step: &'static str,
+    /// What the kernel said.
+    pub errno: sys::Errno,
+}
+
+/// Create the read-only device `name` with one target (`kind`, `sectors` long, `params`) and
+/// make it live (`dmsetup create --readonly --noudevsync`): its (major, minor). Nothing is left
+/// behind when a step fails.
+pub fn create_readonly(name: &str, uuid: &str, kind: &str, sectors: u64, params: &str) -> Result<(u32, u32), DmError> {
+    let bad = |step| move |errno| DmError { step, errno };
+    let inval = |step| DmError { step, errno: sys::Errno::INVAL };
+    let mut b = table_request(name, READONLY, Some(uuid), None).map_err(|_| inval("DM_DEV_CREATE"))?;
+    call::<DM_DEV_CREATE>(&mut b).map_err(bad("DM_DEV_CREATE"))?;
+    let dev = u64::from_ne_bytes(core::array::from_fn(|i| b.0[AT_DEV + i]));
+    // The kernel's huge_encode_dev: minor's low 8 bits, major, then minor's high bits.
+    let devno = (((dev >> 8) & 0xfff) as u32, ((dev & 0xff) | ((dev >> 12) & !0xff)) as u32);
+    let r = table_request(name, READONLY, None, Some((kind, sectors, params)))
+        .map_err(|_| inval("DM_TABLE_LOAD"))
+        .and_then(|mut b| call::<DM_TABLE_LOAD>(&mut b).map_err(bad("DM_TABLE_LOAD")))
+        .and_then(|()| {
+            let mut b = table_request(name, 0, None, None).map_err(|_| inval("DM_DEV_SUSPEND"))?;
+            call::<DM_DEV_SUSPEND>(&mut b).map_err(bad("DM_DEV_SUSPEND (resume)"))
+        });
+    match r {
+        Ok(()) => Ok(devno),
+        Err(e) => {
+            let _ = remove(name);
+            Err(e)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,8 +288,24 @@ mod tests {
         assert!(request("").is_err() && request("a/b").is_err() && request(&"x".repeat(128)).is_err());
         // _IOWR(0xfd, 12, struct dm_ioctl), as libdevmapper's DM_TABLE_STATUS.
         assert_eq!(DM_TABLE_STATUS, 0xc138fd0c);
-        // _IOWR(0xfd, 4, struct dm_ioctl), as libdevmapper's DM_DEV_REMOVE.
+        // _IOWR(0xfd, 4, struct dm_ioctl), as libdevmapper's DM_DEV_REMOVE; and the others.
         assert_eq!(DM_DEV_REMOVE, 0xc138fd04);
+        assert_eq!((DM_DEV_CREATE, DM_DEV_SUSPEND, DM_TABLE_LOAD), (0xc138fd03, 0xc138fd06, 0xc138fd09));
+    }
+
+    #[test]
+    fn a_table_load_carries_one_target_as_libdevmapper_writes_it() {
+        let b = table_request("root", READONLY, None, Some(("verity", 2048, "1 8:1 8:2"))).unwrap();
+        assert_eq!(u32::from_ne_bytes(b.0[AT_FLAGS..AT_FLAGS + 4].try_into().unwrap()), READONLY);
+        assert_eq!(u32::from_ne_bytes(b.0[AT_TARGET_COUNT..AT_TARGET_COUNT + 4].try_into().unwrap()), 1);
+        // The kernel's own reader of a status answer walks it back the same.
+        assert_eq!(targets(&b.0).unwrap(), [("verity".to_string(), &b"1 8:1 8:2"[..])]);
+        assert_eq!(u64::from_ne_bytes(b.0[HEADER + 8..HEADER + 16].try_into().unwrap()), 2048);
+        assert_eq!(u32::from_ne_bytes(b.0[HEADER + 20..HEADER + 24].try_into().unwrap()), 56);
+        let c = table_request("root", READONLY, Some("LEANRD-VERITY-root"), None).unwrap();
+        assert_eq!(&c.0[AT_UUID..AT_UUID + 19], b"LEANRD-VERITY-root\0");
+        assert!(table_request("root", 0, None, Some(("verity", 1, &"x".repeat(BUFFER)))).is_err());
+        assert!(table_request("root", 0, Some(&"u".repeat(129)), None).is_err());
     }
 
     #[test]

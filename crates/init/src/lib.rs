@@ -65,6 +65,8 @@ pub mod tpm;
 pub mod tpm2pin;
 pub mod uevent;
 pub mod usr;
+pub mod verity;
+pub mod volatile;
 pub mod wait;
 
 use alloc::format;

@@ -13,6 +13,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+use leanrd_contract::verity::{VerityOptions, parse_root_hash};
 use leanrd_contract::{CryptKey, CryptOptions, DeviceRef, IscsiTarget, NvmfTarget};
 
 use crate::cmdline::{FsckMode, FsckRepair, Parse, for_uuid};
@@ -141,6 +142,8 @@ fn or_list(words: &[&str]) -> String {
 pub enum Group {
     /// The root and /usr.
     Root,
+    /// Verified images: dm-verity, and roots found by partition type.
+    Verity,
     /// Modules.
     Modules,
     /// LUKS, LVM, md.
@@ -165,8 +168,9 @@ pub enum Group {
 
 impl Group {
     /// Every group, in the reference's order.
-    pub const ALL: [Group; 11] = [
+    pub const ALL: [Group; 12] = [
         Group::Root,
+        Group::Verity,
         Group::Modules,
         Group::Storage,
         Group::Resume,
@@ -183,6 +187,7 @@ impl Group {
     pub fn title(self) -> &'static str {
         match self {
             Group::Root => "The root and /usr",
+            Group::Verity => "Verified images (dm-verity, discoverable partitions)",
             Group::Modules => "Modules",
             Group::Storage => "Encrypted, LVM and RAID storage",
             Group::Resume => "Resuming from hibernation",
@@ -403,6 +408,152 @@ pub static PARAMS: &[Param] = &[
         },
         "Mount options for /usr.",
         "mount.usrflags=ro,noatime"
+    ),
+    // Verified images.
+    param!(
+        &["roothash"],
+        Form::Text("HEX"),
+        Verity,
+        ONCE,
+        |p, v| {
+            p.c.verity.root.hash = Some(parse_root_hash(&v.text())?);
+            Ok(())
+        },
+        "The root's dm-verity root hash (systemd's): /init sets the root up as /dev/mapper/root, verified \
+         block by block, and mounts it read-only. Its data and hash devices are `systemd.verity_root_data=` and \
+         `systemd.verity_root_hash=`, else the partitions whose PARTUUIDs are the hash's first and last 128 bits \
+         (the Discoverable Partitions Specification's rule). `root=` may be absent, `gpt-auto` or \
+         `/dev/mapper/root`.",
+        "roothash=0123456789abcdef0123456789abcdeffedcba9876543210fedcba9876543210"
+    ),
+    param!(
+        &["usrhash"],
+        Form::Text("HEX"),
+        Verity,
+        ONCE,
+        |p, v| {
+            p.c.verity.usr.hash = Some(parse_root_hash(&v.text())?);
+            Ok(())
+        },
+        "/usr's dm-verity root hash: /usr is set up as /dev/mapper/usr (its devices as for `roothash=`, by \
+         `systemd.verity_usr_data=` and `systemd.verity_usr_hash=`) and mounted read-only on the root's /usr.",
+        "usrhash=0123456789abcdef0123456789abcdeffedcba9876543210fedcba9876543210"
+    ),
+    param!(
+        &["systemd.verity", "rd.systemd.verity"],
+        Form::Bool,
+        Verity,
+        ONCE,
+        |p, v| {
+            p.c.verity.off = !v.on();
+            Ok(())
+        },
+        "`0`: set up no dm-verity device (`roothash=` and `usrhash=` are ignored). Default: 1.",
+        "systemd.verity=0"
+    ),
+    param!(
+        &["systemd.verity_root_data"],
+        Form::Device,
+        Verity,
+        ONCE,
+        |p, v| {
+            p.c.verity.root.data = v.device();
+            Ok(())
+        },
+        "The root's verity data device. Default: the partition whose PARTUUID is `roothash=`'s first 128 bits.",
+        "systemd.verity_root_data=PARTLABEL=root"
+    ),
+    param!(
+        &["systemd.verity_root_hash"],
+        Form::Device,
+        Verity,
+        ONCE,
+        |p, v| {
+            p.c.verity.root.hash_device = v.device();
+            Ok(())
+        },
+        "The root's verity hash device (it may be the data device, with `hash-offset=`). Default: the partition \
+         whose PARTUUID is `roothash=`'s last 128 bits.",
+        "systemd.verity_root_hash=PARTLABEL=root-verity"
+    ),
+    param!(
+        &["systemd.verity_root_options"],
+        Form::Text("OPTIONS"),
+        Verity,
+        ONCE,
+        |p, v| {
+            p.c.verity.root.options = VerityOptions::parse(&v.text())?;
+            Ok(())
+        },
+        "veritytab options for the root: `superblock=false` (then `data-blocks=`, `data-block-size=`, \
+         `hash-block-size=`, `hash=`, `salt=`, `format=` give what the superblock would), `hash-offset=BYTES`, \
+         `panic-on-corruption`, `restart-on-corruption`, `ignore-corruption`, `ignore-zero-blocks`, \
+         `check-at-most-once`, `fec-device=DEVICE`, `fec-offset=BYTES`, `fec-roots=N`, \
+         `root-hash-signature=base64:...`.",
+        "systemd.verity_root_options=restart-on-corruption,check-at-most-once"
+    ),
+    param!(
+        &["systemd.verity_usr_data"],
+        Form::Device,
+        Verity,
+        ONCE,
+        |p, v| {
+            p.c.verity.usr.data = v.device();
+            Ok(())
+        },
+        "/usr's verity data device. Default: the partition whose PARTUUID is `usrhash=`'s first 128 bits.",
+        "systemd.verity_usr_data=PARTLABEL=usr"
+    ),
+    param!(
+        &["systemd.verity_usr_hash"],
+        Form::Device,
+        Verity,
+        ONCE,
+        |p, v| {
+            p.c.verity.usr.hash_device = v.device();
+            Ok(())
+        },
+        "/usr's verity hash device. Default: the partition whose PARTUUID is `usrhash=`'s last 128 bits.",
+        "systemd.verity_usr_hash=PARTLABEL=usr-verity"
+    ),
+    param!(
+        &["systemd.verity_usr_options"],
+        Form::Text("OPTIONS"),
+        Verity,
+        ONCE,
+        |p, v| {
+            p.c.verity.usr.options = VerityOptions::parse(&v.text())?;
+            Ok(())
+        },
+        "veritytab options for /usr, as `systemd.verity_root_options=`.",
+        "systemd.verity_usr_options=panic-on-corruption"
+    ),
+    param!(
+        &["systemd.volatile"],
+        Form::Text("yes|no|state|overlay"),
+        Verity,
+        ONCE,
+        |p, v| {
+            p.c.volatile = crate::volatile::Volatile::parse(Some(&v.text())).ok_or("not yes, no, state or overlay")?;
+            Ok(())
+        },
+        "A root whose writes go to memory, as systemd-volatile-root makes it: `overlay`, an overlayfs over the \
+         root with its upper layer on a tmpfs; `state`, a tmpfs on /var; `yes`, a tmpfs root with the image's \
+         /usr bound into it read-only. Each is gone at the next boot.",
+        "systemd.volatile=overlay"
+    ),
+    param!(
+        &["rd.systemd.gpt_auto", "systemd.gpt_auto"],
+        Form::Bool,
+        Verity,
+        ONCE,
+        |p, v| {
+            p.c.verity.gpt_auto_off = !v.on();
+            Ok(())
+        },
+        "`0`: find no partition by its type or by the root hash's halves (the root needs `root=`, the verity \
+         devices `systemd.verity_*_data=` and `systemd.verity_*_hash=`). Default: 1.",
+        "rd.systemd.gpt_auto=0"
     ),
     param!(
         &["fsck.mode"],

@@ -30,6 +30,10 @@ pub struct Probe {
     pub partuuid: Option<String>,
     /// The partition's GPT name (PARTLABEL); None: MBR, unnamed, or not a partition.
     pub partlabel: Option<String>,
+    /// The partition's GPT type GUID in lower-case hex; None: MBR, or not a partition.
+    pub parttype: Option<String>,
+    /// The partition's GPT attribute bits (DPS's read-only, no-auto, growfs); 0 for MBR.
+    pub partflags: u64,
 }
 
 fn uuid_str(b: &[u8]) -> String {
@@ -299,6 +303,10 @@ pub struct PartEntry {
     pub partuuid: String,
     /// The GPT entry's name; None for MBR, or when empty.
     pub partlabel: Option<String>,
+    /// The GPT entry's type GUID in lower-case hex; None for MBR.
+    pub parttype: Option<String>,
+    /// The GPT entry's attribute bits; 0 for MBR.
+    pub flags: u64,
 }
 
 /// Read the partition table of a whole disk (GPT with 512 or 4096-byte sectors, else MBR).
@@ -331,6 +339,8 @@ pub fn partitions<Fd: AsFd>(fd: Fd) -> Vec<PartEntry> {
                 number: i as u32 + 1,
                 partuuid: guid_str(&e[16..32]),
                 partlabel: Some(String::from_utf16_lossy(&name)).filter(|s| !s.is_empty()),
+                parttype: Some(guid_str(&e[0..16])),
+                flags: u64::from_le_bytes(core::array::from_fn(|i| e[48 + i])),
             });
         }
         return out;
@@ -342,7 +352,13 @@ pub fn partitions<Fd: AsFd>(fd: Fd) -> Vec<PartEntry> {
         let sig = u32::from_le_bytes([b[440], b[441], b[442], b[443]]);
         return (0..4)
             .filter(|i| b[446 + 16 * i + 4] != 0)
-            .map(|i| PartEntry { number: i as u32 + 1, partuuid: format!("{sig:08x}-{:02x}", i + 1), partlabel: None })
+            .map(|i| PartEntry {
+                number: i as u32 + 1,
+                partuuid: format!("{sig:08x}-{:02x}", i + 1),
+                partlabel: None,
+                parttype: None,
+                flags: 0,
+            })
             .collect();
     }
     Vec::new()
@@ -500,7 +516,7 @@ mod tests {
         let text = String::from_utf8_lossy(&o.stdout).into_owned();
         // The export format escapes a space as "\\ ".
         let get = |k: &str| text.lines().find_map(|l| l.strip_prefix(&format!("{k}=")).map(|v| v.replace("\\ ", " ")));
-        Probe { fstype: get("TYPE"), uuid: get("UUID"), label: get("LABEL"), partuuid: None, partlabel: None }
+        Probe { fstype: get("TYPE"), uuid: get("UUID"), label: get("LABEL"), ..Probe::default() }
     }
 
     fn sh(cmd: &str) -> bool {
@@ -548,8 +564,12 @@ mod tests {
         // GPT: PARTUUID and PARTLABEL of each entry, as sfdisk wrote them.
         let gpt = dir.join("gpt");
         let gpt = gpt.to_str().unwrap();
-        std::fs::write(format!("{gpt}.sfdisk"), "label: gpt\nsize=4M, type=L, name=boot\ntype=L, name=\"my root\"\n")
-            .unwrap();
+        std::fs::write(
+            format!("{gpt}.sfdisk"),
+            "label: gpt\nsize=4M, type=L, name=boot\n\
+             type=4f68bce3-e8cd-4db1-96e7-fbcaf984b709, name=\"my root\", attrs=\"GUID:59,60\"\n",
+        )
+        .unwrap();
         assert!(sh(&format!("truncate -s 16M {gpt} && sfdisk -q {gpt} < {gpt}.sfdisk")));
         let o = Command::new("sfdisk").args(["--part-uuid", gpt, "2"]).output().unwrap();
         let uuid2 = String::from_utf8_lossy(&o.stdout).trim().to_lowercase();
@@ -558,6 +578,10 @@ mod tests {
         assert_eq!((parts[1].number, parts[1].partuuid.as_str()), (2, uuid2.as_str()));
         assert_eq!(parts[1].partlabel.as_deref(), Some("my root"));
         assert_eq!(parts[0].partlabel.as_deref(), Some("boot"));
+        // The type and DPS's flags, as sfdisk wrote them.
+        assert_eq!(parts[0].parttype.as_deref(), Some("0fc63daf-8483-4772-8e79-3d69d8477de4"));
+        assert_eq!(parts[1].parttype.as_deref(), Some("4f68bce3-e8cd-4db1-96e7-fbcaf984b709"));
+        assert_eq!((parts[0].flags, parts[1].flags), (0, (1 << 59) | (1 << 60)));
         // MBR: the disk signature and the partition number.
         std::fs::write(format!("{gpt}.sfdisk"), "label: dos\nlabel-id: 0x1234abcd\n,4M,L\n,,L\n").unwrap();
         assert!(sh(&format!("truncate -s 16M {gpt}.mbr && sfdisk -q {gpt}.mbr < {gpt}.sfdisk")));

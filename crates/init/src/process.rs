@@ -87,6 +87,87 @@ fn check(r: isize) -> Result<usize, Errno> {
     if (-4095..0).contains(&r) { Err(Errno::from_raw_os_error(-r as i32)) } else { Ok(r as usize) }
 }
 
+/// A raw five-argument syscall (add_key); the kernel's value (negative errno on failure).
+///
+/// # Safety
+/// The caller passes arguments valid for syscall `n`.
+#[cfg(target_arch = "x86_64")]
+unsafe fn syscall5(n: usize, a: usize, b: usize, c: usize, d: usize, e: usize) -> isize {
+    let r: isize;
+    // SAFETY: the x86_64 syscall ABI: arguments in rdi/rsi/rdx/r10/r8; rcx and r11 clobbered.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") n as isize => r,
+            in("rdi") a, in("rsi") b, in("rdx") c, in("r10") d, in("r8") e,
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack)
+        );
+    }
+    r
+}
+
+/// A raw five-argument syscall (add_key); the kernel's value (negative errno on failure).
+///
+/// # Safety
+/// The caller passes arguments valid for syscall `n`.
+#[cfg(target_arch = "aarch64")]
+unsafe fn syscall5(n: usize, a: usize, b: usize, c: usize, d: usize, e: usize) -> isize {
+    let r: isize;
+    // SAFETY: the aarch64 syscall ABI: number in x8, arguments in x0-x4, the result in x0.
+    unsafe {
+        core::arch::asm!(
+            "svc 0",
+            in("x8") n,
+            inlateout("x0") a as isize => r,
+            in("x1") b, in("x2") c, in("x3") d, in("x4") e,
+            options(nostack)
+        );
+    }
+    r
+}
+
+/// The calling thread's keyring (KEY_SPEC_THREAD_KEYRING): what request_key searches first in
+/// the kernel code this thread calls, and gone with the thread.
+const THREAD_KEYRING: i32 = -1;
+/// keyctl's KEYCTL_UNLINK.
+const KEYCTL_UNLINK: usize = 9;
+#[cfg(target_arch = "x86_64")]
+const SYS_ADD_KEY: usize = 248;
+#[cfg(target_arch = "x86_64")]
+const SYS_KEYCTL: usize = 250;
+#[cfg(target_arch = "aarch64")]
+const SYS_ADD_KEY: usize = 217;
+#[cfg(target_arch = "aarch64")]
+const SYS_KEYCTL: usize = 219;
+
+/// add_key(2) of a `user` key `desc` holding `payload`, in this thread's keyring (as
+/// cryptsetup hands dm-verity a root hash's signature): the key's serial. Hand-written: rustix
+/// has no keyring calls.
+pub fn add_user_key(desc: &str, payload: &[u8]) -> Result<i32, Errno> {
+    let ty = c"user";
+    let desc = CString::new(desc).map_err(|_| Errno::INVAL)?;
+    // SAFETY: add_key reads the NUL-terminated type and description and `payload.len()` bytes
+    // of the payload, all of which live until it returns.
+    let r = unsafe {
+        syscall5(
+            SYS_ADD_KEY,
+            ty.as_ptr() as usize,
+            desc.as_ptr() as usize,
+            payload.as_ptr() as usize,
+            payload.len(),
+            THREAD_KEYRING as isize as usize,
+        )
+    };
+    check(r).map(|k| k as i32)
+}
+
+/// Take key `serial` out of this thread's keyring (keyctl unlink): the kernel has read it.
+pub fn unlink_key(serial: i32) {
+    // SAFETY: KEYCTL_UNLINK takes two integers.
+    let _ = unsafe { syscall3(SYS_KEYCTL, KEYCTL_UNLINK, serial as isize as usize, THREAD_KEYRING as isize as usize) };
+}
+
 // The system call numbers (arch/x86/entry/syscalls/syscall_64.tbl; aarch64 has the
 // generic table, include/uapi/asm-generic/unistd.h, and no fork: clone does it).
 #[cfg(target_arch = "x86_64")]

@@ -6,7 +6,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use leanrd_contract::{InitConfig, Root, RootFeature};
+use leanrd_contract::{DeviceRef, InitConfig, Root, RootFeature};
 use rustix::mount::MountFlags;
 
 use crate::Init;
@@ -62,6 +62,77 @@ impl RootSource for BlockRoot {
     }
 }
 
+/// A dm-verity root: its data and hash devices waited for, set up as /dev/mapper/root, mounted
+/// read-only.
+pub struct VerityRoot(pub crate::verity::Volume);
+
+impl RootSource for VerityRoot {
+    fn kind(&self) -> leanrd_contract::RootKind {
+        leanrd_contract::RootKind::Block
+    }
+    fn waiter(&mut self) -> &mut dyn Waiter {
+        &mut self.0
+    }
+    fn mount(&mut self, init: &mut Init) -> Result<(), String> {
+        let dev = crate::verity::open(init, &self.0)?;
+        mount_verified(init, &dev)
+    }
+}
+
+/// A verity device is read-only whatever `rw` says.
+fn mount_verified(init: &mut Init, dev: &Dev) -> Result<(), String> {
+    init.log.step(&format!("{}{}", leanrd_contract::steplog::ROOT_FOUND, dev.path()));
+    init.cmd.rw = false;
+    mount(init, dev)
+}
+
+/// A root found by partition type (DPS), verified when a signature partition gives its hash.
+/// The bool: only a verified root will do (root=/dev/mapper/root).
+pub struct DpsRoot(pub crate::verity::DpsWaiter, pub bool);
+
+impl RootSource for DpsRoot {
+    fn kind(&self) -> leanrd_contract::RootKind {
+        leanrd_contract::RootKind::Block
+    }
+    fn waiter(&mut self) -> &mut dyn Waiter {
+        &mut self.0
+    }
+    fn mount(&mut self, init: &mut Init) -> Result<(), String> {
+        let f = self.0.found.clone().ok_or("no root partition was found by its type")?;
+        if f.growfs {
+            init.log.step("root partition: growfs is set (left to the root: x-systemd.growfs)");
+        }
+        if self.1 && f.verity.is_none() {
+            return Err(format!(
+                "root=/dev/mapper/root is a verity device, and nothing gives its root hash: no roothash= and no \
+                 verity-sig partition on the booted disk matches a root and a verity partition there (root partition \
+                 found: {})",
+                f.root.path()
+            ));
+        }
+        let Some((sig, data, hash)) = f.verity.filter(|_| !init.cmd.verity.off) else {
+            init.log.step(&format!("{}{} (by partition type)", leanrd_contract::steplog::ROOT_FOUND, f.root.path()));
+            if f.read_only {
+                init.cmd.rw = false;
+            }
+            return mount(init, &f.root);
+        };
+        let spec = crate::cmdline::VeritySpec {
+            hash: Some(sig.root_hash.clone()),
+            data: Some(DeviceRef::DevNo { major: data.devno.0, minor: data.devno.1 }),
+            hash_device: Some(DeviceRef::DevNo { major: hash.devno.0, minor: hash.devno.1 }),
+            options: init.cmd.verity.root.options.clone(),
+        };
+        let mut vol = crate::verity::Volume::wanted("root", &spec, false, true)?.ok_or("no verity volume")?;
+        vol.source = format!("the root hash of the verity-sig partition beside {}", data.path());
+        vol.signature = Some(sig.signature);
+        vol.data.found = Some(data);
+        vol.hash_dev.found = Some(hash);
+        let dev = crate::verity::open(init, &vol)?;
+        mount_verified(init, &dev)
+    }
+}
+
 /// The root this boot uses: `root=` from the command line, else the one the image was built
 /// for. One [`RootSource`] per kind of [`Root`].
 pub fn source(init: &mut Init) -> Result<Box<dyn RootSource>, String> {
@@ -79,8 +150,39 @@ pub fn source(init: &mut Init) -> Result<Box<dyn RootSource>, String> {
         init.no_disk_hint = Some(crate::diagnose::NO_NETWORK_DISK);
         return Ok(crate::netblock::source(init, None));
     }
+    // A verity root (roothash=): root= absent, gpt-auto or /dev/mapper/root.
+    let v = &init.cmd.verity;
+    let mapper_root = DeviceRef::Mapper("root".into());
+    let verity_root = match &init.cmd.mounts.root {
+        None => true,
+        Some(Root::Block(d)) => *d == mapper_root,
+        Some(_) => false,
+    };
+    if verity_root && let Some(vol) = crate::verity::Volume::wanted("root", &v.root, v.off, v.gpt_auto_off)? {
+        init.root_kind = Some(leanrd_contract::RootKind::Block);
+        init.no_disk_hint = Some(crate::diagnose::NO_DISK_CONTROLLER);
+        return Ok(Box::new(VerityRoot(vol)));
+    }
+    if v.root.hash.is_some() && !v.off && !verity_root {
+        init.notes.push("roothash= ignored: root= names another device than /dev/mapper/root".into());
+    }
     let want = init.cmd.mounts.root.clone().or(init.conf.mounts.root.clone());
-    let want = want.ok_or("no root= on the command line and none in the image")?;
+    // No root= anywhere (or root=gpt-auto): the root by partition type, on the booted disk.
+    // /dev/mapper/root with no roothash= (the image's own, on a verity host): the booted disk's
+    // verity-sig partition must give the hash.
+    let need_verity = want == Some(Root::Block(mapper_root)) && !init.cmd.verity.off;
+    if (want.is_none() || init.cmd.verity.gpt_auto_root || need_verity) && !init.cmd.verity.gpt_auto_off {
+        init.root_kind = Some(leanrd_contract::RootKind::Block);
+        init.no_disk_hint = Some(crate::diagnose::NO_DISK_CONTROLLER);
+        let w = crate::verity::DpsWaiter::new(init);
+        // Without the boot loader's word there is nothing to wait for.
+        if w.esp.is_none() {
+            init.no_disk_hint = None;
+            return Err(crate::verity::dps_find(&[], None, &|_| Err(String::new())).err().unwrap_or_default());
+        }
+        return Ok(Box::new(DpsRoot(w, need_verity)));
+    }
+    let want = want.ok_or("no root= on the command line and none in the image (rd.systemd.gpt_auto=0)")?;
     init.mods.net |= want.kind().needs_network();
     init.root_kind = Some(want.kind());
     init.no_disk_hint = Some(crate::diagnose::NO_DISK_CONTROLLER);
