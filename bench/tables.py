@@ -486,6 +486,39 @@ def render_shutdown():
     return "\n".join(out)
 
 
+SPLASH_ROWS = [("leanrd", "leanrd `--universal --include plymouth`"),
+               ("initramfs-tools", "initramfs-tools (MODULES=most, its plymouth hook)"),
+               ("dracut", "dracut `--no-hostonly --add \"crypt plymouth\"`")]
+SPLASH_PLAIN = [("leanrd with plymouth, no splash", "with plymouth in the image", "leanrd"),
+                ("leanrd, no plymouth", "without", "leanrd, no plymouth")]
+
+
+def render_splash():
+    path, d = results("splash")
+    boots, sizes = d["boots"], d["sizes"]
+    unknown = sorted(set(boots) - {n for n, _ in SPLASH_ROWS} - {n for n, _, _ in SPLASH_PLAIN})
+    if unknown:
+        raise SystemExit(f"{os.path.relpath(path, ROOT)}: variants tables.py does not know: {unknown}")
+    mb = lambda n: f"{sizes[n] / 1e6:.2f} MB"  # noqa: E731
+    rows = [[label, mb(n), num(med(b.get("kernel_to_first_frame_s") for b in boots[n]), "{:.2f} s"),
+             num(med(b.get("kernel_to_dialog_s") for b in boots[n]), "{:.2f} s")]
+            for n, label in SPLASH_ROWS if n in boots]
+    plain = [[label, mb(img), num(med(b.get("init_to_prompt_s") for b in boots[n]), "{:.2f} s"),
+              f"{sum(bool(b.get('plymouthd_started')) for b in boots[n])}/{len(boots[n])}"]
+             for n, label, img in SPLASH_PLAIN if n in boots]
+    only = [[n, mb(n)] for n in ("leanrd host-only", "dracut host-only") if n in sizes]
+    out = [provenance(path, d, f", kernel {d['kernel']}, QEMU TCG -m 1024, std VGA, medians of {d['runs']}"), "",
+           table(["image", "size", "kernel start → first plymouth frame", "→ passphrase dialog"],
+                 ["---", "---:", "---:", "---:"], rows), "",
+           table(["leanrd, no `splash` on the command line", "size", "/init's start → its prompt (the kernel's clock)",
+                  "plymouthd started"], ["---", "---:", "---:", "---:"], plain), "",
+           table(["image, size only", "size"], ["---", "---:"], only)]
+    peers = d.get("peers") or {}
+    if peers:
+        out += ["", "Peers: " + ", ".join(f"{p} {v}" for p, v in sorted(peers.items())) + "."]
+    return "\n".join(out)
+
+
 UKI_ROWS = [("leanrd --uki", "leanrd zstd", "`leanrd build --universal --uki`"),
             ("dracut --uefi", "dracut", "`dracut --no-hostonly --uefi --zstd`")]
 
@@ -658,6 +691,7 @@ TABLES = {
     "luks": render_luks,
     "unlock": render_unlock,
     "shutdown": render_shutdown,
+    "splash": render_splash,
     "proof": render_proof,
     "uki": render_uki,
     "arm64": render_arm64,
