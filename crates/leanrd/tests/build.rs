@@ -391,3 +391,37 @@ fn luks_brings_exactly_its_keyboards_keymap_and_cryptsetup() {
         }
     }
 }
+
+/// `drm` alone (what plymouth brings) has the virtual machines' GPUs in a universal image and
+/// no real GPU's driver; `drm-all` every DRM driver of the kernel (amdgpu, i915, nouveau).
+#[test]
+fn real_gpus_only_with_drm_all() {
+    let Some(k) = kver() else { return };
+    let t = TempDir::new("drmall");
+    let f = virtio_ext4(&t);
+    let init = static_init(&t);
+    let kernel = Kernel::load(Path::new("/"), &k).unwrap();
+    let real: Vec<&str> = ["amdgpu", "i915", "nouveau"].into_iter().filter(|m| kernel.db.paths.contains_key(*m)).collect();
+    if real.is_empty() || !kernel.db.paths.contains_key("bochs") {
+        skip::<()>("the kernel has no amdgpu, i915, nouveau or bochs module");
+        return;
+    }
+    let manifest = |extra: &[&str]| {
+        let o = ok(build_cmd(&k, &f, &init, &[&["--universal", "--print-manifest"], extra].concat()));
+        String::from_utf8(o).unwrap()
+    };
+    let has = |m: &str, module: &str| m.lines().any(|l| l.starts_with("file ") && l.contains(&format!("/{module}.ko")));
+    let drm = manifest(&["--include", "drm"]);
+    assert!(has(&drm, "bochs"), "drm: no bochs");
+    for r in &real {
+        assert!(!has(&drm, r), "drm alone brought {r}");
+    }
+    let all = manifest(&["--include", "drm-all"]);
+    for r in real.iter().chain(&["bochs"]) {
+        assert!(has(&all, r), "drm-all: no {r}");
+    }
+    for m in [&drm, &all] {
+        let conf = m.lines().find_map(|l| l.strip_prefix("# generated and transformed files are in ")).unwrap();
+        let _ = fs::remove_dir_all(conf);
+    }
+}
