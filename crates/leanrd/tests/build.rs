@@ -401,13 +401,14 @@ fn real_gpus_only_with_drm_all() {
     let f = virtio_ext4(&t);
     let init = static_init(&t);
     let kernel = Kernel::load(Path::new("/"), &k).unwrap();
-    let real: Vec<&str> = ["amdgpu", "i915", "nouveau"].into_iter().filter(|m| kernel.db.paths.contains_key(*m)).collect();
+    let real: Vec<&str> =
+        ["amdgpu", "i915", "nouveau"].into_iter().filter(|m| kernel.db.paths.contains_key(*m)).collect();
     if real.is_empty() || !kernel.db.paths.contains_key("bochs") {
         skip::<()>("the kernel has no amdgpu, i915, nouveau or bochs module");
         return;
     }
     let manifest = |extra: &[&str]| {
-        let o = ok(build_cmd(&k, &f, &init, &[&["--universal", "--print-manifest"], extra].concat()));
+        let o = ok(&mut build_cmd(&k, &f, &init, &[&["--universal", "--print-manifest"], extra].concat()));
         String::from_utf8(o).unwrap()
     };
     let has = |m: &str, module: &str| m.lines().any(|l| l.starts_with("file ") && l.contains(&format!("/{module}.ko")));
