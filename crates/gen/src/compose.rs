@@ -51,11 +51,13 @@ fn add_features(plan: &mut Plan, selected: &[Selected]) -> Result<Vec<String>> {
             r.add_library_if_present(l)?;
         }
     }
-    for f in selected.iter().map(|s| &s.feature) {
+    for Selected { feature: f, required } in selected {
         for file in &f.files {
             if host_path(&plan.sysroot, file).exists() {
                 plan.add_host_path(file)?;
-            } else {
+            } else if *required {
+                // A configuration file a universal image would carry if the system had one
+                // (integritytab, mdadm.conf) is no news when it has none.
                 warnings.push(format!("feature {}: {file} not found, skipped", f.name));
             }
         }
