@@ -29,6 +29,8 @@ pub enum StackLayer {
     Bcache,
     /// A standalone dm-integrity device.
     Integrity,
+    /// A Network Block Device (/dev/nbdN).
+    Nbd,
 }
 
 /// What one layer is and what booting through it takes.
@@ -116,6 +118,13 @@ pub const LAYERS: &[LayerDef] = &[
         doc: "a standalone dm-integrity device, opened by integritysetup with /etc/integritytab's options",
         program: Some("integritysetup"),
         capability: Some(Capability::Integrity),
+    },
+    LayerDef {
+        layer: StackLayer::Nbd,
+        name: "nbd",
+        doc: "a Network Block Device (/dev/nbdN): /init does the NBD handshake and gives the socket to the kernel's nbd",
+        program: None,
+        capability: Some(Capability::Nbd),
     },
 ];
 

@@ -399,8 +399,20 @@ impl Cmdline {
                     if let Some(fs) = &t.fstype {
                         c.mounts.rootfstype = Some(fs.clone());
                     }
+                    // ro and rw among them say how the root is mounted (as dracut's nbdroot.sh
+                    // reads them), unless the command line's own `ro` or `rw` does; the rest are
+                    // the file system's options.
                     if let Some(fl) = &t.rootflags {
-                        c.mounts.rootflags = Some(fl.clone());
+                        let given = words(s).iter().any(|w| w == "ro" || w == "rw");
+                        let mut rest = Vec::new();
+                        for o in fl.split(',') {
+                            match o {
+                                "ro" | "rw" if given => {}
+                                "ro" | "rw" => c.rw = o == "rw",
+                                _ => rest.push(o),
+                            }
+                        }
+                        c.mounts.rootflags = (!rest.is_empty()).then(|| rest.join(","));
                     }
                     c.nbd = NbdCmd { target: Some(t), device_root: true };
                 }
@@ -596,13 +608,15 @@ mod tests {
 
     #[test]
     fn nbd_roots_as_dracut_reads_them() {
-        let c = Cmdline::parse("root=nbd:10.0.0.1:10809:ext4:ro,noatime rootflags=x netroot=nbd:10.0.0.2:1");
+        let c = Cmdline::parse("root=nbd:10.0.0.1:10809:ext4:rw,noatime rootflags=x netroot=nbd:10.0.0.2:1");
         let t = c.nbd.target.as_ref().unwrap();
         assert!(c.nbd.device_root && c.mounts.root.is_none());
         assert_eq!((t.server.as_str(), t.port), ("10.0.0.1", 10809));
         assert_eq!(c.mounts.rootfstype.as_deref(), Some("ext4"));
-        assert_eq!(c.mounts.rootflags.as_deref(), Some("ro,noatime"));
+        assert_eq!((c.mounts.rootflags.as_deref(), c.rw), (Some("noatime"), true));
         assert_eq!(c.problems, ["netroot=nbd: ignored: root=nbd: takes precedence (as in dracut)"]);
+        let c = Cmdline::parse("root=nbd:h:1::rw,errors=panic ro");
+        assert_eq!((c.mounts.rootflags.as_deref(), c.rw), (Some("errors=panic"), false));
         let c = Cmdline::parse("root=LABEL=r netroot=nbd:[fd00::1]:root netroot=nbd:h:2");
         let t = c.nbd.target.as_ref().unwrap();
         assert!(!c.nbd.device_root && c.mounts.root.is_some());
