@@ -1,6 +1,6 @@
 //! The kernel command line as /init reads it (`leanrd_init::cmdline::Cmdline::parse`), and the
 //! contract's parsers it hands values to: `Root::parse`, `DeviceRef::parse`,
-//! `IscsiTarget::parse`, `NvmfTarget::parse`, `CryptKey::parse`, `CryptOptions::parse`,
+//! `IscsiTarget::parse`, `NvmfTarget::parse`, `NbdTarget::parse`, `CryptKey::parse`, `CryptOptions::parse`,
 //! `verity::VerityOptions::parse` and `verity::parse_root_hash` (`roothash=`). A boot
 //! loader entry, a PXE server or a user at the prompt writes it.
 //!
@@ -9,14 +9,14 @@
 //! - every value that parses has a spelling (`Display`) that parses back to the same value,
 //!   and that spelling is a fixed point: the generator writes these spellings into the
 //!   contract and /init reads them back (the root, /usr, resume, live overlay, key devices,
-//!   iSCSI and NVMe-oF targets, crypttab keys and options);
+//!   iSCSI, NVMe-oF and NBD targets, crypttab keys and options);
 //! - the command line as /init logs and shows it (`redact_secrets`) holds no CHAP password the
 //!   parser took from it.
 
 #![no_main]
 
 use leanrd_contract::verity::{self, Geometry, VerityOptions};
-use leanrd_contract::{CryptKey, CryptOptions, DeviceRef, IscsiTarget, NvmfTarget, Root, redact_secrets};
+use leanrd_contract::{CryptKey, CryptOptions, DeviceRef, IscsiTarget, NbdTarget, NvmfTarget, Root, redact_secrets};
 use leanrd_init::cmdline::{Cmdline, words};
 use libfuzzer_sys::fuzz_target;
 
@@ -46,6 +46,13 @@ fn iscsi(t: &IscsiTarget) {
 fn nvmf(t: &NvmfTarget) {
     let s = t.to_string();
     let back = NvmfTarget::parse(&s).unwrap_or_else(|e| panic!("{t:?} is spelled {s:?}, which does not parse: {e}"));
+    assert_eq!(&back, t, "{t:?} is spelled {s:?}, which parses to {back:?}");
+    assert_eq!(back.to_string(), s);
+}
+
+fn nbd(t: &NbdTarget) {
+    let s = t.to_string();
+    let back = NbdTarget::parse(&s).unwrap_or_else(|e| panic!("{t:?} is spelled {s:?}, which does not parse: {e}"));
     assert_eq!(&back, t, "{t:?} is spelled {s:?}, which parses to {back:?}");
     assert_eq!(back.to_string(), s);
 }
@@ -81,6 +88,9 @@ fn every_parser(v: &str) {
     }
     if let Ok(t) = NvmfTarget::parse(v) {
         nvmf(&t);
+    }
+    if let Ok(t) = NbdTarget::parse(v) {
+        nbd(&t);
     }
     if let Ok(k) = CryptKey::parse(v) {
         key(&k);
@@ -126,6 +136,9 @@ fuzz_target!(|data: &[u8]| {
     }
     for t in &c.nvmf.targets {
         nvmf(t);
+    }
+    if let Some(t) = &c.nbd.target {
+        nbd(t);
     }
 
     // The parsers on each word's value, and on the whole text.

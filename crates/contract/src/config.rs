@@ -34,6 +34,8 @@ pub enum Capability {
     Iscsi,
     /// Connect to NVMe over TCP subsystems (the kernel's nvme-tcp, through /dev/nvme-fabrics).
     Nvmf,
+    /// Connect to NBD servers (the kernel's nbd, given the socket over its netlink family).
+    Nbd,
     /// Mount a root exported over NFS (the kernel's NFS client, over the network /init brings up).
     Nfs,
     /// Mount a live root: an image on a medium through a loop device, under an overlay.
@@ -55,7 +57,7 @@ pub enum Capability {
 
 impl Capability {
     /// Every capability, for looking names up and listing the known ones.
-    pub const ALL: [Capability; 14] = [
+    pub const ALL: [Capability; 15] = [
         Capability::Luks,
         Capability::Lvm,
         Capability::Md,
@@ -63,6 +65,7 @@ impl Capability {
         Capability::Token,
         Capability::Iscsi,
         Capability::Nvmf,
+        Capability::Nbd,
         Capability::Nfs,
         Capability::Live,
         Capability::Clevis,
@@ -82,6 +85,7 @@ impl Capability {
             Capability::Token => "token",
             Capability::Iscsi => "iscsi",
             Capability::Nvmf => "nvmf",
+            Capability::Nbd => "nbd",
             Capability::Nfs => "nfs",
             Capability::Live => "live",
             Capability::Clevis => "clevis",

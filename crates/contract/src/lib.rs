@@ -32,6 +32,7 @@ mod fstab;
 mod integritytab;
 mod iscsi;
 pub mod luks2;
+mod nbd;
 mod nvmf;
 mod root;
 pub mod steplog;
@@ -46,6 +47,7 @@ pub use font::{FONT_DIR, Psf};
 pub use fstab::{FstabEntry, NOT_BLOCK_FSTYPES, fstab_entries, fstab_entry, unescape_octal};
 pub use integritytab::{INTEGRITYTAB, IntegrityEntry, parse_integritytab};
 pub use iscsi::{Chap, ISCSI_PORT, IscsiError, IscsiTarget, redact_secrets};
+pub use nbd::{NBD_PORT, NbdError, NbdTarget};
 pub use nvmf::{DISCOVERY_NQN, NVMF_DISCOVERY_PORT, NVMF_PORT, NvmfError, NvmfTarget, option_value};
 pub use root::{LiveRoot, NfsRoot, NfsVersion, Root, RootError, RootFeature, RootKind};
 

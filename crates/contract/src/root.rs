@@ -87,11 +87,14 @@ pub enum RootFeature {
     Iscsi,
     /// Namespaces on NVMe over TCP subsystems (`rd.nvmf.discover=`).
     Nvmf,
+    /// A Network Block Device (`root=nbd:`, `netroot=nbd:`).
+    Nbd,
 }
 
 impl RootFeature {
     /// Every one, in the order messages list them.
-    pub const ALL: [RootFeature; 4] = [RootFeature::Nfs, RootFeature::Live, RootFeature::Iscsi, RootFeature::Nvmf];
+    pub const ALL: [RootFeature; 5] =
+        [RootFeature::Nfs, RootFeature::Live, RootFeature::Iscsi, RootFeature::Nvmf, RootFeature::Nbd];
 
     /// The /init capability the image needs for it.
     pub fn capability(self) -> Capability {
@@ -100,6 +103,7 @@ impl RootFeature {
             RootFeature::Live => Capability::Live,
             RootFeature::Iscsi => Capability::Iscsi,
             RootFeature::Nvmf => Capability::Nvmf,
+            RootFeature::Nbd => Capability::Nbd,
         }
     }
 
@@ -115,6 +119,7 @@ impl RootFeature {
             RootFeature::Live => "a live root",
             RootFeature::Iscsi => "a root on iSCSI",
             RootFeature::Nvmf => "a root on NVMe over TCP",
+            RootFeature::Nbd => "a root on NBD",
         }
     }
 }
@@ -335,7 +340,7 @@ mod tests {
         let kinds: alloc::vec::Vec<_> = RootKind::ALL.iter().map(|k| (k.name(), k.feature())).collect();
         assert_eq!(kinds, [("block", None), ("nfs", Some(RootFeature::Nfs)), ("live", Some(RootFeature::Live))]);
         let names: alloc::vec::Vec<&str> = RootFeature::ALL.iter().map(|f| f.feature()).collect();
-        assert_eq!(names, ["nfs", "live", "iscsi", "nvmf"]);
+        assert_eq!(names, ["nfs", "live", "iscsi", "nvmf", "nbd"]);
         for f in RootFeature::ALL {
             assert_eq!(Capability::from_name(f.feature()), Some(f.capability()), "{f:?}");
         }

@@ -760,6 +760,7 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
         if dev.join("partition").exists() { dev.parent().unwrap_or(dev).to_path_buf() } else { dev.to_path_buf() };
     iscsi_session(root, &disk, f)?;
     nvmf_controllers(root, &disk, f)?;
+    nbd_device(&disk, f, root)?;
     let serves = dev.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     for l in ancestors(root, &disk, &f.role, &serves) {
         f.modaliases.extend(l.modalias.clone());
@@ -823,6 +824,19 @@ fn iscsi_session(root: &Path, disk: &Path, f: &mut Facts) -> Result<()> {
         f.modules.insert("iscsi_tcp".into());
         let what = format!("iSCSI ({} at {}:{port})", t.name, t.server);
         walk_network(root, f, &what)?;
+    }
+    Ok(())
+}
+
+/// A Network Block Device (/dev/nbdN): the nbd layer, its module, and the network interfaces
+/// that are up walked to their drivers. The export is not recorded: the kernel does not say
+/// which server a device is connected to, so the command line names it (`root=nbd:`).
+fn nbd_device(disk: &Path, f: &mut Facts, root: &Path) -> Result<()> {
+    let name = disk.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let is_nbd = name.strip_prefix("nbd").is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+    if is_nbd && f.stack.insert(StackLayer::Nbd) {
+        f.modules.insert("nbd".into());
+        walk_network(root, f, &format!("NBD ({name})"))?;
     }
     Ok(())
 }

@@ -668,6 +668,10 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
     if facts.stack.contains(&StackLayer::Nvmf) {
         missing.extend(nvmf_root(&mut c, facts));
     }
+    // NBD: the network and nbd; /init's capability is checked with the other layers'.
+    if facts.stack.contains(&StackLayer::Nbd) {
+        missing.extend(network_root(&mut c, facts, "the root's NBD device", &["nbd"]));
+    }
     for layer in &facts.stack {
         let def = layer.def();
         if let Some(prog) = def.program

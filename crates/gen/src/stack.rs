@@ -31,6 +31,8 @@ pub enum StackLayer {
     Integrity,
     /// A dm-verity device (veritysetup's or systemd's, or leanrd's /init's).
     Verity,
+    /// A Network Block Device (/dev/nbdN).
+    Nbd,
 }
 
 /// What one layer is and what booting through it takes.
@@ -125,6 +127,13 @@ pub const LAYERS: &[LayerDef] = &[
         doc: "a dm-verity device, set up by /init itself (`roothash=`, `usrhash=`, a verity-sig partition)",
         program: None,
         capability: None,
+    },
+    LayerDef {
+        layer: StackLayer::Nbd,
+        name: "nbd",
+        doc: "a Network Block Device (/dev/nbdN): /init does the NBD handshake and gives the socket to the kernel's nbd",
+        program: None,
+        capability: Some(Capability::Nbd),
     },
 ];
 

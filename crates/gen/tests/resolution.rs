@@ -304,6 +304,21 @@ fn nvmf_roots_record_their_subsystem() {
     assert!(e.contains("the root is on NVMe over rdma (nvme0): leanrd's /init connects to NVMe over TCP only"), "{e}");
 }
 
+/// A root on /dev/nbd0 (a virtual block device, no parent): the nbd layer, its module, the
+/// NIC's driver, and /init's nbd capability in a host-only image.
+#[test]
+fn nbd_roots_are_detected() {
+    let t = TempDir::new("hostnbd");
+    let f = leanrd_testkit::nbd_virtio(&t, "nbd");
+    let x = host::detect(&f.root).unwrap();
+    assert!(x.stack.contains(&StackLayer::Nbd) && x.drivers.contains("virtio_net"), "{x:?}");
+    assert!(x.modules.contains("nbd"), "{:?}", x.modules);
+    let Some(k) = kver() else { return };
+    let (g, conf) = host_only(&t, &f, k);
+    assert!(conf.layer(leanrd_contract::Capability::Nbd).is_some(), "{conf:?}");
+    assert!(g.modules.contains("nbd") && g.modules.contains("virtio_net"), "{:?}", g.modules);
+}
+
 /// A system booted live: its root an overlay, its medium on /run/initramfs/live. The medium
 /// is recorded by UUID (not the overlay), its CD drive's drivers walked, and the image gets
 /// the loop device, squashfs, the overlay and the medium's file system.

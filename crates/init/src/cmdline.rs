@@ -4,7 +4,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use leanrd_contract::{Chap, CryptKey, CryptOptions, DeviceRef, IscsiTarget, Mounts, NvmfTarget, Root};
+use leanrd_contract::{Chap, CryptKey, CryptOptions, DeviceRef, IscsiTarget, Mounts, NbdTarget, NvmfTarget, Root};
 
 use crate::netconf::IpParam;
 use crate::params;
@@ -111,6 +111,8 @@ pub struct Cmdline {
     pub iscsi: IscsiCmd,
     /// NVMe over TCP (dracut's `rd.nvmf.*`).
     pub nvmf: NvmfCmd,
+    /// A Network Block Device (dracut's `root=nbd:`, `netroot=nbd:`).
+    pub nbd: NbdCmd,
     /// Live media (dracut's `rd.live.*`, Debian's `boot=live`, `toram`, `live-media-path=`).
     pub live: LiveCmd,
     /// dm-verity and partitions found by type (systemd's `roothash=`, `systemd.verity_*`,
@@ -161,6 +163,16 @@ pub struct IscsiCmd {
     pub initiator: Option<String>,
     /// `rd.iscsi.param=NAME=VALUE` (repeatable): node settings for iscsistart.
     pub params: Vec<String>,
+}
+
+/// What the command line says of NBD.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NbdCmd {
+    /// `root=nbd:...`, else the first `netroot=nbd:...` (dracut's precedence).
+    pub target: Option<NbdTarget>,
+    /// `root=nbd:...`: the root is the device itself (its file system type and options are
+    /// the target's, else `rootfstype=` and `rootflags=`).
+    pub device_root: bool,
 }
 
 /// What the command line says of a live root.
@@ -410,6 +422,41 @@ impl Cmdline {
             root = None;
         }
         iscsi.finish(&mut c);
+        if let Some(v) = root.as_deref().filter(|v| v.starts_with("nbd:")) {
+            match NbdTarget::parse(v) {
+                Ok(t) => {
+                    if c.nbd.target.is_some() {
+                        c.problems.push("netroot=nbd: ignored: root=nbd: takes precedence (as in dracut)".into());
+                    }
+                    // dracut: the target's fields replace rootfstype= and rootflags=.
+                    if let Some(fs) = &t.fstype {
+                        c.mounts.rootfstype = Some(fs.clone());
+                    }
+                    // ro and rw among them say how the root is mounted (as dracut's nbdroot.sh
+                    // reads them), unless the command line's own `ro` or `rw` does; the rest are
+                    // the file system's options.
+                    if let Some(fl) = &t.rootflags {
+                        let given = words(s).iter().any(|w| w == "ro" || w == "rw");
+                        let mut rest = Vec::new();
+                        for o in fl.split(',') {
+                            match o {
+                                "ro" | "rw" if given => {}
+                                "ro" | "rw" => c.rw = o == "rw",
+                                _ => rest.push(o),
+                            }
+                        }
+                        c.mounts.rootflags = (!rest.is_empty()).then(|| rest.join(","));
+                    }
+                    c.nbd = NbdCmd { target: Some(t), device_root: true };
+                }
+                Err(e) => c.problems.push(format!("root= ignored: {e}")),
+            }
+            root = None;
+        }
+        if let Some(t) = c.nbd.target.as_ref().filter(|t| !t.ignored.is_empty()) {
+            let ignored = t.ignored.join(",");
+            c.problems.push(format!("nbd: options not acted on by leanrd's /init: {ignored}"));
+        }
         // Debian's live-boot: no root=, the medium found by what it holds.
         match boot.as_deref() {
             Some("live") if root.as_deref().is_none_or(|r| !r.starts_with("live:")) => root = Some("live:".into()),
@@ -561,7 +608,7 @@ mod tests {
         assert_eq!(c.iscsi.params, ["node.session.timeo.replacement_timeout=-1"]);
         assert!(c.problems.is_empty(), "{:?}", c.problems);
         let c = Cmdline::parse(
-            "netroot=iscsi:u:secret@h:x::iqn.a rd.iscsi.target.name=iqn.b rd.iscsi.firmware=1 netroot=nbd:h:1",
+            "netroot=iscsi:u:secret@h:x::iqn.a rd.iscsi.target.name=iqn.b rd.iscsi.firmware=1 netroot=afs:h:1",
         );
         assert!(c.iscsi.targets.is_empty());
         assert_eq!(c.problems.len(), 4, "{:?}", c.problems);
@@ -595,6 +642,28 @@ mod tests {
         }
         let c = Cmdline::parse("rd.iscsi.target.name=iqn.t:x rd.iscsi.target.ip=10.0.0.1 rd.iscsi.target.port=3261");
         assert_eq!(c.iscsi.targets[0].port, Some(3261));
+    }
+
+    #[test]
+    fn nbd_roots_as_dracut_reads_them() {
+        let c = Cmdline::parse("root=nbd:10.0.0.1:10809:ext4:rw,noatime rootflags=x netroot=nbd:10.0.0.2:1");
+        let t = c.nbd.target.as_ref().unwrap();
+        assert!(c.nbd.device_root && c.mounts.root.is_none());
+        assert_eq!((t.server.as_str(), t.port), ("10.0.0.1", 10809));
+        assert_eq!(c.mounts.rootfstype.as_deref(), Some("ext4"));
+        assert_eq!((c.mounts.rootflags.as_deref(), c.rw), (Some("noatime"), true));
+        assert_eq!(c.problems, ["netroot=nbd: ignored: root=nbd: takes precedence (as in dracut)"]);
+        let c = Cmdline::parse("root=nbd:h:1::rw,errors=panic ro");
+        assert_eq!((c.mounts.rootflags.as_deref(), c.rw), (Some("errors=panic"), false));
+        let c = Cmdline::parse("root=LABEL=r netroot=nbd:[fd00::1]:root netroot=nbd:h:2");
+        let t = c.nbd.target.as_ref().unwrap();
+        assert!(!c.nbd.device_root && c.mounts.root.is_some());
+        assert_eq!((t.host(), t.export.as_deref()), ("fd00::1", Some("root")));
+        assert!(c.problems.is_empty(), "{:?}", c.problems);
+        let c = Cmdline::parse("root=nbd:h:99999 netroot=nbd:h netroot=nbd:h:1:::persist");
+        assert!(!c.nbd.device_root && c.mounts.root.is_none());
+        assert_eq!(c.nbd.target.as_ref().map(|t| t.port), Some(1));
+        assert_eq!(c.problems.len(), 3, "{:?}", c.problems);
     }
 
     #[test]

@@ -43,6 +43,7 @@ pub mod log;
 pub mod luks;
 pub mod luks2;
 pub mod modules;
+pub mod nbd;
 pub mod net;
 pub mod netblock;
 pub mod netconf;

@@ -841,6 +841,12 @@ pub fn server_address(server: &str, net: &Configured, log: &mut Log) -> Result<S
 /// Whether a TCP server answers on `addr` (an IPv4 or IPv6 literal) and `port` within `ms`:
 /// a connection made and closed, so that "unreachable" is told apart from a refused login.
 pub fn tcp_reachable(addr: &str, port: u16, ms: u64) -> Result<(), Errno> {
+    tcp_connect(addr, port, ms).map(drop)
+}
+
+/// A TCP connection to `addr` (an IPv4 or IPv6 literal) and `port`, made within `ms`; the
+/// socket is non-blocking.
+pub fn tcp_connect(addr: &str, port: u16, ms: u64) -> Result<OwnedFd, Errno> {
     use rustix::net::{SocketAddrV4, SocketAddrV6};
     let flags = SocketFlags::CLOEXEC | SocketFlags::NONBLOCK;
     let started = if let Some(a) = netconf::ipv4(addr) {
@@ -853,7 +859,7 @@ pub fn tcp_reachable(addr: &str, port: u16, ms: u64) -> Result<(), Errno> {
         return Err(Errno::INVAL);
     };
     match started {
-        (Ok(()), _) => Ok(()),
+        (Ok(()), fd) => Ok(fd),
         (Err(e), fd) if e == Errno::INPROGRESS => {
             let end = sys::now_ms().saturating_add(ms);
             loop {
@@ -867,7 +873,7 @@ pub fn tcp_reachable(addr: &str, port: u16, ms: u64) -> Result<(), Errno> {
                 }
             }
             match rustix::net::sockopt::socket_error(&fd)? {
-                Ok(()) => Ok(()),
+                Ok(()) => Ok(fd),
                 Err(e) => Err(e),
             }
         }

@@ -1,8 +1,9 @@
-//! A root on block devices that a network transport brings in (iSCSI, NVMe over TCP): wait for
-//! a network interface (its driver comes by coldplug of the network class), bring the network
-//! up ([`crate::net`]), connect each transport (one file each: [`crate::iscsi`],
-//! [`crate::nvmf`]), then find the root like any block device — by `root=`, with whatever stack
-//! sits on it, or the disk a transport names (`root=iscsi:`, the LUN itself).
+//! A root on block devices that a network transport brings in (iSCSI, NVMe over TCP, NBD): wait
+//! for a network interface (its driver comes by coldplug of the network class), bring the
+//! network up ([`crate::net`]), connect each transport (one file each: [`crate::iscsi`],
+//! [`crate::nvmf`], [`crate::nbd`]), then find the root like any block device — by `root=`,
+//! with whatever stack sits on it, or the disk a transport names (`root=iscsi:`, the LUN
+//! itself; `root=nbd:`, the NBD device).
 //!
 //! Each failure says which step failed: no link, no lease, a name DNS could not resolve, a
 //! target nobody answers on (a TCP connection is tried first), a connection or login refused.
@@ -25,7 +26,9 @@ use crate::wait::{DeviceWaiter, Waiter};
 /// Whether the root's devices come over a network transport: the command line or the image
 /// names a target.
 pub fn wanted(init: &Init) -> bool {
-    crate::iscsi::Iscsi::wanted(init).is_some() || crate::nvmf::Nvmf::wanted(init).is_some()
+    crate::iscsi::Iscsi::wanted(init).is_some()
+        || crate::nvmf::Nvmf::wanted(init).is_some()
+        || crate::nbd::Nbd::wanted(init).is_some()
 }
 
 /// The source for a root on a network transport (`root` None: the transport's disk).
@@ -38,6 +41,14 @@ pub fn source(init: &mut Init, root: Option<DeviceWaiter>) -> Box<dyn RootSource
     if let Some(t) = crate::nvmf::Nvmf::wanted(init) {
         transports.push(Box::new(t));
     }
+    // `root=nbd:` names the root's disk: first, where the disk is looked for.
+    if let Some(t) = crate::nbd::Nbd::wanted(init) {
+        if t.device_root {
+            transports.insert(0, Box::new(t));
+        } else {
+            transports.push(Box::new(t));
+        }
+    }
     Box::new(NetBlockSource::new(init, transports, root))
 }
 
@@ -46,7 +57,7 @@ pub const CONNECT_MS: u64 = 5_000;
 
 /// One network transport: connects to its targets over the network brought up.
 pub trait Transport {
-    /// For messages: "iSCSI", "NVMe/TCP".
+    /// For messages: "iSCSI", "NVMe/TCP", "NBD".
     fn name(&self) -> &'static str;
     /// What the image must have been built with for it.
     fn feature(&self) -> RootFeature;

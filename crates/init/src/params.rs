@@ -14,7 +14,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use leanrd_contract::verity::{VerityOptions, parse_root_hash};
-use leanrd_contract::{CryptKey, CryptOptions, DeviceRef, IscsiTarget, NvmfTarget};
+use leanrd_contract::{CryptKey, CryptOptions, DeviceRef, IscsiTarget, NbdTarget, NvmfTarget};
 
 use crate::cmdline::{FsckMode, FsckRepair, Parse, for_uuid};
 use crate::netconf::{self, IpParam};
@@ -260,7 +260,7 @@ pub static PARAMS: &[Param] = &[
     // The root and /usr.
     param!(
         &["root"],
-        Form::Text("DEVICE|nfs:...|iscsi:...|live:..."),
+        Form::Text("DEVICE|nfs:...|iscsi:...|nbd:...|live:..."),
         Root,
         ONCE,
         |p, v| {
@@ -269,7 +269,8 @@ pub static PARAMS: &[Param] = &[
         },
         "The root: a block device (`/dev/sda2`, `UUID=`, `LABEL=`, `PARTUUID=[/PARTNROFF=N]`, \
          `PARTLABEL=`, `/dev/disk/by-*/...`, `/dev/mapper/NAME`), `/dev/nfs` or `nfs:[SERVER:]PATH[:OPTIONS]` \
-         (with `nfsroot=`), `iscsi:...` (the LUN itself, as `netroot=`), or `live:DEVICE` (a live medium). \
+         (with `nfsroot=`), `iscsi:...` (the LUN itself, as `netroot=`), `nbd:...` (the NBD device itself, as \
+         `netroot=`), or `live:DEVICE` (a live medium). \
          Without it, the root the image was built for.",
         "root=UUID=1b2c3d4e-0000-4000-8000-000000000001"
     ),
@@ -926,21 +927,33 @@ pub static PARAMS: &[Param] = &[
     // iSCSI.
     param!(
         &["netroot"],
-        Form::Text("iscsi:[USER:PASSWORD[:IN_USER:IN_PASSWORD]@]SERVER:[PROTO]:[PORT]:[LUN]:TARGET"),
+        Form::Text(
+            "iscsi:[USER:PASSWORD[:IN_USER:IN_PASSWORD]@]SERVER:[PROTO]:[PORT]:[LUN]:TARGET|\
+             nbd:SERVER:PORT[/EXPORT][:FSTYPE[:ROOTFLAGS[:NBDOPTS]]]"
+        ),
         Iscsi,
         REPEATS,
         |p, v| {
             let v = v.text();
+            if v.starts_with("nbd:") {
+                // The first one (dracut's); `root=nbd:` replaces it.
+                let t = NbdTarget::parse(&v).map_err(|e| e.to_string())?;
+                p.c.nbd.target.get_or_insert(t);
+                return Ok(());
+            }
             if !v.starts_with("iscsi:") {
                 return Err(format!(
-                    "{}:... is not known to leanrd's /init (iscsi: only)",
+                    "{}:... is not known to leanrd's /init (iscsi: and nbd: only)",
                     v.split(':').next().unwrap_or("")
                 ));
             }
             p.c.iscsi.targets.push(IscsiTarget::parse(&v).map_err(|e| e.to_string())?);
             Ok(())
         },
-        "An iSCSI target to log in to (dracut's form); the root is then found on its LUNs by `root=`.",
+        "An iSCSI target to log in to (dracut's form); the root is then found on its LUNs by `root=`. \
+         Or an NBD export to connect (dracut's form: PORT, or a name there for an export on port 10809; \
+         NBDOPTS `bs=` and `timeout=`), the root then found on it by `root=` (`root=nbd:...`: the \
+         device itself is the root, FSTYPE and ROOTFLAGS its type and options).",
         "root=UUID=1b2c netroot=iscsi:10.0.0.1::::iqn.2026-11.org.example:root"
     ),
     param!(

@@ -145,7 +145,7 @@ pub fn source(init: &mut Init) -> Result<Box<dyn RootSource>, String> {
         init.no_disk_hint = None;
         return Err(why);
     }
-    if init.cmd.iscsi.lun_root {
+    if init.cmd.iscsi.lun_root || init.cmd.nbd.device_root {
         init.root_kind = Some(leanrd_contract::RootKind::Block);
         init.no_disk_hint = Some(crate::diagnose::NO_NETWORK_DISK);
         return Ok(crate::netblock::source(init, None));
@@ -253,6 +253,11 @@ pub fn asked(cmd: &Cmdline, text: &str, conf: &InitConfig) -> Vec<(RootFeature, 
         out.push((RootFeature::Nvmf, format!("the command line asks for {what} ({given})")));
     } else if let Some(t) = conf.nvmf.first().filter(|_| !cmd.nvmf.nostatic) {
         out.push((RootFeature::Nvmf, format!("the image was made for {what} ({t})")));
+    }
+    if let Some(t) = &cmd.nbd.target {
+        let given = word(&|w| w.starts_with("root=nbd:") || w.starts_with("netroot=nbd:"))
+            .unwrap_or_else(|| format!("netroot={t}"));
+        out.push((RootFeature::Nbd, format!("the command line asks for {} ({given})", RootFeature::Nbd.what())));
     }
     out
 }

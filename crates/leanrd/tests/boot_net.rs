@@ -20,8 +20,12 @@
 //!   its portal by name with a static ip=), the diagnoses (a target nobody answers, a login
 //!   refused), and Debian 12 on a LUN named by rd.iscsi.* to running.
 //!
+//! - NBD: the busybox root's ext4 image served by nbd-server; `root=nbd:` (the device itself)
+//!   by DHCP and with a static `ip=` and the export by name, and the diagnoses (nobody
+//!   answers, an export the server has not).
+//!
 //! Needs root, qemu, busybox-static, nfs-ganesha(-vfs), rpcbind, dnsmasq, iproute2, tgt,
-//! open-iscsi (iscsistart) and e2fsprogs.
+//! open-iscsi (iscsistart), nbd-server and e2fsprogs.
 
 mod common;
 
@@ -264,6 +268,45 @@ const CASES: &[Case] = &[
         ],
         reject: &[MARK],
     },
+    // NBD (nbd-server in the lab): the device is the root, by DHCP; the export named where
+    // dracut puts the port.
+    Case {
+        name: "nbd_root_dhcp",
+        append: "root=nbd:10.77.0.1:busybox ip=dhcp",
+        nics: Nics::One,
+        expect: &[
+            MARK,
+            "ROOT-MOUNT /dev/nbd0 / ext4 ro,",
+            "] nbd: connected NBD export \"busybox\" at 10.77.0.1:10809 as nbd0 (",
+            "HANDOVER PROTO='dhcp'",
+        ],
+        reject: &[],
+    },
+    // A static ip=, the port and the export both, the file system type and options in the
+    // root= value (dracut's FSTYPE and ROOTFLAGS).
+    Case {
+        name: "nbd_root_static_ip",
+        append: "root=nbd:10.77.0.1:10809/busybox:ext4:ro,errors=remount-ro \
+                 ip=10.77.0.9::10.77.0.1:255.255.255.0:box:eth0:off",
+        nics: Nics::One,
+        expect: &[MARK, "ROOT-MOUNT /dev/nbd0 / ext4 ro,", "errors=remount-ro", "HANDOVER PROTO='none'"],
+        reject: &[],
+    },
+    Case {
+        name: "nbd_unreachable_server_diagnosed",
+        append: "root=nbd:10.77.0.1:10810/busybox ip=dhcp leanrd.timeout=5",
+        nics: Nics::One,
+        expect: &["leanrd: cannot boot: NBD export \"busybox\" at 10.77.0.1:10810 is unreachable from eth0: \
+             Connection refused"],
+        reject: &[MARK],
+    },
+    Case {
+        name: "nbd_unknown_export_diagnosed",
+        append: "root=nbd:10.77.0.1:nosuch ip=dhcp leanrd.timeout=5",
+        nics: Nics::One,
+        expect: &["leanrd: cannot boot: NBD export \"nosuch\" at 10.77.0.1:10809: the export was refused: "],
+        reject: &[MARK],
+    },
 ];
 
 /// A boot of an image built without the feature a root needs: `--universal` with no
@@ -366,6 +409,7 @@ fn world() -> Result<Option<&'static World>, String> {
 fn make_world() -> Option<World> {
     let mut need: Vec<&str> = netlab::TOOLS.to_vec();
     need.extend(netlab::ISCSI_TOOLS);
+    need.extend(netlab::NBD_TOOLS);
     need.extend(["iscsistart", "mkfs.ext4", "debugfs", "cpio", "modprobe"]);
     if !is_root() || !Path::new("/bin/busybox").exists() || need.iter().any(|t| !have(t)) {
         return skip(&format!("needs root, /bin/busybox and {need:?}"));
@@ -400,10 +444,12 @@ fn make_world() -> Option<World> {
         nvmf: Some(NvmfSpec { kernel: &kernel, subsystems: &subsystems }),
         tang: None,
     };
-    let lab = NetLab::start("nfs", &spec).unwrap_or_else(|e| panic!("the network lab: {e}"));
+    let mut lab = NetLab::start("nfs", &spec).unwrap_or_else(|e| panic!("the network lab: {e}"));
+    lab.nbd(&[("busybox", &bb_lun)]).unwrap_or_else(|e| panic!("the network lab: {e}"));
     let image = t.join("universal-net.img");
     ok(leanrd()
         .args(["build", "-k", &kver, "--universal", "--include", "nfs", "--include", "iscsi", "--include", "nvmf"])
+        .args(["--include", "nbd"])
         .arg("--init")
         .arg(&init)
         .arg("-o")

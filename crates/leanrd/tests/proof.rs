@@ -172,6 +172,8 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         ("root on an iSCSI LUN (its disk)", iscsi_virtio(&t, "iscsi-sd"), "sd_mod"),
         ("root on NVMe over TCP via virtio-net", nvmf_virtio(&t, "nvmf"), "virtio_net"),
         ("root on NVMe over TCP (its transport)", nvmf_virtio(&t, "nvmf-tcp"), "nvme_tcp"),
+        ("root on NBD via virtio-net", nbd_virtio(&t, "nbd"), "virtio_net"),
+        ("root on NBD (its module)", nbd_virtio(&t, "nbd-mod"), "nbd"),
         ("LUKS with a USB keyboard", keyboard_host(&luks, Some("0c0c0c0c-1111-4222-8333-444444444444")), "usbhid"),
         (
             "LUKS on NVMe with a USB keyboard",
@@ -300,6 +302,12 @@ fn root_kinds_are_matched_and_an_unknown_kind_is_refused() {
         err.contains("NVMe/TCP subsystem nqn.2026-11.test.leanrd:root: /init's configuration does not turn on nvmf"),
         "{err}"
     );
+    // A root on NBD: without the nbd feature, refused.
+    let f = nbd_virtio(&t, "nbd-without");
+    let o = build(&k, &f, &t.join("nbd-without.img"), &["--exclude", "nbd"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("the nbd layer under the root: /init's configuration does not turn on nbd"), "{err}");
 }
 
 /// A universal image proves the classes its features promise: every storage driver, every

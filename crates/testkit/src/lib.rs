@@ -992,6 +992,13 @@ pub fn nvmf_virtio(t: &TempDir, name: &str) -> Fixture {
     f
 }
 
+/// A root on a Network Block Device: ext4 on /dev/nbd0 (a virtual block device), a virtio NIC.
+pub fn nbd_virtio(t: &TempDir, name: &str) -> Fixture {
+    let f = Fixture::new(t, name, "22 1 43:0 / / rw,relatime shared:1 - ext4 /dev/nbd0 rw\n");
+    f.dev("virtual/block", None, None).block("virtual/block/nbd0", "43:0", false).virtio_nic();
+    f
+}
+
 /// A diskless machine: its root NFSv4 from 10.0.2.2 over a virtio NIC (and a loopback, which
 /// has no device).
 pub fn nfs_virtio(t: &TempDir, name: &str) -> Fixture {

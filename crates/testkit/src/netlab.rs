@@ -52,6 +52,9 @@ pub enum TangServer<'a> {
     Back(&'a Path),
 }
 
+/// What the NBD server needs.
+pub const NBD_TOOLS: [&str; 2] = ["nbd-server", "ss"];
+
 /// The Tang server's port.
 pub const TANG_PORT: u16 = 7500;
 /// What a Tang server needs.
@@ -240,6 +243,34 @@ impl NetLab {
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         Err(format!("tgt did not set its targets up: {}", self.log("tgt")))
+    }
+
+    /// nbd-server on [`SERVER`]:10809 (NBD's port), each export by its name, read-only (one
+    /// file served to several boots). Started on a lab already running; waits (bounded: 10 s)
+    /// until the server listens. It forks a process per client (`-d`, one process, serves one
+    /// client at a time, and a VM that powers off never closes its connection); the daemon,
+    /// in the lab's namespace with a /run of its own, ends with the lab's processes.
+    pub fn nbd(&mut self, exports: &[(&str, &Path)]) -> Result<(), String> {
+        let mut conf = format!("[generic]\nlistenaddr = {SERVER}\nport = 10809\nallowlist = true\n");
+        for (name, file) in exports {
+            conf += &format!("[{name}]\nexportname = {}\nreadonly = true\n", file.display());
+        }
+        let path = self.dir.join("nbd-server.conf");
+        fs::write(&path, conf).map_err(|e| format!("{}: {e}", path.display()))?;
+        let script = format!(
+            "mount -t tmpfs none /run && nbd-server -C {} && \
+             for i in $(seq 100); do ss -Hltn 'sport = :10809' | grep -q . && break; sleep 0.1; done && \
+             ss -Hltn 'sport = :10809' | grep -q . && echo LEANRD-NBD-READY",
+            path.display()
+        );
+        self.spawn("nbd", &script)?;
+        for _ in 0..100 {
+            if self.log("nbd").contains("LEANRD-NBD-READY") {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Err(format!("nbd-server did not listen in 10 s: {}", self.log("nbd")))
     }
 
     /// The NVMe/TCP target: a VM on the bridge (TCG, one CPU, idle between requests) booting
