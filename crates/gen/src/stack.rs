@@ -124,7 +124,7 @@ pub const LAYERS: &[LayerDef] = &[
     LayerDef {
         layer: StackLayer::Verity,
         name: "verity",
-        doc: "a dm-verity device, set up by /init itself (`roothash=`, `usrhash=`, a verity-sig partition)",
+        doc: "a dm-verity device, set up by /init itself (roothash=, usrhash=, a verity-sig partition)",
         program: None,
         capability: None,
     },
