@@ -326,9 +326,16 @@ pub fn run_status(prog: &str, args: &[&str]) -> Result<i32, RunError> {
     }
 }
 
-/// [`run_status`] with `input` on the program's standard input (a pipe; a passphrase for
-/// `cryptsetup --key-file=-`). The input never touches a file.
-pub fn run_input(prog: &str, args: &[&str], input: &[u8]) -> Result<i32, RunError> {
+/// Which of a program's standard streams [`spawn_piped`] connects to the pipe.
+enum Piped {
+    /// Its standard input: the caller writes.
+    Stdin,
+    /// Its standard error: the caller reads.
+    Stderr,
+}
+
+/// Start `prog` with one standard stream on a pipe; its pid and the caller's end of the pipe.
+fn spawn_piped(prog: &str, args: &[&str], piped: Piped) -> Result<(i32, rustix::fd::OwnedFd), RunError> {
     let path = which(prog).ok_or_else(|| RunError::NotFound(prog.to_string()))?;
     let mut argv = alloc::vec![prog];
     argv.extend_from_slice(args);
@@ -339,9 +346,12 @@ pub fn run_input(prog: &str, args: &[&str], input: &[u8]) -> Result<i32, RunErro
     match fork() {
         Err(e) => Err(RunError::Fork(prog.to_string(), e)),
         Ok(0) => {
-            drop(w);
-            // dup2 clears close-on-exec on the copy.
-            if rustix::stdio::dup2_stdin(&r).is_err() {
+            // dup2 clears close-on-exec on the copy; the pipe's own ends close at exec.
+            let dup = match piped {
+                Piped::Stdin => rustix::stdio::dup2_stdin(&r),
+                Piped::Stderr => rustix::stdio::dup2_stderr(&w),
+            };
+            if dup.is_err() {
                 exit(126);
             }
             let e = x.exec();
@@ -350,15 +360,19 @@ pub fn run_input(prog: &str, args: &[&str], input: &[u8]) -> Result<i32, RunErro
             }
             exit(127)
         }
-        Ok(pid) => {
-            drop(r);
-            // A program that exits without reading all of it: EPIPE (SIGPIPE is ignored by
-            // PID 1 by default), not a failure here.
-            let _ = crate::sys::write_all(&w, input);
-            drop(w);
-            Ok(wait(pid))
-        }
+        Ok(pid) => Ok((pid, if matches!(piped, Piped::Stdin) { w } else { r })),
     }
+}
+
+/// [`run_status`] with `input` on the program's standard input (a pipe; a passphrase for
+/// `cryptsetup --key-file=-`). The input never touches a file.
+pub fn run_input(prog: &str, args: &[&str], input: &[u8]) -> Result<i32, RunError> {
+    let (pid, w) = spawn_piped(prog, args, Piped::Stdin)?;
+    // A program that exits without reading all of it: EPIPE (SIGPIPE is ignored by PID 1 by
+    // default), not a failure here.
+    let _ = crate::sys::write_all(&w, input);
+    drop(w);
+    Ok(wait(pid))
 }
 
 /// [`run_status`] with the program's standard error through a pipe: shown on the console as
@@ -366,47 +380,24 @@ pub fn run_input(prog: &str, args: &[&str], input: &[u8]) -> Result<i32, RunErro
 /// names what the program said). Reads until every writer (the program's children too) has
 /// closed the pipe.
 pub fn run_capture(prog: &str, args: &[&str], keep: usize) -> Result<(i32, Vec<u8>), RunError> {
-    let path = which(prog).ok_or_else(|| RunError::NotFound(prog.to_string()))?;
-    let mut argv = alloc::vec![prog];
-    argv.extend_from_slice(args);
-    let env = alloc::format!("PATH={PATH}");
-    let x = Exec::new(&path, &argv, &[&env, "TERM=linux"]);
-    let (r, w) =
-        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| RunError::Fork(prog.to_string(), e))?;
-    match fork() {
-        Err(e) => Err(RunError::Fork(prog.to_string(), e)),
-        Ok(0) => {
-            drop(r);
-            if rustix::stdio::dup2_stderr(&w).is_err() {
-                exit(126);
+    let (pid, r) = spawn_piped(prog, args, Piped::Stderr)?;
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match rustix::io::read(&r, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                // SAFETY: fd 2 is the console the kernel opened for init (as in eprint).
+                let fd2 = unsafe { rustix::fd::BorrowedFd::borrow_raw(2) };
+                crate::sys::write_all(fd2, &buf[..n]);
+                let room = keep.saturating_sub(kept.len()).min(n);
+                kept.extend_from_slice(&buf[..room]);
             }
-            let e = x.exec();
-            for part in ["leanrd: exec ", &path, ": ", errstr(e), "\n"] {
-                eprint(part);
-            }
-            exit(127)
-        }
-        Ok(pid) => {
-            drop(w);
-            let mut kept = Vec::new();
-            let mut buf = [0u8; 4096];
-            loop {
-                match rustix::io::read(&r, &mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        // SAFETY: fd 2 is the console the kernel opened for init (as in eprint).
-                        let fd2 = unsafe { rustix::fd::BorrowedFd::borrow_raw(2) };
-                        crate::sys::write_all(fd2, &buf[..n]);
-                        let room = keep.saturating_sub(kept.len()).min(n);
-                        kept.extend_from_slice(&buf[..room]);
-                    }
-                    Err(Errno::INTR) => continue,
-                    Err(_) => break,
-                }
-            }
-            Ok((wait(pid), kept))
+            Err(Errno::INTR) => continue,
+            Err(_) => break,
         }
     }
+    Ok((wait(pid), kept))
 }
 
 /// Wait for one child; its wait status (or -1).
