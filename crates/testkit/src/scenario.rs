@@ -42,6 +42,10 @@ pub enum Root {
     /// (tools/debian-root trixie plymouth), its own kernel; the universal image is built with
     /// `--include plymouth`.
     Debian13Plymouth,
+    /// Debian 13 as a storage server's root: the same with thin-provisioning-tools,
+    /// bcache-tools, multipath-tools and kpartx (tools/debian-root trixie storage), its own
+    /// kernel.
+    Debian13Storage,
 }
 
 impl Root {
@@ -51,12 +55,16 @@ impl Root {
             Root::Debian12 => "bookworm",
             Root::Debian13 => "trixie",
             Root::Debian13Arm64 => "trixie arm64",
-            Root::Debian13Plymouth => "trixie",
+            Root::Debian13Plymouth | Root::Debian13Storage => "trixie",
         }
     }
     /// The flavour as tools/debian-root takes it (none: the test root).
     fn flavour(self) -> &'static str {
-        if self == Root::Debian13Plymouth { "plymouth" } else { "" }
+        match self {
+            Root::Debian13Plymouth => "plymouth",
+            Root::Debian13Storage => "storage",
+            _ => "",
+        }
     }
     /// Its name in the scratch directory's paths.
     fn tag(self) -> String {
@@ -105,6 +113,11 @@ pub enum Stack {
     /// writes to copies of the disks; afterwards the console must show the way down closing
     /// LUKS, LVM and md in that order, and `mdadm --examine` must call each member clean.
     MdLvmLuks,
+    /// A server's root (debian13-storage): the ext4 root on a thin LV (vg0/root in the thin
+    /// pool vg0/pool) on bcache (/dev/bcache0: the backing device on the second disk, its cache
+    /// on the third, writethrough), /boot on the first disk (ext4, the whole disk): a
+    /// self-built root writes its own image there. Made in a prep VM.
+    BcacheLvmThin,
 }
 
 /// A file system kind, or a blank disk.
@@ -316,6 +329,19 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
                     && s.disks.len() == 1 => {}
             Stack::MdLvmLuks => {
                 return Err("md-lvm-luks holds the ext4 root alone, on two virtio-blk members (members = 2)".into());
+            }
+            Stack::BcacheLvmThin
+                if v.fs == FsKind::Ext4
+                    && v.bus == Bus::VirtioBlk
+                    && v.holds == Holds::Root
+                    && !v.gpt
+                    && v.members == 1
+                    && s.disks.len() == 1
+                    && s.root == Root::Debian13Storage => {}
+            Stack::BcacheLvmThin => {
+                return Err("bcache-lvm-thin holds the ext4 root alone on virtio-blk disks, of debian13-storage \
+                            (its thin_check and make-bcache)"
+                    .into());
             }
             Stack::Lvm | Stack::Luks => {
                 return Err(format!(
@@ -553,7 +579,9 @@ fn suite(root: Root) -> Result<Option<Suite>, String> {
                 let config = fs::read(format!("/boot/config-{kver}")).unwrap_or_default();
                 (k, key_of(&[kver.as_bytes(), dep.as_bytes(), &config]))
             }
-            Root::Debian13 | Root::Debian13Arm64 | Root::Debian13Plymouth => (root_kernel(&cached), String::new()),
+            Root::Debian13 | Root::Debian13Arm64 | Root::Debian13Plymouth | Root::Debian13Storage => {
+                (root_kernel(&cached), String::new())
+            }
         };
         let finish = finish_base_on(&path, if root.arm64() { crate::AARCH64_CONSOLE } else { "ttyS0" });
         // The root by its packages' versions (a root made again may hold newer ones) and by
@@ -842,6 +870,22 @@ fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
             }];
             (made, "root=/dev/mapper/md_crypt".into(), String::new())
         }
+        Stack::BcacheLvmThin => {
+            let host_kver = kver_of(&crate::kernel().expect("the prep VM runs the host's kernel"));
+            let key = key_of(&[b"bcache-lvm-thin 1", root_tree.key.as_bytes()]);
+            let dir = cached("disks", &key, |d| bcache_lvm_thin_disks(d, &host_kver, &root_tree.path, &key));
+            let disks = ["boot", "backing", "cache"]
+                .map(|n| Disk { path: dir.join(format!("{n}.disk")), gpt: false, bus: Bus::VirtioBlk })
+                .to_vec();
+            let made = vec![Made {
+                disks,
+                fs: FsKind::Ext4,
+                uuid: String::new(),
+                subvol: false,
+                holds: Some(Holds::Root),
+            }];
+            (made, "root=/dev/mapper/vg0-root".into(), String::new())
+        }
         Stack::Luks => {
             let host_kver = kver_of(&crate::kernel().expect("the prep VM runs the host's kernel"));
             let key = key_of(&[b"luks", root_tree.key.as_bytes(), PASS.as_bytes()]);
@@ -910,6 +954,48 @@ fn lvm_disk(dir: &Path, host_kver: &str, root: &Path, usr: Option<&Path>, fstab:
     let disks: Vec<Disk> =
         std::iter::once(lvm).chain(images).map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk }).collect();
     prep_boot(&img, &disks, &format!("LVM {seed}"));
+}
+
+/// The disks of [`Stack::BcacheLvmThin`] in `dir`: boot.disk (ext4 of the tree's /boot),
+/// backing.disk and cache.disk (bcache, writethrough, 64 KiB buckets), with vg0 on
+/// /dev/bcache0 holding the thin pool vg0/pool and in it the thin LV vg0/root, an ext4 of
+/// the tree (its fstab naming both), copied in by a prep VM on the host's kernel. Everything
+/// stopped at the end, as a machine that was shut down leaves it.
+fn bcache_lvm_thin_disks(dir: &Path, host_kver: &str, tree: &Path, seed: &str) {
+    let t = TempDir::new("bcache-thin-prep");
+    let boot_uuid = uuid_for(seed, 110);
+    let fstab = format!("/dev/mapper/vg0-root / ext4 defaults 0 1\nUUID={boot_uuid} /boot ext4 defaults 0 2\n");
+    let root = ext4_image(&t, "thin-root", 2048, &uuid_for(seed, 111), tree, Some(&fstab));
+    let boot = ext4_image(&t, "boot", 256, &boot_uuid, &tree.join("boot"), None);
+    sh(&format!("mv {} {}", boot.display(), dir.join("boot.disk").display()));
+    let (backing, cache) = (dir.join("backing.disk"), dir.join("cache.disk"));
+    sh(&format!("truncate -s 2400M {} && truncate -s 256M {}", backing.display(), cache.display()));
+    let lvc = "$lvm lvcreate -y --config \"$C\"";
+    let body = format!(
+        "$make_bcache --bucket 64k -B /dev/vda -C /dev/vdb && \
+         echo /dev/vda > /sys/fs/bcache/register && echo /dev/vdb > /sys/fs/bcache/register && \
+         for i in $(seq 1 20); do [ -b /dev/bcache0 ] && break; sleep 1; done && \
+         $lvm pvcreate -y --config \"$C\" /dev/bcache0 && $lvm vgcreate --config \"$C\" vg0 /dev/bcache0 && \
+         {lvc} --type thin-pool -L 2200M -n pool vg0 && {lvc} -V 2048M --thinpool vg0/pool -n root && \
+         $e2image -ra /dev/vdc /dev/mapper/vg0-root && $lvm vgchange -an --config \"$C\" vg0 && sync && \
+         echo 1 > /sys/block/bcache0/bcache/stop && for s in /sys/fs/bcache/*-*; do echo 1 > $s/stop; done && \
+         sleep 1 && echo PREP-DONE"
+    );
+    let mut modules = crate::prep::STACK_MODULES.to_vec();
+    modules.extend(["dm_thin_pool", "bcache"]);
+    let img = crate::prep::image(
+        t.path(),
+        host_kver,
+        &["lvm", "e2image", "make-bcache", "thin_check"],
+        &modules,
+        "vdc",
+        &body,
+        None,
+    )
+    .expect("the bcache/LVM thin prep image");
+    let disks: Vec<Disk> =
+        [backing, cache, root].into_iter().map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk }).collect();
+    prep_boot(&img, &disks, &format!("bcache/LVM thin {seed}"));
 }
 
 /// Copies of disks a boot writes to (the cached ones stay as they were made).
@@ -1095,6 +1181,8 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     let initrd = format!("boot/initrd.img-{}", su.kver);
     match s.stack {
         Stack::Luks => take_boot_file(&t, &root.disks[0], &format!("initrd.img-{}", su.kver), &own),
+        // /boot is the first disk's whole file system.
+        Stack::BcacheLvmThin => take_file(&t, &root.disks[0], false, &format!("initrd.img-{}", su.kver), &own),
         Stack::MdLvmLuks | Stack::Lvm | Stack::Plain => take_file(&t, &root.disks[0], root.subvol, &initrd, &own),
     }
     let listing = String::from_utf8(ok(leanrd().arg("ls").arg(&own))).unwrap();
@@ -1302,6 +1390,8 @@ mod tests {
         assert!(e.contains("rd.neednet=1"), "{e}");
         let e = err("[a]\nroot = \"debian13\"\nstack = \"luks\"\ndisks = [{ fs = \"ext4\", bus = \"ahci\" }]\n");
         assert!(e.contains("virtio-blk or NVMe"), "{e}");
+        let e = err("[a]\nroot = \"debian13\"\nstack = \"bcache-lvm-thin\"\ndisks = [{ fs = \"ext4\" }]\n");
+        assert!(e.contains("of debian13-storage"), "{e}");
         let e = err("[Bad-Name]\nroot = \"debian12\"\ndisks = [{ fs = \"ext4\" }]\n");
         assert!(e.contains("lower-case letters"), "{e}");
     }
