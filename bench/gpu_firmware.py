@@ -8,7 +8,7 @@ downloaded with `apt-get download` from the machine's own Debian mirror into a s
 directory). Nothing is booted: what a device loads is the table's, the sizes are the files'.
 
 Usage: python3 bench/gpu_firmware.py
-Raw results: bench/results/gpu-firmware-DATE-COMMIT.json (every kept file with its size).
+Raw results: bench/results/gpu_firmware-DATE-COMMIT.json (every kept file with its size).
 """
 
 import glob
@@ -115,7 +115,7 @@ def main():
     for r in results:
         print(f"{r['gpu']:<30}{r['driver']:<8}{r['kept_present']:>11}{r['kept_bytes'] / 1e6:>9.2f}"
               f"{r['list_present']:>11}{r['list_bytes'] / 1e6:>9.2f}")
-    save("gpu-firmware", {"kernel": kver, "results": results}, peers=versions)
+    save("gpu_firmware", {"kernel": kver, "results": results}, peers=versions)
 
 
 main()
