@@ -98,7 +98,8 @@ def main():
                                      text=True).stdout
                 lists[driver] = list(dict.fromkeys(out.split()))
             whole = lists[driver]
-            r = subprocess.run([example, driver, pci, *ip], input="\n".join(whole), capture_output=True, text=True)
+            r = subprocess.run([example, fwdir, driver, pci, *ip], input="\n".join(whole), capture_output=True,
+                               text=True)
             if r.returncode not in (0, 2):
                 raise SystemExit(r.stderr)
             kept = r.stdout.split()

@@ -6,7 +6,7 @@
 //! tools/gpu-firmware-table (whose header says what is read where) and compiled in here.
 //!
 //! Host detection records the GPU ([`DisplayGpu::read`], from sysfs, before anything is
-//! composed); compose asks [`names`] for its names and keeps the firmware they match
+//! composed); compose asks [`loads`] what it loads and keeps the firmware that matches
 //! ([`FirmwareFilter`]); a device the table does not know keeps its driver's whole list.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -83,8 +83,12 @@ impl DisplayGpu {
 /// An IP block's version: (major, minor, revision).
 type Version = (u32, u32, u32);
 
-/// A device's `vendor:device` and its names (None: the table does not know it).
-type Device = (String, Option<BTreeSet<String>>);
+/// A device's `vendor:device` and what it loads: names and the files kept of those it tries
+/// (None: the table does not know it).
+type Device = (String, Option<(BTreeSet<String>, BTreeSet<String>)>);
+
+/// A file a chip tries: its kind (`guc`), the first revision that tries it, the file.
+type Try = (String, u8, String);
 
 /// The table of data/gpu-firmware.txt (see tools/gpu-firmware-table for its rows).
 #[derive(Debug, Default)]
@@ -99,6 +103,8 @@ struct Table {
     ip: BTreeMap<(String, String, Version), Vec<String>>,
     /// (driver, block) → the prefix of its default name, PREFIX_MAJ_MIN_REV.
     ipname: BTreeMap<(String, String), String>,
+    /// (driver, chip) → the files it tries, in order.
+    tries: BTreeMap<(String, String), Vec<Try>>,
 }
 
 /// The table compiled into leanrd, generated from Linux 6.12's sources.
@@ -137,6 +143,11 @@ fn parse(text: &str) -> Result<Table, String> {
                 let [a, b, c] = v[..] else { return Err(at("not MAJ.MIN.REV")) };
                 t.ip.insert((drv, rest[0].to_string(), (a, b, c)), names(2));
             }
+            "try" if rest.len() == 4 => {
+                let rev = rest[2].parse().map_err(|_| at("not a revision"))?;
+                let v = t.tries.entry((drv, rest[0].to_string())).or_default();
+                v.push((rest[1].to_string(), rev, rest[3].to_string()));
+            }
             "ipname" if rest.len() == 2 => {
                 t.ipname.insert((drv, rest[0].to_string()), rest[1].to_string());
             }
@@ -152,41 +163,60 @@ fn table() -> &'static Table {
     T.get_or_init(|| parse(TABLE).unwrap_or_else(|e| panic!("{e}")))
 }
 
-/// The names of the firmware `gpu` loads (each matches DRIVER/NAME followed by `_` or `.`);
-/// None when the table does not know the device (nor, for amdgpu, its IP blocks).
-pub fn names(gpu: &DisplayGpu) -> Option<BTreeSet<String>> {
-    names_in(table(), gpu)
+/// What a GPU loads, by its driver's firmware names (without the driver's directory).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Loads {
+    /// Names: every firmware NAME followed by `_` or `.` (`sienna_cichlid` for
+    /// sienna_cichlid_sos.bin).
+    pub names: BTreeSet<String>,
+    /// Files the driver tries in turn, each list in its order: the first present is loaded,
+    /// the next only when it is missing (i915's GuC, HuC and GSC).
+    pub tries: Vec<Vec<String>>,
 }
 
-fn names_in(t: &Table, gpu: &DisplayGpu) -> Option<BTreeSet<String>> {
+/// What `gpu` loads; None when the table does not know the device (nor, for amdgpu, its IP
+/// blocks).
+pub fn loads(gpu: &DisplayGpu) -> Option<Loads> {
+    loads_in(table(), gpu)
+}
+
+fn loads_in(t: &Table, gpu: &DisplayGpu) -> Option<Loads> {
     let drv = gpu.driver.clone();
     if let Some(chip) = t.pci.get(&(drv.clone(), gpu.vendor, gpu.device_id)) {
         let key = (drv, chip.clone());
-        let mut out: BTreeSet<String> = match t.chip.get(&key) {
+        let mut names: BTreeSet<String> = match t.chip.get(&key) {
             Some(v) => v.iter().cloned().collect(),
             None => BTreeSet::from([chip.clone()]),
         };
-        out.extend(t.also.get(&key).into_iter().flatten().cloned());
-        return Some(out);
+        names.extend(t.also.get(&key).into_iter().flatten().cloned());
+        // Each kind's files for this revision, in the table's order.
+        let mut tries: Vec<(String, Vec<String>)> = Vec::new();
+        for (kind, _, file) in t.tries.get(&key).into_iter().flatten().filter(|(_, r, _)| *r <= gpu.revision) {
+            match tries.iter_mut().find(|(k, _)| k == kind) {
+                Some((_, v)) => v.push(file.clone()),
+                None => tries.push((kind.clone(), vec![file.clone()])),
+            }
+        }
+        return Some(Loads { names, tries: tries.into_iter().map(|(_, v)| v).collect() });
     }
     // amdgpu's IP-discovery ASICs (matched by class, in no PCI row): named from their blocks.
-    let mut out = BTreeSet::new();
+    let mut names = BTreeSet::new();
     for (block, &(a, b, c)) in &gpu.ip {
         let default = t.ipname.get(&(drv.clone(), block.clone())).map(|p| format!("{p}_{a}_{b}_{c}"));
         match t.ip.get(&(drv.clone(), block.clone(), (a, b, c))) {
             Some(v) => {
                 for n in v {
                     if n == "*" {
-                        out.extend(default.clone());
+                        names.extend(default.clone());
                     } else {
-                        out.insert(n.clone());
+                        names.insert(n.clone());
                     }
                 }
             }
-            None => out.extend(default),
+            None => names.extend(default),
         }
     }
-    (!out.is_empty()).then_some(out)
+    (!names.is_empty()).then_some(Loads { names, tries: Vec::new() })
 }
 
 /// Whether the firmware `fw` (a modinfo entry, `amdgpu/sienna_cichlid_sos.bin`) of `driver`
@@ -200,17 +230,33 @@ pub fn matches(driver: &str, names: &BTreeSet<String>, fw: &str) -> bool {
 /// What a host-only image's drm feature keeps of its display drivers' firmware lists.
 #[derive(Debug, Clone, Default)]
 pub struct FirmwareFilter {
-    /// Driver module → its devices: their `vendor:device` and names (None: unknown, the whole
-    /// list).
+    /// Driver module → its devices: their `vendor:device` and what they load (None: unknown,
+    /// the whole list).
     by_driver: BTreeMap<String, Vec<Device>>,
 }
 
 impl FirmwareFilter {
-    /// The filter for the boot displays' GPUs.
-    pub fn for_displays(gpus: &[DisplayGpu]) -> FirmwareFilter {
+    /// The filter for the boot displays' GPUs; `present` says whether a firmware file
+    /// (`i915/tgl_guc_70.bin`) is installed: of the files a driver tries in turn, the first
+    /// present is kept (all of them when none is).
+    pub fn for_displays(gpus: &[DisplayGpu], present: &dyn Fn(&str) -> bool) -> FirmwareFilter {
         let mut f = FirmwareFilter::default();
         for g in gpus {
-            f.by_driver.entry(g.driver.clone()).or_default().push((g.id(), names(g)));
+            let kept = loads(g).map(|l| {
+                let mut files = BTreeSet::new();
+                for chain in &l.tries {
+                    let path = |x: &String| format!("{}/{x}", g.driver);
+                    match chain.iter().find(|x| present(&path(x))) {
+                        Some(x) => files.insert(path(x)),
+                        None => {
+                            files.extend(chain.iter().map(path));
+                            true
+                        }
+                    };
+                }
+                (l.names, files)
+            });
+            f.by_driver.entry(g.driver.clone()).or_default().push((g.id(), kept));
         }
         f
     }
@@ -220,7 +266,9 @@ impl FirmwareFilter {
     pub fn keeps(&self, module: &str, fw: &str) -> bool {
         match self.by_driver.get(module) {
             None => true,
-            Some(devs) => devs.iter().any(|(_, n)| n.as_ref().is_none_or(|n| matches(module, n, fw))),
+            Some(devs) => devs
+                .iter()
+                .any(|(_, k)| k.as_ref().is_none_or(|(names, files)| files.contains(fw) || matches(module, names, fw))),
         }
     }
 
@@ -346,7 +394,8 @@ mod tests {
     fn kept(root: &Path, list: &[&str]) -> (crate::host::Facts, Vec<String>) {
         let mut f = crate::host::Facts::default();
         crate::host::detect_displays(root, &mut f);
-        let filter = FirmwareFilter::for_displays(&f.display_gpus);
+        // Every file of the list installed.
+        let filter = FirmwareFilter::for_displays(&f.display_gpus, &|fw| list.contains(&fw));
         let driver = f.display_gpus.first().map(|g| g.driver.clone()).unwrap_or_default();
         let v = list.iter().filter(|fw| filter.keeps(&driver, fw)).map(|s| s.to_string()).collect();
         (f, v)
@@ -420,25 +469,38 @@ mod tests {
         sys(d.path(), "i915", ("0x8086", "0x9a49", "0x01"), &[]);
         let (f, v) = kept(d.path(), I915);
         assert!(f.display_modules.contains("i915"));
-        assert_eq!(
-            v,
-            ["i915/tgl_guc_70.1.1.bin", "i915/tgl_huc.bin", "i915/tgl_huc_7.9.3.bin", "i915/tgl_dmc_ver2_12.bin"]
-        );
+        // Its one GuC and HuC (tgl_guc_70.bin, tgl_huc.bin are Alder Lake-S's), its DMC.
+        assert_eq!(v, ["i915/tgl_guc_70.1.1.bin", "i915/tgl_huc_7.9.3.bin", "i915/tgl_dmc_ver2_12.bin"]);
         let d = tempfile::tempdir().unwrap();
         sys(d.path(), "i915", ("0x8086", "0x46a6", "0x0c"), &[]);
         let (_, v) = kept(d.path(), I915);
-        // Alder Lake-P: its own GuC and DMC, Tiger Lake's HuC (intel_uc_fw.c).
+        // Alder Lake-P: its own GuC and DMC (both DMC files: the second is its fallback), Tiger
+        // Lake's HuC (intel_uc_fw.c).
+        assert_eq!(v, ["i915/adlp_guc_70.bin", "i915/adlp_dmc.bin", "i915/adlp_dmc_ver2_16.bin", "i915/tgl_huc.bin"]);
+        // Alder Lake-N is an Alder Lake-P whose GuC is Alder Lake-S's (Tiger Lake's).
+        let d = tempfile::tempdir().unwrap();
+        sys(d.path(), "i915", ("0x8086", "0x46d0", "0x00"), &[]);
+        let (_, v) = kept(d.path(), I915);
         assert_eq!(
             v,
-            [
-                "i915/adlp_guc_70.bin",
-                "i915/adlp_guc_70.1.1.bin",
-                "i915/adlp_dmc.bin",
-                "i915/adlp_dmc_ver2_16.bin",
-                "i915/tgl_huc.bin",
-                "i915/tgl_huc_7.9.3.bin"
-            ]
+            ["i915/adlp_dmc.bin", "i915/adlp_dmc_ver2_16.bin", "i915/tgl_guc_70.1.1.bin", "i915/tgl_huc.bin"]
         );
+        // The files the driver tries in turn when none is installed: all of them (the build
+        // says which are missing); one installed: that one.
+        let gpu = DisplayGpu { driver: "i915".into(), vendor: 0x8086, device_id: 0x46a6, ..Default::default() };
+        let adlp_guc = ["i915/adlp_guc_70.bin", "i915/adlp_guc_70.1.1.bin", "i915/adlp_guc_69.0.3.bin"];
+        let none = FirmwareFilter::for_displays(std::slice::from_ref(&gpu), &|_| false);
+        assert!(adlp_guc.iter().all(|f| none.keeps("i915", f)));
+        let last = FirmwareFilter::for_displays(std::slice::from_ref(&gpu), &|f| f == adlp_guc[2]);
+        assert_eq!(adlp_guc.map(|f| last.keeps("i915", f)), [false, false, true]);
+        // Comet Lake from revision 5 tries its own GuC first, an earlier one Kaby Lake's only.
+        let cml = |revision| {
+            let g =
+                DisplayGpu { driver: "i915".into(), vendor: 0x8086, device_id: 0x9ba4, revision, ..Default::default() };
+            loads(&g).unwrap().tries
+        };
+        assert_eq!(cml(5)[0], ["cml_guc_70.1.1.bin", "kbl_guc_70.1.1.bin"]);
+        assert_eq!(cml(0)[0], ["kbl_guc_70.1.1.bin"]);
     }
 
     #[test]
@@ -448,15 +510,18 @@ mod tests {
         sys(d.path(), "amdgpu", ("0x1002", "0xffff", "0x00"), &[]);
         let (f, v) = kept(d.path(), AMDGPU);
         assert_eq!(v.len(), AMDGPU.len());
-        let filter = FirmwareFilter::for_displays(&f.display_gpus);
+        let filter = FirmwareFilter::for_displays(&f.display_gpus, &|_| true);
         assert_eq!(filter.unknown(), [("amdgpu".to_string(), "1002:ffff".to_string())]);
         let d = tempfile::tempdir().unwrap();
         sys(d.path(), "nouveau", ("0x10de", "0x2484", "0xa1"), &[]);
         let (f, v) = kept(d.path(), &["nvidia/ga104/gr/fecs_bl.bin", "nvidia/tu102/gr/fecs_bl.bin"]);
         assert_eq!(v.len(), 2);
-        assert_eq!(FirmwareFilter::for_displays(&f.display_gpus).unknown(), [("nouveau".into(), "10de:2484".into())]);
+        assert_eq!(
+            FirmwareFilter::for_displays(&f.display_gpus, &|_| true).unknown(),
+            [("nouveau".into(), "10de:2484".into())]
+        );
         // Another module's firmware is never the filter's.
-        assert!(FirmwareFilter::for_displays(&f.display_gpus).keeps("r8169", "rtl_nic/rtl8168h-2.fw"));
+        assert!(FirmwareFilter::for_displays(&f.display_gpus, &|_| true).keeps("r8169", "rtl_nic/rtl8168h-2.fw"));
     }
 
     #[test]
