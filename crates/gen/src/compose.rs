@@ -221,8 +221,8 @@ pub(crate) fn init_config(
 
 /// What goes in of the display drivers' firmware: host-only, with the drm feature, only the
 /// files the boot display's GPU loads ([`crate::gpu`]: of the files its driver tries in turn,
-/// the first the sysroot has); a universal image, or one with
-/// drm-all (every DRM driver, for any GPU), keeps every module's whole list.
+/// the first the sysroot has); a universal image, or one with drm-all (every DRM driver, for
+/// any GPU), keeps every module's whole list.
 fn display_firmware(r: &Request, selected: &[Selected], facts: Option<&Facts>) -> FirmwareFilter {
     let has = |name: &str| selected.iter().any(|s| s.feature.name == name);
     match facts {
