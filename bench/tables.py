@@ -523,6 +523,21 @@ UKI_ROWS = [("leanrd --uki", "leanrd zstd", "`leanrd build --universal --uki`"),
             ("dracut --uefi", "dracut", "`dracut --no-hostonly --uefi --zstd`")]
 
 
+def render_gpu_firmware():
+    path, d = results("gpu_firmware")
+    rows = []
+    for r in d["results"]:
+        share = 100 * r["kept_bytes"] / r["list_bytes"] if r["list_bytes"] else 0
+        kept = f"{r['kept_present']} files, {r['kept_bytes'] / 1e6:.2f} MB" if r["known"] else "not in the table: all"
+        rows.append([r["gpu"], f"`{r['pci']}`", r["driver"], kept,
+                     f"{r['list_present']} files, {r['list_bytes'] / 1e6:.2f} MB", f"{share:.1f} %"])
+    out = [provenance(path, d, f", kernel {d['kernel']}"), "",
+           table(["GPU", "PCI id", "driver", "the image's firmware, host-only", "the driver's modinfo list",
+                  "share"], ["---", "---", "---", "---:", "---:", "---:"], rows)]
+    out += ["", "Firmware: " + ", ".join(f"{p} {v}" for p, v in sorted(d.get("peers", {}).items())) + "."]
+    return "\n".join(out)
+
+
 def render_uki():
     path, d = results("uki")
     ukis, boots = d["ukis"], d["boots"]
@@ -692,6 +707,7 @@ TABLES = {
     "unlock": render_unlock,
     "shutdown": render_shutdown,
     "splash": render_splash,
+    "gpu_firmware": render_gpu_firmware,
     "proof": render_proof,
     "uki": render_uki,
     "arm64": render_arm64,

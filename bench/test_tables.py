@@ -132,6 +132,17 @@ def shutdown_results():
                  peers={"dracut": "106-6", "systemd": "257.9-1"})
 
 
+def gpu_firmware_results():
+    def gpu(name, driver, pci, known, kept, kept_bytes, files, list_bytes):
+        return {"gpu": name, "driver": driver, "pci": pci, "ip": [], "known": known, "list_files": files + 2,
+                "list_present": files, "list_bytes": list_bytes, "kept_files": kept, "kept_present": kept,
+                "kept_bytes": kept_bytes, "kept": {}}
+    return saved("gpu_firmware", {"kernel": "6.12.1-amd64", "results": [
+        gpu("Navi 21", "amdgpu", "1002:73bf", True, 12, 2_770_000, 625, 81_540_000),
+        gpu("A card", "amdgpu", "1002:ffff", False, 625, 81_540_000, 625, 81_540_000)]},
+        peers={"firmware-amd-graphics": "20250410-2"})
+
+
 class Tables(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory(prefix="leanrd-tables-")
@@ -351,6 +362,15 @@ class Tables(unittest.TestCase):
         self.put("shutdown-2026-01-03-abc1234.json", bad)
         with self.assertRaises(SystemExit):
             tables.render_shutdown()
+
+    def test_gpu_firmware(self):
+        name = "gpu_firmware-2026-01-02-abc1234.json"
+        self.put(name, gpu_firmware_results())
+        got = tables.render_gpu_firmware()
+        self.assertTrue(got.startswith(self.provenance("gpu_firmware", name, ", kernel 6.12.1-amd64") + "\n"), got)
+        self.assertIn("| Navi 21 | `1002:73bf` | amdgpu | 12 files, 2.77 MB | 625 files, 81.54 MB | 3.4 % |", got)
+        self.assertIn("| A card | `1002:ffff` | amdgpu | not in the table: all | 625 files, 81.54 MB | 100.0 % |", got)
+        self.assertIn("Firmware: firmware-amd-graphics 20250410-2.", got)
 
     def test_uki(self):
         name = "uki-2026-01-02-abc1234.json"

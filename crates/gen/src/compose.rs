@@ -12,6 +12,7 @@ use leanrd_kmod::Resolved;
 
 use crate::crypt::CryptSelection;
 use crate::elf;
+use crate::gpu::FirmwareFilter;
 use crate::host::{Facts, Mount, SystemConfig};
 use crate::modcache::ModuleCache;
 use crate::modules::Kernel;
@@ -218,6 +219,25 @@ pub(crate) fn init_config(
     c
 }
 
+/// What goes in of the display drivers' firmware: host-only, with the drm feature, only the
+/// files the boot display's GPU loads ([`crate::gpu`]: of the files its driver tries in turn,
+/// the first the sysroot has); a universal image, or one with drm-all (every DRM driver, for
+/// any GPU), keeps every module's whole list.
+fn display_firmware(r: &Request, selected: &[Selected], facts: Option<&Facts>) -> FirmwareFilter {
+    let has = |name: &str| selected.iter().any(|s| s.feature.name == name);
+    match facts {
+        Some(x) if !r.universal && has("drm") && !has("drm-all") => {
+            let present = |fw: &str| {
+                ["", ".zst", ".xz"]
+                    .iter()
+                    .any(|ext| host_path(&r.sysroot, &format!("/lib/firmware/{fw}{ext}")).exists())
+            };
+            FirmwareFilter::for_displays(&x.display_gpus, &present)
+        }
+        _ => FirmwareFilter::default(),
+    }
+}
+
 /// The display's drivers plymouthd waits for (the drm feature's): the host's display driver,
 /// or in a universal image the virtual GPUs' (each binds only where its device is).
 fn display_modules(
@@ -364,7 +384,8 @@ pub(crate) fn main_plan(
         warnings.extend(add_plymouth(&mut plan, &r.sysroot, cmdline, asked)?);
     }
     let modprobe = config.modprobe.for_modules(&m.set);
-    warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp, cache, &modprobe, r.threads)?);
+    let firmware = display_firmware(r, selected, facts);
+    warnings.extend(kernel.add_to_plan(&mut plan, &m.set, &r.tmp, cache, &modprobe, r.threads, &firmware)?);
     let mut conf = init_config(r, kernel, selected, facts, m);
     if let (Some(_), Some(Root::Block(DeviceRef::Kernel(name)))) = (facts, &conf.mounts.root) {
         // No /dev/disk/by-uuid link for the root's device (udev has not named it yet, or the

@@ -70,6 +70,9 @@ pub struct Facts {
     /// with `boot_vga`, else every card's), as modalias and driver: the `drm` feature's
     /// host-only modules, loaded before plymouthd starts.
     pub display_modules: BTreeSet<String>,
+    /// The boot display's GPUs (those of `display_modules` on PCI): what says which of their
+    /// driver's firmware they load (see [`crate::gpu`]).
+    pub display_gpus: Vec<crate::gpu::DisplayGpu>,
     /// Every device on the way from what the boot needs (the root's, /usr's and the resume
     /// device's block devices, the keyboards) to the hardware, for the boot proof.
     pub links: Vec<Link>,
@@ -970,7 +973,8 @@ pub(crate) fn has_letter_keys(bitmap: &str) -> bool {
 /// The boot display's DRM driver ([`Facts::display_modules`]): the card whose PCI device has
 /// `boot_vga` = 1, else every card (a machine with one GPU that is not on PCI). Only the
 /// device itself: the buses above it are the kernel's or coldplug's. The firmware framebuffer's
-/// own driver (simpledrm, built in where it exists) has no module to add.
+/// own driver (simpledrm, built in where it exists) has no module to add. A PCI GPU with a
+/// driver is also recorded with its ids and IP blocks ([`Facts::display_gpus`]).
 pub(crate) fn detect_displays(root: &Path, f: &mut Facts) {
     let Ok(rd) = fs::read_dir(root.join("sys/class/drm")) else { return };
     let mut cards: Vec<(String, PathBuf)> = rd
@@ -990,6 +994,12 @@ pub(crate) fn detect_displays(root: &Path, f: &mut Facts) {
         if let Some(l) = ancestors(root, dev, "display", name).into_iter().next() {
             f.display_modules.extend(l.modalias.clone());
             f.display_modules.extend(l.driver.clone());
+            let own = dev.ends_with(&l.device);
+            if let Some(g) =
+                l.driver.as_deref().filter(|_| own).and_then(|d| crate::gpu::DisplayGpu::read(dev, d, &l.device))
+            {
+                f.display_gpus.push(g);
+            }
         }
     }
 }

@@ -25,6 +25,7 @@ mod digest;
 mod elf;
 pub mod features;
 mod font;
+pub mod gpu;
 pub mod host;
 mod kconfig;
 mod keymap;

@@ -14,6 +14,7 @@ use leanrd_archive::{Context, Result, bail};
 use leanrd_compress::Format;
 use leanrd_kmod::{ModuleCompression, ModuleDb, Resolved, Tables, split_compression};
 
+use crate::gpu::FirmwareFilter;
 use crate::kconfig::KernelConfig;
 use crate::modcache::ModuleCache;
 use crate::modprobe::ModprobeConf;
@@ -259,9 +260,11 @@ impl Kernel {
         })
     }
 
-    /// Add the module files of `set` (and their firmware) to the plan, read and decompressed
-    /// on `threads` threads. Compressed modules are taken decompressed from `cache`, else
-    /// decompressed into it (or into `tmp` without one), unless kept. Returns warnings.
+    /// Add the module files of `set` (and their firmware: what `firmware` keeps of it) to the
+    /// plan, read and decompressed on `threads` threads. Compressed modules are taken
+    /// decompressed from `cache`, else decompressed into it (or into `tmp` without one), unless
+    /// kept. Returns warnings.
+    #[allow(clippy::too_many_arguments)]
     pub fn add_to_plan(
         &self,
         plan: &mut Plan,
@@ -270,13 +273,14 @@ impl Kernel {
         cache: Option<&ModuleCache>,
         conf: &ModprobeConf,
         threads: u32,
+        firmware: &FirmwareFilter,
     ) -> Result<Vec<String>> {
-        let rels: Vec<&String> = set.iter().filter_map(|n| self.db.paths.get(n)).collect();
+        let rels: Vec<(&String, &String)> = set.iter().filter_map(|n| Some((n, self.db.paths.get(n)?))).collect();
         let sysroot: PathBuf = plan.sysroot.clone();
         let threads = (threads.max(1) as usize).min(rels.len().max(1));
         // Decompressing xz is the cost here: spread it over the cores, larger files first
         // would balance better but sizes are not known without a stat each; striding does.
-        let prepared: Vec<Result<Prepared>> = std::thread::scope(|s| {
+        let prepared: Vec<(&str, Result<Prepared>)> = std::thread::scope(|s| {
             let workers: Vec<_> = (0..threads)
                 .map(|t| {
                     let (rels, sysroot) = (&rels, &sysroot);
@@ -284,7 +288,7 @@ impl Kernel {
                         rels.iter()
                             .skip(t)
                             .step_by(threads)
-                            .map(|rel| self.prepare(sysroot, rel, tmp, cache))
+                            .map(|(name, rel)| (name.as_str(), self.prepare(sysroot, rel, tmp, cache)))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -292,27 +296,54 @@ impl Kernel {
             workers.into_iter().flat_map(|w| w.join().expect("a module worker panicked")).collect()
         });
         let mut warnings = Vec::new();
-        let mut firmware = BTreeSet::new();
-        for p in prepared {
+        // Firmware → the modules that list it (the display drivers' filtered by `firmware`).
+        let mut wanted: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        // The modules that list firmware at all.
+        let mut listing: BTreeSet<&str> = BTreeSet::new();
+        for (name, p) in prepared {
             let p = p?;
-            firmware.extend(p.file.firmware.iter().cloned());
+            if !p.file.firmware.is_empty() {
+                listing.insert(name);
+            }
+            for fw in &p.file.firmware {
+                if firmware.keeps(name, fw) {
+                    wanted.entry(fw.clone()).or_default().push(name);
+                }
+            }
             let real = match p.item {
                 Item::File { src, .. } if p.transformed => plan.put(&p.image_path, Item::File { src, mode: 0o644 }),
                 _ => plan.add_host_path(&p.image_path)?,
             };
             plan.modules.insert(real, p.file);
         }
-        for fw in firmware {
+        // The bytes of the firmware of drivers whose display device the table does not know.
+        let unknown = firmware.unknown();
+        let mut whole: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
+        for (fw, modules) in &wanted {
             let found = ["", ".zst", ".xz"].iter().map(|ext| format!("/lib/firmware/{fw}{ext}")).find(|p| {
                 let h = host_path(&plan.sysroot, p);
                 h.exists()
             });
             match found {
                 Some(p) => {
+                    for (drv, _) in unknown.iter().filter(|(d, _)| modules.contains(&d.as_str())) {
+                        let e = whole.entry(drv.as_str()).or_default();
+                        e.0 += 1;
+                        e.1 += fs::metadata(host_path(&plan.sysroot, &p)).map_or(0, |m| m.len());
+                    }
                     plan.add_host_path(&p)?;
                 }
                 None => warnings.push(format!("firmware {fw} not found under /lib/firmware")),
             }
+        }
+        // A driver that lists no firmware (bochs, virtio-gpu) costs nothing: no word of it.
+        for (drv, id) in unknown.iter().filter(|(d, _)| listing.contains(d.as_str())) {
+            let (n, bytes) = whole.get(drv.as_str()).copied().unwrap_or_default();
+            warnings.push(format!(
+                "feature drm: the boot display's GPU {id} ({drv}) is not in leanrd's GPU firmware table: all of \
+                 {drv}'s firmware goes in, {n} files, {:.2} MB",
+                bytes as f64 / 1e6
+            ));
         }
         self.add_tables(plan, set, conf);
         // /init reads /lib/modules/KVER: the sysroot's way there (its /lib symlink), else a

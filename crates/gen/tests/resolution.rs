@@ -471,3 +471,65 @@ fn swap_file_offsets() {
     }
     drop(t);
 }
+
+/// A display card at 0000:00:02.0 bound to `driver`, with these PCI ids, as the boot display
+/// (sys/class/drm/card0).
+fn display(f: &Fixture, driver: &str, vendor: u16, device: u16) {
+    let path = "pci0000:00/0000:00:02.0";
+    f.dev(path, Some(&format!("pci:v0000{vendor:04X}d0000{device:04X}sv00001002sd00000E3Abc03sc00i00")), Some(driver));
+    let d = f.root.join("sys/devices").join(path);
+    for (name, v) in
+        [("vendor", format!("0x{vendor:04x}")), ("device", format!("0x{device:04x}")), ("revision", "0xc1".into())]
+    {
+        fs::write(d.join(name), format!("{v}\n")).unwrap();
+    }
+    fs::write(d.join("boot_vga"), "1\n").unwrap();
+    fs::create_dir_all(d.join("drm/card0")).unwrap();
+    symlink(&d, d.join("drm/card0/device")).unwrap();
+    fs::create_dir_all(f.root.join("sys/class/drm")).unwrap();
+    symlink(d.join("drm/card0"), f.root.join("sys/class/drm/card0")).unwrap();
+}
+
+/// Host-only, the drm feature takes from the display driver's modinfo firmware list only what
+/// the boot display's GPU loads (a Navi 21: sienna_cichlid's files); a GPU the table does not
+/// know takes the whole list, and the build says so (when its driver lists firmware). This machine has no firmware installed:
+/// the build's "not found" warnings name what it looked for.
+#[test]
+fn the_drm_feature_takes_the_boot_gpus_firmware_only() {
+    let Some(k) = kver() else { return };
+    if !Path::new(&format!("/lib/modules/{k}/kernel/drivers/gpu/drm/amd/amdgpu")).exists() {
+        return;
+    }
+    let build = |name: &str, driver: &str, vendor: u16, device: u16| {
+        let t = TempDir::new(name);
+        let f = virtio_ext4(&t);
+        display(&f, driver, vendor, device);
+        let init = t.join("init");
+        fs::write(&init, b"#!/bin/sh\n").unwrap();
+        let s = leanrd_gen::Settings {
+            kver: Some(k.clone()),
+            host_root: Some(f.root.clone()),
+            init: Some(init),
+            include: vec!["drm".into()],
+            ..Default::default()
+        };
+        let g = leanrd_gen::generate(&leanrd_gen::Request::new(s, t.path()).unwrap()).unwrap();
+        assert!(g.modules.contains(driver), "{:?}", g.modules);
+        let fw: Vec<String> = g
+            .warnings
+            .iter()
+            .filter_map(|w| w.strip_prefix("firmware amdgpu/")?.strip_suffix(" not found under /lib/firmware"))
+            .map(str::to_string)
+            .collect();
+        (g.warnings, fw)
+    };
+    let (w, fw) = build("gpu-navi21", "amdgpu", 0x1002, 0x73bf);
+    assert!(fw.len() >= 10 && fw.iter().all(|f| f.starts_with("sienna_cichlid_")), "{fw:?}");
+    assert!(!w.iter().any(|w| w.contains("GPU firmware table")), "{w:?}");
+    let (w, fw) = build("gpu-unknown", "amdgpu", 0x1002, 0xffff);
+    assert!(fw.len() > 300, "{}", fw.len());
+    assert!(w.iter().any(|w| w.contains("GPU 1002:ffff (amdgpu) is not in leanrd's GPU firmware table")), "{w:?}");
+    // QEMU's std VGA: a driver with no firmware, not in the table, costs nothing to say.
+    let (w, fw) = build("gpu-bochs", "bochs", 0x1234, 0x1111);
+    assert!(fw.is_empty() && !w.iter().any(|w| w.contains("GPU firmware table")), "{w:?}");
+}

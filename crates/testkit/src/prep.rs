@@ -68,7 +68,7 @@ pub fn image(
     let (set, _) = kernel.resolve(modules.iter().copied());
     let tmp = t.join("prep-tmp");
     fs::create_dir_all(&tmp).unwrap();
-    kernel.add_to_plan(&mut plan, &set, &tmp, None, &Default::default(), 2).unwrap();
+    kernel.add_to_plan(&mut plan, &set, &tmp, None, &Default::default(), 2, &Default::default()).unwrap();
     let vars: String =
         tools.iter().map(|b| format!("{}={}\n", b.replace('-', "_"), paths[&b.replace('-', "_")])).collect();
     let script = format!(
