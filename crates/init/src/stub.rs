@@ -151,6 +151,15 @@ fn mount_flags(ro: bool) -> MountFlags {
     if ro { f | MountFlags::RDONLY } else { f }
 }
 
+/// `m` with `flags`, then, where the kernel does not know `nosymfollow` (before Linux 5.10:
+/// EINVAL), without it, as systemd's `ms_nosymfollow_supported` decides.
+fn with_flags(flags: MountFlags, m: impl Fn(MountFlags) -> Result<(), Errno>) -> Result<(), Errno> {
+    match m(flags) {
+        Err(Errno::INVAL) => m(flags - MountFlags::NOSYMFOLLOW),
+        r => r,
+    }
+}
+
 impl Target {
     /// A directory to fill; nothing is made until the first credential.
     pub fn new(dir: &str, kind: Kind) -> Target {
@@ -228,7 +237,7 @@ impl Target {
         if self.kind == Kind::Plain {
             rustix::mount::mount_bind(d, d).map_err(|e| format!("cannot make {d} a mount: {}", strerror(e)))?;
         }
-        rustix::mount::mount_remount(d, MountFlags::BIND | mount_flags(true), "")
+        with_flags(MountFlags::BIND | mount_flags(true), |f| rustix::mount::mount_remount(d, f, ""))
             .map_err(|e| format!("cannot make {d} read-only: {}", strerror(e)))
     }
 }
@@ -241,7 +250,7 @@ fn mount_credentials_fs(dir: &str) -> Result<(), String> {
     let tries = [("tmpfs", format!("{sized},noswap")), ("ramfs", "mode=0700".to_string()), ("tmpfs", sized)];
     let mut last = Errno::NOSYS;
     for (fs, data) in &tries {
-        match sys::mount(fs, dir, fs, f, Some(data)) {
+        match with_flags(f, |f| sys::mount(fs, dir, fs, f, Some(data))) {
             Ok(()) => return Ok(()),
             Err(e) => last = e,
         }
