@@ -179,6 +179,8 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
     init.mods.finish(STRAGGLERS_MS, &mut init.log);
     crate::ssh::stop(init);
     crate::clevis::release_network(init);
+    // The stub's credentials where the root's systemd looks (it reads no /.extra itself).
+    crate::stub::hand_over(init);
     switch_root::switch_root(init)
 }
 

@@ -120,6 +120,8 @@ pub struct Cmdline {
     pub verity: VerityCmd,
     /// `systemd.volatile=`: a root whose writes go to memory.
     pub volatile: crate::volatile::Volatile,
+    /// `systemd.set_credential=`, `systemd.set_credential_binary=`, `systemd.import_credentials=`.
+    pub credentials: crate::stub::CmdlineCredentials,
     /// Values that could not be used, for the diagnosis.
     pub problems: Vec<String>,
 }

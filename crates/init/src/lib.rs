@@ -59,6 +59,7 @@ pub mod root;
 pub mod ssh;
 pub mod sss;
 pub mod stack;
+pub mod stub;
 pub mod switch_root;
 pub mod sys;
 pub mod tang;

@@ -162,13 +162,15 @@ pub enum Group {
     Shutdown,
     /// The splash (plymouth).
     Display,
+    /// Credentials for the root's systemd.
+    Credentials,
     /// When the boot fails.
     Diagnosis,
 }
 
 impl Group {
     /// Every group, in the reference's order.
-    pub const ALL: [Group; 12] = [
+    pub const ALL: [Group; 13] = [
         Group::Root,
         Group::Verity,
         Group::Modules,
@@ -180,6 +182,7 @@ impl Group {
         Group::Live,
         Group::Shutdown,
         Group::Display,
+        Group::Credentials,
         Group::Diagnosis,
     ];
 
@@ -197,6 +200,7 @@ impl Group {
             Group::Live => "Live media",
             Group::Shutdown => "The way down (the exitrd)",
             Group::Display => "The splash (plymouth)",
+            Group::Credentials => "Credentials (systemd-stub's and the command line's)",
             Group::Diagnosis => "Diagnosis and failure",
         }
     }
@@ -528,6 +532,47 @@ pub static PARAMS: &[Param] = &[
         },
         "veritytab options for /usr, as `systemd.verity_root_options=`.",
         "systemd.verity_usr_options=panic-on-corruption"
+    ),
+    param!(
+        &["systemd.set_credential", "systemd.set-credential"],
+        Form::Text("NAME:VALUE"),
+        Credentials,
+        REPEATS,
+        |p, v| {
+            p.c.credentials.set.push(crate::stub::parse_set(&v.text(), false)?);
+            Ok(())
+        },
+        "A credential for the root's systemd, as systemd reads it. When the stub handed over credentials \
+         from the ESP (`UKI.efi.extra.d/*.cred`, `loader/credentials/*.cred`), /init puts them in \
+         /run/credentials/@encrypted and this one, with SMBIOS's and fw_cfg's, in /run/credentials/@system, \
+         as systemd's initrd does; else the root's systemd reads it itself. The command line is readable by \
+         every user: no secrets.",
+        "systemd.set_credential=leanrd.example:hello"
+    ),
+    param!(
+        &["systemd.set_credential_binary", "systemd.set-credential-binary"],
+        Form::Text("NAME:BASE64"),
+        Credentials,
+        REPEATS,
+        |p, v| {
+            p.c.credentials.set.push(crate::stub::parse_set(&v.text(), true)?);
+            Ok(())
+        },
+        "`systemd.set_credential=` with the value in base64.",
+        "systemd.set_credential_binary=leanrd.example:aGVsbG8="
+    ),
+    param!(
+        &["systemd.import_credentials", "rd.systemd.import_credentials"],
+        Form::Bool,
+        Credentials,
+        ONCE,
+        |p, v| {
+            p.c.credentials.off = !v.on();
+            Ok(())
+        },
+        "`0`: /init hands on no credentials (`systemd.import_credentials=0` keeps the root's systemd \
+         from importing any too). Default: 1.",
+        "systemd.import_credentials=0"
     ),
     param!(
         &["systemd.volatile"],
