@@ -99,6 +99,17 @@ impl RootSource for DpsRoot {
     }
     fn mount(&mut self, init: &mut Init) -> Result<(), String> {
         let f = self.0.found.clone().ok_or("no root partition was found by its type")?;
+        init.log.step(&format!(
+            "root by partition type on the booted disk {} (LoaderDevicePartUUID {}): {}{}",
+            f.root.disk.as_deref().map(|d| format!("/dev/{d}")).unwrap_or_default(),
+            self.0.esp.as_deref().unwrap_or("?"),
+            f.root.path(),
+            match &f.verity {
+                Some((_, _, hash)) =>
+                    format!(", its verity partition {}, the hash from a verity-sig partition", hash.path()),
+                None => String::new(),
+            }
+        ));
         if f.growfs {
             init.log.step("root partition: growfs is set (left to the root: x-systemd.growfs)");
         }
@@ -126,6 +137,7 @@ impl RootSource for DpsRoot {
         let mut vol = crate::verity::Volume::wanted("root", &spec, false, true)?.ok_or("no verity volume")?;
         vol.source = format!("the root hash of the verity-sig partition beside {}", data.path());
         vol.signature = Some(sig.signature);
+        vol.signed_by = sig.fingerprint;
         vol.data.found = Some(data);
         vol.hash_dev.found = Some(hash);
         let dev = crate::verity::open(init, &vol)?;

@@ -65,6 +65,9 @@ pub struct Volume {
     pub dps: bool,
     /// The signature partition's, when one is found (or the options'): DER PKCS#7.
     pub signature: Option<Vec<u8>>,
+    /// The signing certificate's SHA-256 as the signature partition gives it
+    /// (`certificateFingerprint`), for the diagnosis of a refused signature.
+    pub signed_by: Option<String>,
 }
 
 impl Volume {
@@ -98,6 +101,7 @@ impl Volume {
             source: format!("{param}{}", to_hex(&hash)),
             dps: spec.data.is_none(),
             signature: spec.options.signature.clone(),
+            signed_by: None,
             hash,
             options: spec.options.clone(),
             data: DeviceWaiter::new(role(name, 0), data),
@@ -139,15 +143,19 @@ impl Waiter for Volume {
         let a = self.data.offer(devs, devno_of);
         let b = self.hash_dev.offer(devs, devno_of);
         let c = self.fec.as_mut().is_none_or(|f| f.offer(devs, devno_of));
-        if a && self.dps && self.signature.is_none() {
-            self.signature = signature_beside(self.data.found.as_ref(), &self.hash, devs);
+        if a && self.dps
+            && self.signature.is_none()
+            && let Some(s) = signature_beside(self.data.found.as_ref(), &self.hash, devs)
+        {
+            self.signature = Some(s.signature);
+            self.signed_by = s.fingerprint;
         }
         a && b && c
     }
 }
 
-/// The signature of `hash` in a verity-sig partition on the data partition's disk, if one has it.
-fn signature_beside(data: Option<&Dev>, hash: &[u8], devs: &[Dev]) -> Option<Vec<u8>> {
+/// The verity-sig partition's JSON on the data partition's disk that signs `hash`, if one does.
+fn signature_beside(data: Option<&Dev>, hash: &[u8], devs: &[Dev]) -> Option<VeritySig> {
     let disk = data?.disk.as_ref()?;
     devs.iter()
         .filter(|d| d.disk.as_ref() == Some(disk))
@@ -158,7 +166,6 @@ fn signature_beside(data: Option<&Dev>, hash: &[u8], devs: &[Dev]) -> Option<Vec
         })
         .filter_map(|d| read_sig(d).ok())
         .find(|s| s.root_hash == hash)
-        .map(|s| s.signature)
 }
 
 /// A signature partition's JSON.
@@ -200,6 +207,7 @@ fn kernel_says() -> Vec<String> {
                     || msg.contains("device-mapper: table:")
                     || (msg.contains("device-mapper") && msg.contains("error")))
                     && !msg.contains("using implementation")
+                    && !msg.contains("using shash")
                     && out.last().is_none_or(|l| l != msg);
                 if said {
                     out.push(msg.to_string());
@@ -292,18 +300,27 @@ pub fn open(init: &mut Init, v: &Volume) -> Result<Dev, String> {
     let devno = r.map_err(|e| {
         let said = kernel_says();
         let said = if said.is_empty() { String::new() } else { format!(" (the kernel: {})", said.join("; ")) };
+        // Whose certificate the kernel lacks, when the signature partition says.
+        let by = match &v.signed_by {
+            Some(fp) => format!(" by the certificate whose SHA-256 is {fp}"),
+            None => String::new(),
+        };
         let why = if signatures_required() && e.step == "DM_TABLE_LOAD" {
             if v.signature.is_some() {
-                "the kernel refused the root hash's signature (dm-verity.require_signatures=1: it must be signed \
-                 by a key in the kernel's trusted, secondary or platform keyring)"
+                format!(
+                    "the kernel refused the root hash's signature{by} (dm-verity.require_signatures=1: it must be \
+                     signed by a key in the kernel's trusted, secondary or platform keyring; under Secure Boot the \
+                     firmware's db certificates are in the platform keyring)"
+                )
             } else {
                 "the kernel requires a signed root hash (dm-verity.require_signatures=1) and there is no signature \
                  (no verity-sig partition with this hash, no root-hash-signature= option)"
+                    .into()
             }
         } else if v.signature.is_some() && e.step == "DM_TABLE_LOAD" {
-            "the kernel refused the verity table or its root hash's signature"
+            format!("the kernel refused the verity table or its root hash's signature{by}")
         } else {
-            "the kernel refused the verity table"
+            "the kernel refused the verity table".into()
         };
         format!("{what}: {why}: {}: {}{said}", e.step, strerror(e.errno))
     })?;
@@ -329,6 +346,16 @@ pub fn open(init: &mut Init, v: &Volume) -> Result<Dev, String> {
             "{what}: its first block does not verify ({}): the hash tree does not match the root hash — the data \
              or the hash device is corrupted, or the hash is not theirs{said}",
             strerror(e)
+        ));
+    }
+    if v.signature.is_some() {
+        // The kernel checked it at the table's load (a refused one fails DM_TABLE_LOAD).
+        init.log.step(&format!(
+            "verity {}: the kernel accepted the signature of the root hash {} (from {}), dm-verity.require_signatures={}",
+            v.name,
+            to_hex(&v.hash),
+            v.source,
+            if signatures_required() { 1 } else { 0 }
         ));
     }
     init.log.step(&format!("verity {}: {node} is {}:{}, verified", v.name, devno.0, devno.1));
@@ -556,7 +583,7 @@ mod tests {
         let f = dps_find(&devs, Some(esp), &|_| Err("none".into())).unwrap();
         assert_eq!((f.root.name.as_str(), f.read_only, f.verity.is_none()), ("vdb3", false, true));
         // The signature partition is found beside the data partition the halves named.
-        assert_eq!(signature_beside(Some(&devs[3]), &s.root_hash, &devs), None, "read_sig reads real devices only");
+        assert!(signature_beside(Some(&devs[3]), &s.root_hash, &devs).is_none(), "read_sig reads real devices only");
         // Nothing qualifies: the diagnosis says what was looked for.
         let e = dps_find(&devs, None, &sig).unwrap_err();
         assert!(e.contains("LoaderDevicePartUUID"), "{e}");

@@ -6,7 +6,10 @@
 //! (a virtio fixture) and a signed one (Debian 13's, signed by its systemd-sbsign; sbverify
 //! accepts it). `objdump -h` shows the sections, `leanrd ls`/`inspect` read the initramfs
 //! inside. Each UKI is a test of its own. The signed one boots with Secure Boot enforced (keys
-//! of the test's own enrolled by virt-fw-vars), and the firmware refuses it unsigned, signed by
+//! of the test's own enrolled by virt-fw-vars) from a GPT disk systemd-repart made, with no
+//! root= and `dm-verity.require_signatures=1`: /init takes the verity root on the disk
+//! LoaderDevicePartUUID names, not the other disk's, and the kernel accepts its root hash's
+//! signature by the db key (issue 55). The firmware refuses it unsigned, signed by
 //! another key (with sbsign), or changed after signing. Debian 13's stub (systemd 257) takes the microcode in a .ucode section, and
 //! starts a multi-profile UKI's profile 0 by default and profile 1 from the UEFI shell with
 //! `@1` (PCR 11 as systemd-measure predicts it for that profile, each profile's .pcrsig; two
@@ -74,6 +77,110 @@ fn bmp_1x1() -> Vec<u8> {
 
 fn cmdline(word: &str) -> String {
     format!("console=ttyS0 root=/dev/vdb panic=-1 leanrd.uki={word}")
+}
+
+/// The signed UKI's command line: no root= (the root by partition type, DPS), signatures
+/// required of dm-verity.
+const SIGNED_CMDLINE: &str = "console=ttyS0 panic=-1 leanrd.uki=signed dm-verity.require_signatures=1";
+/// The lines the verity roots print, before [`MARK`]'s.
+const DPS: &str = "LEANRD-DPS";
+
+/// A GPT disk made by Debian 13's systemd-repart (run with its own loader) from repart.d
+/// definitions: a busybox ext4 root (`Verity=data`), its hash tree (`root-verity`) and the
+/// signature partition (`root-verity-sig`: the root hash signed with the setup's db key, the
+/// JSON systemd writes), the partitions' UUIDs the root hash's halves; with `esp`, first an
+/// ESP holding it as \EFI\BOOT\BOOTX64.EFI. The root prints which disk it is (`name`), how
+/// / is mounted, whether dm-verity requires signatures and /init's verity lines from its log,
+/// then [`MARK`] with the command line. The disk, its root hash and its ESP's PARTUUID.
+fn repart_disk(s: &Setup, trixie: &Path, name: &str, esp: Option<&Path>) -> (PathBuf, String, Option<String>) {
+    let t = &s.t;
+    let tree = t.join(format!("{name}-tree"));
+    let _ = fs::remove_dir_all(&tree);
+    sh(&format!("cp -a {} {}", t.join("rootfs").display(), tree.display()));
+    fs::create_dir_all(tree.join("etc")).unwrap();
+    fs::write(tree.join("etc/leanrd-disk"), format!("{name}\n")).unwrap();
+    fs::write(
+        tree.join("sbin/init"),
+        format!(
+            "#!/bin/sh\nb=/bin/busybox\n$b echo {DPS}-DISK $($b cat /etc/leanrd-disk)\n\
+             $b echo {DPS}-ROOT $($b grep ' / ' /proc/mounts) dm-0=$($b cat /sys/block/dm-0/dm/name) \
+             ro=$($b cat /sys/block/dm-0/ro)\n\
+             $b echo {DPS}-SIGNATURES require_signatures=$($b cat /sys/module/dm_verity/parameters/require_signatures)\n\
+             $b grep -e verity -e 'root is ' -e 'partition type' /run/initramfs/leanrd.log | $b sed 's/^/{DPS}-LOG /'\n\
+             $b echo {MARK} $($b cat /proc/cmdline)\n$b poweroff -f\n"
+        ),
+    )
+    .unwrap();
+    let defs = t.join(format!("{name}.repart.d"));
+    let _ = fs::remove_dir_all(&defs);
+    fs::create_dir_all(&defs).unwrap();
+    if let Some(efi) = esp {
+        let dir = t.join(format!("{name}-esp"));
+        fs::create_dir_all(dir.join("EFI/BOOT")).unwrap();
+        fs::copy(efi, dir.join("EFI/BOOT/BOOTX64.EFI")).unwrap();
+        let mb = fs::metadata(efi).unwrap().len() / (1 << 20) + 100;
+        fs::write(
+            defs.join("00-esp.conf"),
+            format!("[Partition]\nType=esp\nFormat=vfat\nCopyFiles={}:/\nSizeMinBytes={mb}M\n", dir.display()),
+        )
+        .unwrap();
+    }
+    fs::write(
+        defs.join("10-root.conf"),
+        format!(
+            "[Partition]\nType=root\nFormat=ext4\nCopyFiles={}:/\nVerity=data\nVerityMatchKey=root\nMinimize=guess\n",
+            tree.display()
+        ),
+    )
+    .unwrap();
+    fs::write(
+        defs.join("20-root-verity.conf"),
+        "[Partition]\nType=root-verity\nVerity=hash\nVerityMatchKey=root\nMinimize=best\n",
+    )
+    .unwrap();
+    fs::write(
+        defs.join("30-root-verity-sig.conf"),
+        "[Partition]\nType=root-verity-sig\nVerity=signature\nVerityMatchKey=root\n",
+    )
+    .unwrap();
+    let disk = t.join(format!("{name}.disk"));
+    let _ = fs::remove_file(&disk);
+    let mut c = leanrd_gen::sysroot_command(trixie, "/usr/bin/systemd-repart").unwrap();
+    // 512-byte sectors: the disk QEMU gives the firmware (repart's default for a file is 4096).
+    let o = c
+        .args(["--empty=create", "--size=auto", "--dry-run=no", "--offline=yes", "--sector-size=512", "--json=short"])
+        .arg(format!("--definitions={}", defs.display()))
+        .arg(format!("--private-key={}", s.key.display()))
+        .arg(format!("--certificate={}", s.cert.display()))
+        .arg(&disk)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "systemd-repart ({name}): {}", String::from_utf8_lossy(&o.stderr));
+    let parts: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let part = |ty: &str| parts.iter().find(|p| p["type"] == ty).unwrap_or_else(|| panic!("no {ty}: {parts:?}"));
+    let hash = part("root-x86-64")["roothash"].as_str().unwrap().to_string();
+    let uuid = |p: &serde_json::Value| p["uuid"].as_str().unwrap().replace('-', "");
+    assert_eq!(
+        (uuid(part("root-x86-64")), uuid(part("root-x86-64-verity"))),
+        (hash[..32].to_string(), hash[32..].to_string()),
+        "the partitions' UUIDs are not the root hash's halves"
+    );
+    // The signature partition: the JSON at its start names the hash and the db certificate.
+    let sig = part("root-x86-64-verity-sig");
+    let bytes = fs::read(&disk).unwrap();
+    let at = sig["offset"].as_u64().unwrap() as usize;
+    let json = &bytes[at..at + sig["raw_size"].as_u64().unwrap() as usize];
+    let json: serde_json::Value = serde_json::from_slice(&json[..json.iter().position(|&b| b == 0).unwrap()]).unwrap();
+    let fp =
+        ok(Command::new("sh").arg("-c").arg(format!("openssl x509 -outform der -in {} | sha256sum", s.cert.display())));
+    let fp = String::from_utf8_lossy(&fp).split_whitespace().next().unwrap_or_default().to_string();
+    assert_eq!(
+        (json["rootHash"].as_str(), json["certificateFingerprint"].as_str()),
+        (Some(hash.as_str()), Some(fp.as_str())),
+        "{json}"
+    );
+    let esp = parts.iter().find(|p| p["type"] == "esp").map(|p| p["uuid"].as_str().unwrap().to_string());
+    (disk, hash, esp)
 }
 
 /// What the UKIs share, made once per process by the first test.
@@ -182,6 +289,17 @@ fn uki_zstd(s: &Setup) {
 /// build. The UKI signed with the db key (sbverify accepts it) boots to the root, the kernel
 /// locked down; unsigned, changed after signing (a byte of its .initrd), or signed by a key
 /// not in db, the firmware refuses it: "Access Denied" on its console, and no root.
+///
+/// The signed one (Debian 13's kernel) boots from the ESP of a disk Debian 13's systemd-repart
+/// made ([`repart_disk`]), after another disk with a verity root of its own, with no root= and
+/// `dm-verity.require_signatures=1` in its signed command line: systemd-stub sets
+/// LoaderDevicePartUUID to its ESP's PARTUUID, /init takes the root partition on that disk by
+/// its type (DPS) and the root hash from the signature partition there, and the kernel checks
+/// the signature against the db certificate it loaded into its platform keyring ("Loaded
+/// X.509 cert 'leanrd-test..." from UEFI:db). The root says it is the booted disk's,
+/// /dev/mapper/root read-only, signatures required, and /init's log says the kernel accepted
+/// the signature. (The same disk signed by a key not in db stops at /init's diagnosis, "the
+/// kernel refused the root hash's signature" with -ENOKEY; boot_verity boots that refusal.)
 fn uki_signed(s: &Setup) {
     if !have("virt-fw-vars") || !Path::new(OVMF_CODE_SECURE).exists() {
         skip::<()>(&format!("needs virt-fw-vars (PyPI's virt-firmware) and {OVMF_CODE_SECURE}"));
@@ -218,7 +336,7 @@ fn uki_signed(s: &Setup) {
     let Some(trixie) = debian_suite_root("trixie", "") else { return };
     let signed = t.join("universal-signed.efi");
     let o = leanrd()
-        .args(["build", "--universal", "--uki", "--cmdline", &cmdline("signed"), "-k"])
+        .args(["build", "--universal", "--uki", "--cmdline", SIGNED_CMDLINE, "-k"])
         .arg(kver_of(&root_kernel(&trixie)))
         .arg("--sysroot")
         .arg(&trixie)
@@ -278,24 +396,60 @@ fn uki_signed(s: &Setup) {
     bytes[initrd.0 + initrd.1 / 2] ^= 0x01;
     fs::write(&changed, bytes).unwrap();
 
-    let firmware = |name: &str, efi: &Path, stop: &[String]| {
-        let e = esp(t, name, efi);
+    // The disks, in this order: one with another verity root and no ESP (the first the kernel
+    // sees), then the booted one, whose ESP holds the signed UKI: both made by systemd-repart,
+    // signed by the db key.
+    let (other_disk, ..) = repart_disk(s, &trixie, "other-disk", None);
+    let (booted_disk, booted_hash, esp_uuid) = repart_disk(s, &trixie, "booted-disk", Some(&signed));
+    let esp_uuid = esp_uuid.expect("the booted disk's ESP");
+    let secure = |name: &str, disks: &[&Path], stop: &[String]| {
         let vars_copy = t.join(format!("{name}.vars"));
         fs::copy(&vars, &vars_copy).unwrap();
-        let esp = format!("file={},format=raw,if=virtio", e.display());
-        let root = format!("file={},format=raw,if=virtio,snapshot=on", s.root.display());
-        let cmd = secure_firmware_command(&vars_copy, &["-m", "1024", "-drive", &esp, "-drive", &root], 300);
-        leanrd_testkit::boot::run_console(cmd, None, stop, &[]).console
+        let drives: Vec<String> =
+            disks.iter().map(|d| format!("file={},format=raw,if=virtio,snapshot=on", d.display())).collect();
+        let mut args = vec!["-m", "1024"];
+        for d in &drives {
+            args.extend(["-drive", d.as_str()]);
+        }
+        let cmd = secure_firmware_command(&vars_copy, &args, 300);
+        leanrd_testkit::boot::run_console(cmd, None, stop, &[])
     };
-    let log = firmware("secure-boot-signed", &signed, &[MARK.into(), "Access Denied".into()]);
+    let firmware = |name: &str, efi: &Path, stop: &[String]| secure(name, &[&esp(t, name, efi), &s.root], stop).console;
+    // Signed, under Secure Boot, with no root= and signatures required: systemd-stub names its
+    // ESP in LoaderDevicePartUUID, /init takes the verity root on that disk by partition type,
+    // its hash from the signature partition, and the kernel checks the signature against the
+    // db certificate it loaded into its platform keyring.
+    let stop = [MARK.into(), "Access Denied".into(), "leanrd: cannot boot".into()];
+    let c = secure("secure-boot-signed", &[&other_disk, &booted_disk], &stop);
+    let log = c.console;
+    let tail = &log[log.floor_char_boundary(log.len().saturating_sub(6000))..];
     let line = log.lines().find(|l| l.contains(MARK)).unwrap_or("");
     assert!(
         log.contains("Secure Boot is enabled") && line.contains("leanrd.uki=signed"),
-        "the signed UKI did not boot to the root under Secure Boot:\n{}",
-        &log[log.floor_char_boundary(log.len().saturating_sub(6000))..]
+        "the signed UKI did not boot to the root under Secure Boot:\n{tail}"
     );
     assert!(log.contains("Kernel is locked down from EFI Secure Boot"), "no lockdown:\n{log}");
-    eprintln!("signed, Secure Boot enforced: {line}");
+    eprintln!("signed, Secure Boot enforced: {line} ({:.1} s)", c.ran.as_secs_f64());
+    let said: Vec<&str> = log.lines().filter(|l| l.contains(DPS)).map(str::trim).collect();
+    let has = |what: &str| said.iter().any(|l| l.contains(what));
+    assert!(
+        has(&format!("{DPS}-DISK booted-disk"))
+            && has(&format!("{DPS}-ROOT /dev/mapper/root / ext4 ro"))
+            && has("dm-0=root ro=1")
+            && has("require_signatures=Y")
+            && has(&format!("verity root: the kernel accepted the signature of the root hash {booted_hash}"))
+            && has(&format!("by partition type on the booted disk /dev/vdb (LoaderDevicePartUUID {esp_uuid})"))
+            && has("root is /dev/dm-0"),
+        "not the booted disk's verity root, its signature checked by the kernel:\n{}\n{tail}",
+        said.join("\n")
+    );
+    // The db certificate, in the kernel's platform keyring (what it checked the signature with).
+    let cert = log.lines().find(|l| l.contains("Loaded X.509 cert 'leanrd-test:")).unwrap_or_default().trim();
+    assert!(
+        log.contains("integrity: Loading X.509 certificate: UEFI:db") && !cert.is_empty(),
+        "the kernel did not load the db certificate:\n{tail}"
+    );
+    eprintln!("signed: {}\nsigned: {cert}", said.join("\nsigned: "));
     if pesigned.exists() {
         let log = firmware("secure-boot-pesigned", &pesigned, &[MARK.into(), "Access Denied".into()]);
         let line = log.lines().find(|l| l.contains(MARK)).unwrap_or("");
