@@ -962,6 +962,53 @@ fn boot_lvm_pools_and_bcache() {
 }
 
 const MPATH_ROOT_UUID: &str = "3a3a3a3a-1111-2222-3333-444444444444";
+const MPATH_LUKS_UUID: &str = "3a3a3a3a-9999-aaaa-bbbb-cccccccccccc";
+const MPATH_LUKS_ROOT_UUID: &str = "3a3a3a3a-dddd-eeee-ffff-000000000000";
+
+/// A disk with one GPT partition holding a LUKS2 container (`PASS`) with the root tree in ext4,
+/// made by a prep VM (the host's kernel here has no device-mapper) and kept in the test cache's
+/// `disks/` by a hash of what makes it.
+fn multipath_luks_disk(kver: &str, tree: &Path) -> Option<PathBuf> {
+    let body = format!(
+        "printf %s '{PASS}' > /tmp/key && \
+         $cryptsetup luksFormat --batch-mode --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
+           --uuid {MPATH_LUKS_UUID} --key-file /tmp/key /dev/vda1 && \
+         $cryptsetup open --key-file /tmp/key /dev/vda1 prep && \
+         $mke2fs -q -t ext4 -U {MPATH_LUKS_ROOT_UUID} -d /roottree /dev/mapper/prep && $cryptsetup close prep && \
+         sync && echo PREP-DONE"
+    );
+    let tree_key: Vec<String> = describe(tree);
+    let key = common::scenario::key_of(&[b"multipath-luks-1", body.as_bytes(), tree_key.join("\n").as_bytes()]);
+    let mut skipped = false;
+    let dir = common::scenario::cached("disks", &key, |d| {
+        let t = TempDir::new("mpath-luks-prep");
+        let Some(prep) = common::prep::image(
+            t.path(),
+            kver,
+            &["cryptsetup", "mke2fs"],
+            common::prep::STACK_MODULES,
+            "vda1",
+            &body,
+            Some(tree),
+        ) else {
+            skipped = true;
+            return;
+        };
+        let disk = d.join("luks.disk");
+        sh(&format!("truncate -s 64M {}", disk.display()));
+        let o = run_stdin(Command::new("sfdisk").arg("-q").arg(&disk), b"label: gpt\nstart=2048, type=L\n");
+        assert!(o.status.success(), "sfdisk: {}", String::from_utf8_lossy(&o.stderr));
+        let Some(kernel) = kernel() else { return };
+        let drive = args(&format!("-drive file={},if=virtio,format=raw", disk.display()));
+        let log = qemu_boot(&kernel, &prep, "", &drive.iter().map(String::as_str).collect::<Vec<_>>(), 240);
+        assert!(log.contains("PREP-DONE"), "the multipath LUKS prep VM failed:\n{}", common::debian::tail(&log));
+    });
+    if skipped {
+        let _ = fs::remove_dir_all(&dir);
+        return None;
+    }
+    Some(dir)
+}
 /// QEMU's `wwn=` for both paths, and the WWID multipath-tools makes of it (NAA 5: `3` first).
 const MPATH_WWN: &str = "0x5000c50015ea71ac";
 
@@ -989,9 +1036,9 @@ fn boot_multipath() {
              d=/sys/dev/block/$(busybox awk '$5==\"/\"{{print $3}}' /proc/self/mountinfo)\n\
              busybox echo LEANRD-MPATH-ROOT $(busybox basename $(busybox readlink $d)) $(busybox cat $d/dm/name) \
              $(busybox cat $d/dm/uuid)\n\
-             for s in $d/slaves/*; do m=$(busybox basename $s)\n\
-               busybox echo LEANRD-MPATH-MAP $m $(busybox cat /sys/block/$m/dm/name) $(busybox cat /sys/block/$m/dm/uuid) \
-             paths: $(busybox ls /sys/block/$m/slaves); done\n\
+             for m in /sys/block/dm-*; do [ -e $m ] || continue\n\
+               busybox echo LEANRD-MPATH-DM $(busybox basename $m) $(busybox cat $m/dm/name) $(busybox cat $m/dm/uuid) \
+             slaves: $(busybox ls $m/slaves); done\n\
              busybox poweroff -f\n"
         ),
     )
@@ -1027,7 +1074,7 @@ fn boot_multipath() {
     let blkdebug = t.join("fail-reads.conf");
     fs::write(&blkdebug, "[inject-error]\nevent = \"read_aio\"\nerrno = \"5\"\n").unwrap();
     // Path i on its own virtio-scsi controller; `fail`: every read through it fails.
-    let path = |i: u32, fail: bool| {
+    let path_to = |disk: &Path, i: u32, fail: bool| {
         let mut a = format!(
             "-device virtio-scsi-pci,id=scsi{i} -blockdev driver=file,filename={},node-name=f{i},locking=off",
             disk.display()
@@ -1043,6 +1090,7 @@ fn boot_multipath() {
         ));
         a
     };
+    let path = |i: u32, fail: bool| path_to(&disk, i, fail);
     let boot = |name: &str, append: &str, qemu: String, expect: Vec<String>| {
         let mut b = common::debian::Boot::new(name, &univ, append, args(&qemu));
         b.expect = expect;
@@ -1050,11 +1098,8 @@ fn boot_multipath() {
         b.secs = 150;
         b
     };
-    let on_map = vec![
-        MARK.to_string(),
-        format!("LEANRD-MPATH-ROOT dm-1 mpatha-part1 part1-mpath-{wwid}"),
-        format!("LEANRD-MPATH-MAP dm-0 mpatha mpath-{wwid} paths: sda sdb"),
-    ];
+    let map = format!("LEANRD-MPATH-DM dm-0 mpatha mpath-{wwid} slaves: sda sdb");
+    let on_map = vec![MARK.to_string(), format!("LEANRD-MPATH-ROOT dm-1 mpatha-part1 part1-mpath-{wwid}"), map.clone()];
     let append = format!("ro root=UUID={MPATH_ROOT_UUID}");
     let mut boots = vec![
         boot(
@@ -1062,12 +1107,6 @@ fn boot_multipath() {
             &format!("quiet {append}"),
             format!("{} {}", path(0, false), path(1, false)),
             on_map.clone(),
-        ),
-        boot(
-            "multipath_root_one_path_failing",
-            &append,
-            format!("{} {}", path(0, true), path(1, false)),
-            [on_map, vec!["Failing path 8:".to_string()]].concat(),
         ),
         boot(
             "multipath_no_working_path",
@@ -1079,6 +1118,37 @@ fn boot_multipath() {
             ],
         ),
     ];
+    // LUKS2 on the map's partition, the first path failing every read from the start: the
+    // kernel fails it, the passphrase is typed, the container is opened on the map.
+    if let Some(luks) = multipath_luks_disk(&kver, &tree) {
+        let copy = t.join("mpath-luks.disk");
+        sh(&format!("cp --reflink=auto {} {}", luks.join("luks.disk").display(), copy.display()));
+        let mut b = boot(
+            "multipath_luks_root_one_path_failing",
+            &format!("ro root=UUID={MPATH_LUKS_ROOT_UUID}"),
+            format!("{} {}", path_to(&copy, 0, true), path_to(&copy, 1, false)),
+            vec![
+                "Enter passphrase".to_string(),
+                MARK.to_string(),
+                format!("LEANRD-MPATH-ROOT dm-2 luks-{MPATH_LUKS_UUID} CRYPT-LUKS2-"),
+                format!("LEANRD-MPATH-DM dm-1 mpatha-part1 part1-mpath-{wwid} slaves: dm-0"),
+                map.clone(),
+                "Failing path 8:".to_string(),
+            ],
+        );
+        b.answer = Some(PASS);
+        boots.insert(1, b);
+    } else {
+        boots.insert(
+            1,
+            boot(
+                "multipath_root_one_path_failing",
+                &append,
+                format!("{} {}", path(0, true), path(1, false)),
+                [on_map.clone(), vec!["Failing path 8:".to_string()]].concat(),
+            ),
+        );
+    }
     // rd.multipath=0: no map; the root is found on a path's partition (what the first boot
     // would see if /init made no map).
     let mut off = boot(
