@@ -167,7 +167,7 @@ pub const FEATURE_KEYS: &[FeatureKey] = &[
     FeatureKey {
         key: "files",
         value: "[\"PATH\", ...]",
-        doc: "Files copied as they are (a missing one is skipped, with a warning when the machine needs the feature).",
+        doc: "Files copied as they are (a missing one is skipped, with a warning when the machine needs the feature); `DIR/*.conf` (one `*`, in the last component) copies the files of DIR that match, if any.",
     },
     FeatureKey { key: "dirs", value: "[\"PATH\", ...]", doc: "Directories made in the image." },
     FeatureKey { key: "firmware", value: "[\"PATH\", ...]", doc: "Firmware files, under /lib/firmware." },

@@ -474,8 +474,8 @@ fn swap_file_offsets() {
 
 /// A root on a partition of a dm-multipath map (two virtio-scsi paths): the multipath layer and
 /// dm_multipath, both controllers' drivers; a host-only image gets /init's multipath
-/// capability, the selectors and hardware handlers, and the system's multipath.conf, bindings
-/// and wwids (a sysroot that has them).
+/// capability, the selectors and hardware handlers, and the system's multipath.conf, bindings,
+/// wwids and conf.d's `*.conf` (a sysroot that has them).
 #[test]
 fn multipath_roots_are_detected_with_their_configuration() {
     let t = TempDir::new("hostmpath");
@@ -506,6 +506,9 @@ fn multipath_roots_are_detected_with_their_configuration() {
     fs::write(sr.join("etc/multipath.conf"), "defaults {\n\tuser_friendly_names yes\n}\n").unwrap();
     fs::write(sr.join("etc/multipath/bindings"), format!("mpatha {wwid}\n")).unwrap();
     fs::write(sr.join("etc/multipath/wwids"), format!("/{wwid}/\n")).unwrap();
+    fs::create_dir_all(sr.join("etc/multipath/conf.d")).unwrap();
+    fs::write(sr.join("etc/multipath/conf.d/site.conf"), "defaults {\n\tno_path_retry queue\n}\n").unwrap();
+    fs::write(sr.join("etc/multipath/conf.d/notes.txt"), "not a .conf\n").unwrap();
     let init = t.join("init");
     fs::write(&init, b"#!/bin/sh\n").unwrap();
     let s = leanrd_gen::Settings {
@@ -521,7 +524,10 @@ fn multipath_roots_are_detected_with_their_configuration() {
     let layer = conf.layer(leanrd_contract::Capability::Multipath).expect("the multipath capability");
     assert!(layer.modules.iter().any(|m| m == "dm_service_time"), "{layer:?}");
     assert!(g.modules.contains("dm_multipath") && g.modules.contains("virtio_scsi"), "{:?}", g.modules);
-    for p in ["/etc/multipath.conf", "/etc/multipath/bindings", "/etc/multipath/wwids"] {
+    assert!(!g.main.items.contains_key("/etc/multipath/conf.d/notes.txt"));
+    for p in
+        ["/etc/multipath.conf", "/etc/multipath/bindings", "/etc/multipath/wwids", "/etc/multipath/conf.d/site.conf"]
+    {
         assert!(matches!(g.main.items.get(p), Some(Item::File { .. })), "{p} is not in the image");
     }
 }
