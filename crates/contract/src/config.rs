@@ -53,11 +53,14 @@ pub enum Capability {
     Bcache,
     /// Open standalone dm-integrity devices (integritysetup, with /etc/integritytab's options).
     Integrity,
+    /// Assemble dm-multipath maps (and their partitions, kpartx's way) from the paths that share
+    /// a WWID, with the DM ioctls, as the host's multipath-tools configuration says.
+    Multipath,
 }
 
 impl Capability {
     /// Every capability, for looking names up and listing the known ones.
-    pub const ALL: [Capability; 15] = [
+    pub const ALL: [Capability; 16] = [
         Capability::Luks,
         Capability::Lvm,
         Capability::Md,
@@ -73,6 +76,7 @@ impl Capability {
         Capability::Plymouth,
         Capability::Bcache,
         Capability::Integrity,
+        Capability::Multipath,
     ];
 
     /// The capability's name: what a feature's `init =` and the configuration's `layer` line spell.
@@ -93,6 +97,7 @@ impl Capability {
             Capability::Plymouth => "plymouth",
             Capability::Bcache => "bcache",
             Capability::Integrity => "integrity",
+            Capability::Multipath => "multipath",
         }
     }
 

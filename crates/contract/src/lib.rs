@@ -32,6 +32,7 @@ mod fstab;
 mod integritytab;
 mod iscsi;
 pub mod luks2;
+pub mod multipath;
 mod nbd;
 mod nvmf;
 mod root;

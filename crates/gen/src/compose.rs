@@ -53,7 +53,8 @@ fn add_features(plan: &mut Plan, selected: &[Selected]) -> Result<Vec<String>> {
         }
     }
     for Selected { feature: f, required } in selected {
-        for file in &f.files {
+        let files: Vec<String> = f.files.iter().flat_map(|p| expand_files(&plan.sysroot, p)).collect();
+        for file in &files {
             if host_path(&plan.sysroot, file).exists() {
                 plan.add_host_path(file)?;
             } else if *required {
@@ -69,6 +70,24 @@ fn add_features(plan: &mut Plan, selected: &[Selected]) -> Result<Vec<String>> {
         }
     }
     Ok(warnings)
+}
+
+/// A feature's `files` entry as paths: itself, or for `DIR/PREFIX*SUFFIX` (one `*`, in the last
+/// component: `/etc/multipath/conf.d/*.conf`) the regular files of DIR under the system root
+/// that match, in name order (none: nothing, and nothing said).
+fn expand_files(sysroot: &Path, pattern: &str) -> Vec<String> {
+    let Some((dir, last)) = pattern.rsplit_once('/') else { return vec![pattern.to_string()] };
+    let Some((prefix, suffix)) = last.split_once('*') else { return vec![pattern.to_string()] };
+    let Ok(rd) = fs::read_dir(host_path(sysroot, if dir.is_empty() { "/" } else { dir })) else { return Vec::new() };
+    let mut v: Vec<String> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| n.len() >= prefix.len() + suffix.len() && n.starts_with(prefix) && n.ends_with(suffix))
+        .map(|n| format!("{dir}/{n}"))
+        .collect();
+    v.sort();
+    v
 }
 
 /// The file system checkers the image needs (see [`Feature::fsck`]), and their entries in
@@ -475,6 +494,23 @@ pub(crate) fn microcode(r: &Request, facts: Option<&Facts>) -> Result<Option<Pla
 mod tests {
     use super::*;
     use crate::request::Settings;
+
+    #[test]
+    fn file_patterns_name_the_files_that_match() {
+        let t = leanrd_testkit::TempDir::new("expand-files");
+        let d = t.join("etc/multipath/conf.d");
+        fs::create_dir_all(d.join("sub.conf")).unwrap();
+        for n in ["b.conf", "a.conf", "a", "x.conf.bak"] {
+            fs::write(d.join(n), "").unwrap();
+        }
+        assert_eq!(
+            expand_files(t.path(), "/etc/multipath/conf.d/*.conf"),
+            ["/etc/multipath/conf.d/a.conf", "/etc/multipath/conf.d/b.conf"]
+        );
+        assert_eq!(expand_files(t.path(), "/etc/multipath/conf.d/a*a"), Vec::<String>::new());
+        assert_eq!(expand_files(t.path(), "/etc/multipath.conf"), ["/etc/multipath.conf"]);
+        assert!(expand_files(t.path(), "/etc/none/*.conf").is_empty());
+    }
 
     #[test]
     fn the_cpu_names_its_microcode_file() {

@@ -167,7 +167,7 @@ pub const FEATURE_KEYS: &[FeatureKey] = &[
     FeatureKey {
         key: "files",
         value: "[\"PATH\", ...]",
-        doc: "Files copied as they are (a missing one is skipped, with a warning when the machine needs the feature).",
+        doc: "Files copied as they are (a missing one is skipped, with a warning when the machine needs the feature); `DIR/*.conf` (one `*`, in the last component) copies the files of DIR that match, if any.",
     },
     FeatureKey { key: "dirs", value: "[\"PATH\", ...]", doc: "Directories made in the image." },
     FeatureKey { key: "firmware", value: "[\"PATH\", ...]", doc: "Firmware files, under /lib/firmware." },
@@ -380,7 +380,7 @@ mod tests {
         let e = parse("x", "init = \"cifs\"\n", "x.toml").unwrap_err().to_string();
         assert_eq!(
             e,
-            "x.toml: init = \"cifs\" is not an /init capability (luks, lvm, md, rescue, token, iscsi, nvmf, nbd, nfs, live, clevis, ssh, plymouth, bcache, integrity)"
+            "x.toml: init = \"cifs\" is not an /init capability (luks, lvm, md, rescue, token, iscsi, nvmf, nbd, nfs, live, clevis, ssh, plymouth, bcache, integrity, multipath)"
         );
         let e = parse("x", "bogus = 1\n", "x.toml").unwrap_err().to_string();
         assert!(e.contains("bogus"), "{e}");

@@ -726,6 +726,11 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
             {
                 f.crypt.push(c);
             }
+        } else if uuid.starts_with("mpath-") || (uuid.starts_with("part") && uuid.contains("-mpath-")) {
+            // A dm-multipath map (multipath-tools' DM UUID: mpath-WWID), or a partition map of
+            // one (kpartx's: partN-mpath-WWID, a linear map over the map, walked next).
+            f.stack.insert(StackLayer::Multipath);
+            f.modules.insert("dm_multipath".into());
         } else if uuid.starts_with("LVM-") {
             f.stack.insert(StackLayer::Lvm);
             let name = read_trim(&dev.join("dm/name")).unwrap_or_default();

@@ -33,6 +33,8 @@ pub enum StackLayer {
     Verity,
     /// A Network Block Device (/dev/nbdN).
     Nbd,
+    /// A dm-multipath map (DM UUID `mpath-WWID`), or a partition of one (kpartx's).
+    Multipath,
 }
 
 /// What one layer is and what booting through it takes.
@@ -134,6 +136,14 @@ pub const LAYERS: &[LayerDef] = &[
         doc: "a Network Block Device (/dev/nbdN): /init does the NBD handshake and gives the socket to the kernel's nbd",
         program: None,
         capability: Some(Capability::Nbd),
+    },
+    LayerDef {
+        layer: StackLayer::Multipath,
+        name: "multipath",
+        doc: "a dm-multipath map of the paths to one LUN, and its partitions (kpartx's), made by /init with the DM \
+              ioctls as the host's multipath.conf, bindings and wwids say",
+        program: None,
+        capability: Some(Capability::Multipath),
     },
 ];
 

@@ -533,3 +533,63 @@ fn the_drm_feature_takes_the_boot_gpus_firmware_only() {
     let (w, fw) = build("gpu-bochs", "bochs", 0x1234, 0x1111);
     assert!(fw.is_empty() && !w.iter().any(|w| w.contains("GPU firmware table")), "{w:?}");
 }
+
+/// A root on a partition of a dm-multipath map (two virtio-scsi paths): the multipath layer and
+/// dm_multipath, both controllers' drivers; a host-only image gets /init's multipath
+/// capability, the selectors and hardware handlers, and the system's multipath.conf, bindings,
+/// wwids and conf.d's `*.conf` (a sysroot that has them).
+#[test]
+fn multipath_roots_are_detected_with_their_configuration() {
+    let t = TempDir::new("hostmpath");
+    let f = leanrd_testkit::multipath_scsi(&t, "mpath");
+    let x = host::detect(&f.root).unwrap();
+    assert!(x.stack.contains(&StackLayer::Multipath) && x.stack.contains(&StackLayer::Dm), "{x:?}");
+    assert!(x.modules.contains("dm_multipath") && x.drivers.contains("virtio_scsi"), "{x:?}");
+    assert!(x.devices.iter().any(|d| d == "sda") && x.devices.iter().any(|d| d == "sdb"), "{:?}", x.devices);
+    // Without the mpath- UUID (an LVM LV), no multipath layer.
+    let g = leanrd_testkit::multipath_scsi(&t, "not-mpath");
+    fs::write(g.root.join("sys/devices/virtual/block/dm-0/dm/uuid"), "LVM-abc\n").unwrap();
+    fs::write(g.root.join("sys/devices/virtual/block/dm-1/dm/uuid"), "LVM-def\n").unwrap();
+    assert!(!host::detect(&g.root).unwrap().stack.contains(&StackLayer::Multipath));
+    let Some(k) = kver() else { return };
+    let sr = t.join("sysroot");
+    fs::create_dir_all(sr.join("etc/multipath")).unwrap();
+    // The kernel's modules (hard links), as a merged-/usr system has them.
+    fs::create_dir_all(sr.join("usr/lib/modules")).unwrap();
+    symlink("usr/lib", sr.join("lib")).unwrap();
+    let copied = Command::new("cp")
+        .arg("-al")
+        .arg(Path::new("/lib/modules").join(&k))
+        .arg(sr.join("usr/lib/modules"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let wwid = leanrd_testkit::MULTIPATH_WWID;
+    fs::write(sr.join("etc/multipath.conf"), "defaults {\n\tuser_friendly_names yes\n}\n").unwrap();
+    fs::write(sr.join("etc/multipath/bindings"), format!("mpatha {wwid}\n")).unwrap();
+    fs::write(sr.join("etc/multipath/wwids"), format!("/{wwid}/\n")).unwrap();
+    fs::create_dir_all(sr.join("etc/multipath/conf.d")).unwrap();
+    fs::write(sr.join("etc/multipath/conf.d/site.conf"), "defaults {\n\tno_path_retry queue\n}\n").unwrap();
+    fs::write(sr.join("etc/multipath/conf.d/notes.txt"), "not a .conf\n").unwrap();
+    let init = t.join("init");
+    fs::write(&init, b"#!/bin/sh\n").unwrap();
+    let s = leanrd_gen::Settings {
+        kver: Some(k),
+        host_root: Some(f.root.clone()),
+        sysroot: Some(sr.clone()),
+        init: Some(init),
+        ..Default::default()
+    };
+    let g = leanrd_gen::generate(&leanrd_gen::Request::new(s, t.path()).unwrap()).unwrap();
+    let Some(Item::Inline { data, .. }) = g.main.items.get("/etc/leanrd/init.conf") else { panic!("no config") };
+    let conf = leanrd_contract::InitConfig::decode(std::str::from_utf8(data).unwrap()).unwrap();
+    let layer = conf.layer(leanrd_contract::Capability::Multipath).expect("the multipath capability");
+    assert!(layer.modules.iter().any(|m| m == "dm_service_time"), "{layer:?}");
+    assert!(g.modules.contains("dm_multipath") && g.modules.contains("virtio_scsi"), "{:?}", g.modules);
+    assert!(!g.main.items.contains_key("/etc/multipath/conf.d/notes.txt"));
+    for p in
+        ["/etc/multipath.conf", "/etc/multipath/bindings", "/etc/multipath/wwids", "/etc/multipath/conf.d/site.conf"]
+    {
+        assert!(matches!(g.main.items.get(p), Some(Item::File { .. })), "{p} is not in the image");
+    }
+}

@@ -27,6 +27,11 @@ impl Platform for Live<'_> {
     }
     fn scan(&mut self) -> Vec<Dev> {
         let mut devs = devices::scan();
+        // dm-multipath first: the maps made, their paths out of sight.
+        if crate::multipath::assemble(self.init, &devs) {
+            devs = devices::scan();
+        }
+        crate::multipath::hide_paths(&mut devs);
         btrfs::mark(self.init, &mut devs);
         devs
     }

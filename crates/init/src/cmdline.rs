@@ -62,6 +62,8 @@ pub struct Cmdline {
     pub no_lvm: bool,
     /// `rd.md=0`: assemble no md RAID array.
     pub no_md: bool,
+    /// `rd.multipath=0`: assemble no dm-multipath map.
+    pub no_multipath: bool,
     /// `MODULE.PARAM=VALUE` words: parameters for a module when it is loaded, as modprobe
     /// takes them from the command line (after modprobe.d's, so they win).
     pub module_options: Vec<(String, String)>,

@@ -56,7 +56,7 @@ fn read_text(path: &str) -> String {
     sys::read_string(path).unwrap_or_default()
 }
 
-fn parse_devno(s: &str) -> (u32, u32) {
+pub(crate) fn parse_devno(s: &str) -> (u32, u32) {
     let (a, b) = s.trim().split_once(':').unwrap_or(("0", "0"));
     (a.parse().unwrap_or(0), b.parse().unwrap_or(0))
 }

@@ -5,8 +5,10 @@
 //! cryptsetup program, reads that same key back from the table cryptsetup loaded
 //! (`--disable-keyring` puts it there rather than in the kernel keyring, where it cannot be
 //! read). And a read-only device made from one target's table (DM_DEV_CREATE, DM_TABLE_LOAD,
-//! resume), for dm-verity ([`crate::verity`]). No crate speaks the device-mapper ioctls without
-//! libdevmapper; the header is linux/dm-ioctl.h's, written out here.
+//! resume), for dm-verity ([`crate::verity`]); read-write devices, a table reloaded into a live
+//! device, and a device's status line, for dm-multipath maps and their partitions
+//! ([`crate::multipath`]). No crate speaks the device-mapper ioctls without libdevmapper; the
+//! header is linux/dm-ioctl.h's, written out here.
 
 use alloc::format;
 use alloc::string::String;
@@ -172,7 +174,7 @@ const DM_DEV_SUSPEND: rustix::ioctl::Opcode = rustix::ioctl::opcode::read_write:
 /// DM_TABLE_LOAD: `_IOWR(0xfd, 9, struct dm_ioctl)`.
 const DM_TABLE_LOAD: rustix::ioctl::Opcode = rustix::ioctl::opcode::read_write::<Header>(0xfd, 9);
 /// DM_READONLY_FLAG: the device (and the table) read-only.
-const READONLY: u32 = 1 << 0;
+pub const READONLY: u32 = 1 << 0;
 /// Where `struct dm_ioctl`'s `dev` and `uuid` are.
 const AT_DEV: usize = 40;
 const AT_UUID: usize = 176;
@@ -232,27 +234,56 @@ pub struct DmError {
 /// make it live (`dmsetup create --readonly --noudevsync`): its (major, minor). Nothing is left
 /// behind when a step fails.
 pub fn create_readonly(name: &str, uuid: &str, kind: &str, sectors: u64, params: &str) -> Result<(u32, u32), DmError> {
+    create(name, uuid, READONLY, kind, sectors, params)
+}
+
+/// Create device `name` (DM UUID `uuid`, `flags` [`READONLY`] or 0) with one target and make it
+/// live (`dmsetup create --noudevsync`): its (major, minor). Nothing is left behind when a step
+/// fails.
+pub fn create(
+    name: &str,
+    uuid: &str,
+    flags: u32,
+    kind: &str,
+    sectors: u64,
+    params: &str,
+) -> Result<(u32, u32), DmError> {
     let bad = |step| move |errno| DmError { step, errno };
     let inval = |step| DmError { step, errno: sys::Errno::INVAL };
-    let mut b = table_request(name, READONLY, Some(uuid), None).map_err(|_| inval("DM_DEV_CREATE"))?;
+    let mut b = table_request(name, flags, Some(uuid), None).map_err(|_| inval("DM_DEV_CREATE"))?;
     call::<DM_DEV_CREATE>(&mut b).map_err(bad("DM_DEV_CREATE"))?;
     let dev = u64::from_ne_bytes(core::array::from_fn(|i| b.0[AT_DEV + i]));
     // The kernel's huge_encode_dev: minor's low 8 bits, major, then minor's high bits.
     let devno = (((dev >> 8) & 0xfff) as u32, ((dev & 0xff) | ((dev >> 12) & !0xff)) as u32);
-    let r = table_request(name, READONLY, None, Some((kind, sectors, params)))
-        .map_err(|_| inval("DM_TABLE_LOAD"))
-        .and_then(|mut b| call::<DM_TABLE_LOAD>(&mut b).map_err(bad("DM_TABLE_LOAD")))
-        .and_then(|()| {
-            let mut b = table_request(name, 0, None, None).map_err(|_| inval("DM_DEV_SUSPEND"))?;
-            call::<DM_DEV_SUSPEND>(&mut b).map_err(bad("DM_DEV_SUSPEND (resume)"))
-        });
-    match r {
+    match load_and_resume(name, flags, kind, sectors, params) {
         Ok(()) => Ok(devno),
         Err(e) => {
             let _ = remove(name);
             Err(e)
         }
     }
+}
+
+/// Load a new table into the live device `name` and make it live (`dmsetup reload` and
+/// `resume`): the kernel suspends the device, swaps the tables and resumes it, no I/O lost.
+pub fn reload(name: &str, kind: &str, sectors: u64, params: &str) -> Result<(), DmError> {
+    load_and_resume(name, 0, kind, sectors, params)
+}
+
+fn load_and_resume(name: &str, flags: u32, kind: &str, sectors: u64, params: &str) -> Result<(), DmError> {
+    let bad = |step| move |errno| DmError { step, errno };
+    let inval = |step| DmError { step, errno: sys::Errno::INVAL };
+    let mut b = table_request(name, flags, None, Some((kind, sectors, params))).map_err(|_| inval("DM_TABLE_LOAD"))?;
+    call::<DM_TABLE_LOAD>(&mut b).map_err(bad("DM_TABLE_LOAD"))?;
+    let mut b = table_request(name, 0, None, None).map_err(|_| inval("DM_DEV_SUSPEND"))?;
+    call::<DM_DEV_SUSPEND>(&mut b).map_err(bad("DM_DEV_SUSPEND (resume)"))
+}
+
+/// The status line of each target of device `name` (`dmsetup status`): its type and the line.
+pub fn status(name: &str) -> Result<Vec<(String, String)>, String> {
+    let mut b = table_request(name, 0, None, None)?;
+    call::<DM_TABLE_STATUS>(&mut b).map_err(|e| format!("DM_TABLE_STATUS {name}: {}", strerror(e)))?;
+    Ok(targets(&b.0)?.into_iter().map(|(k, p)| (k, String::from_utf8_lossy(p).into_owned())).collect())
 }
 
 #[cfg(test)]

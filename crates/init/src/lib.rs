@@ -43,6 +43,7 @@ pub mod log;
 pub mod luks;
 pub mod luks2;
 pub mod modules;
+pub mod multipath;
 pub mod nbd;
 pub mod net;
 pub mod netblock;
@@ -134,6 +135,7 @@ impl Init {
         let mut notes: Vec<String> = self.mods.table_error.iter().cloned().collect();
         notes.extend(self.notes.iter().cloned());
         notes.extend(bcache::waiting());
+        notes.extend(multipath::problems());
         let late = self.mods.still_loading();
         if !late.is_empty() {
             notes.push(format!("still loading (their initialisation has not returned): {}", late.join(" ")));

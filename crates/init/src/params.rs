@@ -826,6 +826,18 @@ pub static PARAMS: &[Param] = &[
         "`0`: assemble no md RAID array.",
         "rd.md=0"
     ),
+    param!(
+        &["rd.multipath"],
+        Form::Bool,
+        Storage,
+        ONCE,
+        |p, v| {
+            p.c.no_multipath = !v.on();
+            Ok(())
+        },
+        "`0`: assemble no dm-multipath map: each path is a disk of its own.",
+        "rd.multipath=0"
+    ),
     // Resume.
     param!(
         &["resume"],

@@ -307,6 +307,13 @@ pub struct PartEntry {
     pub parttype: Option<String>,
     /// The GPT entry's attribute bits; 0 for MBR.
     pub flags: u64,
+    /// Where the partition starts, in 512-byte sectors (kpartx's linear maps count in them).
+    pub start: u64,
+    /// Its length, in 512-byte sectors.
+    pub sectors: u64,
+    /// An MBR extended partition (types 0x05, 0x0f, 0x85): a container of logical partitions,
+    /// not one to map.
+    pub extended: bool,
 }
 
 /// Read the partition table of a whole disk (GPT with 512 or 4096-byte sectors, else MBR).
@@ -333,6 +340,9 @@ pub fn partitions<Fd: AsFd>(fd: Fd) -> Vec<PartEntry> {
             if e[0..16].iter().all(|&c| c == 0) {
                 continue;
             }
+            let lba_at = |at: usize| u64::from_le_bytes(core::array::from_fn(|i| e[at + i]));
+            let (first, last) = (lba_at(32), lba_at(40));
+            let unit = sector / 512;
             let name: Vec<u16> =
                 e[56..128].chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])).take_while(|&c| c != 0).collect();
             out.push(PartEntry {
@@ -341,6 +351,9 @@ pub fn partitions<Fd: AsFd>(fd: Fd) -> Vec<PartEntry> {
                 partlabel: Some(String::from_utf16_lossy(&name)).filter(|s| !s.is_empty()),
                 parttype: Some(guid_str(&e[0..16])),
                 flags: u64::from_le_bytes(core::array::from_fn(|i| e[48 + i])),
+                start: first.saturating_mul(unit),
+                sectors: last.saturating_sub(first).saturating_add(1).saturating_mul(unit),
+                extended: false,
             });
         }
         return out;
@@ -352,12 +365,19 @@ pub fn partitions<Fd: AsFd>(fd: Fd) -> Vec<PartEntry> {
         let sig = u32::from_le_bytes([b[440], b[441], b[442], b[443]]);
         return (0..4)
             .filter(|i| b[446 + 16 * i + 4] != 0)
-            .map(|i| PartEntry {
-                number: i as u32 + 1,
-                partuuid: format!("{sig:08x}-{:02x}", i + 1),
-                partlabel: None,
-                parttype: None,
-                flags: 0,
+            .map(|i| {
+                let e = &b[446 + 16 * i..446 + 16 * (i + 1)];
+                let at = |o: usize| u32::from_le_bytes([e[o], e[o + 1], e[o + 2], e[o + 3]]) as u64;
+                PartEntry {
+                    number: i as u32 + 1,
+                    partuuid: format!("{sig:08x}-{:02x}", i + 1),
+                    partlabel: None,
+                    parttype: None,
+                    flags: 0,
+                    start: at(8),
+                    sectors: at(12),
+                    extended: matches!(e[4], 0x05 | 0x0f | 0x85),
+                }
             })
             .collect();
     }
@@ -582,12 +602,28 @@ mod tests {
         assert_eq!(parts[0].parttype.as_deref(), Some("0fc63daf-8483-4772-8e79-3d69d8477de4"));
         assert_eq!(parts[1].parttype.as_deref(), Some("4f68bce3-e8cd-4db1-96e7-fbcaf984b709"));
         assert_eq!((parts[0].flags, parts[1].flags), (0, (1 << 59) | (1 << 60)));
+        // Where each starts and how long it is, in 512-byte sectors, as sfdisk says (kpartx's
+        // linear maps are made from these).
+        let o = Command::new("sfdisk").args(["-d", gpt]).output().unwrap();
+        let dump = String::from_utf8_lossy(&o.stdout);
+        let want: Vec<(u64, u64)> = dump
+            .lines()
+            .filter(|l| l.contains("start="))
+            .map(|l| {
+                let v = |k: &str| l.split(k).nth(1).unwrap().split(',').next().unwrap().trim().parse::<u64>().unwrap();
+                (v("start="), v("size="))
+            })
+            .collect();
+        assert_eq!(parts.iter().map(|p| (p.start, p.sectors)).collect::<Vec<_>>(), want);
+        assert_eq!(want[0].1, 8192);
         // MBR: the disk signature and the partition number.
         std::fs::write(format!("{gpt}.sfdisk"), "label: dos\nlabel-id: 0x1234abcd\n,4M,L\n,,L\n").unwrap();
         assert!(sh(&format!("truncate -s 16M {gpt}.mbr && sfdisk -q {gpt}.mbr < {gpt}.sfdisk")));
         let parts = partitions(crate::sys::open(&format!("{gpt}.mbr")).unwrap());
         let ids: Vec<&str> = parts.iter().map(|p| p.partuuid.as_str()).collect();
         assert_eq!(ids, ["1234abcd-01", "1234abcd-02"]);
+        assert_eq!((parts[0].start, parts[0].sectors, parts[0].extended), (2048, 8192, false));
+        assert_eq!(parts[1].start, 2048 + 8192);
         assert!(checked >= 3, "too few file systems could be made here");
     }
 }

@@ -1,7 +1,10 @@
 //! The block stack the image can assemble — LUKS (cryptsetup, in [`crate::luks`]), LVM (lvm,
 //! with thin_check and cache_check for its pools), md RAID (mdadm), standalone dm-integrity
 //! (integritysetup, in [`crate::integrity`]), bcache (in [`crate::bcache`]) — each only when the configuration has its
-//! [`Layer`](leanrd_contract::Layer), with the modules the layer lists loaded first.
+//! [`Layer`](leanrd_contract::Layer), with the modules the layer lists loaded first. dm-multipath
+//! maps ([`crate::multipath`]) are made before any of these look at the devices, as they are
+//! scanned, so that each layer above finds its device on the map rather than on one path
+//! (LUKS or LVM on a multipath map).
 
 use alloc::format;
 use alloc::string::String;
@@ -27,7 +30,7 @@ pub fn assemble(init: &mut Init, devs: &[Dev], wanted: &[&DeviceRef], events: Op
 }
 
 /// Load the modules a layer lists; false when the image does not have the layer.
-fn prepare(init: &mut Init, c: Capability) -> bool {
+pub(crate) fn prepare(init: &mut Init, c: Capability) -> bool {
     let Some(layer) = init.conf.layer(c) else { return false };
     let modules = layer.modules.clone();
     init.mods.load_many(&modules, &mut init.log);

@@ -652,6 +652,10 @@ fn main() -> std::process::ExitCode {
         boot_lvm_pools_and_bcache();
         Ok(())
     }));
+    trials.push(test("multipath_roots", || {
+        boot_multipath();
+        Ok(())
+    }));
     run_tests(trials, cores())
 }
 
@@ -949,6 +953,212 @@ fn boot_lvm_pools_and_bcache() {
     );
     tab.image = univ_tab;
     boots.push(tab);
+    // One at a time: these run beside the other tests' VMs.
+    let mut failed = Vec::new();
+    for b in boots {
+        failed.extend(common::debian::run(&kernel, &[b]));
+    }
+    assert!(failed.is_empty(), "failed: {failed:?}");
+}
+
+const MPATH_ROOT_UUID: &str = "3a3a3a3a-1111-2222-3333-444444444444";
+const MPATH_LUKS_UUID: &str = "3a3a3a3a-9999-aaaa-bbbb-cccccccccccc";
+const MPATH_LUKS_ROOT_UUID: &str = "3a3a3a3a-dddd-eeee-ffff-000000000000";
+
+/// A disk with one GPT partition holding a LUKS2 container (`PASS`) with the root tree in ext4,
+/// made by a prep VM (the host's kernel here has no device-mapper) and kept in the test cache's
+/// `disks/` by a hash of what makes it.
+fn multipath_luks_disk(kver: &str, tree: &Path) -> Option<PathBuf> {
+    let body = format!(
+        "printf %s '{PASS}' > /tmp/key && \
+         $cryptsetup luksFormat --batch-mode --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
+           --uuid {MPATH_LUKS_UUID} --key-file /tmp/key /dev/vda1 && \
+         $cryptsetup open --key-file /tmp/key /dev/vda1 prep && \
+         $mke2fs -q -t ext4 -U {MPATH_LUKS_ROOT_UUID} -d /roottree /dev/mapper/prep && $cryptsetup close prep && \
+         sync && echo PREP-DONE"
+    );
+    let tree_key: Vec<String> = describe(tree);
+    let key = common::scenario::key_of(&[b"multipath-luks-1", body.as_bytes(), tree_key.join("\n").as_bytes()]);
+    let mut skipped = false;
+    let dir = common::scenario::cached("disks", &key, |d| {
+        let t = TempDir::new("mpath-luks-prep");
+        let Some(prep) = common::prep::image(
+            t.path(),
+            kver,
+            &["cryptsetup", "mke2fs"],
+            common::prep::STACK_MODULES,
+            "vda1",
+            &body,
+            Some(tree),
+        ) else {
+            skipped = true;
+            return;
+        };
+        let disk = d.join("luks.disk");
+        sh(&format!("truncate -s 64M {}", disk.display()));
+        let o = run_stdin(Command::new("sfdisk").arg("-q").arg(&disk), b"label: gpt\nstart=2048, type=L\n");
+        assert!(o.status.success(), "sfdisk: {}", String::from_utf8_lossy(&o.stderr));
+        let Some(kernel) = kernel() else { return };
+        let drive = args(&format!("-drive file={},if=virtio,format=raw", disk.display()));
+        let log = qemu_boot(&kernel, &prep, "", &drive.iter().map(String::as_str).collect::<Vec<_>>(), 240);
+        assert!(log.contains("PREP-DONE"), "the multipath LUKS prep VM failed:\n{}", common::debian::tail(&log));
+    });
+    if skipped {
+        let _ = fs::remove_dir_all(&dir);
+        return None;
+    }
+    Some(dir)
+}
+/// QEMU's `wwn=` for both paths, and the WWID multipath-tools makes of it (NAA 5: `3` first).
+const MPATH_WWN: &str = "0x5000c50015ea71ac";
+
+/// dm-multipath: one disk file seen through two virtio-scsi controllers as one LUN (the same
+/// `serial=` and `wwn=`, `share-rw=on`), a GPT partition holding the busybox root (by UUID: the
+/// same file system is on sda1 and sdb1 too, and must be found on the map). A universal image
+/// of a sysroot with the host's multipath.conf (user_friendly_names), bindings (`mpatha`) and
+/// wwids; the root's init reports the map's name and DM UUID, its partition's (kpartx's
+/// naming) and the paths under the map. Then the first path failing every read from the start
+/// (QEMU's blkdebug): the kernel fails it and the boot goes on on the other; then both failing:
+/// the diagnosis names the map with no working path.
+fn boot_multipath() {
+    if !tools_ok() {
+        return;
+    }
+    let Some(kernel) = kernel() else { return };
+    let Some(init) = init_binary() else { return };
+    let kver = kver_of(&kernel);
+    let t = TempDir::new("bootmpath");
+    let tree = busybox_root(&t, &["dev", "proc", "sys", "run"]);
+    fs::write(
+        tree.join("sbin/init"),
+        format!(
+            "#!/bin/sh\nexport PATH=/bin\nbusybox echo {MARK}\n\
+             d=/sys/dev/block/$(busybox awk '$5==\"/\"{{print $3}}' /proc/self/mountinfo)\n\
+             busybox echo LEANRD-MPATH-ROOT $(busybox basename $(busybox readlink $d)) $(busybox cat $d/dm/name) \
+             $(busybox cat $d/dm/uuid)\n\
+             for m in /sys/block/dm-*; do [ -e $m ] || continue\n\
+               busybox echo LEANRD-MPATH-DM $(busybox basename $m) $(busybox cat $m/dm/name) $(busybox cat $m/dm/uuid) \
+             slaves: $(busybox ls $m/slaves); done\n\
+             busybox poweroff -f\n"
+        ),
+    )
+    .unwrap();
+    sh(&format!("chmod 755 {}", tree.join("sbin/init").display()));
+    let fsimg = fs_image(&t, &tree, "ext4", MPATH_ROOT_UUID, "mproot");
+    let disk = partitioned(&t, &fsimg, true, "3a3a3a3a-5555-6666-7777-888888888888", "mpath");
+    let wwid = format!("3{}", MPATH_WWN.trim_start_matches("0x"));
+    let conf = b"defaults {\n\tuser_friendly_names yes\n\tfind_multipaths strict\n}\n";
+    let bindings = format!("# Multipath bindings, Version : 1.0\nmpatha {wwid}\n");
+    let wwids = format!("# Multipath wwids, Version : 1.0\n/{wwid}/\n");
+    let sr = host_sysroot(
+        &t,
+        "sr-multipath",
+        &[
+            ("multipath.conf", &conf[..], 0o644),
+            ("multipath/bindings", bindings.as_bytes(), 0o644),
+            ("multipath/wwids", wwids.as_bytes(), 0o644),
+        ],
+    );
+    let univ = t.join("universal-multipath.img");
+    ok(leanrd()
+        .args(["build", "-k", &kver, "--universal", "--init"])
+        .arg(&init)
+        .arg("--sysroot")
+        .arg(&sr)
+        .arg("-o")
+        .arg(&univ));
+    let ls = String::from_utf8(ok(leanrd().arg("ls").arg(&univ))).unwrap();
+    for p in ["etc/multipath/bindings", "etc/multipath/wwids", "etc/multipath.conf", "dm-multipath.ko"] {
+        assert!(ls.contains(p), "the universal image lacks {p}");
+    }
+    let blkdebug = t.join("fail-reads.conf");
+    fs::write(&blkdebug, "[inject-error]\nevent = \"read_aio\"\nerrno = \"5\"\n").unwrap();
+    // Path i on its own virtio-scsi controller; `fail`: every read through it fails.
+    let path_to = |disk: &Path, i: u32, fail: bool| {
+        let mut a = format!(
+            "-device virtio-scsi-pci,id=scsi{i} -blockdev driver=file,filename={},node-name=f{i},locking=off",
+            disk.display()
+        );
+        let mut file = format!("f{i}");
+        if fail {
+            a.push_str(&format!(" -blockdev driver=blkdebug,config={},image=f{i},node-name=b{i}", blkdebug.display()));
+            file = format!("b{i}");
+        }
+        a.push_str(&format!(
+            " -blockdev driver=raw,file={file},node-name=p{i} \
+             -device scsi-hd,bus=scsi{i}.0,drive=p{i},serial=LEANRDMPATH,wwn={MPATH_WWN},share-rw=on"
+        ));
+        a
+    };
+    let path = |i: u32, fail: bool| path_to(&disk, i, fail);
+    let boot = |name: &str, append: &str, qemu: String, expect: Vec<String>| {
+        let mut b = common::debian::Boot::new(name, &univ, append, args(&qemu));
+        b.expect = expect;
+        b.reject = vec![];
+        b.secs = 150;
+        b
+    };
+    let map = format!("LEANRD-MPATH-DM dm-0 mpatha mpath-{wwid} slaves: sda sdb");
+    let on_map = vec![MARK.to_string(), format!("LEANRD-MPATH-ROOT dm-1 mpatha-part1 part1-mpath-{wwid}"), map.clone()];
+    let append = format!("ro root=UUID={MPATH_ROOT_UUID}");
+    let mut boots = vec![
+        boot(
+            "multipath_root",
+            &format!("quiet {append}"),
+            format!("{} {}", path(0, false), path(1, false)),
+            on_map.clone(),
+        ),
+        boot(
+            "multipath_no_working_path",
+            &format!("{append} leanrd.timeout=5"),
+            format!("{} {}", path(0, true), path(1, true)),
+            vec![
+                format!("multipath map mpatha (WWID {wwid}) has no working path (sda failed, sdb failed)"),
+                "rd.multipath=0".to_string(),
+            ],
+        ),
+    ];
+    // LUKS2 on the map's partition, the first path failing every read from the start: the
+    // kernel fails it, the passphrase is typed, the container is opened on the map.
+    if let Some(luks) = multipath_luks_disk(&kver, &tree) {
+        let copy = t.join("mpath-luks.disk");
+        sh(&format!("cp --reflink=auto {} {}", luks.join("luks.disk").display(), copy.display()));
+        let mut b = boot(
+            "multipath_luks_root_one_path_failing",
+            &format!("ro root=UUID={MPATH_LUKS_ROOT_UUID}"),
+            format!("{} {}", path_to(&copy, 0, true), path_to(&copy, 1, false)),
+            vec![
+                "Enter passphrase".to_string(),
+                MARK.to_string(),
+                format!("LEANRD-MPATH-ROOT dm-2 luks-{MPATH_LUKS_UUID} CRYPT-LUKS2-"),
+                format!("LEANRD-MPATH-DM dm-1 mpatha-part1 part1-mpath-{wwid} slaves: dm-0"),
+                map.clone(),
+                "Failing path 8:".to_string(),
+            ],
+        );
+        b.answer = Some(PASS);
+        boots.insert(1, b);
+    } else {
+        boots.insert(
+            1,
+            boot(
+                "multipath_root_one_path_failing",
+                &append,
+                format!("{} {}", path(0, true), path(1, false)),
+                [on_map.clone(), vec!["Failing path 8:".to_string()]].concat(),
+            ),
+        );
+    }
+    // rd.multipath=0: no map; the root is found on a path's partition (what the first boot
+    // would see if /init made no map).
+    let mut off = boot(
+        "multipath_off",
+        &format!("quiet {append} rd.multipath=0"),
+        format!("{} {}", path(0, false), path(1, false)),
+        vec![MARK.to_string(), "LEANRD-MPATH-ROOT sd".to_string()],
+    );
+    off.reject = vec!["mpatha".to_string()];
+    boots.push(off);
     // One at a time: these run beside the other tests' VMs.
     let mut failed = Vec::new();
     for b in boots {

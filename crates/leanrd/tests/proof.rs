@@ -174,6 +174,8 @@ fn host_only_images_prove_their_boot_and_a_missing_driver_is_named() {
         ("root on NVMe over TCP (its transport)", nvmf_virtio(&t, "nvmf-tcp"), "nvme_tcp"),
         ("root on NBD via virtio-net", nbd_virtio(&t, "nbd"), "virtio_net"),
         ("root on NBD (its module)", nbd_virtio(&t, "nbd-mod"), "nbd"),
+        ("root on a dm-multipath map over two virtio-scsi paths", multipath_scsi(&t, "mpath"), "virtio_scsi"),
+        ("root on a dm-multipath map (its target)", multipath_scsi(&t, "mpath-dm"), "dm_multipath"),
         ("LUKS with a USB keyboard", keyboard_host(&luks, Some("0c0c0c0c-1111-4222-8333-444444444444")), "usbhid"),
         (
             "LUKS on NVMe with a USB keyboard",
@@ -308,6 +310,15 @@ fn root_kinds_are_matched_and_an_unknown_kind_is_refused() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("the nbd layer under the root: /init's configuration does not turn on nbd"), "{err}");
+    // A root on a multipath map: without the multipath feature, refused.
+    let f = multipath_scsi(&t, "mpath-without");
+    let o = build(&k, &f, &t.join("mpath-without.img"), &["--exclude", "multipath"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("the multipath layer under the root: /init's configuration does not turn on multipath"),
+        "{err}"
+    );
 }
 
 /// A universal image proves the classes its features promise: every storage driver, every

@@ -999,6 +999,31 @@ pub fn nbd_virtio(t: &TempDir, name: &str) -> Fixture {
     f
 }
 
+/// The WWID of [`multipath_scsi`]'s LUN (QEMU's `wwn=0x5000c50015ea71ac`, NAA 5: `3` first).
+pub const MULTIPATH_WWID: &str = "35000c50015ea71ac";
+
+/// A root on a dm-multipath map: one LUN seen as sda and sdb through two virtio-scsi
+/// controllers (PCI 00:05.0 and 00:06.0), the map dm-0 (`mpatha`, DM UUID `mpath-WWID`) over
+/// both, the root ext4 on its partition map dm-1 (`mpatha-part1`, `part1-mpath-WWID`, kpartx's).
+pub fn multipath_scsi(t: &TempDir, name: &str) -> Fixture {
+    let f = Fixture::new(t, name, "22 1 254:1 / / rw,relatime shared:1 - ext4 /dev/mapper/mpatha-part1 rw\n");
+    let mut disks = Vec::new();
+    for (i, (pci, disk, devno)) in [("05", "sda", "8:0"), ("06", "sdb", "8:16")].into_iter().enumerate() {
+        let ctl = format!("pci0000:00/0000:00:{pci}.0");
+        let host = format!("{ctl}/virtio{i}/host{i}");
+        let lun = format!("{host}/target{i}:0:0/{i}:0:0:0");
+        f.dev(&ctl, Some("pci:v00001AF4d00001004sv00001AF4sd00000008bc01sc00i00"), Some("virtio-pci"))
+            .dev(&format!("{ctl}/virtio{i}"), Some("virtio:d00000008v00001AF4"), Some("virtio_scsi"))
+            .dev(&lun, Some("scsi:t-0x00"), Some("sd"))
+            .block(&format!("{lun}/block/{disk}"), devno, false);
+        disks.push(format!("{lun}/block/{disk}"));
+    }
+    let uuid = format!("mpath-{MULTIPATH_WWID}");
+    f.dm("dm-0", &uuid, &[&disks[0], &disks[1]]).dm_name("dm-0", "mpatha", "254:0");
+    f.dm("dm-1", &format!("part1-{uuid}"), &["virtual/block/dm-0"]).dm_name("dm-1", "mpatha-part1", "254:1");
+    f
+}
+
 /// A diskless machine: its root NFSv4 from 10.0.2.2 over a virtio NIC (and a loopback, which
 /// has no device).
 pub fn nfs_virtio(t: &TempDir, name: &str) -> Fixture {

@@ -877,13 +877,8 @@ fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
             let disks = ["boot", "backing", "cache"]
                 .map(|n| Disk { path: dir.join(format!("{n}.disk")), gpt: false, bus: Bus::VirtioBlk })
                 .to_vec();
-            let made = vec![Made {
-                disks,
-                fs: FsKind::Ext4,
-                uuid: String::new(),
-                subvol: false,
-                holds: Some(Holds::Root),
-            }];
+            let made =
+                vec![Made { disks, fs: FsKind::Ext4, uuid: String::new(), subvol: false, holds: Some(Holds::Root) }];
             (made, "root=/dev/mapper/vg0-root".into(), String::new())
         }
         Stack::Luks => {
