@@ -479,7 +479,16 @@ pub enum Bus {
     /// Only boards that have those transports in their device tree (arm64's `virt`) have it;
     /// `-drive if=virtio` there is a PCI device.
     VirtioMmio,
+    /// One SCSI disk seen through two paths, as a SAN LUN through two HBAs: two virtio-scsi
+    /// controllers, each with a scsi-hd on the same file (`share-rw=on`, no file locking), the
+    /// same serial and the same WWN ([`MULTIPATH_WWN`]): /dev/sdX and /dev/sdY of one WWID.
+    /// Never with QEMU's `snapshot=on` (each path would write to an overlay of its own).
+    VirtioScsiTwoPaths,
 }
+
+/// The WWN of a [`Bus::VirtioScsiTwoPaths`] disk (multipath-tools names it WWID 3 and these
+/// digits: NAA type 5, from VPD page 0x83).
+pub const MULTIPATH_WWN: &str = "5000c50015ea71ac";
 
 /// One file system on a disk image: on one GPT partition from 1 MiB, or on the whole disk.
 #[derive(Clone, Debug)]
@@ -660,6 +669,22 @@ pub fn qemu_args(disks: &[&Disk], snapshot: bool) -> Vec<String> {
             Bus::Nvme => format!("nvme,drive=d{i},serial=leanrd{i}"),
             Bus::Ahci => format!("ide-hd,drive=d{i},bus=ahci0.{i}"),
             Bus::VirtioMmio => format!("virtio-blk-device,drive=d{i}"),
+            Bus::VirtioScsiTwoPaths => {
+                assert!(!snapshot, "{}: two paths to one disk cannot each have a snapshot", d.path.display());
+                for p in 0..2 {
+                    a.extend([
+                        "-device".into(),
+                        format!("virtio-scsi-pci,id=mp{i}p{p}"),
+                        "-drive".into(),
+                        format!("file={},format=raw,if=none,id=d{i}p{p},file.locking=off", d.path.display()),
+                        "-device".into(),
+                        format!(
+                            "scsi-hd,drive=d{i}p{p},bus=mp{i}p{p}.0,serial=leanrd-mp{i},wwn=0x{MULTIPATH_WWN},share-rw=on"
+                        ),
+                    ]);
+                }
+                continue;
+            }
         };
         a.extend(["-drive".into(), format!("{file},if=none,id=d{i}"), "-device".into(), dev]);
     }

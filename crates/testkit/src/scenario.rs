@@ -364,6 +364,15 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
         }
         rest = &rest[close + 1..];
     }
+    if s.disks.iter().any(|v| v.bus == Bus::VirtioScsiTwoPaths)
+        && (s.root != Root::Debian13Storage
+            || s.stack != Stack::Plain
+            || s.disks.iter().filter(|v| v.bus == Bus::VirtioScsiTwoPaths).count() > 1)
+    {
+        return Err(
+            "virtio-scsi-two-paths: one disk, plain, on debian13-storage (its multipath-tools report the paths)".into(),
+        );
+    }
     if s.disks.iter().any(|v| v.bus == Bus::VirtioMmio) && !s.root.arm64() {
         return Err("virtio-mmio: only arm64's virt board has those transports (debian13-arm64)".into());
     }
@@ -790,6 +799,14 @@ fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
                     }
                     Holds::Usr => (usr_tree.as_ref().unwrap(), None),
                 };
+                // A multipath disk's tree holds the machine's multipath configuration.
+                let with_mpath;
+                let content = if v.bus == Bus::VirtioScsiTwoPaths {
+                    with_mpath = multipath_tree(content);
+                    &with_mpath
+                } else {
+                    content
+                };
                 let fsx = Fs { kind, uuid: uuid.clone(), subvol: v.subvol };
                 let key = key_of(&[
                     content.key.as_bytes(),
@@ -951,6 +968,47 @@ fn lvm_disk(dir: &Path, host_kver: &str, root: &Path, usr: Option<&Path>, fstab:
     prep_boot(&img, &disks, &format!("LVM {seed}"));
 }
 
+/// `tree` as a server installed on a multipath LUN has it: /etc/multipath.conf with
+/// `user_friendly_names yes` and `find_multipaths strict`, the LUN's WWID in
+/// /etc/multipath/wwids and bound to mpatha in /etc/multipath/bindings (as multipath-tools
+/// wrote them at installation), and a report hook that prints `multipath -ll` and counts the
+/// paths active and ready (`LEANRD-MPATH-ACTIVE N`). Hard links of `tree`, with those files new.
+fn multipath_tree(tree: &Tree) -> Tree {
+    let wwid = format!("3{MULTIPATH_WWN}");
+    let files = [
+        (
+            "etc/multipath.conf",
+            "defaults {\n\tuser_friendly_names yes\n\tfind_multipaths strict\n}\n".to_string(),
+            0o644,
+        ),
+        ("etc/multipath/wwids", format!("# Multipath wwids, Version : 1.0\n/{wwid}/\n"), 0o644),
+        ("etc/multipath/bindings", format!("# Multipath bindings, Version : 1.0\nmpatha {wwid}\n"), 0o644),
+        (
+            "usr/local/sbin/leanrd-test-hook",
+            "#!/bin/sh\nmultipath -ll 2>&1 | sed 's/^/LEANRD-MPATH /'\n\
+             echo \"LEANRD-MPATH-ACTIVE $(multipath -ll 2>/dev/null | grep -c 'active ready running')\"\n"
+                .to_string(),
+            0o755,
+        ),
+    ];
+    let key = key_of(&[b"multipath tree 1", tree.key.as_bytes(), format!("{files:?}").as_bytes()]);
+    let path = memo(&format!("multipath tree {key}"), || {
+        let path = scratch().join(format!("mpath-{}", &key[..12]));
+        let _ = fs::remove_dir_all(&path);
+        sh(&format!("cp -al {} {}", tree.path.display(), path.display()));
+        for (f, content, mode) in &files {
+            let p = path.join(f);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            // Never through a hard link into the tree it came from.
+            let _ = fs::remove_file(&p);
+            fs::write(&p, content).unwrap();
+            sh(&format!("chmod {mode:o} {}", p.display()));
+        }
+        path
+    });
+    Tree { path, key }
+}
+
 /// The disks of [`Stack::BcacheLvmThin`] in `dir`: boot.disk (ext4 of the tree's /boot),
 /// backing.disk and cache.disk (bcache, writethrough, 64 KiB buckets), with vg0 on
 /// /dev/bcache0 holding the thin pool vg0/pool and in it the thin LV vg0/root, an ext4 of
@@ -1023,7 +1081,8 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     let self_built = s.image == Image::SelfBuilt;
     // The stacked root's members are read back afterwards: the boot writes to copies. A
     // Tang-bound container is bound on its copy (a new server's keys each run).
-    let keeps = self_built || s.stack == Stack::MdLvmLuks || s.tang;
+    let keeps =
+        self_built || s.stack == Stack::MdLvmLuks || s.tang || s.disks.iter().any(|v| v.bus == Bus::VirtioScsiTwoPaths);
     let made = if keeps { writable(&made, &t) } else { made };
     let lab = match s.tang {
         true => match tang_lab(name, &t, &made[0].disks[0])? {
@@ -1387,6 +1446,8 @@ mod tests {
         assert!(e.contains("virtio-blk or NVMe"), "{e}");
         let e = err("[a]\nroot = \"debian13\"\nstack = \"bcache-lvm-thin\"\ndisks = [{ fs = \"ext4\" }]\n");
         assert!(e.contains("of debian13-storage"), "{e}");
+        let e = err("[a]\nroot = \"debian13\"\ndisks = [{ fs = \"ext4\", bus = \"virtio-scsi-two-paths\" }]\n");
+        assert!(e.contains("virtio-scsi-two-paths: one disk"), "{e}");
         let e = err("[Bad-Name]\nroot = \"debian12\"\ndisks = [{ fs = \"ext4\" }]\n");
         assert!(e.contains("lower-case letters"), "{e}");
     }
