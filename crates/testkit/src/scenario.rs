@@ -44,7 +44,9 @@ pub enum Root {
     Debian13Plymouth,
     /// Debian 13 as a storage server's root: the same with thin-provisioning-tools,
     /// bcache-tools, multipath-tools and kpartx (tools/debian-root trixie storage), its own
-    /// kernel.
+    /// kernel, and the multipath configuration of a server installed on a multipath LUN
+    /// ([`multipath_files`]: the WWID of a `virtio-scsi-two-paths` disk bound to mpatha), which
+    /// its universal image carries as the machine's.
     Debian13Storage,
 }
 
@@ -592,7 +594,16 @@ fn suite(root: Root) -> Result<Option<Suite>, String> {
                 (root_kernel(&cached), String::new())
             }
         };
-        let finish = finish_base_on(&path, if root.arm64() { crate::AARCH64_CONSOLE } else { "ttyS0" });
+        let mut finish = finish_base_on(&path, if root.arm64() { crate::AARCH64_CONSOLE } else { "ttyS0" });
+        if root == Root::Debian13Storage {
+            for (f, content, mode) in multipath_files() {
+                let p = path.join(f);
+                fs::create_dir_all(p.parent().unwrap()).unwrap();
+                fs::write(&p, &content).unwrap();
+                sh(&format!("chmod {mode:o} {}", p.display()));
+                finish.extend(format!("{f} {mode:o} {content}").bytes());
+            }
+        }
         // The root by its packages' versions (a root made again may hold newer ones) and by
         // how it was made (tools/debian-root names it so).
         let status = file_key(&cached.join("var/lib/dpkg/status"));
@@ -799,14 +810,6 @@ fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
                     }
                     Holds::Usr => (usr_tree.as_ref().unwrap(), None),
                 };
-                // A multipath disk's tree holds the machine's multipath configuration.
-                let with_mpath;
-                let content = if v.bus == Bus::VirtioScsiTwoPaths {
-                    with_mpath = multipath_tree(content);
-                    &with_mpath
-                } else {
-                    content
-                };
                 let fsx = Fs { kind, uuid: uuid.clone(), subvol: v.subvol };
                 let key = key_of(&[
                     content.key.as_bytes(),
@@ -968,14 +971,15 @@ fn lvm_disk(dir: &Path, host_kver: &str, root: &Path, usr: Option<&Path>, fstab:
     prep_boot(&img, &disks, &format!("LVM {seed}"));
 }
 
-/// `tree` as a server installed on a multipath LUN has it: /etc/multipath.conf with
-/// `user_friendly_names yes` and `find_multipaths strict`, the LUN's WWID in
-/// /etc/multipath/wwids and bound to mpatha in /etc/multipath/bindings (as multipath-tools
-/// wrote them at installation), and a report hook that prints `multipath -ll` and counts the
-/// paths active and ready (`LEANRD-MPATH-ACTIVE N`). Hard links of `tree`, with those files new.
-fn multipath_tree(tree: &Tree) -> Tree {
+/// The files a server installed on a multipath LUN has, as multipath-tools wrote them at
+/// installation (debian13-storage's tree holds them): /etc/multipath.conf with
+/// `user_friendly_names yes` and `find_multipaths strict`, the LUN's WWID (of
+/// [`MULTIPATH_WWN`]) in /etc/multipath/wwids and bound to mpatha in /etc/multipath/bindings;
+/// and a report hook that prints `multipath -ll` and counts the paths active and ready
+/// (`LEANRD-MPATH-ACTIVE N`). (path, content, mode)
+fn multipath_files() -> Vec<(&'static str, String, u32)> {
     let wwid = format!("3{MULTIPATH_WWN}");
-    let files = [
+    vec![
         (
             "etc/multipath.conf",
             "defaults {\n\tuser_friendly_names yes\n\tfind_multipaths strict\n}\n".to_string(),
@@ -990,23 +994,7 @@ fn multipath_tree(tree: &Tree) -> Tree {
                 .to_string(),
             0o755,
         ),
-    ];
-    let key = key_of(&[b"multipath tree 1", tree.key.as_bytes(), format!("{files:?}").as_bytes()]);
-    let path = memo(&format!("multipath tree {key}"), || {
-        let path = scratch().join(format!("mpath-{}", &key[..12]));
-        let _ = fs::remove_dir_all(&path);
-        sh(&format!("cp -al {} {}", tree.path.display(), path.display()));
-        for (f, content, mode) in &files {
-            let p = path.join(f);
-            fs::create_dir_all(p.parent().unwrap()).unwrap();
-            // Never through a hard link into the tree it came from.
-            let _ = fs::remove_file(&p);
-            fs::write(&p, content).unwrap();
-            sh(&format!("chmod {mode:o} {}", p.display()));
-        }
-        path
-    });
-    Tree { path, key }
+    ]
 }
 
 /// The disks of [`Stack::BcacheLvmThin`] in `dir`: boot.disk (ext4 of the tree's /boot),
@@ -1081,8 +1069,9 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     let self_built = s.image == Image::SelfBuilt;
     // The stacked root's members are read back afterwards: the boot writes to copies. A
     // Tang-bound container is bound on its copy (a new server's keys each run).
-    let keeps =
-        self_built || s.stack == Stack::MdLvmLuks || s.tang || s.disks.iter().any(|v| v.bus == Bus::VirtioScsiTwoPaths);
+    // Two paths to one disk write to it through both: never on snapshots, a copy always.
+    let two_paths = s.disks.iter().any(|v| v.bus == Bus::VirtioScsiTwoPaths);
+    let keeps = self_built || s.stack == Stack::MdLvmLuks || s.tang || two_paths;
     let made = if keeps { writable(&made, &t) } else { made };
     let lab = match s.tang {
         true => match tang_lab(name, &t, &made[0].disks[0])? {
@@ -1098,7 +1087,12 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     let tools = self_built.then(|| {
         let path = t.join("tools.disk");
         fs::copy(tools_disk(&su), &path).unwrap();
-        Disk { path, gpt: false, bus: made.iter().find(|m| m.holds == Some(Holds::Root)).unwrap().disks[0].bus }
+        // A disk of its own: not a second LUN with the root's WWN.
+        let bus = match made.iter().find(|m| m.holds == Some(Holds::Root)).unwrap().disks[0].bus {
+            Bus::VirtioScsiTwoPaths => Bus::VirtioScsi,
+            b => b,
+        };
+        Disk { path, gpt: false, bus }
     });
     if self_built {
         cmdline += " leanrd.test=selfbuild";
@@ -1265,8 +1259,8 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
         }
     }
     for p in &s.own_image_lacks {
-        if listing.contains(p.as_str()) {
-            return Err(format!("{name}: its own image has {p}"));
+        if let Some(l) = listing.lines().find(|l| l.contains(p.as_str())) {
+            return Err(format!("{name}: its own image has {p}: {l}"));
         }
     }
     if s.stack == Stack::Luks {
@@ -1279,7 +1273,8 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     }
     // A host-only image holds no module that cannot start on its machine (a driver for
     // hardware it lacks, or crc32c_intel on a CPU without SSE4.2): /init would say ENODEV.
-    let mut second = boot(&format!("{name}, its own image"), &own, "", &all, true).reject("No such device (errno 19)");
+    let mut second =
+        boot(&format!("{name}, its own image"), &own, "", &all, !two_paths).reject("No such device (errno 19)");
     if s.tang {
         // No rd.neednet=1 on this command line: the network was up for Tang only.
         second = second.expect("down again (it was up for Tang only)");
