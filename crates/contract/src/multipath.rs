@@ -121,7 +121,8 @@ impl MultipathConf {
     /// for (`devices`, `overrides`, `blacklist`...) are skipped, as long as their braces
     /// balance; an error names the file, the line and what is wrong.
     pub fn read(&mut self, text: &str, file: &str) -> Result<(), String> {
-        let mut sections: Vec<String> = Vec::new();
+        // Each open section and the line that opened it.
+        let mut sections: Vec<(String, usize)> = Vec::new();
         let mut entry: (Option<String>, Option<String>) = (None, None);
         for (i, line) in text.lines().enumerate() {
             let at = |why: &str| format!("{file}:{}: {why}", i + 1);
@@ -130,9 +131,9 @@ impl MultipathConf {
                 continue;
             }
             if w[0] == "}" {
-                let Some(s) = sections.pop() else { return Err(at("a '}' closes no section")) };
+                let Some((s, _)) = sections.pop() else { return Err(at("a '}' closes no section")) };
                 if s == "multipath"
-                    && sections.last().map(String::as_str) == Some("multipaths")
+                    && sections.last().map(|(s, _)| s.as_str()) == Some("multipaths")
                     && let (Some(wwid), Some(alias)) = core::mem::take(&mut entry)
                 {
                     self.aliases.retain(|(x, _)| *x != wwid);
@@ -148,7 +149,7 @@ impl MultipathConf {
                 if w[0] == "multipath" {
                     entry = (None, None);
                 }
-                sections.push(w.remove(0));
+                sections.push((w.remove(0), i + 1));
                 continue;
             }
             let key = w[0].as_str();
@@ -158,7 +159,7 @@ impl MultipathConf {
                 "no" | "off" | "0" => Ok(false),
                 _ => Err(at(&format!("{key} {v}: yes or no expected"))),
             };
-            match (sections.iter().map(String::as_str).collect::<Vec<_>>().as_slice(), key) {
+            match (sections.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>().as_slice(), key) {
                 (["defaults"], "user_friendly_names") => self.user_friendly_names = bool_of(&value)?,
                 (["defaults"], "find_multipaths") => {
                     self.find_multipaths = match value.as_str() {
@@ -203,8 +204,8 @@ impl MultipathConf {
                 _ => {}
             }
         }
-        if let Some(s) = sections.last() {
-            return Err(format!("{file}: section {s} is not closed"));
+        if let Some((s, line)) = sections.last() {
+            return Err(format!("{file}:{line}: section {s} is not closed"));
         }
         Ok(())
     }
@@ -319,7 +320,7 @@ mod tests {
         let e = c.read("defaults {\n  find_multipaths maybe\n}\n", "/etc/multipath.conf").unwrap_err();
         assert_eq!(e, "/etc/multipath.conf:2: find_multipaths maybe: no, yes, greedy, smart or strict expected");
         assert!(c.read("}\n", "f").unwrap_err().starts_with("f:1: a '}' closes"));
-        assert!(c.read("defaults {\n", "f").unwrap_err().contains("section defaults is not closed"));
+        assert_eq!(c.read("\ndefaults {\n", "f").unwrap_err(), "f:2: section defaults is not closed");
         assert!(c.read("defaults {\n user_friendly_names \"yes\n}\n", "f").unwrap_err().starts_with("f:2: a quote"));
         assert!(c.read("defaults {\n path_selector \"x\"\n}\n", "f").unwrap_err().starts_with("f:2: path_selector"));
         assert!(c.read("defaults {\n no_path_retry soon\n}\n", "f").is_err());

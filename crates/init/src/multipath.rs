@@ -42,6 +42,13 @@ use crate::sys::{self, strerror};
 /// The DM UUID of a map is this and its WWID.
 pub const UUID_PREFIX: &str = "mpath-";
 
+/// Whether a text designator (up to its first NUL) is printable ASCII, spaces only where
+/// `spaces` (a T10 vendor id's): a device that sends other bytes gets no WWID from it, rather
+/// than a map name and DM UUID with control characters or invalid UTF-8 in them.
+fn text(v: &[u8], spaces: bool) -> bool {
+    v.iter().take_while(|&&c| c != 0).all(|&c| c.is_ascii_graphic() || (spaces && c == b' '))
+}
+
 /// The WWID multipath-tools gives a SCSI LUN from its VPD page 0x83 (`b`, as sysfs
 /// `vpd_pg83` holds it): libmultipath's parse_vpd_pg83, designators of the LUN only, the
 /// best by its priorities (NAA IEEE Registered Extended 8, Registered 7, Extended 6, EUI-64 4,
@@ -72,8 +79,8 @@ pub fn wwid_from_vpd83(b: &[u8]) -> Option<String> {
                     _ => None,
                 },
                 0x2 if matches!(len, 8 | 12 | 16) => Some(4),
-                0x8 if len >= 4 && [&b"eui."[..], b"naa.", b"iqn."].contains(&&v[..4]) => Some(3),
-                0x1 if len >= 8 => Some(2),
+                0x8 if len >= 4 && [&b"eui."[..], b"naa.", b"iqn."].contains(&&v[..4]) && text(v, false) => Some(3),
+                0x1 if len >= 8 && text(v, true) => Some(2),
                 _ => None,
             }
         };
@@ -483,6 +490,19 @@ mod tests {
         let mut s = vec![0x03, 0x08, 0x00, 0x14];
         s.extend(b"naa.600A0B80\0\0\0\0\0\0\0\0");
         assert_eq!(wwid_from_vpd83(&page(&s)).as_deref(), Some("3600a0b80"));
+        // A text designator with bytes that are not printable ASCII gives no WWID (fuzzed: a T10
+        // vendor id of 0xff bytes); the next designator does.
+        let mut t = vec![0x02, 0x01, 0x00, 0x08];
+        t.extend([0xff; 8]);
+        assert_eq!(wwid_from_vpd83(&page(&t)), None);
+        t.extend([0x01, 0x02, 0x00, 0x08]);
+        t.extend(0x0011223344556677u64.to_be_bytes());
+        assert_eq!(wwid_from_vpd83(&page(&t)).as_deref(), Some("20011223344556677"));
+        let mut n = vec![0x03, 0x08, 0x00, 0x07];
+        n.extend(b"iqn.a\x01b");
+        assert_eq!(wwid_from_vpd83(&page(&n)), None);
+        n[9] = b'x';
+        assert_eq!(wwid_from_vpd83(&page(&n)).as_deref(), Some("8axb"));
         for hostile in
             [&[][..], &[0, 0x83, 0xff, 0xff], &[0, 0x83, 0, 4, 1, 3, 0, 200], &[0, 0x83, 0, 5, 1, 3, 0, 0, 0]]
         {
