@@ -387,13 +387,19 @@ pub fn smbios_credentials(raw: &[u8]) -> Vec<Result<(String, Vec<u8>), String>> 
 }
 
 /// Whether this may be a confidential VM (AMD SEV, Intel TDX), whose firmware systemd does not
-/// trust with credentials: a CPU flag says so.
+/// trust with credentials: a CPU flag of /proc/cpuinfo says so.
 fn maybe_confidential() -> bool {
-    let Some(c) = sys::read_string("/proc/cpuinfo") else { return false };
-    c.lines()
-        .filter(|l| l.starts_with("flags"))
-        .take(1)
-        .any(|l| l.split_whitespace().any(|f| matches!(f, "tdx_guest" | "sev" | "sev_es" | "sev_snp")))
+    sys::read_string("/proc/cpuinfo").is_some_and(|c| confidential_flags(&c))
+}
+
+/// [`maybe_confidential`] on the text of /proc/cpuinfo: `tdx_guest`, or an SEV flag under a
+/// hypervisor. An EPYC host that can run SEV guests shows `sev` and `sev_es` too, but no
+/// `hypervisor`: it is no guest, and its SMBIOS is trusted as systemd trusts it (systemd asks
+/// CPUID and the SEV status MSR, which /init cannot read without the msr driver).
+fn confidential_flags(cpuinfo: &str) -> bool {
+    let Some(flags) = cpuinfo.lines().find(|l| l.starts_with("flags")) else { return false };
+    let has = |f: &str| flags.split_whitespace().any(|x| x == f);
+    has("tdx_guest") || (has("hypervisor") && ["sev", "sev_es", "sev_snp"].iter().any(|f| has(f)))
 }
 
 /// fw_cfg's credentials (the driver loaded, as systemd's initrd has it by then).
@@ -563,6 +569,15 @@ pub fn hand_over(init: &mut Init) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_confidential_guest_is_told_from_an_sev_host() {
+        let host = "processor\t: 0\nflags\t\t: fpu sme sev sev_es svm\n";
+        let guest = "processor\t: 0\nflags\t\t: fpu hypervisor sev sev_es\n";
+        let tdx = "flags\t\t: fpu tdx_guest hypervisor\n";
+        assert!(!confidential_flags(host) && confidential_flags(guest) && confidential_flags(tdx));
+        assert!(!confidential_flags("flags\t\t: fpu hypervisor\n") && !confidential_flags(""));
+    }
     use super::*;
     use std::os::unix::fs::{PermissionsExt, symlink};
 
