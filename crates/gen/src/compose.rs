@@ -100,7 +100,6 @@ fn add_checkers(
     facts: Option<&Facts>,
     conf: &mut InitConfig,
 ) -> Result<Vec<String>> {
-    // Host-only: the types of the root and /usr whose fstab pass number is not 0.
     // Host-only: the types of the root and /usr that the initramfs mounts read-write (the
     // root with `rw` on this boot's command line, /usr when its fstab options say `rw`) and
     // whose fstab pass number is not 0. Mounted read-only (the usual), the root's own
