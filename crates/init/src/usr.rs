@@ -1,7 +1,8 @@
 //! A separate /usr, mounted on the new root before switching to it (systemd requires the
 //! initramfs to do it; on a merged-/usr system /sbin/init is on /usr). Where it is: systemd's
 //! `mount.usr=` (with `mount.usrfstype=`, `mount.usrflags=`), else the configuration the
-//! generator wrote (host-only), else the new root's /etc/fstab, as initramfs-tools reads it.
+//! generator wrote (host-only), else (a root found by partition type) the /usr partition on the
+//! root's disk ([`by_type`]), else the new root's /etc/fstab, as initramfs-tools reads it.
 
 use alloc::format;
 use alloc::string::String;

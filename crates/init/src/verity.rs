@@ -3,7 +3,8 @@
 //! options}=`, the devices otherwise found by the root hash's halves (the data partition's
 //! PARTUUID is its first 128 bits, the verity partition's its last), a `*-verity-sig`
 //! partition's signature handed to the kernel, and a root found by partition type (DPS) on the
-//! disk the boot loader names when the command line names none.
+//! disk the boot loader names when the command line names none (and /usr by its type on the
+//! root's disk then: [`dps_find_usr`]).
 //!
 //! The kernel checks every block as it is read, and the signature against its keyrings
 //! (`dm-verity.require_signatures=1` makes one necessary): /init reads the superblock, builds

@@ -8,7 +8,9 @@
 //! - `roothash=` alone: the partitions found by the hash's halves, /dev/mapper/root mounted
 //!   read-only, a file read through it, with `systemd.volatile=overlay` over it (a write taken
 //!   in memory; the disk, written through, is the same byte for byte afterwards: the write is
-//!   gone at the next boot);
+//!   gone at the next boot); the same boot's `usrhash=` sets up /usr (DPS's usr and usr-verity
+//!   partitions on the same disk, named by its halves) as /dev/mapper/usr, read-only on the
+//!   root's /usr, a file read from it;
 //! - the devices named (`systemd.verity_root_data=`/`_hash=`) on a disk where one byte of a file
 //!   the root reads is flipped: the root (/dev/mapper/root, read-only: no write) boots, that read
 //!   fails with EIO;
