@@ -158,6 +158,13 @@ pub fn boot(init: &mut Init) -> Result<(), alloc::string::String> {
         w.found = Some(dev);
         usr = Some((w, u));
     }
+    // Nothing named /usr and the root was found by partition type: /usr by its type on the
+    // root's disk (mount.usr= and usrhash= override; rd.systemd.gpt_auto=0 finds no root so).
+    if usr.is_none()
+        && let Some(disk) = root.dps_disk()
+    {
+        usr = usr::by_type(init, &disk)?;
+    }
     // Else /usr as the root's fstab says: waited for now.
     if usr.is_none()
         && let Some(u) = usr::from_root()

@@ -43,6 +43,11 @@ pub trait RootSource {
     /// Mount the root on [`NEWROOT`] once the waiter has found what it needs; Err says why it
     /// could not be.
     fn mount(&mut self, init: &mut Init) -> Result<(), String>;
+    /// The disk the root was found on by partition type (DPS), where /usr is looked for by
+    /// its type too; None: the root was named.
+    fn dps_disk(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A root on a block device (through whatever stack the image assembles).
@@ -96,6 +101,9 @@ impl RootSource for DpsRoot {
     }
     fn waiter(&mut self) -> &mut dyn Waiter {
         &mut self.0
+    }
+    fn dps_disk(&self) -> Option<String> {
+        self.0.found.as_ref().and_then(|f| f.root.disk.clone())
     }
     fn mount(&mut self, init: &mut Init) -> Result<(), String> {
         let f = self.0.found.clone().ok_or("no root partition was found by its type")?;

@@ -1,7 +1,8 @@
 //! A separate /usr, mounted on the new root before switching to it (systemd requires the
 //! initramfs to do it; on a merged-/usr system /sbin/init is on /usr). Where it is: systemd's
 //! `mount.usr=` (with `mount.usrfstype=`, `mount.usrflags=`), else the configuration the
-//! generator wrote (host-only), else the new root's /etc/fstab, as initramfs-tools reads it.
+//! generator wrote (host-only), else (a root found by partition type) the /usr partition on the
+//! root's disk ([`by_type`]), else the new root's /etc/fstab, as initramfs-tools reads it.
 
 use alloc::format;
 use alloc::string::String;
@@ -105,6 +106,64 @@ pub fn mount(init: &mut Init, u: &Usr, w: &DeviceWaiter) -> Result<(), String> {
     let fstype = u.fstype.clone().or(dev.probe.fstype.clone());
     crate::fsck::check(init, &dev, fstype.as_deref(), !flags.contains(MountFlags::RDONLY))?;
     mount_at(init, &dev, &target, u.fstype.clone(), flags, data.as_deref())
+}
+
+/// /usr by partition type (DPS) on `disk`, the disk the root was found on by its type, when
+/// nothing named /usr: verified as /dev/mapper/usr when a usr-verity-sig partition there signs
+/// the hash whose halves name the /usr and usr-verity partitions, else the first /usr partition
+/// of this architecture's type not marked no-auto. Mounted read-only (`mount.usrflags=` may say
+/// `rw` unless it is verified or its GPT flags say read-only); None: the disk has none.
+pub fn by_type(init: &mut Init, disk: &str) -> Result<Option<(DeviceWaiter, Usr)>, String> {
+    let Some(f) = crate::verity::dps_usr(disk) else {
+        init.log.step(&format!(
+            "/usr by partition type: no partition of /usr's type ({}, {}) without no-auto on the root's disk /dev/{disk}",
+            leanrd_contract::verity::part_type(crate::verity::ARCH, leanrd_contract::verity::PartRole::Usr)
+                .unwrap_or("?"),
+            crate::verity::ARCH
+        ));
+        return Ok(None);
+    };
+    let c = &init.cmd.mounts;
+    let (fstype, mut options) = (c.usrfstype.clone(), c.usrflags.clone());
+    if f.read_only || f.verity.is_some() {
+        options = Some(match options {
+            Some(o) => format!("{o},ro"),
+            None => "ro".into(),
+        });
+    }
+    init.log.step(&format!(
+        "/usr by partition type on the root's disk /dev/{disk}: {}{}",
+        f.usr.path(),
+        match &f.verity {
+            Some((_, v)) => format!(", its verity partition {}, the hash from a usr-verity-sig partition", v.path()),
+            None => String::new(),
+        }
+    ));
+    let (dev, device) = match f.verity.filter(|_| !init.cmd.verity.off) {
+        Some((sig, hash)) => {
+            let spec = crate::cmdline::VeritySpec {
+                hash: Some(sig.root_hash.clone()),
+                data: Some(DeviceRef::DevNo { major: f.usr.devno.0, minor: f.usr.devno.1 }),
+                hash_device: Some(DeviceRef::DevNo { major: hash.devno.0, minor: hash.devno.1 }),
+                options: init.cmd.verity.usr.options.clone(),
+            };
+            let mut vol = crate::verity::Volume::wanted("usr", &spec, false, true)?.ok_or("no verity volume")?;
+            vol.source = format!("the root hash of the usr-verity-sig partition beside {}", f.usr.path());
+            vol.signature = Some(sig.signature);
+            vol.signed_by = sig.fingerprint;
+            vol.data.found = Some(f.usr);
+            vol.hash_dev.found = Some(hash);
+            (crate::verity::open(init, &vol)?, DeviceRef::Mapper("usr".into()))
+        }
+        None => {
+            let n = DeviceRef::DevNo { major: f.usr.devno.0, minor: f.usr.devno.1 };
+            (f.usr, n)
+        }
+    };
+    let u = Usr { device, fstype, options };
+    let mut w = waiter(&u);
+    w.found = Some(dev);
+    Ok(Some((w, u)))
 }
 
 /// /usr named by the mounted root's /etc/fstab, when nothing else named it.

@@ -3,7 +3,8 @@
 //! options}=`, the devices otherwise found by the root hash's halves (the data partition's
 //! PARTUUID is its first 128 bits, the verity partition's its last), a `*-verity-sig`
 //! partition's signature handed to the kernel, and a root found by partition type (DPS) on the
-//! disk the boot loader names when the command line names none.
+//! disk the boot loader names when the command line names none (and /usr by its type on the
+//! root's disk then: [`dps_find_usr`]).
 //!
 //! The kernel checks every block as it is read, and the signature against its keyrings
 //! (`dm-verity.require_signatures=1` makes one necessary): /init reads the superblock, builds
@@ -408,32 +409,17 @@ pub fn dps_find(
         .find(|d| d.probe.partuuid.as_deref().is_some_and(|p| p.eq_ignore_ascii_case(esp)))
         .and_then(|d| d.disk.clone())
         .ok_or_else(|| format!("the booted disk (the ESP's PARTUUID={esp}, from LoaderDevicePartUUID) is not here"))?;
-    let on_disk = |want: PartRole| -> Vec<&Dev> {
-        devs.iter()
-            .filter(|d| d.disk.as_deref() == Some(disk.as_str()))
-            .filter(|d| d.probe.parttype.as_deref().and_then(|t| part_role(ARCH, t)) == Some(want))
-            .filter(|d| d.probe.partflags & flags::NO_AUTO == 0)
-            .collect()
-    };
-    let sigs: Vec<VeritySig> = on_disk(PartRole::RootVeritySig).into_iter().filter_map(|d| sig(d).ok()).collect();
-    // A signed hash whose data and verity partitions are both here wins (systemd's dissection
-    // picks the partitions the hash names).
-    for s in sigs {
-        let Some((first, last)) = hash_halves(&s.root_hash) else { continue };
-        let by = |role, uuid: &str| {
-            on_disk(role)
-                .into_iter()
-                .find(|d| d.probe.partuuid.as_deref().is_some_and(|p| p.eq_ignore_ascii_case(uuid)))
-        };
-        if let (Some(root), Some(v)) = (by(PartRole::Root, &first), by(PartRole::RootVerity, &last)) {
-            let f = root.probe.partflags;
-            return Ok(DpsFound {
-                root: root.clone(),
-                read_only: true,
-                growfs: f & flags::GROWFS != 0,
-                verity: Some((s, root.clone(), v.clone())),
-            });
-        }
+    let on_disk = |want| on_disk(devs, &disk, want);
+    if let Some((s, root, v)) = signed_pair(devs, &disk, PartRole::Root, sig) {
+        let f = root.probe.partflags;
+        // A signed hash whose data and verity partitions are both here wins (systemd's
+        // dissection picks the partitions the hash names).
+        return Ok(DpsFound {
+            root: root.clone(),
+            read_only: true,
+            growfs: f & flags::GROWFS != 0,
+            verity: Some((s, root.clone(), v.clone())),
+        });
     }
     let root = on_disk(PartRole::Root).into_iter().next().ok_or_else(|| {
         format!(
@@ -448,6 +434,69 @@ pub fn dps_find(
         growfs: f & flags::GROWFS != 0,
         verity: None,
     })
+}
+
+/// The partitions of `disk` of the type `want` (this architecture's) not marked no-auto.
+fn on_disk<'a>(devs: &'a [Dev], disk: &str, want: PartRole) -> Vec<&'a Dev> {
+    devs.iter()
+        .filter(|d| d.disk.as_deref() == Some(disk))
+        .filter(|d| d.probe.parttype.as_deref().and_then(|t| part_role(ARCH, t)) == Some(want))
+        .filter(|d| d.probe.partflags & flags::NO_AUTO == 0)
+        .collect()
+}
+
+/// A signed hash on `disk` (`data`: [`PartRole::Root`] or [`PartRole::Usr`]) whose data and
+/// verity partitions are both there, by its halves: the signature, data and verity partitions.
+fn signed_pair<'a>(
+    devs: &'a [Dev],
+    disk: &str,
+    data: PartRole,
+    sig: &dyn Fn(&Dev) -> Result<VeritySig, String>,
+) -> Option<(VeritySig, &'a Dev, &'a Dev)> {
+    let (verity, sig_role) = match data {
+        PartRole::Usr => (PartRole::UsrVerity, PartRole::UsrVeritySig),
+        _ => (PartRole::RootVerity, PartRole::RootVeritySig),
+    };
+    let by = |role, uuid: &str| {
+        on_disk(devs, disk, role)
+            .into_iter()
+            .find(|d| d.probe.partuuid.as_deref().is_some_and(|p| p.eq_ignore_ascii_case(uuid)))
+    };
+    on_disk(devs, disk, sig_role).into_iter().filter_map(|d| sig(d).ok()).find_map(|s| {
+        let (first, last) = hash_halves(&s.root_hash)?;
+        let (d, v) = (by(data, &first)?, by(verity, &last)?);
+        Some((s, d, v))
+    })
+}
+
+/// A /usr found by partition type (DPS) on the root's disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DpsUsr {
+    /// The /usr partition.
+    pub usr: Dev,
+    /// Its GPT flags said read-only (or its hash is signed).
+    pub read_only: bool,
+    /// The signed root hash and the usr-verity partition, when a usr-verity-sig partition there
+    /// gives one.
+    pub verity: Option<(VeritySig, Dev)>,
+}
+
+/// The /usr partition DPS finds on `disk` (the root's), with its verity partition when a
+/// usr-verity-sig partition signs a hash whose halves name both; None: the disk has no /usr
+/// partition of this architecture's type (not marked no-auto). `sig` reads a signature
+/// partition.
+pub fn dps_find_usr(devs: &[Dev], disk: &str, sig: &dyn Fn(&Dev) -> Result<VeritySig, String>) -> Option<DpsUsr> {
+    if let Some((s, usr, v)) = signed_pair(devs, disk, PartRole::Usr, sig) {
+        return Some(DpsUsr { usr: usr.clone(), read_only: true, verity: Some((s, v.clone())) });
+    }
+    let usr = on_disk(devs, disk, PartRole::Usr).into_iter().next()?;
+    Some(DpsUsr { usr: usr.clone(), read_only: usr.probe.partflags & flags::READ_ONLY != 0, verity: None })
+}
+
+/// [`dps_find_usr`] on this machine's devices (the root's disk is there: its partitions came
+/// with the root's).
+pub fn dps_usr(disk: &str) -> Option<DpsUsr> {
+    dps_find_usr(&devices::scan(), disk, &read_sig)
 }
 
 /// A waiter for a DPS root: satisfied once the booted disk's partitions give one.
@@ -591,5 +640,44 @@ mod tests {
         assert!(e.contains("booted disk") && e.contains(esp), "{e}");
         let e = dps_find(&devs[1..3], Some(esp), &sig).unwrap_err();
         assert!(e.contains("4f68bce3-e8cd-4db1-96e7-fbcaf984b709") && e.contains("/dev/vdb"), "{e}");
+    }
+
+    #[test]
+    fn dps_takes_usr_beside_the_root_and_its_signed_verity() {
+        let (first, last) = hash_halves(&leanrd_contract::verity::hex(HASH).unwrap()).unwrap();
+        let devs = vec![
+            // Another disk's /usr: never the root's.
+            part("vda3", "vda", 3, Some(PartRole::Usr), &first, 0),
+            part("vdb2", "vdb", 2, Some(PartRole::Root), "22222222-2222-2222-2222-222222222222", 0),
+            part("vdb3", "vdb", 3, Some(PartRole::Usr), "33333333-3333-3333-3333-333333333333", flags::NO_AUTO),
+            part("vdb4", "vdb", 4, Some(PartRole::Usr), "55555555-5555-5555-5555-555555555555", flags::READ_ONLY),
+            part("vdb5", "vdb", 5, Some(PartRole::Usr), &first, 0),
+            // The root's verity type with the right half: not /usr's.
+            part("vdb6", "vdb", 6, Some(PartRole::RootVerity), &last, 0),
+            part("vdb7", "vdb", 7, Some(PartRole::UsrVerity), &last, 0),
+            part("vdb8", "vdb", 8, Some(PartRole::UsrVeritySig), "44444444-4444-4444-4444-444444444444", 0),
+            part("vdb9", "vdb", 9, Some(PartRole::RootVeritySig), "66666666-6666-6666-6666-666666666666", 0),
+        ];
+        let sig_on = |name: &'static str| {
+            move |d: &Dev| {
+                if d.name == name {
+                    VeritySig::parse(format!(r#"{{"rootHash":"{HASH}","signature":"MIIB"}}"#).as_bytes())
+                } else {
+                    Err("not one".into())
+                }
+            }
+        };
+        let f = dps_find_usr(&devs, "vdb", &sig_on("vdb8")).unwrap();
+        let (s, v) = f.verity.unwrap();
+        assert_eq!((f.usr.name.as_str(), v.name.as_str(), f.read_only, s.signature.len()), ("vdb5", "vdb7", true, 3));
+        // A root-verity-sig partition does not sign /usr: the first /usr partition not no-auto.
+        let f = dps_find_usr(&devs, "vdb", &sig_on("vdb9")).unwrap();
+        assert_eq!((f.usr.name.as_str(), f.read_only, f.verity.is_none()), ("vdb4", true, true));
+        // The signed hash's verity half on a root-verity partition only: unverified.
+        let no_usr_verity: Vec<Dev> = devs.iter().filter(|d| d.name != "vdb7").cloned().collect();
+        assert!(dps_find_usr(&no_usr_verity, "vdb", &sig_on("vdb8")).unwrap().verity.is_none());
+        // No /usr partition on the root's disk (another disk's does not count).
+        assert_eq!(dps_find_usr(&devs[..3], "vdb", &sig_on("vdb8")), None);
+        assert_eq!(dps_find_usr(&devs, "vdc", &sig_on("vdb8")), None);
     }
 }

@@ -8,7 +8,9 @@
 //! - `roothash=` alone: the partitions found by the hash's halves, /dev/mapper/root mounted
 //!   read-only, a file read through it, with `systemd.volatile=overlay` over it (a write taken
 //!   in memory; the disk, written through, is the same byte for byte afterwards: the write is
-//!   gone at the next boot);
+//!   gone at the next boot); the same boot's `usrhash=` sets up /usr (DPS's usr and usr-verity
+//!   partitions on the same disk, named by its halves) as /dev/mapper/usr, read-only on the
+//!   root's /usr, a file read from it;
 //! - the devices named (`systemd.verity_root_data=`/`_hash=`) on a disk where one byte of a file
 //!   the root reads is flipped: the root (/dev/mapper/root, read-only: no write) boots, that read
 //!   fails with EIO;
@@ -34,6 +36,9 @@ const PAYLOAD: &str = "LEANRD-VERITY-PAYLOAD";
 const ROOT_TYPE: &str = "4f68bce3-e8cd-4db1-96e7-fbcaf984b709";
 const VERITY_TYPE: &str = "2c7357ed-ebd2-46d9-aec1-23d437ec2bf5";
 const SIG_TYPE: &str = "41092b05-9fc8-4523-994f-2def0408b176";
+const USR_TYPE: &str = "8484680c-9521-48c6-9c11-b0720656f69e";
+const USR_VERITY_TYPE: &str = "77ff5f63-e7b6-4633-acf4-1565b864c0e6";
+const USR_PAYLOAD: &str = "LEANRD-VERITY-USR";
 
 /// The root: its init says how / is mounted, what dm-0 is, and what reading the payload gives.
 fn root_tree(t: &TempDir) -> PathBuf {
@@ -45,6 +50,9 @@ fn root_tree(t: &TempDir) -> PathBuf {
              $b echo {MARK} $($b cut -d' ' -f1 /proc/uptime)\n\
              $b echo ROOT-MOUNT $($b grep ' / ' /proc/mounts)\n\
              $b echo DM-0 $($b cat /sys/block/dm-0/dm/name) ro=$($b cat /sys/block/dm-0/ro)\n\
+             $b echo USR-MOUNT $($b grep ' /usr ' /proc/mounts)\n\
+             $b echo DM-1 $($b cat /sys/block/dm-1/dm/name 2>&1) ro=$($b cat /sys/block/dm-1/ro 2>&1)\n\
+             $b grep -q {USR_PAYLOAD} /usr/payload 2>/dev/null && $b echo USR-READ\n\
              $b echo written > /etc/written 2>/dev/null && $b echo WROTE $($b cat /etc/written)\n\
              if $b cat /etc/payload >/tmp/p 2>/tmp/err && $b grep -q {PAYLOAD} /tmp/p; then $b echo PAYLOAD-READ; \
              else $b echo PAYLOAD-FAILED $($b cat /tmp/err); fi\n\
@@ -52,6 +60,7 @@ fn root_tree(t: &TempDir) -> PathBuf {
         ),
     );
     fs::create_dir_all(r.join("etc")).unwrap();
+    fs::create_dir_all(r.join("usr")).unwrap();
     // Two blocks of its own (no inline data): one flipped byte fails the read of one block.
     fs::write(r.join("etc/payload"), format!("{PAYLOAD}\n").repeat(400)).unwrap();
     r
@@ -72,8 +81,20 @@ fn flip(file: &Path, at: u64) {
     f.write_all(&[b[0] ^ 0x5a]).unwrap();
 }
 
-/// A GPT disk: the data, its hash tree and (when given) a signature partition, as DPS names them.
-fn disk(t: &TempDir, name: &str, data: &Path, hash: &Path, root_hash: &str, sig: Option<&Path>) -> PathBuf {
+/// A /usr file system, its hash tree and its root hash.
+struct UsrFs<'a>(&'a Path, &'a Path, &'a str);
+
+/// A GPT disk: the data, its hash tree, (when given) a signature partition and a /usr with its
+/// hash tree, as DPS names them.
+fn disk(
+    t: &TempDir,
+    name: &str,
+    data: &Path,
+    hash: &Path,
+    root_hash: &str,
+    sig: Option<&Path>,
+    usr: Option<UsrFs>,
+) -> PathBuf {
     let d = t.join(format!("{name}.disk"));
     let sectors = |p: &Path| fs::metadata(p).unwrap().len().div_ceil(1 << 20) * 2048;
     let (ds, hs) = (sectors(data), sectors(hash));
@@ -87,7 +108,19 @@ fn disk(t: &TempDir, name: &str, data: &Path, hash: &Path, root_hash: &str, sig:
     if sig.is_some() {
         script += &format!("start={}, size={ss}, type={SIG_TYPE}, name=root-verity-sig\n", 2048 + ds + hs);
     }
-    sh(&format!("truncate -s {} {}", (2048 + ds + hs + ss + 2048) * 512, d.display()));
+    let us = usr.as_ref().map(|u| (sectors(u.0), sectors(u.1))).unwrap_or((0, 0));
+    let at = 2048 + ds + hs + ss;
+    if let Some(UsrFs(_, _, h)) = &usr {
+        let (first, last) = (uuid(&h[..32]), uuid(&h[h.len() - 32..]));
+        script += &format!(
+            "start={at}, size={}, type={USR_TYPE}, uuid={first}, name=usr\n\
+             start={}, size={}, type={USR_VERITY_TYPE}, uuid={last}, name=usr-verity\n",
+            us.0,
+            at + us.0,
+            us.1
+        );
+    }
+    sh(&format!("truncate -s {} {}", (at + us.0 + us.1 + 2048) * 512, d.display()));
     let o = run_stdin(Command::new("sfdisk").arg("-q").arg(&d), script.as_bytes());
     assert!(o.status.success(), "sfdisk: {}", String::from_utf8_lossy(&o.stderr));
     let put = |p: &Path, at: u64| {
@@ -97,6 +130,10 @@ fn disk(t: &TempDir, name: &str, data: &Path, hash: &Path, root_hash: &str, sig:
     put(hash, 2048 + ds);
     if let Some(s) = sig {
         put(s, 2048 + ds + hs);
+    }
+    if let Some(UsrFs(data, hash, _)) = &usr {
+        put(data, at);
+        put(hash, at + us.0);
     }
     d
 }
@@ -179,10 +216,27 @@ fn verity_roots() {
     fs::write(&json, format!(r#"{{"rootHash":"{root_hash}","certificateFingerprint":"00","signature":"{b64}"}}"#))
         .unwrap();
 
-    let good = disk(&t, "good", &data, &hash, &root_hash, None);
-    let file_flipped = disk(&t, "file-flipped", &bad_data, &hash, &root_hash, None);
-    let tree_flipped = disk(&t, "tree-flipped", &data, &bad_hash, &root_hash, None);
-    let signed = disk(&t, "signed", &data, &hash, &root_hash, Some(&json));
+    // /usr: ext4 with a file of its own, its hash tree beside it (usr and usr-verity partitions
+    // whose PARTUUIDs are usrhash='s halves).
+    let usr_tree = t.join("usr-tree");
+    fs::create_dir_all(&usr_tree).unwrap();
+    fs::write(usr_tree.join("payload"), format!("{USR_PAYLOAD}\n")).unwrap();
+    let (usr_data, usr_hash) = (t.join("usr.fs"), t.join("usr.verity"));
+    sh(&format!(
+        "truncate -s 8M {d} && mkfs.ext4 -q -b 4096 -d {r} -L vusr {d}",
+        d = usr_data.display(),
+        r = usr_tree.display()
+    ));
+    let out = ok(Command::new("veritysetup").arg("format").arg(&usr_data).arg(&usr_hash));
+    let out = String::from_utf8_lossy(&out);
+    let usr_root_hash =
+        out.lines().find_map(|l| l.strip_prefix("Root hash:")).map(|h| h.trim().to_string()).expect("a root hash");
+
+    let usr = Some(UsrFs(&usr_data, &usr_hash, &usr_root_hash));
+    let good = disk(&t, "good", &data, &hash, &root_hash, None, usr);
+    let file_flipped = disk(&t, "file-flipped", &bad_data, &hash, &root_hash, None, None);
+    let tree_flipped = disk(&t, "tree-flipped", &data, &bad_hash, &root_hash, None, None);
+    let signed = disk(&t, "signed", &data, &hash, &root_hash, Some(&json), None);
 
     let mut failures = Vec::new();
     let mut check = |what: &str, log: &str, ok: bool| {
@@ -201,18 +255,24 @@ fn verity_roots() {
         &kernel,
         &img,
         &good,
-        &format!("roothash={root_hash} systemd.verity_root_options=check-at-most-once systemd.volatile=overlay"),
+        &format!(
+            "roothash={root_hash} systemd.verity_root_options=check-at-most-once systemd.volatile=overlay \
+             usrhash={usr_root_hash}"
+        ),
         false,
     );
     let unchanged = digest(&good) == before;
     eprintln!("the disk after the volatile boot's write: {}", if unchanged { "unchanged" } else { "CHANGED" });
     check("systemd.volatile=overlay: the disk unchanged after the boot's write", &log, unchanged);
     eprintln!(
-        "{}\n{}\n{}\n{}",
+        "{}\n{}\n{}\n{}\n{}\n{}\n{}",
         line(&log, "ROOT-MOUNT"),
         line(&log, "DM-0"),
         line(&log, "WROTE"),
-        line(&log, "PAYLOAD-")
+        line(&log, "PAYLOAD-"),
+        line(&log, "USR-MOUNT"),
+        line(&log, "DM-1"),
+        line(&log, "USR-READ")
     );
     check(
         "roothash= with systemd.volatile=overlay",
@@ -222,6 +282,12 @@ fn verity_roots() {
             && log.contains("DM-0 root ro=1")
             && log.contains("WROTE written")
             && log.contains("PAYLOAD-READ"),
+    );
+    // usrhash=: /usr's partitions by its halves, /dev/mapper/usr read-only on the root's /usr.
+    check(
+        "usrhash=: /usr verified on the root's /usr",
+        &log,
+        line(&log, "USR-MOUNT").contains(" /usr ext4 ro") && log.contains("DM-1 usr ro=1") && log.contains("USR-READ"),
     );
 
     // The devices named; the flipped block fails its read in the root, the rest boots.
