@@ -88,9 +88,10 @@ const DPS: &str = "LEANRD-DPS";
 /// A GPT disk made by Debian 13's systemd-repart (run with its own loader) from repart.d
 /// definitions: a busybox ext4 root (`Verity=data`), its hash tree (`root-verity`) and the
 /// signature partition (`root-verity-sig`: the root hash signed with the setup's db key, the
-/// JSON systemd writes), the partitions' UUIDs the root hash's halves; with `esp`, first an
+/// JSON systemd writes), the partitions' UUIDs the root hash's halves; a /usr the same way
+/// (`usr`, `usr-verity`, `usr-verity-sig`, a file naming the disk); with `esp`, first an
 /// ESP holding it as \EFI\BOOT\BOOTX64.EFI. The root prints which disk it is (`name`), how
-/// / is mounted, whether dm-verity requires signatures and /init's verity lines from its log,
+/// / and /usr are mounted, whether dm-verity requires signatures and /init's verity lines from its log,
 /// then [`MARK`] with the command line. The disk, its root hash and its ESP's PARTUUID.
 fn repart_disk(s: &Setup, trixie: &Path, name: &str, esp: Option<&Path>) -> (PathBuf, String, Option<String>) {
     let t = &s.t;
@@ -98,7 +99,14 @@ fn repart_disk(s: &Setup, trixie: &Path, name: &str, esp: Option<&Path>) -> (Pat
     let _ = fs::remove_dir_all(&tree);
     sh(&format!("cp -a {} {}", t.join("rootfs").display(), tree.display()));
     fs::create_dir_all(tree.join("etc")).unwrap();
+    fs::create_dir_all(tree.join("usr")).unwrap();
     fs::write(tree.join("etc/leanrd-disk"), format!("{name}\n")).unwrap();
+    // Its /usr: a partition of its own, found by type on the root's disk (its verity by the
+    // usr-verity-sig partition's hash), a file there naming the disk.
+    let usr = t.join(format!("{name}-usr"));
+    let _ = fs::remove_dir_all(&usr);
+    fs::create_dir_all(&usr).unwrap();
+    fs::write(usr.join("leanrd-usr"), format!("{name}\n")).unwrap();
     fs::write(
         tree.join("sbin/init"),
         format!(
@@ -106,6 +114,7 @@ fn repart_disk(s: &Setup, trixie: &Path, name: &str, esp: Option<&Path>) -> (Pat
              $b echo {DPS}-ROOT $($b grep ' / ' /proc/mounts) dm-0=$($b cat /sys/block/dm-0/dm/name) \
              ro=$($b cat /sys/block/dm-0/ro)\n\
              $b echo {DPS}-SIGNATURES require_signatures=$($b cat /sys/module/dm_verity/parameters/require_signatures)\n\
+             $b echo {DPS}-USR $($b grep ' /usr ' /proc/mounts) file=$($b cat /usr/leanrd-usr)\n\
              $b grep -e verity -e 'root is ' -e 'partition type' /run/initramfs/leanrd.log | $b sed 's/^/{DPS}-LOG /'\n\
              $b echo {MARK} $($b cat /proc/cmdline)\n$b poweroff -f\n"
         ),
@@ -141,6 +150,24 @@ fn repart_disk(s: &Setup, trixie: &Path, name: &str, esp: Option<&Path>) -> (Pat
     fs::write(
         defs.join("30-root-verity-sig.conf"),
         "[Partition]\nType=root-verity-sig\nVerity=signature\nVerityMatchKey=root\n",
+    )
+    .unwrap();
+    fs::write(
+        defs.join("40-usr.conf"),
+        format!(
+            "[Partition]\nType=usr\nFormat=ext4\nCopyFiles={}:/\nVerity=data\nVerityMatchKey=usr\nMinimize=guess\n",
+            usr.display()
+        ),
+    )
+    .unwrap();
+    fs::write(
+        defs.join("50-usr-verity.conf"),
+        "[Partition]\nType=usr-verity\nVerity=hash\nVerityMatchKey=usr\nMinimize=best\n",
+    )
+    .unwrap();
+    fs::write(
+        defs.join("60-usr-verity-sig.conf"),
+        "[Partition]\nType=usr-verity-sig\nVerity=signature\nVerityMatchKey=usr\n",
     )
     .unwrap();
     let disk = t.join(format!("{name}.disk"));
@@ -439,7 +466,9 @@ fn uki_signed(s: &Setup) {
             && has("require_signatures=Y")
             && has(&format!("verity root: the kernel accepted the signature of the root hash {booted_hash}"))
             && has(&format!("by partition type on the booted disk /dev/vdb (LoaderDevicePartUUID {esp_uuid})"))
-            && has("root is /dev/dm-0"),
+            && has("root is /dev/dm-0")
+            && has(&format!("{DPS}-USR /dev/mapper/usr /usr ext4 ro"))
+            && has("file=booted-disk"),
         "not the booted disk's verity root, its signature checked by the kernel:\n{}\n{tail}",
         said.join("\n")
     );
