@@ -1018,7 +1018,8 @@ const MPATH_WWN: &str = "0x5000c50015ea71ac";
 /// of a sysroot with the host's multipath.conf (user_friendly_names), bindings (`mpatha`) and
 /// wwids; the root's init reports the map's name and DM UUID, its partition's (kpartx's
 /// naming) and the paths under the map. Then the first path failing every read from the start
-/// (QEMU's blkdebug): the kernel fails it and the boot goes on on the other; then both failing:
+/// (QEMU's blkdebug; the paths in one group, round-robin): the kernel fails it and the boot
+/// goes on on the other; then both failing:
 /// the diagnosis names the map with no working path.
 fn boot_multipath() {
     if !tools_ok() {
@@ -1047,7 +1048,12 @@ fn boot_multipath() {
     let fsimg = fs_image(&t, &tree, "ext4", MPATH_ROOT_UUID, "mproot");
     let disk = partitioned(&t, &fsimg, true, "3a3a3a3a-5555-6666-7777-888888888888", "mpath");
     let wwid = format!("3{}", MPATH_WWN.trim_start_matches("0x"));
-    let conf = b"defaults {\n\tuser_friendly_names yes\n\tfind_multipaths strict\n}\n";
+    // Active/active, as many SANs are: both paths in one group, I/O turned between them at each
+    // request, so a failing path is used (and failed by the kernel) whichever the kernel names
+    // first; with failover the first group's path alone carries I/O, and which controller's
+    // disk is sda is a race of their probes.
+    let conf = b"defaults {\n\tuser_friendly_names yes\n\tfind_multipaths strict\n\tpath_grouping_policy multibus\n\
+                 \tpath_selector \"round-robin 0\"\n}\n";
     let bindings = format!("# Multipath bindings, Version : 1.0\nmpatha {wwid}\n");
     let wwids = format!("# Multipath wwids, Version : 1.0\n/{wwid}/\n");
     let sr = host_sysroot(
