@@ -63,6 +63,9 @@ fn add_features(plan: &mut Plan, selected: &[Selected]) -> Result<Vec<String>> {
                 warnings.push(format!("feature {}: {file} not found, skipped", f.name));
             }
         }
+        if f.name == "multipath" {
+            warnings.extend(multipath_conf_problems(&plan.sysroot, &files));
+        }
         for fw in &f.firmware {
             if plan.add_host_path(&format!("/lib/firmware/{fw}")).is_err() {
                 warnings.push(format!("feature {}: firmware {fw} not found", f.name));
@@ -70,6 +73,24 @@ fn add_features(plan: &mut Plan, selected: &[Selected]) -> Result<Vec<String>> {
         }
     }
     Ok(warnings)
+}
+
+/// What /init would refuse in the multipath configuration `files` carries (multipath.conf, then
+/// conf.d's files, read in that order as /init and multipath-tools read them): said at build
+/// time, where it can be mended, rather than only in the boot's log, where /init ignores the file
+/// and may name a map otherwise than the root's multipathd.
+fn multipath_conf_problems(sysroot: &Path, files: &[String]) -> Vec<String> {
+    let mut conf = leanrd_contract::multipath::MultipathConf::default();
+    let mut problems = Vec::new();
+    for f in files.iter().filter(|f| f.ends_with(".conf")) {
+        let Ok(text) = fs::read_to_string(host_path(sysroot, f)) else { continue };
+        let mut next = conf.clone();
+        match next.read(&text, f) {
+            Ok(()) => conf = next,
+            Err(e) => problems.push(format!("feature multipath: {e}: /init will ignore this file at boot")),
+        }
+    }
+    problems
 }
 
 /// A feature's `files` entry as paths: itself, or for `DIR/PREFIX*SUFFIX` (one `*`, in the last
@@ -508,6 +529,13 @@ mod tests {
         );
         assert_eq!(expand_files(t.path(), "/etc/multipath/conf.d/a*a"), Vec::<String>::new());
         assert_eq!(expand_files(t.path(), "/etc/multipath.conf"), ["/etc/multipath.conf"]);
+        fs::write(t.path().join("etc/multipath.conf"), "defaults {\n\tfind_multipaths maybe\n}\n").unwrap();
+        let p = multipath_conf_problems(t.path(), &["/etc/multipath.conf".to_string()]);
+        assert_eq!(
+            p,
+            ["feature multipath: /etc/multipath.conf:2: find_multipaths maybe: no, yes, greedy, smart or strict \
+              expected: /init will ignore this file at boot"]
+        );
         assert!(expand_files(t.path(), "/etc/none/*.conf").is_empty());
     }
 
