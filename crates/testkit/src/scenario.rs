@@ -600,7 +600,7 @@ fn suite(root: Root) -> Result<Option<Suite>, String> {
                 let p = path.join(f);
                 fs::create_dir_all(p.parent().unwrap()).unwrap();
                 fs::write(&p, &content).unwrap();
-                sh(&format!("chmod {mode:o} {}", p.display()));
+                fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
                 finish.extend(format!("{f} {mode:o} {content}").bytes());
             }
         }
