@@ -1,6 +1,6 @@
 //! /init's prober on any device image (crates/init/src/probe.rs `probe_fs`, `partitions`):
 //! superblocks (ext2/3/4, XFS, Btrfs, vfat, F2FS, ISO 9660), LUKS headers, md superblocks and
-//! LVM2 labels, swap and hibernation signatures, GPT and MBR. A disk anyone plugged in can
+//! LVM2 labels, ZFS labels, swap and hibernation signatures, GPT and MBR. A disk anyone plugged in can
 //! say anything. The image is written sparse into a memory file (`leanrd_fuzz::sparse_chunks`:
 //! a size, then offset/length/bytes chunks), so that a few bytes reach the superblocks at
 //! 64 KiB and the md superblocks near the end.
@@ -42,6 +42,8 @@ fuzz_target!(|data: &[u8]| {
             "iso9660" => u.len() == 22,
             // LUKS headers carry their UUID as text, as written.
             "crypto_LUKS" => true,
+            // A ZFS member's UUID is its pool's GUID in decimal, as blkid writes it.
+            "zfs_member" => u.bytes().all(|b| b.is_ascii_digit()),
             _ => hex_uuid(u),
         };
         assert!(ok, "a {t} UUID of an odd shape: {u:?}");

@@ -9,7 +9,9 @@
 //! - a multipath.conf that does not read says where: the file and a line that exists;
 //! - a map's name is its alias, its binding, a friendly name no binding holds, or its WWID;
 //! - a WWID from VPD 0x83 is a designator type digit and printable ASCII;
-//! - a credential that parses has a name systemd accepts, and a value no longer than its text.
+//! - a credential that parses has a name systemd accepts, and a value no longer than its text;
+//! - a ZFS label that parses names a pool ZFS would take (no '/') and at least one top-level
+//!   vdev, the member's among them only if the label says so.
 
 #![no_main]
 
@@ -38,6 +40,18 @@ fn multipath(text: &str) {
     }
 }
 
+fn zfs_label(bytes: &[u8]) {
+    // The nvlist's header in front, so that most inputs reach the pairs.
+    let mut b = vec![1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    b.extend_from_slice(bytes);
+    for input in [bytes, &b[..]] {
+        if let Some(l) = leanrd_init::zfs::parse_label(input) {
+            assert!(!l.pool.contains('/') && leanrd_contract::zfs_name(&l.pool).is_ok(), "{l:?}");
+            assert!(l.children >= 1, "{l:?}");
+        }
+    }
+}
+
 fn credentials(text: &str, bytes: &[u8]) {
     for binary in [false, true] {
         if let Ok((name, value)) = leanrd_init::stub::parse_set(text, binary) {
@@ -63,4 +77,5 @@ fuzz_target!(|data: &[u8]| {
         assert!(w.bytes().all(|b| b.is_ascii_graphic()), "{w:?}");
     }
     credentials(&text, data);
+    zfs_label(data);
 });

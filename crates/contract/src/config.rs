@@ -56,11 +56,14 @@ pub enum Capability {
     /// Assemble dm-multipath maps (and their partitions, kpartx's way) from the paths that share
     /// a WWID, with the DM ioctls, as the host's multipath-tools configuration says.
     Multipath,
+    /// Import a ZFS pool (zpool), load an encrypted dataset's key at the passphrase prompt (zfs)
+    /// and mount the root dataset.
+    Zfs,
 }
 
 impl Capability {
     /// Every capability, for looking names up and listing the known ones.
-    pub const ALL: [Capability; 16] = [
+    pub const ALL: [Capability; 17] = [
         Capability::Luks,
         Capability::Lvm,
         Capability::Md,
@@ -77,6 +80,7 @@ impl Capability {
         Capability::Bcache,
         Capability::Integrity,
         Capability::Multipath,
+        Capability::Zfs,
     ];
 
     /// The capability's name: what a feature's `init =` and the configuration's `layer` line spell.
@@ -98,6 +102,7 @@ impl Capability {
             Capability::Bcache => "bcache",
             Capability::Integrity => "integrity",
             Capability::Multipath => "multipath",
+            Capability::Zfs => "zfs",
         }
     }
 

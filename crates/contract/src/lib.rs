@@ -50,7 +50,7 @@ pub use integritytab::{INTEGRITYTAB, IntegrityEntry, parse_integritytab};
 pub use iscsi::{Chap, ISCSI_PORT, IscsiError, IscsiTarget, redact_secrets};
 pub use nbd::{NBD_PORT, NbdError, NbdTarget};
 pub use nvmf::{DISCOVERY_NQN, NVMF_DISCOVERY_PORT, NVMF_PORT, NvmfError, NvmfTarget, option_value};
-pub use root::{LiveRoot, NfsRoot, NfsVersion, Root, RootError, RootFeature, RootKind};
+pub use root::{LiveRoot, NfsRoot, NfsVersion, Root, RootError, RootFeature, RootKind, ZfsRoot, zfs_name};
 
 /// Where helper programs are: the generator looks for a feature's binaries here (under the
 /// system root), /init runs them with this `PATH`.

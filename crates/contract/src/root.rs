@@ -22,6 +22,59 @@ pub enum Root {
     /// Live media: a squashfs (or erofs) image on a medium (a CD, a USB stick, a partition),
     /// mounted read-only through a loop device with a writable overlay on top.
     Live(LiveRoot),
+    /// A ZFS dataset, in a pool /init imports.
+    Zfs(ZfsRoot),
+}
+
+/// A ZFS root: `root=ZFS=POOL/DATASET` (zfs-initramfs's form), `root=zfs:POOL/DATASET`
+/// (dracut's), `zfs=POOL/DATASET` (booster's), `bootfs=POOL/DATASET`, or `root=zfs:AUTO`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ZfsRoot {
+    /// The dataset (a pool's name alone: its top dataset); None (`AUTO`): the `bootfs`
+    /// property of the pool found (of `rpool=`'s pool, when given).
+    pub dataset: Option<String>,
+}
+
+impl ZfsRoot {
+    /// The root for `spec`, what follows `root=ZFS=` or `root=zfs:`: `POOL/DATASET`, `POOL`
+    /// or `AUTO`.
+    pub fn parse(spec: &str) -> Result<ZfsRoot, RootError> {
+        if spec == "AUTO" || spec.is_empty() {
+            return Ok(ZfsRoot::default());
+        }
+        Ok(ZfsRoot { dataset: Some(zfs_name(spec)?.to_string()) })
+    }
+
+    /// The pool the dataset is in; None: AUTO.
+    pub fn pool(&self) -> Option<&str> {
+        self.dataset.as_deref().map(|d| d.split('/').next().unwrap_or(d))
+    }
+}
+
+/// Check a ZFS dataset name (`pool/a/b`): the characters `zfs create` takes (letters, digits,
+/// `_-.: `), components not empty. A snapshot (`@`) is refused: booting a clone of one, as
+/// zfs-initramfs does, is not something leanrd's /init does.
+pub fn zfs_name(spec: &str) -> Result<&str, RootError> {
+    let err = |why| RootError::Zfs { spec: spec.to_string(), why };
+    if spec.contains('@') {
+        return Err(err("a snapshot: leanrd boots a dataset, not a clone of a snapshot"));
+    }
+    if spec.len() > 255 {
+        return Err(err("longer than ZFS's 255 characters"));
+    }
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | ' ');
+    for part in spec.split('/') {
+        if part.is_empty() {
+            return Err(err("an empty component (a leading, trailing or double '/')"));
+        }
+        if !part.chars().all(ok) {
+            return Err(err("a character ZFS names do not take (letters, digits and _-.: only)"));
+        }
+    }
+    if !spec.as_bytes()[0].is_ascii_alphabetic() {
+        return Err(err("a pool's name begins with a letter"));
+    }
+    Ok(spec)
 }
 
 /// A live root: `root=live:CDLABEL=...`, `live:LABEL=`, `live:UUID=`, `live:/dev/...`
@@ -41,11 +94,13 @@ pub enum RootKind {
     Nfs,
     /// Live media ([`Root::Live`]).
     Live,
+    /// A ZFS dataset ([`Root::Zfs`]).
+    Zfs,
 }
 
 impl RootKind {
     /// Every kind, in the order messages list them.
-    pub const ALL: [RootKind; 3] = [RootKind::Block, RootKind::Nfs, RootKind::Live];
+    pub const ALL: [RootKind; 4] = [RootKind::Block, RootKind::Nfs, RootKind::Live, RootKind::Zfs];
 
     /// The kind's name in messages and the proof (`block`, `nfs`, `live`).
     pub fn name(self) -> &'static str {
@@ -53,6 +108,7 @@ impl RootKind {
             RootKind::Block => "block",
             RootKind::Nfs => "nfs",
             RootKind::Live => "live",
+            RootKind::Zfs => "zfs",
         }
     }
 
@@ -68,6 +124,7 @@ impl RootKind {
             RootKind::Block => None,
             RootKind::Nfs => Some(RootFeature::Nfs),
             RootKind::Live => Some(RootFeature::Live),
+            RootKind::Zfs => Some(RootFeature::Zfs),
         }
     }
 }
@@ -89,12 +146,20 @@ pub enum RootFeature {
     Nvmf,
     /// A Network Block Device (`root=nbd:`, `netroot=nbd:`).
     Nbd,
+    /// A ZFS dataset (`root=ZFS=`, `root=zfs:`, `zfs=`).
+    Zfs,
 }
 
 impl RootFeature {
     /// Every one, in the order messages list them.
-    pub const ALL: [RootFeature; 5] =
-        [RootFeature::Nfs, RootFeature::Live, RootFeature::Iscsi, RootFeature::Nvmf, RootFeature::Nbd];
+    pub const ALL: [RootFeature; 6] = [
+        RootFeature::Nfs,
+        RootFeature::Live,
+        RootFeature::Iscsi,
+        RootFeature::Nvmf,
+        RootFeature::Nbd,
+        RootFeature::Zfs,
+    ];
 
     /// The /init capability the image needs for it.
     pub fn capability(self) -> Capability {
@@ -104,6 +169,7 @@ impl RootFeature {
             RootFeature::Iscsi => Capability::Iscsi,
             RootFeature::Nvmf => Capability::Nvmf,
             RootFeature::Nbd => Capability::Nbd,
+            RootFeature::Zfs => Capability::Zfs,
         }
     }
 
@@ -120,6 +186,7 @@ impl RootFeature {
             RootFeature::Iscsi => "a root on iSCSI",
             RootFeature::Nvmf => "a root on NVMe over TCP",
             RootFeature::Nbd => "a root on NBD",
+            RootFeature::Zfs => "a ZFS root",
         }
     }
 }
@@ -160,6 +227,14 @@ pub enum RootError {
     /// An NFS form (`nfs:`, `nfs4:`, `nfsroot=`) that could not be read.
     #[error("\"{spec}\" is not an NFS root: {why}")]
     Nfs {
+        /// The text that was given.
+        spec: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A ZFS form (`ZFS=`, `zfs:`, `zfs=`, `bootfs=`, `rpool=`) that could not be read.
+    #[error("\"{spec}\" is not a ZFS dataset: {why}")]
+    Zfs {
         /// The text that was given.
         spec: String,
         /// What is wrong with it.
@@ -226,6 +301,9 @@ impl Root {
             let dev = DeviceRef::parse(rest.as_deref().unwrap_or(&spec[5..]))?;
             return Ok(Root::Live(LiveRoot { medium: Some(dev) }));
         }
+        if let Some(rest) = spec.strip_prefix("ZFS=").or_else(|| spec.strip_prefix("zfs:")) {
+            return Ok(Root::Zfs(ZfsRoot::parse(rest)?));
+        }
         if spec == "/dev/nfs" || spec == "dhcp" {
             return match nfsroot {
                 Some(v) => Ok(Root::Nfs(server_path_options(v, v, ',')?)),
@@ -241,6 +319,7 @@ impl Root {
             Root::Block(_) => RootKind::Block,
             Root::Nfs(_) => RootKind::Nfs,
             Root::Live(_) => RootKind::Live,
+            Root::Zfs(_) => RootKind::Zfs,
         }
     }
 
@@ -248,7 +327,7 @@ impl Root {
     pub fn device(&self) -> Option<&DeviceRef> {
         match self {
             Root::Block(d) => Some(d),
-            Root::Nfs(_) | Root::Live(_) => None,
+            Root::Nfs(_) | Root::Live(_) | Root::Zfs(_) => None,
         }
     }
 }
@@ -260,6 +339,10 @@ impl fmt::Display for Root {
             // A device named nfs: written /dev/nfs, it would read back as the kernel's NFS root.
             Root::Block(DeviceRef::Kernel(n)) if n == "nfs" => f.write_str(n),
             Root::Block(d) => d.fmt(f),
+            Root::Zfs(z) => match &z.dataset {
+                Some(d) => write!(f, "ZFS={d}"),
+                None => f.write_str("zfs:AUTO"),
+            },
             Root::Live(l) => match &l.medium {
                 Some(d) => write!(f, "live:{d}"),
                 None => f.write_str("live:"),
@@ -323,6 +406,31 @@ mod tests {
         }
     }
 
+    #[test]
+    fn every_spelling_of_a_zfs_root() {
+        let z = |d: Option<&str>| Root::Zfs(ZfsRoot { dataset: d.map(Into::into) });
+        assert_eq!(Root::parse("ZFS=rpool/ROOT/debian", None).unwrap(), z(Some("rpool/ROOT/debian")));
+        assert_eq!(Root::parse("zfs:tank/root", None).unwrap(), z(Some("tank/root")));
+        assert_eq!(Root::parse("zfs:AUTO", None).unwrap(), z(None));
+        assert_eq!(Root::parse("ZFS=tank", None).unwrap(), z(Some("tank")));
+        let Root::Zfs(r) = Root::parse("ZFS=tank/a/b", None).unwrap() else { panic!() };
+        assert_eq!(r.pool(), Some("tank"));
+        for (bad, why) in [
+            ("ZFS=tank/root@snap", "snapshot"),
+            ("ZFS=/tank", "empty component"),
+            ("zfs:tank//a", "empty component"),
+            ("zfs:tank/", "empty component"),
+            ("zfs:tank/a$b", "character"),
+            ("zfs:1tank", "begins with a letter"),
+        ] {
+            let e = Root::parse(bad, None).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        for s in ["ZFS=rpool/ROOT/debian", "zfs:AUTO"] {
+            assert_eq!(Root::parse(s, None).unwrap().to_string(), s);
+        }
+    }
+
     /// `root=nfs` names a block device (/dev/nfs is the kernel's NFS root): its spelling must
     /// not turn it into one (found by fuzz/ `cmdline`).
     #[test]
@@ -338,9 +446,17 @@ mod tests {
     #[test]
     fn each_root_feature_has_its_capability() {
         let kinds: alloc::vec::Vec<_> = RootKind::ALL.iter().map(|k| (k.name(), k.feature())).collect();
-        assert_eq!(kinds, [("block", None), ("nfs", Some(RootFeature::Nfs)), ("live", Some(RootFeature::Live))]);
+        assert_eq!(
+            kinds,
+            [
+                ("block", None),
+                ("nfs", Some(RootFeature::Nfs)),
+                ("live", Some(RootFeature::Live)),
+                ("zfs", Some(RootFeature::Zfs))
+            ]
+        );
         let names: alloc::vec::Vec<&str> = RootFeature::ALL.iter().map(|f| f.feature()).collect();
-        assert_eq!(names, ["nfs", "live", "iscsi", "nvmf", "nbd"]);
+        assert_eq!(names, ["nfs", "live", "iscsi", "nvmf", "nbd", "zfs"]);
         for f in RootFeature::ALL {
             assert_eq!(Capability::from_name(f.feature()), Some(f.capability()), "{f:?}");
         }

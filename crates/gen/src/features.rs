@@ -380,7 +380,7 @@ mod tests {
         let e = parse("x", "init = \"cifs\"\n", "x.toml").unwrap_err().to_string();
         assert_eq!(
             e,
-            "x.toml: init = \"cifs\" is not an /init capability (luks, lvm, md, rescue, token, iscsi, nvmf, nbd, nfs, live, clevis, ssh, plymouth, bcache, integrity, multipath)"
+            "x.toml: init = \"cifs\" is not an /init capability (luks, lvm, md, rescue, token, iscsi, nvmf, nbd, nfs, live, clevis, ssh, plymouth, bcache, integrity, multipath, zfs)"
         );
         let e = parse("x", "bogus = 1\n", "x.toml").unwrap_err().to_string();
         assert!(e.contains("bogus"), "{e}");

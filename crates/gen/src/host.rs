@@ -114,6 +114,9 @@ pub struct Facts {
     /// The CPU's microcode file, by vendor (from /proc/cpuinfo's first processor: see
     /// `compose::cpu_microcode`); None for a CPU leanrd has no file name for.
     pub cpu_microcode: Option<(&'static str, String)>,
+    /// The system has an /etc/hostid (a ZFS root's pool is refused as another system's by an
+    /// image without it).
+    pub zfs_hostid: bool,
 }
 
 impl Facts {
@@ -334,6 +337,10 @@ pub fn detect(root: &Path) -> Result<Facts> {
                 ),
             }
         }
+        if m.fstype == "zfs" {
+            zfs_mount(root, &m, &mut f)?;
+            continue;
+        }
         if m.dev.0 == 0 {
             // No block device number: btrfs (its members are listed in sysfs), or a network
             // or virtual file system (nothing to walk). Anything else cannot be resolved here,
@@ -370,6 +377,61 @@ pub fn detect(root: &Path) -> Result<Facts> {
     Ok(f)
 }
 
+/// A ZFS root (or a /usr dataset under it): the dataset recorded, zfs's module, and the pool's
+/// devices walked like any root's (they may sit on LUKS, md, multipath). The devices come from
+/// `zpool list -vHPL` (sysfs says nothing of which disks a pool holds).
+fn zfs_mount(root: &Path, m: &Mount, f: &mut Facts) -> Result<()> {
+    if m.mountpoint == "/" {
+        f.root_source = Some(Root::Zfs(leanrd_contract::ZfsRoot { dataset: Some(m.source.clone()) }));
+    } else {
+        let under_root = match &f.root_source {
+            Some(Root::Zfs(z)) => z.dataset.as_ref().is_some_and(|d| m.source.starts_with(&format!("{d}/"))),
+            _ => false,
+        };
+        if !under_root {
+            bail!(
+                "{} is the ZFS dataset {}, not one under the root's dataset: leanrd's /init mounts a ZFS /usr only \
+                 as a dataset under a ZFS root",
+                m.mountpoint,
+                m.source
+            );
+        }
+        return Ok(());
+    }
+    f.modules.insert("zfs".into());
+    let pool = m.source.split('/').next().unwrap_or(&m.source);
+    let out = std::process::Command::new("zpool")
+        .args(["list", "-vHPL", pool])
+        .output()
+        .with_context(|| format!("the root is the ZFS dataset {}: zpool list (install zfsutils-linux)", m.source))?;
+    if !out.status.success() {
+        bail!("zpool list -vHPL {pool}: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let vdevs = zfs_vdevs(&String::from_utf8_lossy(&out.stdout));
+    if vdevs.is_empty() {
+        bail!("zpool list -vHPL {pool} names no device of the pool");
+    }
+    for v in vdevs {
+        let name = Path::new(&v).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let link = root.join("sys/class/block").join(&name);
+        let dev = fs::canonicalize(&link)
+            .with_context(|| format!("the ZFS pool {pool}'s device {v} is not in {}", link.display()))?;
+        walk_block(root, &dev, f, 0)?;
+    }
+    Ok(())
+}
+
+/// The devices of a pool in `zpool list -vHPL`'s output: the indented lines whose name is a
+/// /dev path (mirror-0, raidz1-0, and the `logs`/`cache`/`spare` headings are not).
+pub(crate) fn zfs_vdevs(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with('\t') || l.starts_with(' '))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with("/dev/"))
+        .map(str::to_string)
+        .collect()
+}
+
 /// Everything host-only detection finds: the root's and /usr's stacks ([`detect`]), the
 /// resume device ([`detect_resume`]) and the keyboards (`detect_keyboards`).
 pub fn detect_all(root: &Path, sysroot: &Path) -> Result<Facts> {
@@ -384,6 +446,7 @@ pub fn detect_all(root: &Path, sysroot: &Path) -> Result<Facts> {
     f.nics = network_links(root, "network").unwrap_or_default().into_iter().flat_map(|(_, l)| l).collect();
     f.cmdline = fs::read_to_string(root.join("proc/cmdline")).unwrap_or_default();
     f.fstab = fs::read_to_string(sysroot.join("etc/fstab")).unwrap_or_default();
+    f.zfs_hostid = sysroot.join("etc/hostid").is_file();
     let cpuinfo = fs::read_to_string(root.join("proc/cpuinfo")).unwrap_or_default();
     f.cpu_microcode = crate::compose::cpu_microcode(&cpuinfo);
     Ok(f)
@@ -1037,6 +1100,18 @@ pub(crate) fn detect_keyboards(root: &Path, f: &mut Facts) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pools_devices_from_zpool_list() {
+        let text = "rpool\t9.50G\t1.2G\t8.3G\t-\t-\t0%\t12%\t1.00x\tONLINE\t-\n\
+                    \tmirror-0\t9.50G\t1.2G\t8.3G\t-\t-\t0%\t12.0%\t-\tONLINE\n\
+                    \t/dev/vdb1\t9.5G\t-\t-\t-\t-\t-\t-\t-\tONLINE\n\
+                    \t/dev/dm-0\t9.5G\t-\t-\t-\t-\t-\t-\t-\tONLINE\n\
+                    logs\t-\t-\t-\t-\t-\t-\t-\t-\t-\n\
+                    \t/dev/nvme0n1p3\t1G\t-\t-\t-\t-\t-\t-\t-\tONLINE\n";
+        assert_eq!(zfs_vdevs(text), ["/dev/vdb1", "/dev/dm-0", "/dev/nvme0n1p3"]);
+        assert!(zfs_vdevs("rpool\t1G\n").is_empty());
+    }
 
     #[test]
     fn lvm_sub_lvs_name_their_layer() {

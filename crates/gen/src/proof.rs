@@ -609,6 +609,7 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
     match &facts.root_source {
         None | Some(Root::Block(_)) => {}
         Some(Root::Nfs(n)) => missing.extend(nfs_root(&mut c, facts, n)),
+        Some(Root::Zfs(z)) => missing.extend(zfs_root(&mut c, facts, z)),
         Some(Root::Live(_)) => {
             // The medium's drivers are among the links; its file system and the loop device,
             // the image's squashfs and the overlay are in the stack's modules (proven below).
@@ -633,7 +634,8 @@ pub fn prove(v: &dyn ImageView, facts: &Facts, kernel: Option<&Kernel>, kver: &s
     }
     let mounts = [Some(("root", &facts.root)), facts.usr.as_ref().map(|u| ("/usr", u))];
     for (role, m) in mounts.into_iter().flatten() {
-        if role == "root" && facts.root_kind() != RootKind::Block {
+        // A ZFS root's file system (and a /usr dataset under it) is proven with the root.
+        if (role == "root" && facts.root_kind() != RootKind::Block) || m.fstype == "zfs" {
             continue;
         }
         if NOT_BLOCK_FSTYPES.contains(&m.fstype.as_str()) {
@@ -758,6 +760,36 @@ fn nfs_root(c: &mut Check, facts: &Facts, n: &leanrd_contract::NfsRoot) -> Vec<S
         other => missing.push(format!(
             "the NFS root {}: /init's configuration names {} as the root",
             facts.root.source,
+            other.map(|r| r.to_string()).unwrap_or_else(|| "nothing".into())
+        )),
+    }
+    missing
+}
+
+/// What a ZFS root needs besides its pool's disks (proven with the other links): zfs (and
+/// spl), zpool and zfs, the host's hostid (without it the pool, last imported by this host,
+/// is refused as another system's), and /init's configuration naming the dataset.
+fn zfs_root(c: &mut Check, facts: &Facts, z: &leanrd_contract::ZfsRoot) -> Vec<String> {
+    let what = format!("the ZFS root {}", facts.root.source);
+    let mut missing = Vec::new();
+    if let Err(e) = c.loadable("zfs") {
+        missing.push(format!("{what} needs zfs: {e}"));
+    }
+    for prog in ["zpool", "zfs"] {
+        if let Err(e) = c.program(prog) {
+            missing.push(format!("{what}: {e}"));
+        }
+    }
+    if facts.zfs_hostid && !is_file(c.v, "/etc/hostid") {
+        missing.push(format!(
+            "{what}: /etc/hostid is not in the image, and this host has one: its pool would be refused as in use \
+             by another system"
+        ));
+    }
+    match c.conf.as_ref().and_then(|conf| conf.mounts.root.as_ref()) {
+        Some(Root::Zfs(got)) if got == z => {}
+        other => missing.push(format!(
+            "{what}: /init's configuration names {} as the root",
             other.map(|r| r.to_string()).unwrap_or_else(|| "nothing".into())
         )),
     }

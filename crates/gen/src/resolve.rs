@@ -43,7 +43,13 @@ pub(crate) fn feature_modules(kernel: &Kernel, s: &Selected, universal: bool) ->
 /// image could not find the root's device.
 fn host_modules(kernel: &Kernel, x: &Facts, wanted: &mut Vec<String>, load: &mut Vec<String>) -> Result<()> {
     for fsname in [Some(&x.root), x.usr.as_ref()].into_iter().flatten().map(|m| &m.fstype) {
-        let alias = format!("fs-{fsname}");
+        let mut alias = format!("fs-{fsname}");
+        // A module that registers its file system without the `fs-` alias (zfs): by its name.
+        if matches!(kernel.db.resolve(&alias), Resolved::Missing)
+            && !matches!(kernel.db.resolve(fsname), Resolved::Missing)
+        {
+            alias = fsname.clone();
+        }
         if matches!(kernel.db.resolve(&alias), Resolved::Missing) && !NOT_BLOCK_FSTYPES.contains(&fsname.as_str()) {
             bail!("root file system type {fsname}: kernel {} has no module or built-in driver for it", kernel.kver)
         }

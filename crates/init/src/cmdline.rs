@@ -115,6 +115,8 @@ pub struct Cmdline {
     pub nvmf: NvmfCmd,
     /// A Network Block Device (dracut's `root=nbd:`, `netroot=nbd:`).
     pub nbd: NbdCmd,
+    /// ZFS (zfs-initramfs's `rpool=`, `bootfs=`, `zfsforce`; booster's `zfs=`).
+    pub zfs: ZfsCmd,
     /// Live media (dracut's `rd.live.*`, Debian's `boot=live`, `toram`, `live-media-path=`).
     pub live: LiveCmd,
     /// dm-verity and partitions found by type (systemd's `roothash=`, `systemd.verity_*`,
@@ -177,6 +179,17 @@ pub struct NbdCmd {
     /// `root=nbd:...`: the root is the device itself (its file system type and options are
     /// the target's, else `rootfstype=` and `rootflags=`).
     pub device_root: bool,
+}
+
+/// What the command line says of a ZFS root beyond `root=`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ZfsCmd {
+    /// `bootfs=` or `zfs=`: the root dataset, whatever `root=` says.
+    pub dataset: Option<String>,
+    /// `rpool=`: the pool whose `bootfs` is the root (with `root=zfs:AUTO`, or no root=).
+    pub pool: Option<String>,
+    /// `zfsforce=1` (`zfs_force=`, `zfs.force=`): import a pool another system has imported.
+    pub force: bool,
 }
 
 /// What the command line says of a live root.
@@ -460,6 +473,16 @@ impl Cmdline {
         if let Some(t) = c.nbd.target.as_ref().filter(|t| !t.ignored.is_empty()) {
             let ignored = t.ignored.join(",");
             c.problems.push(format!("nbd: options not acted on by leanrd's /init: {ignored}"));
+        }
+        // ZFS: `bootfs=`/`zfs=` name the dataset whatever root= says (zfs-initramfs's and
+        // booster's precedence); `rpool=` alone: that pool's bootfs.
+        if let Some(d) = c.zfs.dataset.clone() {
+            if root.as_deref().is_some_and(|r| r != format!("ZFS={d}") && r != format!("zfs:{d}")) {
+                c.problems.push(format!("root= ignored: the ZFS dataset {d} is the root (bootfs= or zfs=)"));
+            }
+            root = Some(format!("ZFS={d}"));
+        } else if c.zfs.pool.is_some() && root.is_none() {
+            root = Some("zfs:AUTO".into());
         }
         // Debian's live-boot: no root=, the medium found by what it holds.
         match boot.as_deref() {

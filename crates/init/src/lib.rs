@@ -71,6 +71,7 @@ pub mod usr;
 pub mod verity;
 pub mod volatile;
 pub mod wait;
+pub mod zfs;
 
 use alloc::format;
 use alloc::string::{String, ToString};

@@ -346,7 +346,8 @@ fn open(
                     // Whatever failed (a wrong PIN, PCRs that changed), the PIN is asked again.
                     tried.into_iter().find(|t| matches!(t, Tried::Opened)).unwrap_or(Tried::WrongKey)
                 };
-                if ask(init, job, Asked::TpmPin, consoles, events, &mut attempt).is_some() {
+                let dev = job.dev.path();
+                if ask(init, &Asking::of(job, &dev), Asked::TpmPin, consoles, events, &mut attempt).is_some() {
                     return opened(init, job, &format!("its TPM2 token and the PIN typed{}", typed_on(consoles)));
                 }
             }
@@ -397,7 +398,10 @@ fn open(
     // A Tang server that did not answer may yet: it races the prompt.
     init.luks.pending = crate::clevis::pending(init, &clevis);
     init.luks.raced = false;
-    let r = ask(init, job, Asked::Passphrase, consoles, events, &mut |p| try_key(&args, &["--key-file=-"], Some(&p.0)));
+    let dev = job.dev.path();
+    let r = ask(init, &Asking::of(job, &dev), Asked::Passphrase, consoles, events, &mut |p| {
+        try_key(&args, &["--key-file=-"], Some(&p.0))
+    });
     if let Some(c) = consoles.as_mut() {
         c.race_key(None);
     }
@@ -412,6 +416,36 @@ fn open(
         }
         None => false,
     }
+}
+
+/// A passphrase for something that is not a LUKS container (a ZFS encryption root), asked
+/// at the same prompt (every console, plymouth, SSH), the passphrase that opened the last
+/// container tried first. `attempt` says whether an answer fits: true (it opened), false (a
+/// wrong key: asked again, `tries` times), or Err (not worth another try). The answer that
+/// fitted, or None (why is in the notes).
+pub(crate) fn ask_passphrase(
+    init: &mut Init,
+    what: &Asking<'_>,
+    events: Option<BorrowedFd<'_>>,
+    attempt: &mut dyn FnMut(&Secret) -> Result<bool, String>,
+) -> Option<String> {
+    let mut tried = |p: &Secret| match attempt(p) {
+        Ok(true) => Tried::Opened,
+        Ok(false) => Tried::WrongKey,
+        Err(e) => Tried::Failed(e),
+    };
+    if let Some(c) = init.luks.cached.as_ref().map(|c| Secret(c.0.clone()))
+        && matches!(tried(&c), Tried::Opened)
+    {
+        return Some("the passphrase that opened the last LUKS container".into());
+    }
+    let mut consoles = None;
+    let r = ask(init, what, Asked::Passphrase, &mut consoles, events, &mut tried);
+    let on = typed_on(&consoles);
+    r.map(|secret| {
+        init.luks.cached = Some(secret);
+        format!("the passphrase typed{on}")
+    })
 }
 
 /// Where the last answer was typed, when the splash was up: plymouth's prompt, or a console
@@ -452,18 +486,32 @@ fn opened(init: &mut Init, job: &Job, how: &str) -> bool {
     true
 }
 
+/// What a prompt is for: the name it is opened as, the device (or dataset) and crypttab's
+/// `tries=` and `timeout=`.
+pub(crate) struct Asking<'a> {
+    pub name: &'a str,
+    pub dev: &'a str,
+    pub options: &'a CryptOptions,
+}
+
+impl<'a> Asking<'a> {
+    fn of(job: &'a Job<'_>, dev: &'a str) -> Asking<'a> {
+        Asking { name: &job.name, dev, options: &job.options }
+    }
+}
+
 /// The prompt for `asked` on every console, `tries=` times (0: until it opens or is given
 /// up), each answer handed to `attempt`; the answer that opened the container, or None (why
 /// is in the notes).
 fn ask(
     init: &mut Init,
-    job: &Job,
+    job: &Asking<'_>,
     asked: Asked,
     consoles: &mut Option<Consoles>,
     events: Option<BorrowedFd<'_>>,
     attempt: &mut dyn FnMut(&Secret) -> Tried,
 ) -> Option<Secret> {
-    let dev = job.dev.path();
+    let dev = job.dev;
     let what = asked.noun();
     if consoles.is_none() {
         *consoles = Some(Consoles::open(crate::ssh::listener(init)));

@@ -264,7 +264,7 @@ pub static PARAMS: &[Param] = &[
     // The root and /usr.
     param!(
         &["root"],
-        Form::Text("DEVICE|nfs:...|iscsi:...|nbd:...|live:..."),
+        Form::Text("DEVICE|nfs:...|iscsi:...|nbd:...|live:...|ZFS=..."),
         Root,
         ONCE,
         |p, v| {
@@ -274,7 +274,8 @@ pub static PARAMS: &[Param] = &[
         "The root: a block device (`/dev/sda2`, `UUID=`, `LABEL=`, `PARTUUID=[/PARTNROFF=N]`, \
          `PARTLABEL=`, `/dev/disk/by-*/...`, `/dev/mapper/NAME`), `/dev/nfs` or `nfs:[SERVER:]PATH[:OPTIONS]` \
          (with `nfsroot=`), `iscsi:...` (the LUN itself, as `netroot=`), `nbd:...` (the NBD device itself, as \
-         `netroot=`), or `live:DEVICE` (a live medium). \
+         `netroot=`), `live:DEVICE` (a live medium), or `ZFS=POOL/DATASET`, `zfs:POOL/DATASET` or `zfs:AUTO` \
+         (a ZFS dataset; AUTO: the `bootfs` of the pool found). \
          Without it, the root the image was built for.",
         "root=UUID=1b2c3d4e-0000-4000-8000-000000000001"
     ),
@@ -825,6 +826,53 @@ pub static PARAMS: &[Param] = &[
         },
         "`0`: assemble no md RAID array.",
         "rd.md=0"
+    ),
+    param!(
+        &["bootfs", "zfs"],
+        Form::Text("POOL/DATASET"),
+        Storage,
+        ONCE,
+        |p, v| {
+            let v = v.text();
+            leanrd_contract::zfs_name(&v).map_err(|e| e.to_string())?;
+            p.c.zfs.dataset = Some(v);
+            Ok(())
+        },
+        "The root is this ZFS dataset, whatever `root=` says (`bootfs=` is zfs-initramfs's, `zfs=` booster's); \
+         the same as `root=ZFS=POOL/DATASET`. Its pool is imported (`zpool import -N`), an encrypted dataset's \
+         passphrase asked at the LUKS prompt, and the datasets under it mounted where their `mountpoint` says.",
+        "bootfs=rpool/ROOT/debian"
+    ),
+    param!(
+        &["rpool"],
+        Form::Text("POOL"),
+        Storage,
+        ONCE,
+        |p, v| {
+            let v = v.text();
+            if v.contains('/') {
+                return Err("a pool's name has no '/' (bootfs= names a dataset)".into());
+            }
+            leanrd_contract::zfs_name(&v).map_err(|e| e.to_string())?;
+            p.c.zfs.pool = Some(v);
+            Ok(())
+        },
+        "With `root=zfs:AUTO` or no `root=`: the ZFS pool whose `bootfs` property names the root dataset \
+         (zfs-initramfs's). Without it, AUTO takes the first pool found with a `bootfs`.",
+        "rpool=rpool"
+    ),
+    param!(
+        &["zfsforce", "zfs_force", "zfs.force"],
+        Form::Bool,
+        Storage,
+        ONCE,
+        |p, v| {
+            p.c.zfs.force = v.on();
+            Ok(())
+        },
+        "Import the root's ZFS pool even when another system (another hostid) has it imported \
+         (`zpool import -f`). Without it such a pool is not imported, and the diagnosis says which host has it.",
+        "zfsforce=1"
     ),
     param!(
         &["rd.multipath"],

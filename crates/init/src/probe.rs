@@ -281,6 +281,13 @@ pub fn probe_fs<Fd: AsFd>(fd: Fd) -> Probe {
         }
         return p;
     }
+    // A ZFS pool's member: last, its labels are in the first 256 KiB, which other signatures
+    // share (a disk once ZFS and reformatted keeps stale labels behind its new file system).
+    if let Some(l) = crate::zfs::read_label(f) {
+        p.fstype = Some(crate::zfs::MEMBER.into());
+        p.label = Some(l.pool);
+        p.uuid = Some(l.pool_guid.to_string());
+    }
     p
 }
 

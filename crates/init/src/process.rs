@@ -332,6 +332,8 @@ enum Piped {
     Stdin,
     /// Its standard error: the caller reads.
     Stderr,
+    /// Its standard output: the caller reads.
+    Stdout,
 }
 
 /// Start `prog` with one standard stream on a pipe; its pid and the caller's end of the pipe.
@@ -350,6 +352,7 @@ fn spawn_piped(prog: &str, args: &[&str], piped: Piped) -> Result<(i32, rustix::
             let dup = match piped {
                 Piped::Stdin => rustix::stdio::dup2_stdin(&r),
                 Piped::Stderr => rustix::stdio::dup2_stderr(&w),
+                Piped::Stdout => rustix::stdio::dup2_stdout(&w),
             };
             if dup.is_err() {
                 exit(126);
@@ -380,16 +383,28 @@ pub fn run_input(prog: &str, args: &[&str], input: &[u8]) -> Result<i32, RunErro
 /// names what the program said). Reads until every writer (the program's children too) has
 /// closed the pipe.
 pub fn run_capture(prog: &str, args: &[&str], keep: usize) -> Result<(i32, Vec<u8>), RunError> {
-    let (pid, r) = spawn_piped(prog, args, Piped::Stderr)?;
+    read_piped(prog, args, keep, Piped::Stderr, true)
+}
+
+/// [`run_status`] with the program's standard output through a pipe, its first `keep` bytes
+/// returned (not shown) with the wait status: what `zpool get -H` prints.
+pub fn run_output(prog: &str, args: &[&str], keep: usize) -> Result<(i32, Vec<u8>), RunError> {
+    read_piped(prog, args, keep, Piped::Stdout, false)
+}
+
+fn read_piped(prog: &str, args: &[&str], keep: usize, piped: Piped, show: bool) -> Result<(i32, Vec<u8>), RunError> {
+    let (pid, r) = spawn_piped(prog, args, piped)?;
     let mut kept = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
         match rustix::io::read(&r, &mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                // SAFETY: fd 2 is the console the kernel opened for init (as in eprint).
-                let fd2 = unsafe { rustix::fd::BorrowedFd::borrow_raw(2) };
-                crate::sys::write_all(fd2, &buf[..n]);
+                if show {
+                    // SAFETY: fd 2 is the console the kernel opened for init (as in eprint).
+                    let fd2 = unsafe { rustix::fd::BorrowedFd::borrow_raw(2) };
+                    crate::sys::write_all(fd2, &buf[..n]);
+                }
                 let room = keep.saturating_sub(kept.len()).min(n);
                 kept.extend_from_slice(&buf[..room]);
             }

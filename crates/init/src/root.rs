@@ -222,6 +222,7 @@ pub fn source(init: &mut Init) -> Result<Box<dyn RootSource>, String> {
             init.mods.optical = true;
             Ok(Box::new(crate::live::LiveSource::new(init, l)))
         }
+        Root::Zfs(z) => Ok(Box::new(crate::zfs::ZfsSource::new(init, z))),
         Root::Nfs(n) => {
             // No block device has anything to do with it: the diagnosis lists none unless seen.
             init.no_disk_hint = None;

@@ -43,11 +43,35 @@ pub fn image(
     body: &str,
     tree: Option<&Path>,
 ) -> Option<PathBuf> {
-    let mut plan = Plan::new(Path::new("/"));
+    image_in(Path::new("/"), t, kver, tools, modules, last_disk, body, tree)
+}
+
+/// [`image`] with the tools and the kernel's modules from `sysroot` (a Debian root's, run on
+/// its own kernel), and the host's static busybox.
+#[allow(clippy::too_many_arguments)]
+pub fn image_in(
+    sysroot: &Path,
+    t: &Path,
+    kver: &str,
+    tools: &[&str],
+    modules: &[&str],
+    last_disk: &str,
+    body: &str,
+    tree: Option<&Path>,
+) -> Option<PathBuf> {
+    let mut plan = Plan::new(sysroot);
     let mut paths = HashMap::new();
+    let host = sysroot == Path::new("/");
+    if !host {
+        if !Path::new("/bin/busybox").is_file() {
+            return crate::skip("the prep VM needs the host's busybox (busybox-static)");
+        }
+        plan.put("/bin/busybox", Item::File { src: "/bin/busybox".into(), mode: 0o755 });
+        paths.insert("busybox".to_string(), "/bin/busybox".to_string());
+    }
     {
         let mut r = Resolver::new(&mut plan);
-        for b in std::iter::once(&"busybox").chain(tools) {
+        for b in std::iter::once(&"busybox").filter(|_| host).chain(tools) {
             let Some(p) = r.which(b) else {
                 return crate::skip(&format!("the prep VM needs {b}"));
             };
@@ -55,7 +79,9 @@ pub fn image(
             paths.insert(b.replace('-', "_"), p);
         }
         // By its /bin path too, so that /bin (a symlink on merged-/usr systems) is there.
-        r.add_binary("/bin/busybox").unwrap();
+        if host {
+            r.add_binary("/bin/busybox").unwrap();
+        }
         r.add_library_if_present("libgcc_s.so.1").unwrap();
         if tools.contains(&"systemd-cryptenroll") {
             // What systemd's TPM2 support loads with dlopen.
@@ -64,7 +90,7 @@ pub fn image(
             }
         }
     }
-    let kernel = Kernel::load(Path::new("/"), kver).unwrap();
+    let kernel = Kernel::load(sysroot, kver).unwrap();
     let (set, _) = kernel.resolve(modules.iter().copied());
     let tmp = t.join("prep-tmp");
     fs::create_dir_all(&tmp).unwrap();

@@ -48,6 +48,11 @@ pub enum Root {
     /// ([`multipath_files`]: the WWID of a `virtio-scsi-two-paths` disk bound to mpatha), which
     /// its universal image carries as the machine's.
     Debian13Storage,
+    /// Debian 13 on ZFS: the same with zfsutils-linux, and zfs-dkms (tools/debian-root trixie
+    /// zfs: zfs.ko built for its kernel as the root was made), its own kernel, and a report
+    /// hook that prints the pool, the datasets mounted and the root's key status
+    /// ([`zfs_files`]).
+    Debian13Zfs,
 }
 
 impl Root {
@@ -57,7 +62,7 @@ impl Root {
             Root::Debian12 => "bookworm",
             Root::Debian13 => "trixie",
             Root::Debian13Arm64 => "trixie arm64",
-            Root::Debian13Plymouth | Root::Debian13Storage => "trixie",
+            Root::Debian13Plymouth | Root::Debian13Storage | Root::Debian13Zfs => "trixie",
         }
     }
     /// The flavour as tools/debian-root takes it (none: the test root).
@@ -65,6 +70,7 @@ impl Root {
         match self {
             Root::Debian13Plymouth => "plymouth",
             Root::Debian13Storage => "storage",
+            Root::Debian13Zfs => "zfs",
             _ => "",
         }
     }
@@ -120,6 +126,13 @@ pub enum Stack {
     /// on the third, writethrough), /boot on the first disk (ext4, the whole disk): a
     /// self-built root writes its own image there. Made in a prep VM.
     BcacheLvmThin,
+    /// A root on ZFS (debian13-zfs): the pool rpool on the second disk (a virtio-blk disk's
+    /// GPT partition), its encryption root rpool/ROOT (aes-256-gcm, the
+    /// passphrase typed), the root rpool/ROOT/debian (canmount=noauto, mountpoint=/, the pool's
+    /// bootfs) with rpool/ROOT/debian/var under it, and rpool/home outside it (the root's
+    /// zfs-mount mounts it); /boot on the first disk (ext4, the whole disk). The pool exported.
+    /// Made in a prep VM on the root's own kernel, its zfs.ko and zpool.
+    Zfs,
 }
 
 /// A file system kind, or a blank disk.
@@ -134,6 +147,8 @@ pub enum FsKind {
     Btrfs,
     /// A 16 MiB disk with nothing on it.
     Blank,
+    /// ZFS: the `zfs` stack's pool.
+    Zfs,
 }
 
 impl FsKind {
@@ -143,6 +158,7 @@ impl FsKind {
             FsKind::Xfs => "xfs",
             FsKind::Btrfs => "btrfs",
             FsKind::Blank => "blank",
+            FsKind::Zfs => "zfs",
         }
     }
 }
@@ -315,8 +331,20 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
         if v.members == 2 && v.gpt {
             return Err("a raid1 member is a whole disk (no gpt)".into());
         }
+        if (v.fs == FsKind::Zfs) != (s.stack == Stack::Zfs) {
+            return Err("a zfs volume is the zfs stack's, which holds nothing else".into());
+        }
         match s.stack {
             Stack::Plain => {}
+            Stack::Zfs
+                if v.bus == Bus::VirtioBlk
+                    && v.holds == Holds::Root
+                    && !v.gpt
+                    && s.disks.len() == 1
+                    && s.root == Root::Debian13Zfs => {}
+            Stack::Zfs => {
+                return Err("zfs holds the root alone on a virtio-blk disk, of debian13-zfs (its zfs.ko)".into());
+            }
             Stack::Lvm if v.fs == FsKind::Ext4 && v.bus == Bus::VirtioBlk && !v.gpt && v.members == 1 => {}
             Stack::Luks
                 if v.fs == FsKind::Ext4
@@ -590,13 +618,20 @@ fn suite(root: Root) -> Result<Option<Suite>, String> {
                 let config = fs::read(format!("/boot/config-{kver}")).unwrap_or_default();
                 (k, key_of(&[kver.as_bytes(), dep.as_bytes(), &config]))
             }
-            Root::Debian13 | Root::Debian13Arm64 | Root::Debian13Plymouth | Root::Debian13Storage => {
-                (root_kernel(&cached), String::new())
-            }
+            Root::Debian13
+            | Root::Debian13Arm64
+            | Root::Debian13Plymouth
+            | Root::Debian13Storage
+            | Root::Debian13Zfs => (root_kernel(&cached), String::new()),
         };
         let mut finish = finish_base_on(&path, if root.arm64() { crate::AARCH64_CONSOLE } else { "ttyS0" });
-        if root == Root::Debian13Storage {
-            for (f, content, mode) in multipath_files() {
+        let files = match root {
+            Root::Debian13Storage => multipath_files(),
+            Root::Debian13Zfs => zfs_files(),
+            _ => Vec::new(),
+        };
+        {
+            for (f, content, mode) in files {
                 let p = path.join(f);
                 fs::create_dir_all(p.parent().unwrap()).unwrap();
                 fs::write(&p, &content).unwrap();
@@ -890,6 +925,16 @@ fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
             }];
             (made, "root=/dev/mapper/md_crypt".into(), String::new())
         }
+        Stack::Zfs => {
+            let key = key_of(&[b"zfs 1", root_tree.key.as_bytes(), PASS.as_bytes()]);
+            let dir = cached("disks", &key, |d| zfs_disks(d, su, &root_tree.path, &key));
+            let disks = ["boot", "pool"]
+                .map(|n| Disk { path: dir.join(format!("{n}.disk")), gpt: false, bus: Bus::VirtioBlk })
+                .to_vec();
+            let made =
+                vec![Made { disks, fs: FsKind::Zfs, uuid: String::new(), subvol: false, holds: Some(Holds::Root) }];
+            (made, "root=ZFS=rpool/ROOT/debian".into(), String::new())
+        }
         Stack::BcacheLvmThin => {
             let host_kver = kver_of(&crate::kernel().expect("the prep VM runs the host's kernel"));
             let key = key_of(&[b"bcache-lvm-thin 1", root_tree.key.as_bytes()]);
@@ -995,6 +1040,69 @@ fn multipath_files() -> Vec<(&'static str, String, u32)> {
             0o755,
         ),
     ]
+}
+
+/// What a root on ZFS has for the test: a report hook that prints the pool's health
+/// (`LEANRD-ZFS-POOL rpool ONLINE`), what is mounted from ZFS (`LEANRD-ZFS DATASET MOUNTPOINT`)
+/// and the root's key status (`LEANRD-ZFS-KEY available`). (path, content, mode)
+fn zfs_files() -> Vec<(&'static str, String, u32)> {
+    vec![(
+        "usr/local/sbin/leanrd-test-hook",
+        "#!/bin/sh
+zpool list -H -o name,health | sed 's/\t/ /g; s/^/LEANRD-ZFS-POOL /'
+         findmnt -rn -t zfs -o SOURCE,TARGET | sed 's/^/LEANRD-ZFS /'
+         echo \"LEANRD-ZFS-KEY $(zfs get -H -o value keystatus rpool/ROOT)\"\n"
+            .to_string(),
+        0o755,
+    )]
+}
+
+/// The disks of [`Stack::Zfs`] in `dir`: boot.disk (ext4 of the tree's /boot, the whole disk)
+/// and pool.disk, made by a prep VM on the root's own kernel with its zfs.ko, zpool and zfs,
+/// which copies the tree in from an ext4 image of it.
+fn zfs_disks(dir: &Path, su: &Suite, tree: &Path, seed: &str) {
+    let t = TempDir::new("zfs-prep");
+    let boot_uuid = uuid_for(seed, 120);
+    let fstab = format!("UUID={boot_uuid} /boot ext4 defaults 0 2\n");
+    let src = ext4_image(&t, "zfs-src", 3072, &uuid_for(seed, 121), tree, Some(&fstab));
+    let boot = ext4_image(&t, "boot", 256, &boot_uuid, &tree.join("boot"), None);
+    sh(&format!("mv {} {}", boot.display(), dir.join("boot.disk").display()));
+    let pool = dir.join("pool.disk");
+    // A GPT partition for the pool, as an installer makes one: zpool, given a whole disk,
+    // partitions it and then waits for udev, which a prep VM does not run.
+    sh(&format!(
+        "truncate -s 4G {p} && printf 'label: gpt\nstart=2048, type=6A898CC3-1DD2-11B2-99A6-080020736631, name=zfs' | \
+         sfdisk -q {p}",
+        p = pool.display()
+    ));
+    let body = format!(
+        "mkdir -p /src /mnt && mount -o ro /dev/vdb /src && \
+         $zpool create -f -o ashift=12 -o cachefile=none -O mountpoint=none -O compression=lz4 -O acltype=posixacl \
+           -O xattr=sa -R /mnt rpool /dev/vda1 && \
+         echo {PASS} | $zfs create -o encryption=aes-256-gcm -o keyformat=passphrase -o keylocation=prompt \
+           -o mountpoint=none rpool/ROOT && \
+         $zfs create -o canmount=noauto -o mountpoint=/ rpool/ROOT/debian && $zfs mount rpool/ROOT/debian && \
+         $zfs create rpool/ROOT/debian/var && $zfs create -o mountpoint=/home rpool/home && \
+         $zpool set bootfs=rpool/ROOT/debian rpool && \
+         cp -a /src/. /mnt/ && umount /src && sync && $zpool export rpool && echo PREP-DONE"
+    );
+    let img = crate::prep::image_in(
+        &su.base.path,
+        t.path(),
+        &su.kver,
+        &["zpool", "zfs"],
+        &["virtio_pci", "virtio_blk", "ext4", "zfs"],
+        "vdb",
+        &body,
+        None,
+    )
+    .expect("the ZFS prep image");
+    let disks: Vec<Disk> = [pool, src].into_iter().map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk }).collect();
+    let mut b = Boot::new(&format!("prep: ZFS {seed}"), &img, "", qemu_args(&disks.iter().collect::<Vec<_>>(), false));
+    b.expect = vec!["PREP-DONE".into()];
+    b.reject.clear();
+    b.secs = 900;
+    assert!(run(&su.kernel, &[b]).is_empty(), "the ZFS prep VM failed");
 }
 
 /// The disks of [`Stack::BcacheLvmThin`] in `dir`: boot.disk (ext4 of the tree's /boot),
@@ -1128,6 +1236,10 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
                 b.answer = Some(PASS);
                 b.expect("Enter passphrase for md_crypt")
             }
+            Stack::Zfs => {
+                b.answer = Some(PASS);
+                b.expect("Enter passphrase for rpool/ROOT (ZFS)")
+            }
             _ => b,
         }
     };
@@ -1230,7 +1342,9 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     match s.stack {
         Stack::Luks => take_boot_file(&t, &root.disks[0], &format!("initrd.img-{}", su.kver), &own),
         // /boot is the first disk's whole file system.
-        Stack::BcacheLvmThin => take_file(&t, &root.disks[0], false, &format!("initrd.img-{}", su.kver), &own),
+        Stack::BcacheLvmThin | Stack::Zfs => {
+            take_file(&t, &root.disks[0], false, &format!("initrd.img-{}", su.kver), &own)
+        }
         Stack::MdLvmLuks | Stack::Lvm | Stack::Plain => take_file(&t, &root.disks[0], root.subvol, &initrd, &own),
     }
     let listing = String::from_utf8(ok(leanrd().arg("ls").arg(&own))).unwrap();
@@ -1402,8 +1516,8 @@ mod tests {
     #[test]
     fn a_scenario_written_wrong_is_an_error_before_any_vm() {
         // An unknown disk kind, named with its line.
-        let e = err("[a]\nroot = \"debian13\"\ndisks = [{ fs = \"zfs\" }]\n");
-        assert!(e.contains("line 3") && e.contains("unknown variant `zfs`") && e.contains("ext4"), "{e}");
+        let e = err("[a]\nroot = \"debian13\"\ndisks = [{ fs = \"reiserfs\" }]\n");
+        assert!(e.contains("line 3") && e.contains("unknown variant `reiserfs`") && e.contains("ext4"), "{e}");
         // A root that is not one of the roots.
         let e = err("[a]\nroot = \"debian14\"\ndisks = [{ fs = \"ext4\" }]\n");
         assert!(e.contains("line 2") && e.contains("unknown variant `debian14`"), "{e}");
