@@ -688,6 +688,38 @@ def render_timeline():
     return "\n".join(out)
 
 
+ZFS_ROWS = [("leanrd universal", "leanrd, universal", "`root=ZFS=rpool/ROOT/debian`"),
+            ("initramfs-tools", "initramfs-tools + zfs-initramfs (MODULES=most)",
+             "`root=ZFS=rpool/ROOT/debian boot=zfs`"),
+            ("dracut", "dracut --no-hostonly --add zfs (zfs-dracut, with systemd)", "`root=zfs:rpool/ROOT/debian`")]
+
+
+def render_zfs():
+    path, d = results("zfs")
+    v = d["variants"]
+    unknown = sorted(set(v) - {n for n, _, _ in ZFS_ROWS})
+    if unknown:
+        raise SystemExit(f"{os.path.relpath(path, ROOT)}: variants tables.py does not know: {unknown}")
+    base = med(b.get("initramfs_s") for b in v["leanrd universal"]["boots"]) if "leanrd universal" in v else None
+    rows = []
+    for n, label, cmdline in ZFS_ROWS:
+        if n not in v:
+            continue
+        boots = v[n]["boots"]
+        phase = med(b.get("initramfs_s") for b in boots)
+        ratio = f"{phase / base:.2f}×" if phase is not None and base else "–"
+        rows.append([label, cmdline, f"{v[n]['image_bytes'] / 1e6:.1f} MB", num(phase, "{:.2f} s"), ratio,
+                     num(med(b.get("multi_user_s") for b in boots), "{:.2f} s"),
+                     f"{sum(bool(b.get('running')) for b in boots)}/{len(boots)}"])
+    out = [provenance(path, d, f", kernel {d['kver']}, QEMU TCG -m 1024, medians of {d['runs']}"), "",
+           table(["image", "command line", "size", "initramfs phase (passphrase typed)", "× leanrd",
+                  "kernel → multi-user", "running"], ["---", "---", "---:", "---:", "---:", "---:", "---:"], rows)]
+    peers = d.get("peers") or {}
+    if peers:
+        out += ["", "Peers: " + ", ".join(f"{p} {ver}" for p, ver in sorted(peers.items())) + "."]
+    return "\n".join(out)
+
+
 # Every benchmark table of README.md and docs/*.md: its marker name (the bench's results name, with the
 # suite for debian) and renderer (None: not generated yet, so raw results for it are a problem).
 # A marked table whose bench has no raw results yet keeps its text as it is (written by hand)
@@ -713,6 +745,7 @@ TABLES = {
     "arm64": render_arm64,
     "seeds_table": render_seeds_table,
     "timeline": render_timeline,
+    "zfs": render_zfs,
 }
 
 BLOCK = re.compile(r"<!-- bench:(?P<name>[a-z0-9_-]+) -->\n(?P<body>.*?)<!-- /bench:(?P=name) -->", re.S)

@@ -487,9 +487,13 @@ fn load_key(init: &mut Init, enc: &str, for_root: bool) -> Result<(), String> {
         let options = leanrd_contract::CryptOptions::default();
         let what = crate::luks::Asking { name: enc, dev: "ZFS", options: &options };
         let mut attempt = |p: &crate::prompt::Secret| {
-            let mut input = p.0.clone();
-            input.push(b'\n');
-            let st = crate::process::run_input("zfs", &["load-key", "-L", "prompt", enc], &input)
+            // A Secret, wiped when dropped as the answer is; sized once, so no copy is left
+            // behind by a reallocation.
+            let mut v = Vec::with_capacity(p.0.len() + 1);
+            v.extend_from_slice(&p.0);
+            v.push(b'\n');
+            let input = crate::prompt::Secret(v);
+            let st = crate::process::run_input("zfs", &["load-key", "-L", "prompt", enc], &input.0)
                 .map_err(|e| format!("{e} [zfs load-key]"))?;
             Ok(crate::process::exit_code(st) == Some(0))
         };

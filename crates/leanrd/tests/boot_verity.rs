@@ -13,7 +13,7 @@
 //!   root's /usr, a file read from it;
 //! - the devices named (`systemd.verity_root_data=`/`_hash=`) on a disk where one byte of a file
 //!   the root reads is flipped: the root (/dev/mapper/root, read-only: no write) boots, that read
-//!   fails with EIO;
+//!   fails with EIO; with `systemd.volatile=state`, a tmpfs on its /var;
 //! - one byte of the hash tree flipped: refused at setup, the diagnosis says the first block
 //!   does not verify;
 //! - a verity-sig partition (signed by a key the kernel does not trust) with
@@ -51,6 +51,7 @@ fn root_tree(t: &TempDir) -> PathBuf {
              $b echo ROOT-MOUNT $($b grep ' / ' /proc/mounts)\n\
              $b echo DM-0 $($b cat /sys/block/dm-0/dm/name) ro=$($b cat /sys/block/dm-0/ro)\n\
              $b echo USR-MOUNT $($b grep ' /usr ' /proc/mounts)\n\
+             $b echo VAR-MOUNT $($b grep ' /var ' /proc/mounts)\n\
              $b echo DM-1 $($b cat /sys/block/dm-1/dm/name 2>&1) ro=$($b cat /sys/block/dm-1/ro 2>&1)\n\
              $b grep -q {USR_PAYLOAD} /usr/payload 2>/dev/null && $b echo USR-READ\n\
              $b echo written > /etc/written 2>/dev/null && $b echo WROTE $($b cat /etc/written)\n\
@@ -61,6 +62,7 @@ fn root_tree(t: &TempDir) -> PathBuf {
     );
     fs::create_dir_all(r.join("etc")).unwrap();
     fs::create_dir_all(r.join("usr")).unwrap();
+    fs::create_dir_all(r.join("var")).unwrap();
     // Two blocks of its own (no inline data): one flipped byte fails the read of one block.
     fs::write(r.join("etc/payload"), format!("{PAYLOAD}\n").repeat(400)).unwrap();
     r
@@ -290,16 +292,23 @@ fn verity_roots() {
         line(&log, "USR-MOUNT").contains(" /usr ext4 ro") && log.contains("DM-1 usr ro=1") && log.contains("USR-READ"),
     );
 
-    // The devices named; the flipped block fails its read in the root, the rest boots.
+    // The devices named; the flipped block fails its read in the root, the rest boots. With
+    // systemd.volatile=state: the verified root as it is, a tmpfs on its /var.
     let log = boot(
         &kernel,
         &img,
         &file_flipped,
         &format!(
-            "roothash={root_hash} systemd.verity_root_data=PARTLABEL=root systemd.verity_root_hash=PARTLABEL=root-verity"
+            "roothash={root_hash} systemd.verity_root_data=PARTLABEL=root systemd.verity_root_hash=PARTLABEL=root-verity \
+             systemd.volatile=state"
         ),
     );
-    eprintln!("{}", line(&log, "PAYLOAD-"));
+    eprintln!("{}\n{}", line(&log, "PAYLOAD-"), line(&log, "VAR-MOUNT"));
+    check(
+        "systemd.volatile=state: a tmpfs on the verified root's /var",
+        &log,
+        log.contains("ROOT-MOUNT /dev/mapper/root / ext4 ro") && line(&log, "VAR-MOUNT").contains(" /var tmpfs rw"),
+    );
     check(
         "a flipped byte in a file",
         &log,
