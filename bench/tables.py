@@ -710,15 +710,16 @@ def render_storage():
         row = [st["name"]]
         for g, _ in gens:
             bs = st["boots"].get(g, [])
-            row += [num(med(b.get("initramfs_s") for b in bs), "{:.2f} s"),
-                    num(med(b.get("root_init_s") for b in bs), "{:.2f} s"),
+            good = [b for b in bs if b.get("ok")]
+            row += [num(med(b.get("initramfs_s") for b in good), "{:.2f} s"),
+                    num(med(b.get("root_init_s") for b in good), "{:.2f} s"),
                     f"{sum(1 for b in bs if b.get('ok'))}/{len(bs)}" if bs else "–"]
             if bs and not bs[0].get("ok"):
                 failed.append(f"{g}: {st['name']}")
         rows.append(row)
     head = ["stack"]
     for _, label in gens:
-        head += [f"{label}: initramfs phase", f"{label}: kernel → root's init", f"{label}: booted"]
+        head += [f"{label}: initramfs phase", f"{label}: kernel → root's init", f"{label}: booted on the stack"]
     what = f", kernel {d['kernel']}, QEMU TCG, medians of {d['runs']} boots"
     out = [provenance(path, d, what), "",
            table(head, ["---"] + ["---:"] * (len(head) - 1), rows), "",

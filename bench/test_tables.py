@@ -151,7 +151,7 @@ def storage_results():
                          "dracut": [boot(True, 14.0, 17.0), boot(True, 14.2, 17.2), boot(False)],
                          "dracut-systemd": [boot(False)]}},
               {"name": "multipath, 2 paths", "append": "ro root=UUID=x", "disks": [],
-               "boots": {"leanrd": [boot(True, 1.6, 4.6)], "dracut": [boot(False)],
+               "boots": {"leanrd": [boot(True, 1.6, 4.6)], "dracut": [boot(False, None, 15.0)],
                          "dracut-checkers": [boot(False)]}}]
     images = {"leanrd": {"image_bytes": 34_000_000}, "dracut": {"image_bytes": 48_000_000},
               "dracut-checkers": {"image_bytes": 48_100_000}, "dracut-systemd": {"image_bytes": 49_000_000}}
