@@ -724,6 +724,81 @@ def render_zfs():
 # suite for debian) and renderer (None: not generated yet, so raw results for it are a problem).
 # A marked table whose bench has no raw results yet keeps its text as it is (written by hand)
 # until they appear.
+STORAGE_GENERATORS = [("leanrd", "leanrd"), ("dracut", "dracut")]
+# Images booted on some stacks only: a line each under the table.
+STORAGE_EXTRA = [("dracut-checkers", "dracut with multipath's path checkers added (`--include /usr/lib/multipath`)"),
+                 ("dracut-systemd", "dracut with its systemd modules")]
+
+
+def render_storage():
+    path, d = results("storage")
+    imgs = d["images"]
+    unknown = sorted(set(imgs) - {g for g, _ in STORAGE_GENERATORS + STORAGE_EXTRA})
+    if unknown:
+        raise SystemExit(f"{os.path.relpath(path, ROOT)}: images tables.py does not know: {unknown}")
+    gens = [(g, label) for g, label in STORAGE_GENERATORS if g in imgs]
+    rows, failed = [], []
+    for st in d["stacks"]:
+        row = [st["name"]]
+        for g, _ in gens:
+            bs = st["boots"].get(g, [])
+            good = [b for b in bs if b.get("ok")]
+            row += [num(med(b.get("initramfs_s") for b in good), "{:.2f} s"),
+                    num(med(b.get("root_init_s") for b in good), "{:.2f} s"),
+                    f"{sum(1 for b in bs if b.get('ok'))}/{len(bs)}" if bs else "–"]
+            if bs and not bs[0].get("ok"):
+                failed.append(f"{g}: {st['name']}")
+        rows.append(row)
+    head = ["stack"]
+    for _, label in gens:
+        head += [f"{label}: initramfs phase", f"{label}: kernel → root's init", f"{label}: booted on the stack"]
+    what = f", kernel {d['kernel']}, QEMU TCG, medians of {d['runs']} boots"
+    out = [provenance(path, d, what), "",
+           table(head, ["---"] + ["---:"] * (len(head) - 1), rows), "",
+           "Images (one each, for every stack): " + ", ".join(
+               f"{label} {thousands(imgs[g]['image_bytes'])} bytes" for g, label in gens) + "."]
+    if failed:
+        out.append("Not booted on the stack's device in the first run (not booted again): " + "; ".join(failed) + ".")
+    for g, label in STORAGE_EXTRA:
+        if g not in imgs:
+            continue
+        tried = [(st["name"], st["boots"][g]) for st in d["stacks"] if st["boots"].get(g)]
+        out.append(f"{label}, {thousands(imgs[g]['image_bytes'])} bytes: " + "; ".join(
+            f"{name} booted {sum(1 for b in bs if b.get('ok'))}/{len(bs)}" for name, bs in tried) + ".")
+    peers = d.get("peers") or {}
+    if peers:
+        out += ["", "Peers: " + ", ".join(f"{p} {v}" for p, v in sorted(peers.items()) if v) + "."]
+    return "\n".join(out)
+
+
+VERITY_ROWS = [("leanrd", "leanrd `--universal`"), ("dracut", "dracut `--add systemd-veritysetup`")]
+
+
+def render_verity():
+    path, d = results("verity")
+    unknown = sorted(set(d["images"]) - {g for g, _ in VERITY_ROWS})
+    if unknown:
+        raise SystemExit(f"{os.path.relpath(path, ROOT)}: images tables.py does not know: {unknown}")
+    rows = []
+    for g, label in VERITY_ROWS:
+        if g not in d["images"]:
+            continue
+        bs = d["boots"].get(g, [])
+        rows.append([label, thousands(d["images"][g]["image_bytes"]),
+                     num(med(b.get("root_mounted_s") for b in bs), "{:.2f} s"),
+                     num(med(b.get("root_init_s") for b in bs), "{:.2f} s"),
+                     num(med(b.get("initramfs_s") for b in bs), "{:.2f} s"),
+                     f"{sum(1 for b in bs if b.get('ok'))}/{len(bs)}"])
+    what = f", kernel {d['kernel']}, QEMU TCG, medians of {d['runs']} boots"
+    out = [provenance(path, d, what), "",
+           table(["image", "bytes", "kernel → root mounted", "kernel → root's init", "initramfs phase", "booted"],
+                 ["---", "---:", "---:", "---:", "---:", "---:"], rows)]
+    peers = d.get("peers") or {}
+    if peers:
+        out += ["", "Peers: " + ", ".join(f"{p} {v}" for p, v in sorted(peers.items()) if v) + "."]
+    return "\n".join(out)
+
+
 TABLES = {
     "archiver": render_archiver,
     "memory": render_memory,
@@ -745,6 +820,8 @@ TABLES = {
     "arm64": render_arm64,
     "seeds_table": render_seeds_table,
     "timeline": render_timeline,
+    "storage": render_storage,
+    "verity": render_verity,
     "zfs": render_zfs,
 }
 

@@ -143,6 +143,32 @@ def gpu_firmware_results():
         peers={"firmware-amd-graphics": "20250410-2"})
 
 
+def storage_results():
+    def boot(ok, phase=None, init=None):
+        return {"ok": ok, "initramfs_s": phase, "root_init_s": init, "run_init_s": 3.0}
+    stacks = [{"name": "LVM thin", "append": "root=/dev/mapper/vgs-thin rd.lvm.lv=vgs/thin", "disks": [],
+               "boots": {"leanrd": [boot(True, 4.3, 7.3), boot(True, 4.1, 7.1), boot(True, 4.5, 7.5)],
+                         "dracut": [boot(True, 14.0, 17.0), boot(True, 14.2, 17.2), boot(False)],
+                         "dracut-systemd": [boot(False)]}},
+              {"name": "multipath, 2 paths", "append": "ro root=UUID=x", "disks": [],
+               "boots": {"leanrd": [boot(True, 1.6, 4.6)], "dracut": [boot(False, None, 15.0)],
+                         "dracut-checkers": [boot(False)]}}]
+    images = {"leanrd": {"image_bytes": 34_000_000}, "dracut": {"image_bytes": 48_000_000},
+              "dracut-checkers": {"image_bytes": 48_100_000}, "dracut-systemd": {"image_bytes": 49_000_000}}
+    return saved("storage", {"kernel": "6.1.0-1-amd64", "runs": 3, "images": images, "stacks": stacks},
+                 peers={"dracut": "059-4", "nbd-client": None})
+
+
+def verity_results():
+    def boot(ok, mounted=None, init=None, phase=None):
+        return {"ok": ok, "root_mounted_s": mounted, "root_init_s": init, "initramfs_s": phase}
+    return saved("verity", {"kernel": "6.12.1-amd64", "runs": 3, "append": "root=/dev/mapper/root roothash=00",
+                            "images": {"leanrd": {"image_bytes": 26_000_000}, "dracut": {"image_bytes": 39_500_000}},
+                            "boots": {"leanrd": [boot(True, 3.8, 3.9, 0.9), boot(True, 3.6, 3.7, 0.8)],
+                                      "dracut": [boot(True, 19.3, 22.2, 18.2), boot(False)]}},
+                 peers={"dracut": "106-6", "systemd": "257.9-1"})
+
+
 class Tables(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory(prefix="leanrd-tables-")
@@ -362,6 +388,35 @@ class Tables(unittest.TestCase):
         self.put("shutdown-2026-01-03-abc1234.json", bad)
         with self.assertRaises(SystemExit):
             tables.render_shutdown()
+
+    def test_storage(self):
+        name = "storage-2026-01-02-abc1234.json"
+        self.put(name, storage_results())
+        got = tables.render_storage()
+        self.assertTrue(got.startswith(self.provenance(
+            "storage", name, ", kernel 6.1.0-1-amd64, QEMU TCG, medians of 3 boots") + "\n"), got)
+        self.assertIn("| LVM thin | 4.30 s | 7.30 s | 3/3 | 14.10 s | 17.10 s | 2/3 |", got)
+        self.assertIn("| multipath, 2 paths | 1.60 s | 4.60 s | 1/1 | – | – | 0/1 |", got)
+        self.assertIn("Images (one each, for every stack): leanrd 34,000,000 bytes, dracut 48,000,000 bytes.", got)
+        self.assertIn("(not booted again): dracut: multipath, 2 paths.", got)
+        self.assertIn("`--include /usr/lib/multipath`), 48,100,000 bytes: multipath, 2 paths booted 0/1.", got)
+        self.assertIn("dracut with its systemd modules, 49,000,000 bytes: LVM thin booted 0/1.", got)
+        self.assertIn("Peers: dracut 059-4.", got)
+        bad = storage_results()
+        bad["images"]["booster"] = {"image_bytes": 1}
+        self.put("storage-2026-01-03-abc1234.json", bad)
+        with self.assertRaises(SystemExit):
+            tables.render_storage()
+
+    def test_verity(self):
+        name = "verity-2026-01-02-abc1234.json"
+        self.put(name, verity_results())
+        got = tables.render_verity()
+        self.assertTrue(got.startswith(self.provenance(
+            "verity", name, ", kernel 6.12.1-amd64, QEMU TCG, medians of 3 boots") + "\n"), got)
+        self.assertIn("| leanrd `--universal` | 26,000,000 | 3.70 s | 3.80 s | 0.85 s | 2/2 |", got)
+        self.assertIn("| dracut `--add systemd-veritysetup` | 39,500,000 | 19.30 s | 22.20 s | 18.20 s | 1/2 |", got)
+        self.assertIn("Peers: dracut 106-6, systemd 257.9-1.", got)
 
     def test_gpu_firmware(self):
         name = "gpu_firmware-2026-01-02-abc1234.json"
