@@ -118,9 +118,7 @@ impl RootSource for DpsRoot {
                 None => String::new(),
             }
         ));
-        if f.growfs {
-            init.log.step("root partition: growfs is set (left to the root: x-systemd.growfs)");
-        }
+
         if self.1 && f.verity.is_none() {
             return Err(format!(
                 "root=/dev/mapper/root is a verity device, and nothing gives its root hash: no roothash= and no \
@@ -134,7 +132,11 @@ impl RootSource for DpsRoot {
             if f.read_only {
                 init.cmd.rw = false;
             }
-            return mount(init, &f.root);
+            mount(init, &f.root)?;
+            if f.growfs {
+                grow_root_later(init, NEWROOT);
+            }
+            return Ok(());
         };
         let spec = crate::cmdline::VeritySpec {
             hash: Some(sig.root_hash.clone()),
@@ -150,6 +152,39 @@ impl RootSource for DpsRoot {
         vol.hash_dev.found = Some(hash);
         let dev = crate::verity::open(init, &vol)?;
         mount_verified(init, &dev)
+    }
+}
+
+/// Where the root's systemd finds units /init leaves it (/run moves into the root).
+const RUNTIME_UNITS: &str = "/run/systemd/system";
+/// systemd's unit that grows the root's file system to its partition.
+const GROWFS_ROOT: &str = "systemd-growfs-root.service";
+
+/// DPS's growfs flag on the root partition: what systemd's gpt-auto-generator does in its
+/// initrd (grow the file system to the partition once mounted), handed to the root's systemd:
+/// its own systemd-growfs-root.service, wanted by local-fs.target from /run/systemd/system
+/// (a unit directory of its, which /run carries into the root). The unit runs after the root
+/// is remounted read-write; a read-only root (`ro` and no rw in its fstab) is not grown.
+fn grow_root_later(init: &mut Init, root: &str) {
+    match want_growfs(root, RUNTIME_UNITS) {
+        Ok(said) => init.log.step(&said),
+        Err(e) => init.notes.push(e),
+    }
+}
+
+/// The wants link for [`GROWFS_ROOT`] under `runtime`, when the root at `root` has the unit.
+fn want_growfs(root: &str, runtime: &str) -> Result<String, String> {
+    let unit = format!("/usr/lib/systemd/system/{GROWFS_ROOT}");
+    if !sys::exists(&format!("{root}{unit}")) {
+        return Err(format!("root partition: growfs is set, and the root has no {unit}: it is not grown"));
+    }
+    let wants = format!("{runtime}/local-fs.target.wants");
+    sys::mkdir_p(&wants);
+    match rustix::fs::symlink(unit.as_str(), format!("{wants}/{GROWFS_ROOT}").as_str()) {
+        Ok(()) | Err(rustix::io::Errno::EXIST) => {
+            Ok(format!("root partition: growfs is set: {GROWFS_ROOT} wanted by the root's local-fs.target"))
+        }
+        Err(e) => Err(format!("root partition: growfs is set, and {wants}/{GROWFS_ROOT}: {}", strerror(e))),
     }
 }
 
@@ -372,6 +407,25 @@ mod tests {
 
     fn why(text: &str, conf: &InitConfig) -> Option<String> {
         missing_feature(&asked(&Cmdline::parse(text), text, conf), conf)
+    }
+
+    #[test]
+    fn growfs_is_handed_to_the_roots_own_unit() {
+        let base = format!("/tmp/leanrd-growfs-{}", rustix::process::getpid().as_raw_nonzero());
+        let (root, run) = (format!("{base}/root"), format!("{base}/run"));
+        // A root without systemd's unit: said, nothing made.
+        sys::mkdir_p(&root);
+        let e = want_growfs(&root, &run).unwrap_err();
+        assert!(e.contains("it is not grown"), "{e}");
+        assert!(!sys::exists(&format!("{run}/local-fs.target.wants")));
+        sys::mkdir_p(&format!("{root}/usr/lib/systemd/system"));
+        sys::write_file_mode(&format!("{root}/usr/lib/systemd/system/{GROWFS_ROOT}"), "[Unit]\n", 0o644).unwrap();
+        assert!(want_growfs(&root, &run).is_ok());
+        let link = format!("{run}/local-fs.target.wants/{GROWFS_ROOT}");
+        assert_eq!(sys::readlink(&link).as_deref(), Some("/usr/lib/systemd/system/systemd-growfs-root.service"));
+        // Twice: the same link.
+        assert!(want_growfs(&root, &run).is_ok());
+        let _ = std::process::Command::new("rm").args(["-rf", &base]).status();
     }
 
     #[test]
