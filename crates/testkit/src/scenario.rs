@@ -133,6 +133,15 @@ pub enum Stack {
     /// zfs-mount mounts it); /boot on the first disk (ext4, the whole disk). The pool exported.
     /// Made in a prep VM on the root's own kernel, its zfs.ko and zpool.
     Zfs,
+    /// A server's root (debian13-storage) on three of LVM's and dm's other layers at once:
+    /// the ext4 root in a LUKS2 container with authenticated encryption (`--integrity
+    /// hmac-sha256`, 4 KiB sectors: dm-integrity under dm-crypt; root_crypt in crypttab, the
+    /// passphrase typed) on vg0/root, a raid1 LV (`-m1` over the PVs of the second and third
+    /// disks) cached (dm-cache, writethrough) by a cache pool on the fourth disk; /boot on the
+    /// first disk (ext4, the whole disk): a self-built root writes its own image there. A
+    /// report hook prints each layer as the booted root sees it ([`raid_cache_hook`]). Made in
+    /// a prep VM on the host's kernel.
+    LuksIntegrityRaidCache,
 }
 
 /// A file system kind, or a blank disk.
@@ -368,6 +377,19 @@ pub fn check(name: &str, s: &Scenario) -> Result<(), String> {
                     && v.members == 1
                     && s.disks.len() == 1
                     && s.root == Root::Debian13Storage => {}
+            Stack::LuksIntegrityRaidCache
+                if v.fs == FsKind::Ext4
+                    && v.bus == Bus::VirtioBlk
+                    && v.holds == Holds::Root
+                    && !v.gpt
+                    && v.members == 1
+                    && s.disks.len() == 1
+                    && s.root == Root::Debian13Storage => {}
+            Stack::LuksIntegrityRaidCache => {
+                return Err("luks-integrity-raid-cache holds the ext4 root alone on virtio-blk disks, of \
+                            debian13-storage (its cache_check and cryptsetup)"
+                    .into());
+            }
             Stack::BcacheLvmThin => {
                 return Err("bcache-lvm-thin holds the ext4 root alone on virtio-blk disks, of debian13-storage \
                             (its thin_check and make-bcache)"
@@ -935,6 +957,24 @@ fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
                 vec![Made { disks, fs: FsKind::Zfs, uuid: String::new(), subvol: false, holds: Some(Holds::Root) }];
             (made, "root=ZFS=rpool/ROOT/debian".into(), String::new())
         }
+        Stack::LuksIntegrityRaidCache => {
+            let host_kver = kver_of(&crate::kernel().expect("the prep VM runs the host's kernel"));
+            let hook = raid_cache_hook();
+            let key =
+                key_of(&[b"luks-integrity-raid-cache 3", root_tree.key.as_bytes(), PASS.as_bytes(), hook.as_bytes()]);
+            let dir = cached("disks", &key, |d| raid_cache_disks(d, &host_kver, &root_tree.path, &hook, &key));
+            let disks = ["boot", "raid-0", "raid-1", "cache"]
+                .map(|n| Disk { path: dir.join(format!("{n}.disk")), gpt: false, bus: Bus::VirtioBlk })
+                .to_vec();
+            let made = vec![Made {
+                disks,
+                fs: FsKind::Ext4,
+                uuid: fs::read_to_string(dir.join("luks-uuid")).expect("the LUKS UUID"),
+                subvol: false,
+                holds: Some(Holds::Root),
+            }];
+            (made, "root=/dev/mapper/root_crypt".into(), String::new())
+        }
         Stack::BcacheLvmThin => {
             let host_kver = kver_of(&crate::kernel().expect("the prep VM runs the host's kernel"));
             let key = key_of(&[b"bcache-lvm-thin 1", root_tree.key.as_bytes()]);
@@ -1147,6 +1187,94 @@ fn bcache_lvm_thin_disks(dir: &Path, host_kver: &str, tree: &Path, seed: &str) {
     prep_boot(&img, &disks, &format!("bcache/LVM thin {seed}"));
 }
 
+/// The report hook of [`Stack::LuksIntegrityRaidCache`]'s root (in place of the storage root's
+/// multipath one): each layer as the booted root sees it, spaces squeezed. `LEANRD-LVS` (lvs -a:
+/// name, segment type, cache mode), `LEANRD-CRYPT` (cryptsetup status root_crypt) and
+/// `LEANRD-DM` (each dm device's name and its table's target types).
+fn raid_cache_hook() -> String {
+    "#!/bin/sh
+sq() { sed 's/^ *//; s/  */ /g; s/ *$//' | sed \"s/^/$1 /\"; }
+lvs -a --noheadings -o lv_name,segtype,cache_mode vg0 2>&1 | sq LEANRD-LVS
+cryptsetup status root_crypt 2>&1 | sq LEANRD-CRYPT
+dmsetup table 2>&1 | awk '{ print $1, $4 }' | sq LEANRD-DM
+"
+    .to_string()
+}
+
+/// The disks of [`Stack::LuksIntegrityRaidCache`] in `dir`: boot.disk (ext4 of the tree's
+/// /boot), raid-0.disk and raid-1.disk (vg0's PVs under the raid1 LV vg0/root), cache.disk
+/// (vg0's third PV, under the cache pool vg0/cpool that caches vg0/root, writethrough), the
+/// LUKS2 container with `--integrity hmac-sha256` on vg0/root holding an ext4 of the tree (its
+/// fstab, crypttab and the report hook `hook`), copied in by a prep VM on the host's kernel;
+/// luks-uuid, the container's UUID. No initial raid1 sync (`--nosync`: the legs are blank
+/// alike) and no integrity wipe (`--integrity-no-wipe`): instead every block of the container
+/// is written once, the file system's image whole and zeros after it. A sector never written
+/// fails dm-integrity's check when read, and the booted root reads beyond the file system's
+/// used blocks (blkid probes the device's end, e2fsck the backup superblocks): a sparse copy
+/// (e2image -ra) gave I/O errors and a failed systemd-fsck-root. Everything closed and
+/// deactivated at the end.
+fn raid_cache_disks(dir: &Path, host_kver: &str, tree: &Path, hook: &str, seed: &str) {
+    let t = TempDir::new("raid-cache-prep");
+    let (boot_uuid, luks_uuid) = (uuid_for(seed, 130), uuid_for(seed, 131));
+    let fstab =
+        format!("/dev/mapper/root_crypt / ext4 errors=remount-ro 0 1\nUUID={boot_uuid} /boot ext4 defaults 0 2\n");
+    let crypttab = format!("root_crypt UUID={luks_uuid} none luks\n");
+    // The tree with its own report hook (hard links but for the hook).
+    let case = t.join("raid-cache.tree");
+    sh(&format!("cp -al {} {}", tree.display(), case.display()));
+    let h = case.join("usr/local/sbin/leanrd-test-hook");
+    let _ = fs::remove_file(&h);
+    fs::create_dir_all(h.parent().unwrap()).unwrap();
+    fs::write(&h, hook).unwrap();
+    fs::set_permissions(&h, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let root = ext4_image_with(
+        &t,
+        "raid-cache-root",
+        2048,
+        &uuid_for(seed, 132),
+        &case,
+        &[("fstab", &fstab), ("crypttab", &crypttab)],
+    );
+    sh(&format!("rm -rf {}", case.display()));
+    let boot = ext4_image(&t, "boot", 256, &boot_uuid, &tree.join("boot"), None);
+    sh(&format!("mv {} {}", boot.display(), dir.join("boot.disk").display()));
+    let (r0, r1, cache) = (dir.join("raid-0.disk"), dir.join("raid-1.disk"), dir.join("cache.disk"));
+    sh(&format!("truncate -s 2400M {} {} && truncate -s 128M {}", r0.display(), r1.display(), cache.display()));
+    let lvc = "$lvm lvcreate -y --config \"$C\"";
+    let body = format!(
+        "printf %s '{PASS}' > /tmp/pass && \
+         $lvm pvcreate -y --config \"$C\" /dev/vda /dev/vdb /dev/vdc && \
+         $lvm vgcreate --config \"$C\" vg0 /dev/vda /dev/vdb /dev/vdc && \
+         {lvc} --type raid1 -m 1 --nosync -L 2112M -n root vg0 /dev/vda /dev/vdb && \
+         {lvc} --type cache-pool -L 64M -n cpool vg0 /dev/vdc && \
+         $lvm lvconvert -y --config \"$C\" --type cache --cachepool vg0/cpool --cachemode writethrough vg0/root && \
+         $cryptsetup luksFormat --batch-mode --type luks2 --integrity hmac-sha256 --integrity-no-wipe \
+           --sector-size 4096 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 --uuid {luks_uuid} \
+           --key-file /tmp/pass /dev/mapper/vg0-root && \
+         $cryptsetup open --key-file /tmp/pass /dev/mapper/vg0-root prep && \
+         dd if=/dev/vdd of=/dev/mapper/prep bs=1M && \
+         {{ dd if=/dev/zero of=/dev/mapper/prep bs=1M seek=2048 2>/dev/null; true; }} && \
+         $cryptsetup close prep && $lvm lvs -a --config \"$C\" vg0 && $lvm vgchange -an --config \"$C\" vg0 && \
+         sync && echo PREP-DONE"
+    );
+    let mut modules = crate::prep::STACK_MODULES.to_vec();
+    modules.extend(["dm_raid", "dm_cache", "dm_cache_smq", "dm_integrity", "authenc", "hmac"]);
+    let img =
+        crate::prep::image(t.path(), host_kver, &["lvm", "cryptsetup", "cache_check"], &modules, "vdd", &body, None)
+            .expect("the LUKS2 integrity/raid1/cache prep image");
+    let disks: Vec<Disk> =
+        [r0, r1, cache, root].into_iter().map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk }).collect();
+    // The copy through dm-integrity's HMAC and dm-crypt under TCG: longer than prep_boot allows.
+    let host = crate::kernel().expect("the host's kernel");
+    let what = format!("prep: LUKS2 integrity/raid1/cache {seed}");
+    let mut b = Boot::new(&what, &img, "", qemu_args(&disks.iter().collect::<Vec<_>>(), false));
+    b.expect = vec!["PREP-DONE".into()];
+    b.reject.clear();
+    b.secs = 900;
+    assert!(run(&host, &[b]).is_empty(), "the LUKS2 integrity/raid1/cache prep VM failed");
+    fs::write(dir.join("luks-uuid"), luks_uuid).unwrap();
+}
+
 /// Copies of disks a boot writes to (the cached ones stay as they were made).
 fn writable(made: &[Made], t: &TempDir) -> Vec<Made> {
     made.iter()
@@ -1239,6 +1367,10 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
             Stack::Zfs => {
                 b.answer = Some(PASS);
                 b.expect("Enter passphrase for rpool/ROOT (ZFS)")
+            }
+            Stack::LuksIntegrityRaidCache => {
+                b.answer = Some(PASS);
+                b.expect("Enter passphrase for root_crypt")
             }
             _ => b,
         }
@@ -1342,7 +1474,7 @@ pub fn run_one(name: &str, s: &Scenario) -> Result<(), String> {
     match s.stack {
         Stack::Luks => take_boot_file(&t, &root.disks[0], &format!("initrd.img-{}", su.kver), &own),
         // /boot is the first disk's whole file system.
-        Stack::BcacheLvmThin | Stack::Zfs => {
+        Stack::BcacheLvmThin | Stack::Zfs | Stack::LuksIntegrityRaidCache => {
             take_file(&t, &root.disks[0], false, &format!("initrd.img-{}", su.kver), &own)
         }
         Stack::MdLvmLuks | Stack::Lvm | Stack::Plain => take_file(&t, &root.disks[0], root.subvol, &initrd, &own),
@@ -1555,6 +1687,8 @@ mod tests {
         assert!(e.contains("virtio-blk or NVMe"), "{e}");
         let e = err("[a]\nroot = \"debian13\"\nstack = \"bcache-lvm-thin\"\ndisks = [{ fs = \"ext4\" }]\n");
         assert!(e.contains("of debian13-storage"), "{e}");
+        let e = err("[a]\nroot = \"debian13\"\nstack = \"luks-integrity-raid-cache\"\ndisks = [{ fs = \"ext4\" }]\n");
+        assert!(e.contains("luks-integrity-raid-cache holds the ext4 root alone"), "{e}");
         let e = err("[a]\nroot = \"debian13\"\ndisks = [{ fs = \"ext4\", bus = \"virtio-scsi-two-paths\" }]\n");
         assert!(e.contains("virtio-scsi-two-paths: one disk"), "{e}");
         let e = err("[Bad-Name]\nroot = \"debian12\"\ndisks = [{ fs = \"ext4\" }]\n");
