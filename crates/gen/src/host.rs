@@ -750,6 +750,20 @@ pub(crate) fn lvm_kind(uuid: &str, dm_name: &str) -> (Vec<StackLayer>, Vec<&'sta
     (layers, modules)
 }
 
+/// Whether a dm-integrity device is a LUKS2 container's own (cryptsetup's `NAME_dif` under a
+/// container formatted with `--integrity`) rather than a standalone one: cryptsetup 2.8 names
+/// it `CRYPT-SUBDEV-...`; 2.7 and older `CRYPT-INTEGRITY-UUID-NAME_dif`, UUID the container's
+/// in 32 hex digits, where integritysetup's standalone devices are `CRYPT-INTEGRITY-NAME` (they
+/// have no UUID); and its holder is the container (`held_by_luks2`, from sysfs).
+pub(crate) fn luks2_integrity(uuid: &str, held_by_luks2: bool) -> bool {
+    if uuid.starts_with("CRYPT-SUBDEV-") || held_by_luks2 {
+        return true;
+    }
+    uuid.strip_prefix("CRYPT-INTEGRITY-").and_then(|r| r.split_once('-')).is_some_and(|(hex, name)| {
+        hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()) && name.ends_with("_dif")
+    })
+}
+
 fn read_trim(p: &Path) -> Option<String> {
     fs::read_to_string(p).ok().map(|s| s.trim().to_string())
 }
@@ -773,7 +787,11 @@ fn walk_block(root: &Path, dev: &Path, f: &mut Facts, depth: usize) -> Result<()
             // subdevice, its tags checked by an AEAD such as authenc(hmac(sha256),xts(aes)),
             // which the kernel asks /init for as it needs its parts), or standalone.
             f.modules.extend(["dm_integrity", "authenc", "hmac"].map(String::from));
-            if uuid.starts_with("CRYPT-INTEGRITY-") {
+            let held_by_luks2 = fs::read_dir(dev.join("holders")).is_ok_and(|rd| {
+                rd.flatten()
+                    .any(|h| read_trim(&h.path().join("dm/uuid")).is_some_and(|u| u.starts_with("CRYPT-LUKS2-")))
+            });
+            if !luks2_integrity(&uuid, held_by_luks2) {
                 f.stack.insert(StackLayer::Integrity);
             }
         } else if uuid.starts_with("CRYPT-") {
@@ -1100,6 +1118,19 @@ pub(crate) fn detect_keyboards(root: &Path, f: &mut Facts) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_luks2_containers_integrity_device_is_not_a_standalone_one() {
+        let hex = "0c0c0c0c111142228333444444444444";
+        // cryptsetup 2.8's name, and 2.7's (Debian 13's cryptsetup 2.7.5).
+        assert!(luks2_integrity(&format!("CRYPT-SUBDEV-{hex}-root_crypt_dif"), false));
+        assert!(luks2_integrity(&format!("CRYPT-INTEGRITY-{hex}-root_crypt_dif"), false));
+        // integritysetup's own, whatever its name; unless a LUKS2 container holds it.
+        assert!(!luks2_integrity("CRYPT-INTEGRITY-introot", false));
+        assert!(!luks2_integrity("CRYPT-INTEGRITY-data_dif", false));
+        assert!(!luks2_integrity(&format!("CRYPT-INTEGRITY-{hex}-introot"), false));
+        assert!(luks2_integrity("CRYPT-INTEGRITY-introot", true));
+    }
 
     #[test]
     fn a_pools_devices_from_zpool_list() {
