@@ -3,6 +3,7 @@ the kernel a suite boots, and every QEMU boot, run as the tests run theirs), the
 disks the benches build, and their raw results (bench/results/NAME-DATE-COMMIT.json)."""
 
 import json
+import re
 import os
 import platform
 import shutil
@@ -144,6 +145,12 @@ def boot(kernel=None, initrd=None, append="", disks=(), snapshot=False, memory=N
     for m in monitor:
         args += ["--monitor", m]
     return json.loads(harness(*args))
+
+
+def ktime(log, text):
+    """The kernel timestamp of the first console line holding `text`; None when none does."""
+    m = re.search(r"\[\s*([0-9]+\.[0-9]+)\] [^\n]*" + re.escape(text), log)
+    return float(m.group(1)) if m else None
 
 
 def commit():

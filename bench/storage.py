@@ -55,14 +55,13 @@ import argparse
 import glob
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
 import tempfile
 import time
 
-from common import (HARNESS, ROOT, build_leanrd, chroot_build, chroot_install, debian_tree, kernel, save, sh,
+from common import (HARNESS, ktime, ROOT, build_leanrd, chroot_build, chroot_install, debian_tree, kernel, save, sh,
                     sysroot, tool_version)
 
 PASS = "leanrd-test-passphrase"  # boot_init.rs's PASS
@@ -294,12 +293,6 @@ class NbdLab:
         subprocess.run(["ip", "netns", "del", self.ns])
         for f in glob.glob(f"{self.dir}/*.diff"):
             os.remove(f)
-
-
-def ktime(log, text):
-    """The kernel timestamp of the first console line holding `text`."""
-    m = re.search(r"\[\s*([0-9]+\.[0-9]+)\] [^\n]*" + re.escape(text), log)
-    return float(m.group(1)) if m else None
 
 
 def one_boot(vmlinuz, image, st, work, lab):

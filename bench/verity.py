@@ -34,14 +34,13 @@ import argparse
 import glob
 import json
 import os
-import re
 import shutil
-import statistics
 import subprocess
 import tempfile
 import time
 
-from common import (HARNESS, build_leanrd, chroot_build, chroot_install, debian_tree, save, sh, tool_version)
+from debian import med
+from common import (HARNESS, ktime, build_leanrd, chroot_build, chroot_install, debian_tree, save, sh, tool_version)
 
 MARK = "LEANRD-VERITY-ROOT"
 ROOT_TYPE = "4f68bce3-e8cd-4db1-96e7-fbcaf984b709"
@@ -113,11 +112,6 @@ def make(work, leanrd, init):
     return made
 
 
-def ktime(log, text):
-    m = re.search(r"\[\s*([0-9]+\.[0-9]+)\] [^\n]*" + re.escape(text), log)
-    return float(m.group(1)) if m else None
-
-
 def one_boot(work, image, append):
     args = ["boot", "--kernel", f"{work}/vmlinuz", "--initrd", image, "--append", append, "--timeout", "300",
             "--disk", f"{work}/verity.disk", "--snapshot", "--mark", RUN_INIT, "--mark", MARK]
@@ -171,9 +165,6 @@ def main():
                     print("  " + "\n  ".join((b.get("console_tail") or b.get("error", "")).splitlines()[-12:]),
                           flush=True)
 
-        def med(xs):
-            xs = [x for x in xs if x is not None]
-            return f"{statistics.median(xs):.2f}" if xs else "–"
         print(f"\n## dm-verity root, kernel {made['kernel']}, QEMU TCG; medians of {a.runs}\n")
         print("| image | bytes | kernel → root mounted s | kernel → root's init s | initramfs phase s | booted |")
         print("|---|---:|---:|---:|---:|---:|")

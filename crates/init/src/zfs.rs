@@ -338,9 +338,8 @@ impl RootSource for ZfsSource {
 /// Import `name` (by its GUID: two pools may share a name) from the members seen, without
 /// mounting anything, unless it is imported already.
 fn import(init: &mut Init, name: &str, pool: &Pool) -> Result<(), String> {
-    if crate::process::run_output("zpool", &["list", "-H", "-o", "name", name], 256)
-        .is_ok_and(|(st, _)| crate::process::exit_code(st) == Some(0))
-    {
+    // An imported pool has its kstat directory: no program run to ask.
+    if sys::is_dir(&format!("/proc/spl/kstat/zfs/{name}")) {
         return Ok(());
     }
     let guid = pool.guid.to_string();
@@ -443,10 +442,15 @@ fn mount_dataset(init: &mut Init, dataset: &str) -> Result<(), String> {
         .filter(|f| f.encryptionroot != "-" && f.keystatus == "unavailable")
         .map(|f| f.encryptionroot.clone())
         .collect();
-    for enc in roots {
-        load_key(init, &enc, enc == root.encryptionroot)?;
-    }
-    let all = list(dataset)?;
+    // Listed again only when a key was loaded: the key status changed.
+    let all = if roots.is_empty() {
+        all
+    } else {
+        for enc in &roots {
+            load_key(init, enc, *enc == root.encryptionroot)?;
+        }
+        list(dataset)?
+    };
     let legacy = root.mountpoint == "legacy";
     let mut opts = String::from(if legacy { "" } else { "zfsutil" });
     if let Some(f) = init.cmd.mounts.rootflags.clone().or(init.conf.mounts.rootflags.clone()) {

@@ -950,9 +950,7 @@ fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
         Stack::Zfs => {
             let key = key_of(&[b"zfs 1", root_tree.key.as_bytes(), PASS.as_bytes()]);
             let dir = cached("disks", &key, |d| zfs_disks(d, su, &root_tree.path, &key));
-            let disks = ["boot", "pool"]
-                .map(|n| Disk { path: dir.join(format!("{n}.disk")), gpt: false, bus: Bus::VirtioBlk })
-                .to_vec();
+            let disks = virtio_disks(&dir, &["boot", "pool"]);
             let made =
                 vec![Made { disks, fs: FsKind::Zfs, uuid: String::new(), subvol: false, holds: Some(Holds::Root) }];
             (made, "root=ZFS=rpool/ROOT/debian".into(), String::new())
@@ -963,9 +961,7 @@ fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
             let key =
                 key_of(&[b"luks-integrity-raid-cache 3", root_tree.key.as_bytes(), PASS.as_bytes(), hook.as_bytes()]);
             let dir = cached("disks", &key, |d| raid_cache_disks(d, &host_kver, &root_tree.path, &hook, &key));
-            let disks = ["boot", "raid-0", "raid-1", "cache"]
-                .map(|n| Disk { path: dir.join(format!("{n}.disk")), gpt: false, bus: Bus::VirtioBlk })
-                .to_vec();
+            let disks = virtio_disks(&dir, &["boot", "raid-0", "raid-1", "cache"]);
             let made = vec![Made {
                 disks,
                 fs: FsKind::Ext4,
@@ -979,9 +975,7 @@ fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
             let host_kver = kver_of(&crate::kernel().expect("the prep VM runs the host's kernel"));
             let key = key_of(&[b"bcache-lvm-thin 1", root_tree.key.as_bytes()]);
             let dir = cached("disks", &key, |d| bcache_lvm_thin_disks(d, &host_kver, &root_tree.path, &key));
-            let disks = ["boot", "backing", "cache"]
-                .map(|n| Disk { path: dir.join(format!("{n}.disk")), gpt: false, bus: Bus::VirtioBlk })
-                .to_vec();
+            let disks = virtio_disks(&dir, &["boot", "backing", "cache"]);
             let made =
                 vec![Made { disks, fs: FsKind::Ext4, uuid: String::new(), subvol: false, holds: Some(Holds::Root) }];
             (made, "root=/dev/mapper/vg0-root".into(), String::new())
@@ -1014,12 +1008,24 @@ fn disks(name: &str, s: &Scenario, su: &Suite) -> (Vec<Made>, String, String) {
 /// Boot a prep image on the host's kernel; it must print PREP-DONE (bench/shutdown.py's LUKS
 /// disks too, through `leanrd-harness luks-disk`).
 pub fn prep_boot(prep: &Path, disks: &[Disk], what: &str) {
-    let host = crate::kernel().expect("the host's kernel");
+    prep_boot_on(&crate::kernel().expect("the host's kernel"), prep, disks, what, None);
+}
+
+/// [`prep_boot`] on `kernel`, with `secs` before the VM is killed (None: a boot's default).
+fn prep_boot_on(kernel: &Path, prep: &Path, disks: &[Disk], what: &str, secs: Option<u64>) {
     let mut b = Boot::new(&format!("prep: {what}"), prep, "", qemu_args(&disks.iter().collect::<Vec<_>>(), false));
     b.expect = vec!["PREP-DONE".into()];
     b.reject.clear();
-    let failed = run(&host, &[b]);
+    if let Some(secs) = secs {
+        b.secs = secs;
+    }
+    let failed = run(kernel, &[b]);
     assert!(failed.is_empty(), "the {what} prep VM failed");
+}
+
+/// The disks `names` (NAME.disk in `dir`), whole virtio-blk disks, in that order.
+fn virtio_disks(dir: &Path, names: &[&str]) -> Vec<Disk> {
+    names.iter().map(|n| Disk { path: dir.join(format!("{n}.disk")), gpt: false, bus: Bus::VirtioBlk }).collect()
 }
 
 /// The LVM disk: vg0 on one disk with `root` (the root's tree, `fstab` its /etc/fstab) and,
@@ -1138,11 +1144,7 @@ fn zfs_disks(dir: &Path, su: &Suite, tree: &Path, seed: &str) {
     )
     .expect("the ZFS prep image");
     let disks: Vec<Disk> = [pool, src].into_iter().map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk }).collect();
-    let mut b = Boot::new(&format!("prep: ZFS {seed}"), &img, "", qemu_args(&disks.iter().collect::<Vec<_>>(), false));
-    b.expect = vec!["PREP-DONE".into()];
-    b.reject.clear();
-    b.secs = 900;
-    assert!(run(&su.kernel, &[b]).is_empty(), "the ZFS prep VM failed");
+    prep_boot_on(&su.kernel, &img, &disks, &format!("ZFS {seed}"), Some(900));
 }
 
 /// The disks of [`Stack::BcacheLvmThin`] in `dir`: boot.disk (ext4 of the tree's /boot),
@@ -1266,12 +1268,7 @@ fn raid_cache_disks(dir: &Path, host_kver: &str, tree: &Path, hook: &str, seed: 
         [r0, r1, cache, root].into_iter().map(|path| Disk { path, gpt: false, bus: Bus::VirtioBlk }).collect();
     // The copy through dm-integrity's HMAC and dm-crypt under TCG: longer than prep_boot allows.
     let host = crate::kernel().expect("the host's kernel");
-    let what = format!("prep: LUKS2 integrity/raid1/cache {seed}");
-    let mut b = Boot::new(&what, &img, "", qemu_args(&disks.iter().collect::<Vec<_>>(), false));
-    b.expect = vec!["PREP-DONE".into()];
-    b.reject.clear();
-    b.secs = 900;
-    assert!(run(&host, &[b]).is_empty(), "the LUKS2 integrity/raid1/cache prep VM failed");
+    prep_boot_on(&host, &img, &disks, &format!("LUKS2 integrity/raid1/cache {seed}"), Some(900));
     fs::write(dir.join("luks-uuid"), luks_uuid).unwrap();
 }
 
